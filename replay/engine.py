@@ -1,0 +1,193 @@
+"""The replay grid: every (policy configuration, budget) x seed run over one pool, in parallel over seeds.
+
+The public wrapper `replay` validates and allocates; the kernel `_grid` computes. Permutations and query
+orders are regenerated inside the kernel from (seed, query key), so every configuration and budget sees the
+same permutation of a seed (common random numbers), and results do not depend on the thread count.
+"""
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+from numba import njit, prange
+
+from .kernel import run_one, selected_correct
+from .policies import POLICIES, RunConfig
+from .pool import Pool, PoolError
+from .rng import fill_permutation, fill_query_order
+from .state import (CAPPED, COVERED, ELIM, ELIMS, EXH, EXHAUSTED, N, SAMPLES, TOKENS, make_tables, new_state,
+                    reset_state)
+
+SELECT = {"bon": 0, "weighted": 1, "sc": 2}
+# Per-query flag bits of the allocation output.
+F_ANSWERED, F_COVERED, F_EXHAUSTED, F_CAPPED = 1, 2, 4, 8
+F_SEL = (16, 32, 64)  # bon, weighted, sc selected a correct response
+
+
+@njit(parallel=True, cache=True)
+def _grid(off, correct, score, ans, tok, qkeys, T, L, min_a, seeds, cfg_i, cfg_f, budgets, out_f, out_i,
+          pq_n, pq_flags):
+    n = qkeys.shape[0]
+    total = off[n]
+    per_query = pq_n.shape[0] > 0
+    for s in prange(seeds.shape[0]):
+        perm = np.empty(total, np.int64)
+        fill_permutation(off, qkeys, seeds[s], perm)
+        rank = np.empty(n, np.int64)
+        order = np.empty(n, np.int64)
+        fill_query_order(qkeys, seeds[s], rank, order)
+        qi, qf, si, sf, tot = new_state(n, total)
+        for c in range(cfg_i.shape[0]):
+            run_one(off, correct, score, ans, tok, perm, rank, order, T, L, min_a, qi, qf, si, sf, tot,
+                    budgets[c, s], cfg_i[c, 0], cfg_i[c, 1], cfg_i[c, 2], cfg_i[c, 3], cfg_f[c, 0], cfg_f[c, 1],
+                    cfg_f[c, 2], cfg_i[c, 4], cfg_f[c, 3], cfg_f[c, 4], cfg_i[c, 5])
+            cov = 0
+            acc0 = 0
+            acc1 = 0
+            acc2 = 0
+            answered = 0
+            for i in range(n):
+                cov += qi[i, COVERED]
+                answered += qi[i, ELIM]
+                s0 = selected_correct(qi, si, off, correct, i, 0)
+                s1 = selected_correct(qi, si, off, correct, i, 1)
+                s2 = selected_correct(qi, si, off, correct, i, 2)
+                acc0 += s0
+                acc1 += s1
+                acc2 += s2
+                if per_query:
+                    pq_n[c, s, i] = qi[i, N]
+                    pq_flags[c, s, i] = (qi[i, ELIM] * 1 + qi[i, COVERED] * 2 + qi[i, EXH] * 4 + qi[i, CAPPED] * 8
+                                         + s0 * 16 + s1 * 32 + s2 * 64)
+            out_f[c, s, 0] = cov / n
+            out_f[c, s, 1] = acc0 / n
+            out_f[c, s, 2] = acc1 / n
+            out_f[c, s, 3] = acc2 / n
+            out_i[c, s, 0] = tot[SAMPLES]
+            out_i[c, s, 1] = tot[TOKENS]
+            out_i[c, s, 2] = tot[EXHAUSTED]
+            out_i[c, s, 3] = answered
+            reset_state(qi, qf, si, sf, tot, off, ans, perm)
+
+
+def run_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, seeds, tables,
+             per_query: bool = False):
+    """Run configs[c] at total budget budget_totals[c, s] on each seed; raw arrays out."""
+    C, S, n = len(configs), len(seeds), pool.n_queries
+    cfg_i = np.array([[POLICIES[c.policy], c.kernel_unit, c.K, ELIMS[c.eliminate], c.max_samples, c.m_min]
+                      for c in configs], np.int64).reshape(C, 6)
+    cfg_f = np.array([[c.gamma, c.lam_value, c.eps, c.rho, c.tau] for c in configs], np.float64).reshape(C, 5)
+    out_f = np.zeros((C, S, 4))
+    out_i = np.zeros((C, S, 4), np.int64)
+    shape = (C, S, n) if per_query else (0, 0, 0)
+    pq_n = np.zeros(shape, np.int32)
+    pq_flags = np.zeros(shape, np.uint8)
+    T, L, min_a = tables
+    if C and S:
+        _grid(pool.off, pool.correct, pool.score, pool.ans, pool.tok, pool.qkeys, T, L, min_a,
+              np.asarray(seeds, np.int64), cfg_i, cfg_f, np.ascontiguousarray(budget_totals, np.int64),
+              out_f, out_i, pq_n, pq_flags)
+    return out_f, out_i, pq_n, pq_flags
+
+
+def check_configs(pool: Pool, configs: list[RunConfig], select: str):
+    """Refuse runs the pool cannot support, naming what is missing."""
+    if select not in SELECT:
+        raise PoolError(f"unknown selection {select!r}; choose bon, weighted or sc")
+    for c in configs:
+        if c.needs_answers() and not pool.has_answers:
+            raise PoolError(f"{c.label()} needs an 'answer' column (answer categories), and this pool has none")
+        if c.unit != "samples" and not pool.has_tokens:
+            raise PoolError(f"{c.label()}: a token budget needs an 'n_tokens' column, and this pool has none")
+        if c.policy == "oracle" and not pool.has_gt:
+            raise PoolError("oracle needs ground truth (a 'correct' column), and this pool has none")
+    if select in ("weighted", "sc") and not pool.has_answers:
+        raise PoolError(f"--select {select} needs an 'answer' column, and this pool has none")
+
+
+def replay(pool: Pool, configs: list[RunConfig], budgets, seeds, select: str = "bon", conf: float = 0.95,
+           per_query: bool = False) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """Replay every configuration at every average per-query budget and seed.
+
+    Returns one row per (configuration, budget, seed) and, with per_query, one row per query of each run."""
+    check_configs(pool, configs, select)
+    budgets = [float(b) for b in budgets]
+    seeds = np.asarray(list(seeds), np.int64)
+    if not budgets:
+        raise PoolError("no budgets given")
+    if any(b <= 0 for b in budgets):
+        raise PoolError(f"budgets must be positive (average samples or tokens per query), got {budgets}")
+    if len(seeds) == 0:
+        raise PoolError("no seeds given")
+    n = pool.n_queries
+    tables = make_tables(int(pool.sizes.max()), conf)
+    totals = {b: int(round(b * n)) for b in budgets}
+
+    # Token-matched runs spend, per (budget, seed), what uniform spent in tokens at that sample budget.
+    matched = {}
+    if any(c.unit == "token-matched" for c in configs):
+        uni = [RunConfig("uniform")] * len(budgets)
+        tb = np.array([[totals[b]] * len(seeds) for b in budgets], np.int64)
+        _, oi, _, _ = run_grid(pool, uni, tb, seeds, tables)
+        matched = {b: oi[k, :, 1] for k, b in enumerate(budgets)}
+
+    rows_cfg, rows_budget, bt = [], [], []
+    for c in configs:
+        if c.policy == "uniform" and c.unit == "token-matched":
+            c = RunConfig("uniform")  # uniform is its own token match
+        for b in budgets:
+            rows_cfg.append(c)
+            rows_budget.append(b)
+            bt.append(matched[b] if c.unit == "token-matched" else np.full(len(seeds), totals[b], np.int64))
+    budget_totals = np.array(bt, np.int64).reshape(len(rows_cfg), len(seeds))
+    out_f, out_i, pq_n, pq_flags = run_grid(pool, rows_cfg, budget_totals, seeds, tables, per_query)
+
+    C, S = len(rows_cfg), len(seeds)
+    sel = SELECT[select]
+    nan = float("nan")
+    acc = out_f[:, :, 1 + sel] if pool.has_gt else np.full((C, S), nan)
+    cols = {
+        "policy": np.repeat([c.policy for c in rows_cfg], S),
+        "config": np.repeat([c.label() for c in rows_cfg], S),
+        "budget": np.repeat(rows_budget, S),
+        "seed": np.tile(seeds, C),
+        "coverage": (out_f[:, :, 0] if pool.has_gt else np.full((C, S), nan)).ravel(),
+        "accuracy": acc.ravel(),
+        "accuracy_bon": (out_f[:, :, 1] if pool.has_gt else np.full((C, S), nan)).ravel(),
+        "accuracy_weighted": (out_f[:, :, 2] if pool.has_gt and pool.has_answers else np.full((C, S), nan)).ravel(),
+        "accuracy_sc": (out_f[:, :, 3] if pool.has_gt and pool.has_answers else np.full((C, S), nan)).ravel(),
+        "samples_used": out_i[:, :, 0].ravel(),
+        "tokens_used": out_i[:, :, 1].ravel() if pool.has_tokens else np.full(C * S, None),
+        "exhausted": out_i[:, :, 2].ravel(),
+        "answered": out_i[:, :, 3].ravel(),
+        "budget_total": budget_totals.ravel(),
+        "unit": np.repeat([c.unit for c in rows_cfg], S),
+        "K": np.repeat([c.K for c in rows_cfg], S),
+        "eliminate": np.repeat([c.eliminate if "eliminate" in c.used_params() else "none" for c in rows_cfg], S),
+        "gamma": np.repeat([c.gamma for c in rows_cfg], S),
+        "lam": np.repeat([c.lam_value for c in rows_cfg], S),
+        "eps": np.repeat([c.eps for c in rows_cfg], S),
+        "max_samples": np.repeat([c.max_samples for c in rows_cfg], S),
+        "rho": np.repeat([c.rho for c in rows_cfg], S),
+        "tau": np.repeat([c.tau for c in rows_cfg], S),
+        "m_min": np.repeat([c.m_min for c in rows_cfg], S),
+        "select": [select] * (C * S),
+        "score": [pool.score_name] * (C * S),
+    }
+    df = pl.DataFrame(cols, strict=False).with_columns(pl.col("tokens_used").cast(pl.Int64))
+    pq = None
+    if per_query:
+        qids = pool.query_ids
+        flags = pq_flags.reshape(C * S, n)
+        pq = pl.DataFrame({
+            "config": np.repeat(cols["config"], n),
+            "budget": np.repeat(cols["budget"], n),
+            "seed": np.repeat(cols["seed"], n),
+            "query_id": np.tile(np.asarray(qids, dtype=object), C * S),
+            "n_drawn": pq_n.reshape(-1),
+            "answered": (flags & F_ANSWERED).astype(bool).ravel(),
+            "covered": (flags & F_COVERED).astype(bool).ravel(),
+            "exhausted": (flags & F_EXHAUSTED).astype(bool).ravel(),
+            "capped": (flags & F_CAPPED).astype(bool).ravel(),
+            "selected_correct": (flags & F_SEL[sel]).astype(bool).ravel(),
+        }, strict=False)
+    return df, pq

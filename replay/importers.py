@@ -1,0 +1,98 @@
+"""Adapters from public sample dumps to the pool format (figure-only: ids, correctness, scores, hashed answers).
+
+Each adapter reads the dump as published (see ../shared/data/README.md) and writes a pool directory. Answers are
+stored as short hashes of the normalised answer: equality is all self-consistency and entropy need, and no
+third-party text ends up in the pool.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from pathlib import Path
+
+import polars as pl
+
+
+def answer_hash(normalised: str | None) -> str | None:
+    if normalised is None:
+        return None
+    return hashlib.blake2b(normalised.encode("utf-8"), digest_size=6).hexdigest()
+
+
+def write_pool(out: Path, samples: pl.DataFrame, meta: dict, queries: pl.DataFrame | None = None) -> Path:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    samples.write_parquet(out / "samples.parquet", compression="zstd", statistics=True)
+    if queries is not None:
+        queries.write_parquet(out / "queries.parquet", compression="zstd")
+    (out / "pool.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return out
+
+
+_LL_ANSWER = re.compile(r"answer is\s*:?\s*(.*)", re.IGNORECASE)
+
+
+def lastletters_answer(text: str) -> str | None:
+    """The letters after the last 'The answer is', lower-cased; None when absent or empty."""
+    m = _LL_ANSWER.findall(text)
+    if not m:
+        return None
+    a = re.sub(r"[^a-z]", "", m[-1].split("\n")[0].lower())
+    return a or None
+
+
+def import_lastletters(src: Path, out: Path) -> Path:
+    """ESC's GPT-3.5 last-letter dump (T0.7.jsonl): 500 questions x 40 responses, answers extracted here."""
+    rows = []
+    queries = []
+    with open(src) as f:
+        for qi, line in enumerate(f):
+            r = json.loads(line)
+            qid = f"ll-{qi:03d}"
+            gold = re.sub(r"[^a-z]", "", r["answer"].lower())
+            queries.append({"query_id": qid, "dataset": "last_letters", "gold": answer_hash(gold)})
+            for k, text in enumerate(r["generated_answer"]):
+                a = lastletters_answer(text)
+                rows.append({"query_id": qid, "sample_idx": k, "correct": a == gold, "answer": answer_hash(a)})
+    meta = {
+        "name": "lastletters-gpt35-40",
+        "model": "gpt-3.5-turbo (OpenAI), temperature 0.7",
+        "dataset": "last-letter concatenation, 500 questions",
+        "responses_per_query": 40,
+        "source": "Yiwei98/ESC at commit 799157a4d21e6d97e86fcd541f5c85d8e3daae0a, GPT3.5_result/last_letters/T0.7.jsonl",
+        "derivation": "answer = letters after the last 'The answer is', lower-cased, non-letters dropped "
+                      "(null when absent); correct = answer == gold normalised the same way; answers and gold "
+                      "stored as 12-hex blake2b hashes; no text, no token counts",
+        "oracles": {"correct": "exact match with the gold answer"},
+    }
+    return write_pool(out, pl.DataFrame(rows), meta, pl.DataFrame(queries))
+
+
+def import_math500_llama(src: Path, out: Path) -> Path:
+    """MATH-500 x 48 responses of Llama-3.1-8B-Instruct with correctness and mean token log-probability."""
+    rows = []
+    queries = []
+    with open(src) as f:
+        for line in f:
+            r = json.loads(line)
+            if r.get("missing"):
+                continue
+            qid = f"math500-{r['i']:03d}"
+            queries.append({"query_id": qid, "dataset": "MATH-500", "level": r["level"]})
+            for k, (c, s) in enumerate(zip(r["c"], r["s"])):
+                rows.append({"query_id": qid, "sample_idx": k, "correct": c == "1",
+                             "score_conf": math.exp(s)})
+    meta = {
+        "name": "math500-llama3.1-8b-48",
+        "model": "meta/llama-3.1-8b-instruct",
+        "dataset": "MATH-500 (499 of 500 problems; one had no upstream file)",
+        "responses_per_query": 48,
+        "source": "Jason-Wang313/inference-value-theorem at commit 7e434d08858fd74a59e897bdcfbf9a93662851f4, "
+                  "results/measurements/8B/problem_<i>.json",
+        "derivation": "correct as published; score_conf = exp(mean token log-probability), the geometric-mean "
+                      "token probability of the response (a confidence signal, not a reward model)",
+        "oracles": {"correct": "upstream grading", "score_conf": "exp(mean token logprob)"},
+    }
+    return write_pool(out, pl.DataFrame(rows), meta, pl.DataFrame(queries))

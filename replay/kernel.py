@@ -1,0 +1,313 @@
+"""The replay kernel: one policy configuration on one permutation, every exploration rule in one loop body.
+
+The per-step operations (observe a response, pull K responses for a query, check elimination, compute an index)
+are closures inside `run_one`: numba inlines them with the arrays captured once, which keeps a draw at ~20 ns
+(the same code as separate @njit functions taking the arrays costs 3-10x more per call, measured). Each
+exploration rule is one branch built from those operations; adding a policy means adding a code in
+replay/policies.py and a branch here. docs/semantics.md is the contract, tests/naive.py the plain-Python twin.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from .state import (BEST, BEST_J, CAPPED, CNT, COVERED, ELIM, ELIM_NONE, ELIM_SC_BETA, ELIM_SC_SHARE,
+                    ELIM_THRESHOLD, EXH, EXHAUSTED, FIRST_J, LEAD, LEAD_CNT, N, N_INVALID, S, SAMPLES, SECOND_CNT,
+                    SSUM, STOP, TOKENS, UNIT_SAMPLES, UNIT_TOKENS, WLEAD, WLEAD_SUM)
+
+UNIFORM, ELIMINATION, UCB, GAP, GAP_LITERAL, ENTROPY, TWO_STAGE, STREAMING, ORACLE = range(9)
+
+
+@njit(cache=True)
+def run_one(off, correct, score, ans, tok, perm, rank, order, T, L, min_a, qi, qf, si, sf, tot,
+            budget, policy, unit, K, elim, gamma, lam, eps, max_samples, rho, tau, m_min):
+    """Replay one configuration; the outcome is left in the state arrays (qi, qf, si, sf, tot)."""
+    n = off.shape[0] - 1
+
+    def observe(i, j):
+        qi[i, N] += 1
+        tot[SAMPLES] += 1
+        tot[TOKENS] += tok[j]
+        s = score[j]
+        qf[i, SSUM] += s
+        if s > qf[i, BEST]:
+            qf[i, BEST] = s
+            qi[i, BEST_J] = j
+        if correct[j] == 1:
+            qi[i, COVERED] = 1
+        a = ans[j]
+        if a < 0:
+            c = qi[i, N_INVALID]
+            qi[i, N_INVALID] = c + 1
+        else:
+            slot = off[i] + a
+            c = si[slot, CNT]
+            si[slot, CNT] = c + 1
+            if c == 0:
+                si[slot, FIRST_J] = j
+            sf[slot] += s
+            if a == qi[i, LEAD]:
+                qi[i, LEAD_CNT] += 1
+            elif c + 1 > qi[i, LEAD_CNT]:
+                qi[i, SECOND_CNT] = qi[i, LEAD_CNT]
+                qi[i, LEAD] = a
+                qi[i, LEAD_CNT] = c + 1
+            elif c + 1 > qi[i, SECOND_CNT]:
+                qi[i, SECOND_CNT] = c + 1
+            if sf[slot] > qf[i, WLEAD_SUM]:
+                qi[i, WLEAD] = a
+                qf[i, WLEAD_SUM] = sf[slot]
+        qf[i, S] += T[c + 1] - T[c]
+
+    def answered(i, rule):
+        if rule == ELIM_THRESHOLD:
+            return qf[i, BEST] >= gamma
+        if rule == ELIM_SC_SHARE:
+            return qi[i, N] >= m_min and qi[i, LEAD_CNT] > tau * qi[i, N]
+        if rule == ELIM_SC_BETA:
+            return qi[i, LEAD] >= 0 and qi[i, LEAD_CNT] >= min_a[qi[i, SECOND_CNT]]
+        return False
+
+    def is_active(i):
+        return qi[i, ELIM] == 0 and qi[i, CAPPED] == 0 and qi[i, EXH] == 0
+
+    def pull(i, want_k, bud, u, cap, rule):
+        """Up to want_k responses for query i under total budget bud; returns how many were drawn."""
+        left = 0
+        if u == UNIT_SAMPLES:
+            left = bud - tot[SAMPLES]
+            if left <= 0:
+                tot[STOP] = 1
+                return 0
+        want = want_k
+        if cap > 0 and cap - qi[i, N] < want:
+            want = cap - qi[i, N]
+        if u == UNIT_SAMPLES and left < want:
+            want = left
+        avail = off[i + 1] - off[i] - qi[i, N]
+        if avail < want:
+            if qi[i, EXH] == 0:
+                qi[i, EXH] = 1
+                tot[EXHAUSTED] += 1
+            want = avail
+        drawn = 0
+        for _ in range(want):
+            j = perm[off[i] + qi[i, N]]
+            if u == UNIT_TOKENS and tok[j] > bud - tot[TOKENS]:
+                tot[STOP] = 1
+                break
+            observe(i, j)
+            drawn += 1
+        if drawn > 0:
+            if qi[i, ELIM] == 0 and answered(i, rule):
+                qi[i, ELIM] = 1
+            if cap > 0 and qi[i, N] >= cap:
+                qi[i, CAPPED] = 1
+        return drawn
+
+    def round_robin(bud, u, k, cap, rule):
+        act = order.copy()
+        m = n
+        while m > 0:
+            w = 0
+            for p in range(m):
+                i = act[p]
+                pull(i, k, bud, u, cap, rule)
+                if tot[STOP]:
+                    return
+                if is_active(i):
+                    act[w] = i
+                    w += 1
+            m = w
+
+    def index_of(i):
+        cnt = qi[i, N]
+        if cnt == 0:
+            return np.inf
+        m = qf[i, SSUM] / cnt
+        r = math.sqrt(cnt)
+        if policy == UCB:
+            return m + lam / r
+        if policy == GAP:
+            return -(r * (abs(gamma - m) + eps))
+        if policy == GAP_LITERAL:
+            return -((gamma - m) / r)
+        return (L[cnt] - qf[i, S] / cnt) + lam / r  # ENTROPY
+
+    def before(key, a, b):
+        return key[a] > key[b] or (key[a] == key[b] and rank[a] < rank[b])
+
+    def heap_push(heap, size, key, i):
+        p = size
+        heap[p] = i
+        while p > 0:
+            q = (p - 1) >> 1
+            if before(key, heap[p], heap[q]):
+                t = heap[p]
+                heap[p] = heap[q]
+                heap[q] = t
+                p = q
+            else:
+                break
+        return size + 1
+
+    def heap_pop(heap, size, key):
+        size -= 1
+        heap[0] = heap[size]
+        p = 0
+        while True:
+            c = 2 * p + 1
+            if c >= size:
+                break
+            if c + 1 < size and before(key, heap[c + 1], heap[c]):
+                c += 1
+            if before(key, heap[c], heap[p]):
+                t = heap[p]
+                heap[p] = heap[c]
+                heap[c] = t
+                p = c
+            else:
+                break
+        return size
+
+    if policy == UNIFORM:
+        round_robin(budget, unit, 1, 0, ELIM_NONE)
+
+    elif policy == ELIMINATION:
+        round_robin(budget, unit, K, max_samples, elim)
+
+    elif policy == UCB or policy == GAP or policy == GAP_LITERAL or policy == ENTROPY:
+        key = np.full(n, np.inf)
+        heap = np.empty(n, np.int64)
+        size = 0
+        for p in range(n):  # all keys are +inf: pushing in order keeps the heap in rank order
+            size = heap_push(heap, size, key, order[p])
+        while size > 0:
+            i = heap[0]
+            size = heap_pop(heap, size, key)
+            pull(i, K, budget, unit, max_samples, elim)
+            if tot[STOP]:
+                break
+            if is_active(i):
+                key[i] = index_of(i)
+                size = heap_push(heap, size, key, i)
+
+    elif policy == TWO_STAGE:
+        b1 = np.int64(math.floor(rho * budget))
+        round_robin(b1, unit, 1, 0, ELIM_NONE)
+        tot[STOP] = 0
+        U = np.empty(n, np.int64)
+        u = 0
+        for p in range(n):  # stage 1 answered: one check of the elimination rule
+            i = order[p]
+            if max_samples > 0 and qi[i, N] >= max_samples:
+                qi[i, CAPPED] = 1
+            if qi[i, EXH] or qi[i, CAPPED]:
+                continue
+            if answered(i, elim):
+                qi[i, ELIM] = 1
+            else:
+                U[u] = i
+                u += 1
+        R = budget - (tot[SAMPLES] if unit == UNIT_SAMPLES else tot[TOKENS])
+        if u > 0 and R > 0:
+            w = np.empty(u)
+            W = 0.0
+            for q in range(u):
+                i = U[q]
+                w[q] = (qf[i, SSUM] + 1.0) / (qi[i, N] + 2.0)
+                W += w[q]
+            if unit == UNIT_SAMPLES:
+                alloc = np.empty(u, np.int64)
+                negfrac = np.empty(u)
+                total = 0
+                for q in range(u):
+                    x = R * w[q] / W
+                    alloc[q] = np.int64(math.floor(x))
+                    negfrac[q] = -(x - alloc[q])
+                    total += alloc[q]
+                by_frac = np.argsort(negfrac, kind="mergesort")  # U is in rank order: ties keep smaller rank
+                for t in range(min(R - total, u)):
+                    alloc[by_frac[t]] += 1
+                for q in range(u):
+                    if alloc[q] > 0:
+                        pull(U[q], alloc[q], budget, UNIT_SAMPLES, max_samples, ELIM_NONE)
+            else:
+                for q in range(u):
+                    i = U[q]
+                    allow = np.int64(math.floor(R * w[q] / W))
+                    start = tot[TOKENS]
+                    while True:
+                        if max_samples > 0 and qi[i, N] >= max_samples:
+                            qi[i, CAPPED] = 1
+                            break
+                        if qi[i, N] == off[i + 1] - off[i]:
+                            if allow - (tot[TOKENS] - start) > 0 and qi[i, EXH] == 0:
+                                qi[i, EXH] = 1
+                                tot[EXHAUSTED] += 1
+                            break
+                        j = perm[off[i] + qi[i, N]]
+                        if tok[j] > allow - (tot[TOKENS] - start):
+                            break
+                        observe(i, j)
+
+    elif policy == STREAMING:
+        for p in range(n):
+            i = order[p]
+            to_come = n - p - 1
+            while is_active(i):
+                if unit == UNIT_SAMPLES:
+                    left = budget - tot[SAMPLES]
+                    if left <= to_come:
+                        break
+                    pull(i, min(K, left - to_come), budget, UNIT_SAMPLES, max_samples, elim)
+                else:
+                    su = tot[SAMPLES]
+                    reserve = 0 if su == 0 else (to_come * tot[TOKENS] + su - 1) // su
+                    if budget - tot[TOKENS] <= reserve:
+                        break
+                    pull(i, K, budget - reserve, UNIT_TOKENS, max_samples, elim)
+                    if tot[STOP]:
+                        tot[STOP] = 0
+                        break
+
+    elif policy == ORACLE:
+        cost = np.empty(n, np.int64)
+        first = np.empty(n, np.int64)
+        cand = np.empty(n, np.int64)
+        c = 0
+        for p in range(n):
+            i = order[p]
+            toks = 0
+            for k in range(off[i + 1] - off[i]):
+                j = perm[off[i] + k]
+                toks += tok[j]
+                if correct[j] == 1:
+                    cost[c] = k + 1 if unit == UNIT_SAMPLES else toks
+                    first[c] = k
+                    cand[c] = i
+                    c += 1
+                    break
+        by_cost = np.argsort(cost[:c], kind="mergesort")  # candidates are in rank order: ties keep smaller rank
+        left = budget
+        for t in range(c):
+            q = by_cost[t]
+            if cost[q] > left:
+                break
+            left -= cost[q]
+            i = cand[q]
+            for k in range(first[q] + 1):
+                observe(i, perm[off[i] + k])
+
+
+@njit(cache=True)
+def selected_correct(qi, si, off, correct, i, select):
+    """Whether the response query i finally selects is correct: select 0 bon, 1 weighted, 2 sc."""
+    if select == 0:
+        j = qi[i, BEST_J]
+    else:
+        a = qi[i, WLEAD] if select == 1 else qi[i, LEAD]
+        j = si[off[i] + a, FIRST_J] if a >= 0 else -1
+    return j >= 0 and correct[j] == 1

@@ -1,0 +1,506 @@
+"""Plain-Python reference implementation of docs/semantics.md (the test oracle).
+
+Written straight from docs/semantics.md, as simply as possible: plain loops, one Python object holding
+the per-query state, O(n) argmax scans for the index policies.  It imports nothing from the project's
+`replay` package on purpose; the fast engine is compared against it for EXACT equality, so every
+floating-point formula below is written in the same form and order of operations as in the doc.
+
+Where docs/semantics.md leaves a choice open, the most literal reading is taken and marked with a
+comment starting with "AMBIGUITY:".
+"""
+
+import math
+from fractions import Fraction
+from functools import lru_cache
+
+POLICIES = ("uniform", "elimination", "ucb", "gap", "gap-literal", "entropy", "two-stage", "streaming", "oracle")
+INDEX_POLICIES = ("ucb", "gap", "gap-literal", "entropy")
+UNITS = ("samples", "tokens")
+ELIMS = ("none", "threshold", "sc-share", "sc-beta")
+
+
+# ----------------------------------------------------------------------------------------------------
+# tables and the sc-beta stopping test
+# ----------------------------------------------------------------------------------------------------
+
+def log_tables(max_n):
+    """T[k] = k*math.log(k) (T[0] = 0.0) and L[k] = math.log(k) (L[0] = 0.0) for k = 0..max_n."""
+    max_n = int(max_n)
+    T = [0.0] * (max_n + 1)
+    L = [0.0] * (max_n + 1)
+    for k in range(1, max_n + 1):
+        T[k] = k * math.log(k)
+        L[k] = math.log(k)
+    return T, L
+
+
+@lru_cache(maxsize=None)
+def _prob_binomial_half_at_most(a, b):
+    """P(Binomial(a+b+1, 1/2) <= a) as an exact Fraction (= P(Beta(a+1, b+1) > 1/2))."""
+    m = a + b + 1
+    hits = 0
+    for k in range(a + 1):
+        hits += math.comb(m, k)
+    return Fraction(hits, 2 ** m)
+
+
+def sc_beta_stops(a, b, conf):
+    """P(Binomial(a+b+1, 1/2) <= a) >= conf, evaluated EXACTLY with fractions.Fraction
+    (conf converted with Fraction(str(conf)))."""
+    return _prob_binomial_half_at_most(int(a), int(b)) >= Fraction(str(float(conf)))
+
+
+# ----------------------------------------------------------------------------------------------------
+# per-query state and one run
+# ----------------------------------------------------------------------------------------------------
+
+class _Query:
+    """The per-query state of docs/semantics.md, with its initial values."""
+
+    def __init__(self, pool_size):
+        self.pool = pool_size        # N_i (pool size)
+        self.N = 0                   # responses drawn
+        self.sum = 0.0
+        self.best = -1.0
+        self.best_j = -1
+        self.covered = False
+        self.n_invalid = 0
+        self.S = 0.0
+        self.lead = -1
+        self.lead_cnt = 0
+        self.second_cnt = 0
+        self.wlead = -1
+        self.wlead_sum = -1.0
+        self.cnt = {}                # answer id -> count
+        self.wsum = {}               # answer id -> summed score
+        self.first_j = {}            # answer id -> earliest drawn response with that answer
+        self.eliminated = False
+        self.capped = False
+        self.exhausted = False
+
+    def active(self):
+        return not self.eliminated and not self.capped and not self.exhausted
+
+
+class _Run:
+    def __init__(self, off, correct, score, ans, tok, perm, unit, elim_params):
+        self.off = off
+        self.correct = correct
+        self.score = score
+        self.ans = ans
+        self.tok = tok
+        self.perm = perm
+        self.unit = unit
+        self.n = len(off) - 1
+        self.q = [_Query(off[i + 1] - off[i]) for i in range(self.n)]
+        max_pool = 0
+        for i in range(self.n):
+            max_pool = max(max_pool, self.q[i].pool)
+        self.T, self.L = log_tables(max(max_pool, 1))
+        self.samples_used = 0
+        self.tokens_used = 0
+        self.gamma, self.tau, self.m_min, self.conf = elim_params
+
+    def used(self):
+        return self.samples_used if self.unit == "samples" else self.tokens_used
+
+    def next_response(self, i):
+        """Global index j of the next response query i would receive (requires N < pool)."""
+        return self.perm[self.off[i] + self.q[i].N]
+
+    # --- observe(i, j), in the exact order of docs/semantics.md ------------------------------------
+    def observe(self, i, j):
+        s = self.q[i]
+        T = self.T
+        s.N += 1
+        self.samples_used += 1
+        self.tokens_used += self.tok[j]
+        s.sum += self.score[j]
+        if self.score[j] > s.best:             # ties keep the earliest drawn
+            s.best = self.score[j]
+            s.best_j = j
+        if self.correct[j] == 1:
+            s.covered = True
+        a = self.ans[j]
+        if a < 0:
+            c = s.n_invalid
+            s.n_invalid += 1
+        else:
+            c = s.cnt.get(a, 0)
+            s.cnt[a] = c + 1
+            if c == 0:
+                s.first_j[a] = j
+                s.wsum[a] = 0.0
+            s.wsum[a] += self.score[j]
+            if a == s.lead:
+                s.lead_cnt += 1
+            elif c + 1 > s.lead_cnt:
+                s.second_cnt = s.lead_cnt
+                s.lead = a
+                s.lead_cnt = c + 1
+            elif c + 1 > s.second_cnt:
+                s.second_cnt = c + 1
+            if s.wsum[a] > s.wlead_sum:
+                s.wlead = a
+                s.wlead_sum = s.wsum[a]
+        s.S += T[c + 1] - T[c]
+
+    # --- elimination rules --------------------------------------------------------------------------
+    def elim_rule(self, i, elim):
+        s = self.q[i]
+        if elim == "none":
+            return False
+        if elim == "threshold":
+            return s.best >= self.gamma
+        if elim == "sc-share":
+            return s.N >= self.m_min and s.lead_cnt > self.tau * s.N
+        if elim == "sc-beta":
+            return s.lead >= 0 and sc_beta_stops(s.lead_cnt, s.second_cnt, self.conf)
+        raise ValueError(elim)
+
+    # --- a pull: K responses for query i ------------------------------------------------------------
+    def pull(self, i, K, budget, max_samples, elim, reserve=None):
+        """One pull as in docs/semantics.md.  `budget` is the total budget this pull is charged against
+        (B, or floor(rho*B) in two-stage's stage 1).  `elim` is the elimination rule checked after the
+        pull, or None for no check at all (two-stage's stage 2).  `reserve` (streaming only) is a function
+        returning the reserve owed to the queries still to come.
+
+        Returns True when the run ends (unit samples: no budget left; unit tokens: a response did not fit)
+        -- for streaming with unit tokens: when the current query's turn ends."""
+        s = self.q[i]
+        ended = False
+        if self.unit == "samples":
+            left = budget - self.samples_used
+            if left <= 0:
+                return True                          # the run ends
+        # AMBIGUITY (literal): with unit tokens there is no "left <= 0" check; at left == 0 the run goes on,
+        # 0-token responses are still drawn and a query whose pool is empty is still marked exhausted; the run
+        # ends only at a response with tok > left (or when no query is active).
+        fixed_reserve = reserve() if reserve is not None else 0
+        want = K
+        if max_samples:
+            # AMBIGUITY: max_samples - N may be <= 0 (only reachable in two-stage's stage 2, where stage 1
+            # ran without the cap); the literal formula is kept: want <= 0 draws nothing.
+            want = min(want, max_samples - s.N)
+        if self.unit == "samples":
+            want = min(want, left)
+            if reserve is not None:
+                want = min(want, left - reserve())
+        avail = s.pool - s.N
+        if avail == 0:
+            # AMBIGUITY: literal reading -- the query is marked exhausted whenever a pull finds its pool
+            # empty, even if want <= 0 (e.g. a stage-2 allocation of 0 for a query whose pool stage 1 used up).
+            s.exhausted = True                       # nothing drawn, nothing spent
+        else:
+            if avail < want:
+                # AMBIGUITY (literal): counted as exhausted before drawing, even if (unit tokens) the run
+                # then ends before the pool actually runs out.
+                s.exhausted = True
+            for _ in range(min(want, avail)):
+                j = self.next_response(i)
+                if self.unit == "tokens":
+                    room = budget - self.tokens_used
+                    if reserve is not None:
+                        room = room - fixed_reserve      # the reserve is fixed when the pull starts
+                    if self.tok[j] > room:
+                        ended = True                 # not drawn; the run (streaming: the turn) ends
+                        break
+                self.observe(i, j)
+        # AMBIGUITY: "after the pull" is applied even when the pull drew nothing or was cut short by the
+        # token rule (the state is unchanged in the first case, so this cannot change anything there).
+        if elim is not None and not s.eliminated:
+            s.eliminated = self.elim_rule(i, elim)
+        s.capped = bool(max_samples) and s.N >= max_samples
+        return ended
+
+
+# ----------------------------------------------------------------------------------------------------
+# exploration rules
+# ----------------------------------------------------------------------------------------------------
+
+def _round_robin(run, order, budget, K, max_samples, elim):
+    """Rounds; in each round every active query, in order, gets one pull.  Ends when the budget is spent
+    (the pull says so) or when no query is active."""
+    while True:
+        any_active = False
+        for i in order:
+            if not run.q[i].active():
+                continue
+            any_active = True
+            if run.pull(i, K, budget, max_samples, elim):
+                return
+        if not any_active:
+            return
+
+
+def _index(run, i, policy, lam, gamma, eps):
+    s = run.q[i]
+    if s.N == 0:
+        return math.inf
+    m = s.sum / s.N
+    if policy == "ucb":
+        return m + lam / math.sqrt(s.N)
+    if policy == "gap":
+        return -(math.sqrt(s.N) * (abs(gamma - m) + eps))
+    if policy == "gap-literal":
+        return -((gamma - m) / math.sqrt(s.N))
+    if policy == "entropy":
+        H = run.L[s.N] - s.S / s.N
+        return H + lam / math.sqrt(s.N)
+    raise ValueError(policy)
+
+
+def _index_policy(run, order, budget, K, max_samples, elim, policy, lam, gamma, eps):
+    while True:
+        best_i = -1
+        best_v = 0.0
+        for i in order:                     # increasing rank: strict '>' keeps the smaller rank on ties
+            if not run.q[i].active():
+                continue
+            v = _index(run, i, policy, lam, gamma, eps)
+            if best_i < 0 or v > best_v:
+                best_i = i
+                best_v = v
+        if best_i < 0:
+            return                          # none active
+        if run.pull(best_i, K, budget, max_samples, elim):
+            return                          # budget spent
+
+
+def _two_stage(run, order, rank, B, rho, max_samples, elim):
+    # stage 1: uniform (round-robin, elimination none, K = 1, no cap) with budget floor(rho * B);
+    # unit tokens: the same round-robin, which stops at the first response that does not fit in floor(rho*B).
+    B1 = math.floor(rho * B)
+    _round_robin(run, order, B1, 1, 0, "none")
+    # AMBIGUITY: stage 1 is "uniform" and uniform has no cap, so no query is capped after stage 1; the run's
+    # max_samples applies only to stage 2 ("cap and exhaustion as in a pull").
+    # the elimination check, once, for each query not exhausted or capped (exhausted ones are not checked)
+    for i in order:
+        s = run.q[i]
+        s.capped = bool(max_samples) and s.N >= max_samples
+        if not s.exhausted and not s.capped:
+            s.eliminated = run.elim_rule(i, elim)
+    U = [i for i in order if not run.q[i].exhausted and not run.q[i].capped and not run.q[i].eliminated]
+    if not U:
+        return
+    R = B - run.used()
+    # AMBIGUITY: in w_i = (sum_i + 1) / (N_i + 2), N_i is the number of responses DRAWN (not the pool size,
+    # which the doc also calls N_i).
+    w = {}
+    for i in U:
+        w[i] = (run.q[i].sum + 1) / (run.q[i].N + 2)
+    W = 0.0
+    for i in U:                             # summed in rank order
+        W += w[i]
+    if run.unit == "samples":
+        x = {}
+        alloc = {}
+        for i in U:
+            x[i] = R * w[i] / W
+            alloc[i] = math.floor(x[i])
+        extra = R - sum(alloc[i] for i in U)
+        assert 0 <= extra <= len(U)
+        by_remainder = sorted(U, key=lambda i: (-(x[i] - alloc[i]), rank[i]))
+        for i in by_remainder[:extra]:
+            alloc[i] += 1
+        for i in U:
+            # one pull of size alloc_i, no elimination check.
+            # AMBIGUITY: a pull is made even when alloc_i == 0 (it draws nothing, but with an empty pool it
+            # marks the query exhausted, and "left <= 0" ends the run before it).
+            if alloc[i] > 0 and run.pull(i, alloc[i], B, max_samples, None):
+                return
+    else:
+        for i in U:
+            s = run.q[i]
+            allowance = math.floor(R * w[i] / W)
+            spent = 0
+            # AMBIGUITY: the token stage 2 is read as a sequence of one-response pulls against the query's own
+            # allowance: stop at the cap, mark exhausted (and stop) when the pool is empty before a response
+            # failed to fit, stop at the first response that does not fit.  The run itself goes on.
+            while True:
+                want = 1
+                if max_samples:
+                    want = min(want, max_samples - s.N)
+                if s.pool - s.N == 0:
+                    if allowance - spent > 0:    # it still wanted more than the pool holds
+                        s.exhausted = True
+                    break
+                if want <= 0:
+                    break
+                j = run.next_response(i)
+                if run.tok[j] > allowance - spent:
+                    break
+                run.observe(i, j)
+                spent += run.tok[j]
+            s.capped = bool(max_samples) and s.N >= max_samples
+        assert run.tokens_used <= B
+
+
+def _streaming(run, order, B, K, max_samples, elim):
+    n = run.n
+    for p, i in enumerate(order):
+        to_come = n - p - 1
+        if run.unit == "samples":
+            def reserve(to_come=to_come):
+                return to_come
+        else:
+            def reserve(to_come=to_come):
+                if run.samples_used == 0:
+                    return 0                # before any draw
+                # AMBIGUITY: the ceiling is taken exactly in integer arithmetic, not as
+                # math.ceil of a floating-point quotient.
+                return -((-(to_come * run.tokens_used)) // run.samples_used)
+        while run.q[i].active():
+            left = B - run.used()
+            # AMBIGUITY: "until the budget left is no more than the reserve" is checked before every pull in
+            # BOTH units (unit tokens: so a 0-token response is not drawn when left == reserve).
+            if left <= reserve():
+                break                       # the budget left is no more than the reserve: the turn ends
+            if run.pull(i, K, B, max_samples, elim, reserve=reserve):
+                break                       # unit tokens: a response did not fit in left - reserve
+
+
+def _oracle(run, rank, B):
+    n = run.n
+    items = []
+    for i in range(n):
+        s = run.q[i]
+        k_first = -1
+        for k in range(s.pool):
+            if run.correct[run.perm[run.off[i] + k]] == 1:
+                k_first = k
+                break
+        if k_first < 0:
+            continue                        # never given anything
+        if run.unit == "samples":
+            cost = k_first + 1
+        else:
+            cost = 0
+            for k in range(k_first + 1):
+                cost += run.tok[run.perm[run.off[i] + k]]
+        items.append((cost, rank[i], i, k_first))
+    items.sort()
+    for cost, _, i, k_first in items:
+        left = B - run.used()
+        if cost > left:
+            break                           # the first that does not fit ends the run
+        for k in range(k_first + 1):
+            run.observe(i, run.perm[run.off[i] + k])
+    # AMBIGUITY: the elimination rule does not apply to the oracle, so no query is "answered" (eliminated);
+    # no query is exhausted either (it never draws past its first correct response).
+
+
+# ----------------------------------------------------------------------------------------------------
+# the entry point
+# ----------------------------------------------------------------------------------------------------
+
+def _check_inputs(off, correct, score, ans, tok, perm, rank):
+    n = len(off) - 1
+    if n < 0 or off[0] != 0:
+        raise ValueError("off must start at 0")
+    total = off[-1]
+    for name, arr in (("correct", correct), ("score", score), ("ans", ans), ("tok", tok), ("perm", perm)):
+        if len(arr) != total:
+            raise ValueError(f"{name} has length {len(arr)}, expected {total}")
+    if len(rank) != n or sorted(rank) != list(range(n)):
+        raise ValueError("rank must be a permutation of 0..n-1")
+    for i in range(n):
+        lo, hi = off[i], off[i + 1]
+        if hi < lo:
+            raise ValueError("off must be non-decreasing")
+        if sorted(perm[lo:hi]) != list(range(lo, hi)):
+            raise ValueError(f"perm is not a permutation of query {i}'s segment")
+        for j in range(lo, hi):
+            if not (-1 <= ans[j] < hi - lo):
+                raise ValueError(f"ans[{j}] = {ans[j]} out of range")
+            if tok[j] < 0:
+                raise ValueError(f"tok[{j}] < 0")
+            if correct[j] not in (0, 1):
+                raise ValueError(f"correct[{j}] not 0/1")
+
+
+def run_reference(off, correct, score, ans, tok, perm, rank, *, policy, unit="samples", budget_total,
+                  K=1, elim="threshold", gamma=1.0, lam=None, eps=0.01, max_samples=0, rho=0.5,
+                  tau=0.5, m_min=3, conf=0.95):
+    """Replay one run of `policy` on one pool and one seed (perm, rank), exactly as docs/semantics.md."""
+    if policy not in POLICIES:
+        raise ValueError(f"unknown policy {policy!r}")
+    if unit not in UNITS:
+        raise ValueError(f"unknown unit {unit!r}")
+    if elim not in ELIMS:
+        raise ValueError(f"unknown elim {elim!r}")
+    off = [int(x) for x in off]
+    correct = [int(x) for x in correct]
+    score = [float(x) for x in score]
+    ans = [int(x) for x in ans]
+    tok = [int(x) for x in tok]
+    perm = [int(x) for x in perm]
+    rank = [int(x) for x in rank]
+    _check_inputs(off, correct, score, ans, tok, perm, rank)
+    B = int(budget_total)
+    K = int(K)
+    max_samples = int(max_samples) if max_samples else 0
+    gamma = float(gamma)
+    eps = float(eps)
+    rho = float(rho)
+    tau = float(tau)
+    m_min = int(m_min)
+    if lam is None:
+        lam = 3.0 if policy == "entropy" else 1.0
+    lam = float(lam)
+    if K < 1:
+        raise ValueError("K must be >= 1")
+
+    n = len(off) - 1
+    order = sorted(range(n), key=lambda i: rank[i])     # increasing rank
+    run = _Run(off, correct, score, ans, tok, perm, unit, (gamma, tau, m_min, conf))
+
+    if policy == "uniform":
+        # forced: elim none, K = 1, no cap.
+        # AMBIGUITY: "every query gets floor(B/n) ..." holds only while no pool runs out; read literally as
+        # round-robin, the share of an exhausted query goes on being spent on the others in later rounds.
+        _round_robin(run, order, B, 1, 0, "none")
+    elif policy == "elimination":
+        _round_robin(run, order, B, K, max_samples, elim)
+    elif policy in INDEX_POLICIES:
+        _index_policy(run, order, B, K, max_samples, elim, policy, lam, gamma, eps)
+    elif policy == "two-stage":
+        # AMBIGUITY: K is not used by two-stage (stage 1 is uniform, K = 1; stage 2 pulls are of size alloc_i).
+        _two_stage(run, order, rank, B, rho, max_samples, elim)
+    elif policy == "streaming":
+        _streaming(run, order, B, K, max_samples, elim)
+    elif policy == "oracle":
+        _oracle(run, rank, B)                           # K, caps and elimination do not apply
+
+    assert run.used() <= B or n == 0
+
+    n_drawn, answered, covered, exhausted_q, sel_bon, sel_weighted, sel_sc = [], [], [], [], [], [], []
+    for i in range(n):
+        s = run.q[i]
+        n_drawn.append(s.N)
+        answered.append(bool(s.eliminated))
+        covered.append(bool(s.covered))
+        exhausted_q.append(bool(s.exhausted))
+        sel_bon.append(correct[s.best_j] if s.best_j >= 0 else 0)
+        sel_weighted.append(correct[s.first_j[s.wlead]] if s.wlead >= 0 else 0)
+        sel_sc.append(correct[s.first_j[s.lead]] if s.lead >= 0 else 0)
+
+    def mean(values):
+        return sum(int(v) for v in values) / n if n else math.nan
+
+    return {
+        "coverage": mean(covered),
+        "accuracy_bon": mean(sel_bon),
+        "accuracy_weighted": mean(sel_weighted),
+        "accuracy_sc": mean(sel_sc),
+        "samples_used": run.samples_used,
+        "tokens_used": run.tokens_used,
+        "exhausted": sum(1 for e in exhausted_q if e),
+        "n_drawn": n_drawn,
+        "answered": answered,
+        "covered": covered,
+        "exhausted_q": exhausted_q,
+        "sel_bon": sel_bon,
+        "sel_weighted": sel_weighted,
+        "sel_sc": sel_sc,
+    }
