@@ -105,16 +105,17 @@ def check_configs(pool: Pool, configs: list[RunConfig], select: str):
 
 
 def replay(pool: Pool, configs: list[RunConfig], budgets, seeds, select: str = "bon", conf: float = 0.95,
-           per_query: bool = False) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+           per_query: bool = False, progress=None) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     """Replay every configuration at every average per-query budget and seed.
 
-    Returns one row per (configuration, budget, seed) and, with per_query, one row per query of each run."""
+    Returns one row per (configuration, budget, seed) and, with per_query, one row per query of each run.
+    `progress(done_seeds)` is called after each block of seeds."""
     check_configs(pool, configs, select)
     budgets = [float(b) for b in budgets]
     seeds = np.asarray(list(seeds), np.int64)
     if not budgets:
         raise PoolError("no budgets given")
-    if any(b <= 0 for b in budgets):
+    if any(not np.isfinite(b) or b <= 0 for b in budgets):
         raise PoolError(f"budgets must be positive (average samples or tokens per query), got {budgets}")
     if len(seeds) == 0:
         raise PoolError("no seeds given")
@@ -122,24 +123,31 @@ def replay(pool: Pool, configs: list[RunConfig], budgets, seeds, select: str = "
     tables = make_tables(int(pool.sizes.max()), conf)
     totals = {b: int(round(b * n)) for b in budgets}
 
-    # Token-matched runs spend, per (budget, seed), what uniform spent in tokens at that sample budget.
-    matched = {}
-    if any(c.unit == "token-matched" for c in configs):
-        uni = [RunConfig("uniform")] * len(budgets)
-        tb = np.array([[totals[b]] * len(seeds) for b in budgets], np.int64)
-        _, oi, _, _ = run_grid(pool, uni, tb, seeds, tables)
-        matched = {b: oi[k, :, 1] for k, b in enumerate(budgets)}
-
-    rows_cfg, rows_budget, bt = [], [], []
+    rows_cfg, rows_budget = [], []
     for c in configs:
         if c.policy == "uniform" and c.unit == "token-matched":
             c = RunConfig("uniform")  # uniform is its own token match
         for b in budgets:
             rows_cfg.append(c)
             rows_budget.append(b)
-            bt.append(matched[b] if c.unit == "token-matched" else np.full(len(seeds), totals[b], np.int64))
-    budget_totals = np.array(bt, np.int64).reshape(len(rows_cfg), len(seeds))
-    out_f, out_i, pq_n, pq_flags = run_grid(pool, rows_cfg, budget_totals, seeds, tables, per_query)
+    matched_rows = [k for k, c in enumerate(rows_cfg) if c.unit == "token-matched"]
+    uni = [RunConfig("uniform")] * len(budgets)
+
+    blocks = np.array_split(seeds, max(1, -(-len(seeds) // 32))) if progress else [seeds]
+    parts = []
+    for block in blocks:
+        bt = np.array([[totals[b]] * len(block) for b in rows_budget], np.int64).reshape(len(rows_cfg), len(block))
+        if matched_rows:
+            # Token-matched runs spend, per (budget, seed), the tokens uniform spent at that sample budget.
+            ub = np.array([[totals[b]] * len(block) for b in budgets], np.int64)
+            _, oi, _, _ = run_grid(pool, uni, ub, block, tables)
+            for k in matched_rows:
+                bt[k] = oi[budgets.index(rows_budget[k]), :, 1]
+        parts.append((bt,) + run_grid(pool, rows_cfg, bt, block, tables, per_query))
+        if progress:
+            progress(len(block))
+    budget_totals, out_f, out_i, pq_n, pq_flags = (np.concatenate([p[k] for p in parts], axis=1)
+                                                     for k in range(5))
 
     C, S = len(rows_cfg), len(seeds)
     sel = SELECT[select]
@@ -191,3 +199,29 @@ def replay(pool: Pool, configs: list[RunConfig], budgets, seeds, select: str = "
             "selected_correct": (flags & F_SEL[sel]).astype(bool).ravel(),
         }, strict=False)
     return df, pq
+
+
+def run_once(off, correct, score, ans, tok, perm, rank, config: RunConfig, budget_total: int,
+             conf: float = 0.95) -> dict:
+    """One run on explicit permutations (perm, rank): per-query outcomes as arrays. For tests and drivers."""
+    off = np.ascontiguousarray(off, np.int64)
+    arrays = [np.ascontiguousarray(a, t) for a, t in
+              ((correct, np.int8), (score, np.float64), (ans, np.int64), (tok, np.int64))]
+    perm = np.ascontiguousarray(perm, np.int64)
+    rank = np.ascontiguousarray(rank, np.int64)
+    order = np.argsort(rank).astype(np.int64)
+    n, total = len(off) - 1, int(off[-1])
+    T, L, min_a = make_tables(int(np.diff(off).max(initial=1)), conf)
+    qi, qf, si, sf, tot = new_state(n, total)
+    c = config
+    run_one(off, *arrays, perm, rank, order, T, L, min_a, qi, qf, si, sf, tot, int(budget_total),
+            POLICIES[c.policy], c.kernel_unit, c.K, ELIMS[c.eliminate], float(c.gamma), float(c.lam_value),
+            float(c.eps), c.max_samples, float(c.rho), float(c.tau), c.m_min)
+    sel = np.array([[selected_correct(qi, si, off, arrays[0], i, k) for k in range(3)] for i in range(n)],
+                   dtype=bool).reshape(n, 3)
+    return {
+        "n_drawn": qi[:, N].copy(), "answered": qi[:, ELIM].astype(bool), "covered": qi[:, COVERED].astype(bool),
+        "exhausted_q": qi[:, EXH].astype(bool), "capped": qi[:, CAPPED].astype(bool),
+        "sel_bon": sel[:, 0], "sel_weighted": sel[:, 1], "sel_sc": sel[:, 2],
+        "samples_used": int(tot[SAMPLES]), "tokens_used": int(tot[TOKENS]), "exhausted": int(tot[EXHAUSTED]),
+    }

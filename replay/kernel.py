@@ -212,7 +212,7 @@ def run_one(off, correct, score, ans, tok, perm, rank, order, T, L, min_a, qi, q
                 U[u] = i
                 u += 1
         R = budget - (tot[SAMPLES] if unit == UNIT_SAMPLES else tot[TOKENS])
-        if u > 0 and R > 0:
+        if u > 0:
             w = np.empty(u)
             W = 0.0
             for q in range(u):

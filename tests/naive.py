@@ -321,11 +321,11 @@ def _two_stage(run, order, rank, B, rho, max_samples, elim):
                 want = 1
                 if max_samples:
                     want = min(want, max_samples - s.N)
+                if want <= 0:
+                    break                        # at the cap it wants nothing more
                 if s.pool - s.N == 0:
                     if allowance - spent > 0:    # it still wanted more than the pool holds
                         s.exhausted = True
-                    break
-                if want <= 0:
                     break
                 j = run.next_response(i)
                 if run.tok[j] > allowance - spent:

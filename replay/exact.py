@@ -1,0 +1,72 @@
+"""Exact expectations of uniform best-of-k (no replay noise), and the efficiency gain read off them."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .pool import Pool
+
+
+def _log_comb(n, k):
+    """log C(n, k) elementwise; -inf where k > n (the binomial is 0)."""
+    n = np.asarray(n, np.float64)
+    k = np.asarray(k, np.float64)
+    with np.errstate(invalid="ignore"):
+        out = np.where(k <= n, _lgamma(n + 1) - _lgamma(k + 1) - _lgamma(np.maximum(n - k, 0) + 1), -np.inf)
+    return out
+
+
+_lgamma = np.vectorize(math.lgamma, otypes=[np.float64])
+
+
+def coverage_at_k(pool: Pool, k_max: int | None = None) -> np.ndarray:
+    """coverage@k for k = 1..k_max (default: the smallest pool), by the unbiased estimator
+    1 - C(N - c, k) / C(N, k), averaged over queries. Element k-1 is coverage@k."""
+    sizes = pool.sizes
+    k_max = int(sizes.min()) if k_max is None else k_max
+    c = np.add.reduceat(pool.correct.astype(np.int64), pool.off[:-1])
+    ks = np.arange(1, k_max + 1)
+    miss = np.exp(_log_comb(sizes[:, None] - c[:, None], ks[None, :]) - _log_comb(sizes[:, None], ks[None, :]))
+    return 1.0 - miss.mean(axis=0)
+
+
+def best_of_k(pool: Pool, k_max: int | None = None) -> np.ndarray:
+    """Expected accuracy of best-of-k by score (ties: earliest drawn, i.e. uniform among the tied) for
+    k = 1..k_max, exactly from the score ranks of each query's pool. Element k-1 is best-of-k."""
+    sizes = pool.sizes
+    k_max = int(sizes.min()) if k_max is None else k_max
+    ks = np.arange(1, k_max + 1, dtype=np.float64)
+    total = np.zeros(k_max)
+    for i in range(pool.n_queries):
+        a, b = pool.off[i], pool.off[i + 1]
+        s = pool.score[a:b]
+        c = pool.correct[a:b]
+        m = b - a
+        vals, inv = np.unique(-s, return_inverse=True)  # distinct scores, best first
+        g = np.bincount(inv, minlength=len(vals)).astype(np.float64)
+        gc = np.bincount(inv, weights=c, minlength=len(vals))
+        above = np.concatenate([[0.0], np.cumsum(g)[:-1]])
+        lc = _log_comb(m, ks)
+        p_top = (np.exp(_log_comb(m - above[:, None], ks[None, :]) - lc[None, :])
+                 - np.exp(_log_comb(m - above[:, None] - g[:, None], ks[None, :]) - lc[None, :]))
+        total += (p_top * (gc / g)[:, None]).sum(axis=0)
+    return total / pool.n_queries
+
+
+def efficiency_gain(curve: np.ndarray, score: float, spend: float) -> tuple[float, bool]:
+    """Uniform budget k* (per query) at which the exact curve reaches `score`, over `spend` (the policy's
+    average samples per query). The curve is linear between integer k and 0 at k = 0. Returns (gain,
+    censored): censored when the score exceeds the curve's last point, and then gain = k_max / spend is a
+    lower bound."""
+    if not np.isfinite(score) or spend <= 0:
+        return float("nan"), False
+    ys = np.concatenate([[0.0], np.maximum.accumulate(curve)])
+    if score > ys[-1]:
+        return (len(ys) - 1) / spend, True
+    k = int(np.searchsorted(ys, score, side="left"))  # first point >= score
+    if k == 0:
+        return 0.0, False
+    lo, hi = ys[k - 1], ys[k]
+    frac = 1.0 if hi == lo else (score - lo) / (hi - lo)
+    return (k - 1 + frac) / spend, False

@@ -1,0 +1,136 @@
+"""`ttc replay` behind the command line: build the configuration grid, run it, print and write the results."""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numba
+import polars as pl
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from .engine import replay
+from .policies import POLICIES, USES, RunConfig
+from .pool import DEFAULT_POOL, Pool, PoolError, load_pool
+from .summary import fmt_gain, fmt_mean_se, summarize
+
+
+@dataclass
+class ReplayRequest:
+    pool: Path | None = None
+    policies: list = field(default_factory=list)
+    budgets: list = field(default_factory=lambda: [4, 8, 16, 32])
+    seeds: int = 100
+    seed_start: int = 0
+    score: str = "gt"
+    eliminate: str = "threshold"
+    gammas: list = field(default_factory=lambda: [1.0])
+    select: str = "bon"
+    unit: str = "samples"
+    Ks: list = field(default_factory=lambda: [1])
+    lams: list | None = None
+    eps: float = 0.01
+    max_samples: list = field(default_factory=lambda: [0])
+    rhos: list = field(default_factory=lambda: [0.25, 0.5, 0.75])
+    taus: list = field(default_factory=lambda: [0.5])
+    m_min: int = 3
+    conf: float = 0.95
+    out: Path | None = None
+    per_query: Path | None = None
+    threads: int | None = None
+
+
+def build_configs(req: ReplayRequest, policies: list[str]) -> list[RunConfig]:
+    """The cartesian grid of each policy over the parameter lists it uses (others stay at their defaults)."""
+    configs = []
+    for pol in policies:
+        probe = RunConfig(pol, eliminate=req.eliminate)
+        used = probe.used_params()
+        grid = {
+            "K": req.Ks if "K" in used else [1],
+            "gamma": req.gammas if "gamma" in used else [1.0],
+            "lam": (req.lams or [None]) if "lam" in used else [None],
+            "max_samples": req.max_samples if "max_samples" in used else [0],
+            "rho": req.rhos if "rho" in used else [0.5],
+            "tau": req.taus if "tau" in used else [0.5],
+        }
+        for vals in itertools.product(*grid.values()):
+            kw = dict(zip(grid.keys(), vals))
+            configs.append(RunConfig(pol, unit=req.unit, eliminate=req.eliminate, eps=req.eps, m_min=req.m_min,
+                                     **kw))
+    return configs
+
+
+def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    console = console or Console(width=None if Console().is_terminal else 170)
+    if req.seeds < 1:
+        raise PoolError(f"--seeds must be >= 1, got {req.seeds}")
+    if req.threads is not None:
+        if not 1 <= req.threads <= numba.config.NUMBA_NUM_THREADS:
+            raise PoolError(f"--threads must be in 1..{numba.config.NUMBA_NUM_THREADS}, got {req.threads}")
+        numba.set_num_threads(req.threads)
+    path = req.pool or DEFAULT_POOL
+    pool = load_pool(path, score=req.score, need_tokens=req.unit != "samples")
+    if req.policies:
+        unknown = [p for p in req.policies if p not in POLICIES]
+        if unknown:
+            raise PoolError(f"unknown policy {unknown[0]!r}; choose from {', '.join(POLICIES)}")
+        policies = list(dict.fromkeys(req.policies))
+    else:
+        policies = [p for p in POLICIES
+                    if not (p == "oracle" and not pool.has_gt)
+                    and not (p == "entropy" and not pool.has_answers)
+                    and not ("eliminate" in USES[p] and req.eliminate.startswith("sc") and not pool.has_answers)]
+    configs = build_configs(req, policies)
+    seeds = range(req.seed_start, req.seed_start + req.seeds)
+
+    console.print(f"[bold]{pool.name}[/]: {pool.n_queries} queries, {pool.off[-1]} responses "
+                  f"({pool.sizes.min()}–{pool.sizes.max()} per query); score {pool.score_name}, select "
+                  f"{req.select}, eliminate {req.eliminate}, unit {req.unit}, {req.seeds} seeds", highlight=False)
+    with Progress(TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TextColumn("seeds"),
+                  TimeRemainingColumn(), console=console, transient=True,
+                  disable=not console.is_terminal) as bar:
+        task = bar.add_task("replay", total=req.seeds)
+        df, pq = replay(pool, configs, req.budgets, seeds, select=req.select, conf=req.conf,
+                        per_query=req.per_query is not None, progress=lambda k: bar.advance(task, k))
+    summary = summarize(df, pool, req.select)
+    console.print(render_table(summary, pool))
+    exhausted = summary.filter(pl.col("exhausted") > 0)
+    if exhausted.height:
+        worst = exhausted.sort("exhausted", descending=True).row(0, named=True)
+        console.print(f"[yellow]note[/]: {exhausted.height} (configuration, budget) rows ran out of pool on some "
+                      f"queries (worst: {worst['config']} at budget {worst['budget']:g}, "
+                      f"{worst['exhausted']:.1f} queries per run); those runs are not faithful to live sampling",
+                      highlight=False)
+    if req.out:
+        req.out.parent.mkdir(parents=True, exist_ok=True)
+        df.write_parquet(req.out)
+        console.print(f"wrote {df.height} runs to {req.out}", highlight=False)
+    if req.per_query and pq is not None:
+        req.per_query.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_parquet(req.per_query)
+        console.print(f"wrote {pq.height} per-query rows to {req.per_query}", highlight=False)
+    return df, summary
+
+
+def render_table(summary: pl.DataFrame, pool: Pool) -> Table:
+    t = Table(title="mean ± standard error over seeds; gain = uniform budget needed to match / budget used",
+              title_style="dim")
+    for col, just in (("budget", "right"), ("policy", "left"), ("coverage", "right"), ("uniform cov.", "right"),
+                      ("gain cov.", "right"), ("accuracy", "right"), ("uniform acc.", "right"),
+                      ("gain acc.", "right"), ("samples/q", "right"), ("exhausted", "right")):
+        t.add_column(col, justify=just)
+    last_budget = None
+    for r in summary.sort("budget", maintain_order=True).iter_rows(named=True):
+        if last_budget is not None and r["budget"] != last_budget:
+            t.add_section()
+        last_budget = r["budget"]
+        t.add_row(f"{r['budget']:g}", r["config"], fmt_mean_se(r["coverage"], r["coverage_se"]),
+                  fmt_mean_se(r["uniform_coverage"], None),
+                  fmt_gain(r["gain_coverage"], r["gain_coverage_censored"]),
+                  fmt_mean_se(r["accuracy"], r["accuracy_se"]), fmt_mean_se(r["uniform_accuracy"], None),
+                  fmt_gain(r["gain_accuracy"], r["gain_accuracy_censored"]), f"{r['samples_per_query']:.2f}",
+                  f"{r['exhausted']:.1f}")
+    return t

@@ -1,0 +1,63 @@
+"""From per-run rows to what people read: mean and standard error per configuration and budget, next to
+uniform's exact expectation and the efficiency gain against it."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+
+from .exact import best_of_k, coverage_at_k, efficiency_gain
+from .pool import Pool
+
+
+def uniform_exact(curve: np.ndarray, b: float) -> float:
+    """Expected score of uniform at average budget b: floor(b) or ceil(b) responses per query, the
+    fraction b - floor(b) of queries (chosen at random) getting the extra one. NaN past the curve."""
+    lo = math.floor(b)
+    if b > len(curve) or b < 1:
+        return float("nan")
+    if lo == b:
+        return float(curve[lo - 1])
+    return float((1 - (b - lo)) * curve[lo - 1] + (b - lo) * curve[lo])
+
+
+def summarize(df: pl.DataFrame, pool: Pool, select: str) -> pl.DataFrame:
+    """One row per (config, budget): means and standard errors over seeds, uniform's exact value, gains."""
+    n = pool.n_queries
+    g = (df.group_by("config", "policy", "budget", maintain_order=True)
+         .agg(pl.len().alias("seeds"),
+              pl.col("coverage").mean().alias("coverage"),
+              (pl.col("coverage").std() / pl.len().sqrt()).alias("coverage_se"),
+              pl.col("accuracy").mean().alias("accuracy"),
+              (pl.col("accuracy").std() / pl.len().sqrt()).alias("accuracy_se"),
+              (pl.col("samples_used").mean() / n).alias("samples_per_query"),
+              pl.col("exhausted").mean().alias("exhausted")))
+    cov_curve = coverage_at_k(pool) if pool.has_gt else None
+    acc_curve = best_of_k(pool) if pool.has_gt and select == "bon" else None
+    cols = {"uniform_coverage": [], "uniform_accuracy": [], "gain_coverage": [], "gain_coverage_censored": [],
+            "gain_accuracy": [], "gain_accuracy_censored": []}
+    for row in g.iter_rows(named=True):
+        for metric, curve in (("coverage", cov_curve), ("accuracy", acc_curve)):
+            if curve is None:
+                cols[f"uniform_{metric}"].append(float("nan"))
+                cols[f"gain_{metric}"].append(float("nan"))
+                cols[f"gain_{metric}_censored"].append(False)
+                continue
+            cols[f"uniform_{metric}"].append(uniform_exact(curve, row["budget"]))
+            gain, cens = efficiency_gain(curve, row[metric], row["samples_per_query"])
+            cols[f"gain_{metric}"].append(gain)
+            cols[f"gain_{metric}_censored"].append(cens)
+    return g.with_columns(*[pl.Series(k, v) for k, v in cols.items()])
+
+
+def fmt_mean_se(m: float, se: float) -> str:
+    if m is None or not np.isfinite(m):
+        return "—"
+    return f"{m:.3f}±{se:.3f}" if se is not None and np.isfinite(se) else f"{m:.3f}"
+
+
+def fmt_gain(g: float, censored: bool) -> str:
+    if g is None or not np.isfinite(g):
+        return "—"
+    return f">{g:.2f}x" if censored else f"{g:.2f}x"
