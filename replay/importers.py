@@ -96,3 +96,14 @@ def import_math500_llama(src: Path, out: Path) -> Path:
         "oracles": {"correct": "upstream grading", "score_conf": "exp(mean token logprob)"},
     }
     return write_pool(out, pl.DataFrame(rows), meta, pl.DataFrame(queries))
+
+
+def main():  # pragma: no cover - rebuilds data/ from ../shared/data
+    root = Path(__file__).resolve().parent.parent
+    shared = root.parent / "shared" / "data" / "pools"
+    import_lastletters(shared / "lastletters-gpt35-40" / "T0.7.jsonl", root / "data" / "lastletters-gpt35-40")
+    import_math500_llama(shared / "math500-llama3.1-8b-48" / "pool.jsonl", root / "data" / "math500-llama3.1-8b-48")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

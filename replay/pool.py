@@ -39,6 +39,23 @@ class Pool:
     meta: dict = field(default_factory=dict)
     score_columns: list = field(default_factory=list)
 
+    @classmethod
+    def from_arrays(cls, off, correct=None, score=None, ans=None, tok=None, query_ids=None, name="in-memory"):
+        """A pool built in memory (tests, synthetic pools); arrays are per response, grouped by query."""
+        off = np.ascontiguousarray(off, np.int64)
+        total = int(off[-1])
+        n = len(off) - 1
+        has_gt = correct is not None
+        correct = np.zeros(total, np.int8) if correct is None else np.ascontiguousarray(correct, np.int8)
+        score_name = "gt" if score is None else "score"
+        score = correct.astype(np.float64) if score is None else np.ascontiguousarray(score, np.float64)
+        return cls(path=Path(name), query_ids=list(query_ids) if query_ids is not None else
+                   [f"q{i:06d}" for i in range(n)], off=off, correct=correct, score=score,
+                   ans=np.full(total, -1, np.int64) if ans is None else np.ascontiguousarray(ans, np.int64),
+                   tok=np.zeros(total, np.int64) if tok is None else np.ascontiguousarray(tok, np.int64),
+                   score_name=score_name, has_gt=has_gt, has_answers=ans is not None, has_tokens=tok is not None,
+                   meta={"name": name})
+
     @property
     def n_queries(self) -> int:
         return len(self.query_ids)
