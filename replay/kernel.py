@@ -153,9 +153,8 @@ def run_one(off, correct, score, ans, tok, perm, rank, order, T, L, min_a, qi, q
                 break
         return size + 1
 
-    def heap_pop(heap, size, key):
-        size -= 1
-        heap[0] = heap[size]
+    def sift_down(heap, size, key):
+        """Restore the heap after its top's key changed (up or down: a larger top stays on top)."""
         p = 0
         while True:
             c = 2 * p + 1
@@ -170,7 +169,6 @@ def run_one(off, correct, score, ans, tok, perm, rank, order, T, L, min_a, qi, q
                 p = c
             else:
                 break
-        return size
 
     if policy == UNIFORM:
         round_robin(budget, unit, 1, 0, ELIM_NONE)
@@ -186,13 +184,15 @@ def run_one(off, correct, score, ans, tok, perm, rank, order, T, L, min_a, qi, q
             size = heap_push(heap, size, key, order[p])
         while size > 0:
             i = heap[0]
-            size = heap_pop(heap, size, key)
             pull(i, K, budget, unit, max_samples, elim)
             if tot[STOP]:
                 break
             if is_active(i):
                 key[i] = index_of(i)
-                size = heap_push(heap, size, key, i)
+            else:
+                size -= 1
+                heap[0] = heap[size]
+            sift_down(heap, size, key)
 
     elif policy == TWO_STAGE:
         b1 = np.int64(math.floor(rho * budget))
