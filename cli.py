@@ -62,6 +62,7 @@ def replay_cmd(
     conf: float = typer.Option(0.95, help="sc-beta: confidence P(p1 > p2) needed to stop."),
     out: Optional[Path] = typer.Option(None, help="Write one row per (configuration, budget, seed) to this Parquet file."),
     per_query: Optional[Path] = typer.Option(None, help="Write the per-query allocation of every run to this Parquet file."),
+    curve: Optional[Path] = typer.Option(None, help="Write uniform's exact curves (coverage@k, best-of-k) to this Parquet file."),
     threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores); results do not depend on it."),
 ):
     """Replay allocation policies over a cached pool at many budgets and seeds; print mean ± standard error."""
@@ -73,7 +74,7 @@ def replay_cmd(
         eliminate=eliminate, gammas=_floats(gamma, "--gamma"), select=select, unit=unit, Ks=_ints(k, "--K"),
         lams=_floats(lam, "--lambda") if lam else None, eps=eps, max_samples=_ints(max_samples, "--max-samples"),
         rhos=_floats(rho, "--rho"), taus=_floats(tau, "--tau"), m_min=m_min, conf=conf, out=out,
-        per_query=per_query, threads=threads)
+        per_query=per_query, curve=curve, threads=threads)
     try:
         run_replay(req)
     except ValueError as e:  # PoolError and bad parameters: a message, never a traceback

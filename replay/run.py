@@ -6,12 +6,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numba
+import numpy as np
 import polars as pl
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from .engine import replay
+from .exact import best_of_k, coverage_at_k
 from .policies import POLICIES, USES, RunConfig
 from .pool import DEFAULT_POOL, Pool, PoolError, load_pool
 from .summary import fmt_gain, fmt_mean_se, summarize
@@ -39,6 +41,7 @@ class ReplayRequest:
     conf: float = 0.95
     out: Path | None = None
     per_query: Path | None = None
+    curve: Path | None = None
     threads: int | None = None
 
 
@@ -112,6 +115,14 @@ def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.D
         req.per_query.parent.mkdir(parents=True, exist_ok=True)
         pq.write_parquet(req.per_query)
         console.print(f"wrote {pq.height} per-query rows to {req.per_query}", highlight=False)
+    if req.curve:
+        if not pool.has_gt:
+            raise PoolError("--curve needs ground truth (a 'correct' column)")
+        req.curve.parent.mkdir(parents=True, exist_ok=True)
+        cov = coverage_at_k(pool)
+        pl.DataFrame({"k": np.arange(1, len(cov) + 1), "coverage": cov, "best_of_k": best_of_k(pool)}).write_parquet(
+            req.curve)
+        console.print(f"wrote uniform's exact curves for k = 1..{len(cov)} to {req.curve}", highlight=False)
     return df, summary
 
 
