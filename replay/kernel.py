@@ -136,39 +136,26 @@ def run_one(off, correct, score, ans, tok, perm, rank, order, T, L, min_a, qi, q
             return -((gamma - m) / r)
         return (L[cnt] - qf[i, S] / cnt) + lam / r  # ENTROPY
 
-    def before(key, a, b):
-        return key[a] > key[b] or (key[a] == key[b] and rank[a] < rank[b])
-
-    def heap_push(heap, size, key, i):
-        p = size
-        heap[p] = i
-        while p > 0:
-            q = (p - 1) >> 1
-            if before(key, heap[p], heap[q]):
-                t = heap[p]
-                heap[p] = heap[q]
-                heap[q] = t
-                p = q
-            else:
-                break
-        return size + 1
-
-    def sift_down(heap, size, key):
-        """Restore the heap after its top's key changed (up or down: a larger top stays on top)."""
+    def sift_down(hk, hr, hq, size, k, r, q):
+        """Place (key k, rank r, query q) at the top of the heap and sift it down with a hole. The heap keeps
+        keys and ranks by position (adjacent reads), hk[size] holds a -inf sentinel so the child choice needs
+        no bounds test, and that choice is branch-free (it is a coin flip to the branch predictor)."""
         p = 0
         while True:
             c = 2 * p + 1
             if c >= size:
                 break
-            if c + 1 < size and before(key, heap[c + 1], heap[c]):
-                c += 1
-            if before(key, heap[c], heap[p]):
-                t = heap[p]
-                heap[p] = heap[c]
-                heap[c] = t
+            c += (hk[c + 1] > hk[c]) | ((hk[c + 1] == hk[c]) & (hr[c + 1] < hr[c]))
+            if hk[c] > k or (hk[c] == k and hr[c] < r):
+                hk[p] = hk[c]
+                hr[p] = hr[c]
+                hq[p] = hq[c]
                 p = c
             else:
                 break
+        hk[p] = k
+        hr[p] = r
+        hq[p] = q
 
     if policy == UNIFORM:
         round_robin(budget, unit, 1, 0, ELIM_NONE)
@@ -177,22 +164,26 @@ def run_one(off, correct, score, ans, tok, perm, rank, order, T, L, min_a, qi, q
         round_robin(budget, unit, K, max_samples, elim)
 
     elif policy == UCB or policy == GAP or policy == GAP_LITERAL or policy == ENTROPY:
-        key = np.full(n, np.inf)
-        heap = np.empty(n, np.int64)
-        size = 0
-        for p in range(n):  # all keys are +inf: pushing in order keeps the heap in rank order
-            size = heap_push(heap, size, key, order[p])
+        # A max-heap by (index desc, rank asc). Every index starts at +inf, so the queries in rank order
+        # already form a valid heap. Only the chosen query's index changes after a pull.
+        hk = np.full(n + 1, np.inf)
+        hk[n] = -np.inf
+        hr = np.arange(n + 1)
+        hq = np.empty(n + 1, np.int64)
+        hq[:n] = order
+        size = n
         while size > 0:
-            i = heap[0]
+            i = hq[0]
             pull(i, K, budget, unit, max_samples, elim)
             if tot[STOP]:
                 break
             if is_active(i):
-                key[i] = index_of(i)
+                sift_down(hk, hr, hq, size, index_of(i), hr[0], i)
             else:
                 size -= 1
-                heap[0] = heap[size]
-            sift_down(heap, size, key)
+                k_last = hk[size]
+                hk[size] = -np.inf
+                sift_down(hk, hr, hq, size, k_last, hr[size], hq[size])
 
     elif policy == TWO_STAGE:
         b1 = np.int64(math.floor(rho * budget))
