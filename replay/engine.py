@@ -8,67 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
-from numba import njit, prange
 
-from .kernel import run_one, selected_correct
-from .policies import POLICIES, RunConfig
+from .kernel import (CAPPED, COVERED, ELIM, EXH, EXHAUSTED, F_ANSWERED, F_CAPPED, F_COVERED, F_EXHAUSTED, F_SEL, N,
+                     SAMPLES, TOKENS, _grid, new_state, run_one, selected_correct)
+from .policies import ELIMS, POLICIES, RunConfig
+from .tables import make_tables
 from .pool import Pool, PoolError
-from .rng import fill_permutation, fill_query_order
-from .state import (CAPPED, COVERED, ELIM, ELIMS, EXH, EXHAUSTED, N, SAMPLES, TOKENS, make_tables, new_state,
-                    reset_state)
 
 SELECT = {"bon": 0, "weighted": 1, "sc": 2}
-# Per-query flag bits of the allocation output.
-F_ANSWERED, F_COVERED, F_EXHAUSTED, F_CAPPED = 1, 2, 4, 8
-F_SEL = (16, 32, 64)  # bon, weighted, sc selected a correct response
-
-
-@njit(parallel=True, cache=True)
-def _grid(off, correct, score, ans, tok, qkeys, T, L, min_a, seeds, cfg_i, cfg_f, budgets, out_f, out_i,
-          pq_n, pq_flags):
-    n = qkeys.shape[0]
-    total = off[n]
-    per_query = pq_n.shape[0] > 0
-    for s in prange(seeds.shape[0]):
-        perm = np.empty(total, np.int64)
-        fill_permutation(off, qkeys, seeds[s], perm)
-        rank = np.empty(n, np.int64)
-        order = np.empty(n, np.int64)
-        fill_query_order(qkeys, seeds[s], rank, order)
-        qi, qf, si, sf, tot = new_state(n, total)
-        for c in range(cfg_i.shape[0]):
-            run_one(off, correct, score, ans, tok, perm, rank, order, T, L, min_a, qi, qf, si, sf, tot,
-                    budgets[c, s], cfg_i[c, 0], cfg_i[c, 1], cfg_i[c, 2], cfg_i[c, 3], cfg_f[c, 0], cfg_f[c, 1],
-                    cfg_f[c, 2], cfg_i[c, 4], cfg_f[c, 3], cfg_f[c, 4], cfg_i[c, 5])
-            cov = 0
-            acc0 = 0
-            acc1 = 0
-            acc2 = 0
-            answered = 0
-            for i in range(n):
-                cov += qi[i, COVERED]
-                answered += qi[i, ELIM]
-                s0 = selected_correct(qi, si, off, correct, i, 0)
-                s1 = selected_correct(qi, si, off, correct, i, 1)
-                s2 = selected_correct(qi, si, off, correct, i, 2)
-                acc0 += s0
-                acc1 += s1
-                acc2 += s2
-                if per_query:
-                    pq_n[c, s, i] = qi[i, N]
-                    pq_flags[c, s, i] = (qi[i, ELIM] * 1 + qi[i, COVERED] * 2 + qi[i, EXH] * 4 + qi[i, CAPPED] * 8
-                                         + s0 * 16 + s1 * 32 + s2 * 64)
-            out_f[c, s, 0] = cov / n
-            out_f[c, s, 1] = acc0 / n
-            out_f[c, s, 2] = acc1 / n
-            out_f[c, s, 3] = acc2 / n
-            out_i[c, s, 0] = tot[SAMPLES]
-            out_i[c, s, 1] = tot[TOKENS]
-            out_i[c, s, 2] = tot[EXHAUSTED]
-            out_i[c, s, 3] = answered
-            reset_state(qi, qf, si, sf, tot, off, ans, perm)
-
-
 def run_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, seeds, tables,
              per_query: bool = False):
     """Run configs[c] at total budget budget_totals[c, s] on each seed; raw arrays out."""

@@ -1,23 +1,150 @@
-"""The replay kernel: one policy configuration on one permutation, every exploration rule in one loop body.
+"""Every jitted function of the replay engine, in one module.
 
-The per-step operations (observe a response, pull K responses for a query, check elimination, compute an index)
-are closures inside `run_one`: numba inlines them with the arrays captured once, which keeps a draw at ~20 ns
-(the same code as separate @njit functions taking the arrays costs 3-10x more per call, measured). Each
-exploration rule is one branch built from those operations; adding a policy means adding a code in
-replay/policies.py and a branch here. docs/semantics.md is the contract, tests/naive.py the plain-Python twin.
+numba's on-disk cache (cache=True) is invalidated only by a change to the module that defines a function, not to
+the modules it calls or the globals it freezes; so the kernels, the constants they read and the helpers they
+call all live here, and any edit recompiles all of them (tests/test_kernel_module.py guards this).
+
+`run_one` replays one policy configuration on one permutation, every exploration rule in one loop body. The
+per-step operations (observe a response, pull K responses for a query, check elimination, compute an index) are
+closures inside it: numba inlines them with the arrays captured once, which keeps a draw at ~20 ns (the same
+code as separate @njit functions taking the arrays cost 3-10x more per call, measured). Each exploration rule is
+one branch built from those operations; adding a policy means a code here, its name in replay/policies.py and a
+branch in `run_one`. docs/semantics.md is the contract, tests/naive.py the plain-Python twin.
+
+State is five arrays so that the kernels touch no Python objects: `qi` (per-query ints), `qf` (per-query floats),
+`si` and `sf` (per-answer slots, indexed off[i] + answer id) and `tot` (run totals).
 """
 from __future__ import annotations
 
 import math
 
 import numpy as np
-from numba import njit
-
-from .state import (BEST, BEST_J, CAPPED, CNT, COVERED, ELIM, ELIM_NONE, ELIM_SC_BETA, ELIM_SC_SHARE,
-                    ELIM_THRESHOLD, EXH, EXHAUSTED, FIRST_J, LEAD, LEAD_CNT, N, N_INVALID, S, SAMPLES, SECOND_CNT,
-                    SSUM, STOP, TOKENS, UNIT_SAMPLES, UNIT_TOKENS, WLEAD, WLEAD_SUM)
+from numba import njit, prange
 
 UNIFORM, ELIMINATION, UCB, GAP, GAP_LITERAL, ENTROPY, TWO_STAGE, STREAMING, ORACLE = range(9)
+# Integer codes (branched on inside the kernels; the names are the command line's).
+UNIT_SAMPLES, UNIT_TOKENS = 0, 1
+ELIM_NONE, ELIM_THRESHOLD, ELIM_SC_SHARE, ELIM_SC_BETA = 0, 1, 2, 3
+
+# qi columns
+N, BEST_J, COVERED, N_INVALID, LEAD, LEAD_CNT, SECOND_CNT, WLEAD, ELIM, CAPPED, EXH = range(11)
+QI_COLS = 11
+# qf columns
+SSUM, BEST, S, WLEAD_SUM = range(4)
+QF_COLS = 4
+# si columns (sf holds the summed score of each answer)
+CNT, FIRST_J = 0, 1
+# tot slots
+SAMPLES, TOKENS, EXHAUSTED, STOP = range(4)
+
+
+
+# Per-query flag bits of the allocation output.
+F_ANSWERED, F_COVERED, F_EXHAUSTED, F_CAPPED = 1, 2, 4, 8
+F_SEL = (16, 32, 64)  # bon, weighted, sc selected a correct response
+
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_RANK_SALT = np.uint64(0xD1B54A32D192ED03)
+_S30 = np.uint64(30)
+_S27 = np.uint64(27)
+_S31 = np.uint64(31)
+_ONE = np.uint64(1)
+
+
+
+@njit(cache=True)
+def mix64(z):
+    """splitmix64 finaliser (a bijection on uint64 with full avalanche)."""
+    z = (z ^ (z >> _S30)) * _M1
+    z = (z ^ (z >> _S27)) * _M2
+    return z ^ (z >> _S31)
+
+
+@njit(cache=True)
+def seed_stream(seed, qkey):
+    return mix64(mix64(np.uint64(seed) * _GOLDEN + _ONE) ^ qkey)
+
+
+@njit(cache=True)
+def fill_permutation(off, qkeys, seed, perm):
+    """perm[off[i] + k] = global index of the k-th response query i receives (forward Fisher-Yates).
+
+    The first k entries depend only on the first k counters, so a policy that draws k responses sees the
+    same k whatever it does later."""
+    n = off.shape[0] - 1
+    for i in range(n):
+        a = off[i]
+        m = off[i + 1] - a
+        for k in range(m):
+            perm[a + k] = a + k
+        h = seed_stream(seed, qkeys[i])
+        for k in range(m - 1):
+            r = mix64(h + np.uint64(k + 1) * _GOLDEN)
+            j = k + np.int64(r % np.uint64(m - k))
+            t = perm[a + k]
+            perm[a + k] = perm[a + j]
+            perm[a + j] = t
+
+
+@njit(cache=True)
+def fill_query_order(qkeys, seed, rank, order):
+    """order: the per-run random order of queries; rank[i]: position of query i in it."""
+    n = qkeys.shape[0]
+    keys = np.empty(n, dtype=np.uint64)
+    for i in range(n):
+        keys[i] = mix64(seed_stream(seed, qkeys[i]) ^ _RANK_SALT)
+    o = np.argsort(keys, kind="mergesort")
+    for p in range(n):
+        order[p] = o[p]
+        rank[o[p]] = p
+
+
+@njit(cache=True)
+def new_state(n, total):
+    """Fresh state for n queries over a pool of `total` responses."""
+    qi = np.zeros((n, QI_COLS), np.int64)
+    qf = np.zeros((n, QF_COLS))
+    si = np.zeros((total, 2), np.int64)
+    sf = np.zeros(total)
+    tot = np.zeros(4, np.int64)
+    for i in range(n):
+        _reset_query(qi, qf, i)
+    for j in range(total):
+        si[j, FIRST_J] = -1
+    return qi, qf, si, sf, tot
+
+
+@njit(cache=True)
+def _reset_query(qi, qf, i):
+    for c in range(QI_COLS):
+        qi[i, c] = 0
+    qi[i, BEST_J] = -1
+    qi[i, LEAD] = -1
+    qi[i, WLEAD] = -1
+    qf[i, SSUM] = 0.0
+    qf[i, BEST] = -1.0
+    qf[i, S] = 0.0
+    qf[i, WLEAD_SUM] = -1.0
+
+
+@njit(cache=True)
+def reset_state(qi, qf, si, sf, tot, off, ans, perm):
+    """Back to the initial state, touching only the answer slots the run used (O(draws + n))."""
+    n = off.shape[0] - 1
+    for i in range(n):
+        base = off[i]
+        for k in range(qi[i, N]):
+            a = ans[perm[base + k]]
+            if a >= 0:
+                si[base + a, CNT] = 0
+                si[base + a, FIRST_J] = -1
+                sf[base + a] = 0.0
+        _reset_query(qi, qf, i)
+    for k in range(4):
+        tot[k] = 0
 
 
 @njit(cache=True)
@@ -302,3 +429,49 @@ def selected_correct(qi, si, off, correct, i, select):
         a = qi[i, WLEAD] if select == 1 else qi[i, LEAD]
         j = si[off[i] + a, FIRST_J] if a >= 0 else -1
     return j >= 0 and correct[j] == 1
+
+
+@njit(parallel=True, cache=True)
+def _grid(off, correct, score, ans, tok, qkeys, T, L, min_a, seeds, cfg_i, cfg_f, budgets, out_f, out_i,
+          pq_n, pq_flags):
+    n = qkeys.shape[0]
+    total = off[n]
+    per_query = pq_n.shape[0] > 0
+    for s in prange(seeds.shape[0]):
+        perm = np.empty(total, np.int64)
+        fill_permutation(off, qkeys, seeds[s], perm)
+        rank = np.empty(n, np.int64)
+        order = np.empty(n, np.int64)
+        fill_query_order(qkeys, seeds[s], rank, order)
+        qi, qf, si, sf, tot = new_state(n, total)
+        for c in range(cfg_i.shape[0]):
+            run_one(off, correct, score, ans, tok, perm, rank, order, T, L, min_a, qi, qf, si, sf, tot,
+                    budgets[c, s], cfg_i[c, 0], cfg_i[c, 1], cfg_i[c, 2], cfg_i[c, 3], cfg_f[c, 0], cfg_f[c, 1],
+                    cfg_f[c, 2], cfg_i[c, 4], cfg_f[c, 3], cfg_f[c, 4], cfg_i[c, 5])
+            cov = 0
+            acc0 = 0
+            acc1 = 0
+            acc2 = 0
+            answered = 0
+            for i in range(n):
+                cov += qi[i, COVERED]
+                answered += qi[i, ELIM]
+                s0 = selected_correct(qi, si, off, correct, i, 0)
+                s1 = selected_correct(qi, si, off, correct, i, 1)
+                s2 = selected_correct(qi, si, off, correct, i, 2)
+                acc0 += s0
+                acc1 += s1
+                acc2 += s2
+                if per_query:
+                    pq_n[c, s, i] = qi[i, N]
+                    pq_flags[c, s, i] = (qi[i, ELIM] * 1 + qi[i, COVERED] * 2 + qi[i, EXH] * 4 + qi[i, CAPPED] * 8
+                                         + s0 * 16 + s1 * 32 + s2 * 64)
+            out_f[c, s, 0] = cov / n
+            out_f[c, s, 1] = acc0 / n
+            out_f[c, s, 2] = acc1 / n
+            out_f[c, s, 3] = acc2 / n
+            out_i[c, s, 0] = tot[SAMPLES]
+            out_i[c, s, 1] = tot[TOKENS]
+            out_i[c, s, 2] = tot[EXHAUSTED]
+            out_i[c, s, 3] = answered
+            reset_state(qi, qf, si, sf, tot, off, ans, perm)

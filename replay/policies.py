@@ -3,13 +3,15 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from .kernel import ELIMINATION, ENTROPY, GAP, GAP_LITERAL, ORACLE, STREAMING, TWO_STAGE, UCB, UNIFORM
-from .state import ELIMS, UNITS
+from .kernel import (ELIM_NONE, ELIM_SC_BETA, ELIM_SC_SHARE, ELIM_THRESHOLD, ELIMINATION, ENTROPY, GAP, GAP_LITERAL,
+                     ORACLE, STREAMING, TWO_STAGE, UCB, UNIFORM, UNIT_SAMPLES, UNIT_TOKENS)
 
 POLICIES = {
     "uniform": UNIFORM, "elimination": ELIMINATION, "ucb": UCB, "gap": GAP, "gap-literal": GAP_LITERAL,
     "entropy": ENTROPY, "two-stage": TWO_STAGE, "streaming": STREAMING, "oracle": ORACLE,
 }
+UNITS = {"samples": UNIT_SAMPLES, "tokens": UNIT_TOKENS}
+ELIMS = {"none": ELIM_NONE, "threshold": ELIM_THRESHOLD, "sc-share": ELIM_SC_SHARE, "sc-beta": ELIM_SC_BETA}
 DEFAULT_LAMBDA = {"ucb": 1.0, "entropy": 3.0}
 # Which parameters change what each policy does (the others are ignored, and dropped from its label).
 USES = {

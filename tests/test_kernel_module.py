@@ -1,0 +1,21 @@
+"""numba's cache=True invalidates a compiled function only when its own module changes. A jitted function in
+another module called by a kernel would keep serving stale machine code after an edit, so every jitted
+function of the package must live in replay/kernel.py."""
+import importlib
+import pkgutil
+
+from numba.core.registry import CPUDispatcher
+
+import replay
+
+
+def test_every_jitted_function_lives_in_the_kernel_module():
+    found = []
+    for info in pkgutil.iter_modules(replay.__path__):
+        mod = importlib.import_module(f"replay.{info.name}")
+        for name, obj in vars(mod).items():
+            if isinstance(obj, CPUDispatcher):
+                found.append((info.name, name, obj.py_func.__module__))
+    assert found, "no jitted function found: the check would be vacuous"
+    misplaced = [f for f in found if f[2] != "replay.kernel"]
+    assert not misplaced, misplaced
