@@ -89,7 +89,10 @@ class RunConfig:
         """The policy plus the parameters it uses that differ from the defaults, e.g. ucb(lam=2, K=4)."""
         d = RunConfig(self.policy)
         vals = asdict(self)
-        parts = [f"{k}={vals[k]}" for k in self.used_params() if vals[k] != getattr(d, k)]
+        vals["lam"], default_lam = self.lam_value, d.lam_value
+        parts = [f"{'lambda' if k == 'lam' else k}={vals[k]:g}" if isinstance(vals[k], float)
+                 else f"{k}={vals[k]}" for k in self.used_params()
+                 if vals[k] != (default_lam if k == "lam" else getattr(d, k))]
         if self.unit != "samples":
             parts.append(self.unit)
         return self.policy + (f"({', '.join(parts)})" if parts else "")

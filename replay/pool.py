@@ -114,11 +114,27 @@ def load_pool(path, score: str = "gt", need_tokens: bool = False) -> Pool:
     """Read and validate a pool; only the columns a replay needs are read."""
     path = Path(path)
     files = sample_files(path)
-    where = "samples.parquet" if len(files) == 1 else "samples/*.parquet"
-    try:
-        schema = pl.scan_parquet(files).collect_schema()
-    except Exception as e:  # unreadable or mismatched files
-        raise PoolError(f"{where}: cannot read as Parquet ({e})") from None
+    where = "samples.parquet" if files[0].name == "samples.parquet" else "samples/*.parquet"
+    schema = None
+    for f in files:
+        try:
+            this = pl.read_parquet_schema(f)
+        except Exception as e:  # not Parquet, truncated, unreadable
+            which = "" if len(files) == 1 and where == "samples.parquet" else f" {f.relative_to(path)}"
+            _fail(where, f"cannot read{which} as Parquet ({str(e).splitlines()[0]})")
+        if schema is None:
+            schema, first = this, f
+            continue
+        for col, dtype in schema.items():
+            if col not in this:
+                _fail(where, f"{f.relative_to(path)} lacks column '{col}' that {first.relative_to(path)} has")
+            if this[col] != dtype:
+                _fail(where, f"column '{col}' is {this[col]} in {f.relative_to(path)} but {dtype} in "
+                             f"{first.relative_to(path)}")
+        extra = [c for c in this if c not in schema]
+        if extra:
+            _fail(where, f"{f.relative_to(path)} has column '{extra[0]}' that {first.relative_to(path)} lacks")
+    schema = pl.Schema(schema)
     names = schema.names()
     for col in REQUIRED:
         if col not in names:
@@ -131,7 +147,10 @@ def load_pool(path, score: str = "gt", need_tokens: bool = False) -> Pool:
     cols = list(REQUIRED) + [c for c in ("correct", "answer", "n_tokens") if c in names]
     if score_col != "gt":
         cols.append(score_col)
-    df = pl.scan_parquet(files).select(cols).collect()
+    try:
+        df = pl.scan_parquet(files).select(cols).collect()
+    except Exception as e:
+        _fail(where, f"cannot read the columns {', '.join(cols)} ({str(e).splitlines()[0]})")
     if df.height == 0:
         _fail(where, "no rows")
 
@@ -194,10 +213,14 @@ def load_pool(path, score: str = "gt", need_tokens: bool = False) -> Pool:
     queries_file = path / "queries.parquet"
     if queries_file.exists():
         try:
-            q = pl.read_parquet(queries_file, columns=["query_id"])
+            q = pl.read_parquet(queries_file, columns=["query_id"])["query_id"]
         except Exception as e:
-            _fail("queries.parquet", f"cannot read a 'query_id' column ({e})")
-        listed = set(q["query_id"].to_list())
+            _fail("queries.parquet", f"cannot read a 'query_id' column ({str(e).splitlines()[0]})")
+        if q.null_count():
+            _fail("queries.parquet", f"column 'query_id' has {q.null_count()} null values")
+        if q.is_duplicated().any():
+            _fail("queries.parquet", f"query_id {q.filter(q.is_duplicated())[0]!r} is listed more than once")
+        listed = set(q.to_list())
         have = set(qids.to_list())
         empty = sorted(listed - have)
         if empty:
@@ -212,6 +235,8 @@ def load_pool(path, score: str = "gt", need_tokens: bool = False) -> Pool:
             meta = json.loads((path / "pool.json").read_text())
         except json.JSONDecodeError as e:
             _fail("pool.json", f"not valid JSON ({e})")
+        if not isinstance(meta, dict):
+            _fail("pool.json", f"must hold a JSON object (provenance fields), found {type(meta).__name__}")
 
     correct = (df["correct"].cast(pl.Int8).to_numpy() if has_gt else np.zeros(df.height, np.int8))
     if score_col == "gt":

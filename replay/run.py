@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from .engine import replay
+from .engine import SELECT, check_configs, replay
 from .exact import best_of_k, coverage_at_k
 from .policies import POLICIES, USES, RunConfig
 from .pool import DEFAULT_POOL, Pool, PoolError, load_pool
@@ -66,20 +66,43 @@ def build_configs(req: ReplayRequest, policies: list[str]) -> list[RunConfig]:
     return configs
 
 
-def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
-    console = console or Console(width=None if Console().is_terminal else 170)
+def validate_request(req: ReplayRequest):
+    """Everything that can be checked before reading the pool or computing, so mistakes fail fast."""
+    if req.unit not in ("samples", "tokens", "token-matched"):
+        raise PoolError(f"unknown budget unit {req.unit!r}; choose samples, tokens or token-matched")
+    if req.select not in SELECT:
+        raise PoolError(f"unknown selection {req.select!r}; choose bon, weighted or sc")
     if req.seeds < 1:
         raise PoolError(f"--seeds must be >= 1, got {req.seeds}")
+    if not 0.0 < req.conf < 1.0:
+        raise PoolError(f"--conf must be in (0, 1), got {req.conf}")
+    if req.threads is not None and not 1 <= req.threads <= numba.config.NUMBA_NUM_THREADS:
+        raise PoolError(f"--threads must be in 1..{numba.config.NUMBA_NUM_THREADS}, got {req.threads}")
+    unknown = [p for p in req.policies if p not in POLICIES]
+    if unknown:
+        raise PoolError(f"unknown policy {unknown[0]!r}; choose from {', '.join(POLICIES)}")
+    if any(l < 0 for l in (req.lams or [])):
+        raise PoolError(f"--lambda must be >= 0, got {req.lams}")
+    if any(not 0.0 <= g <= 1.0 for g in req.gammas):
+        raise PoolError(f"--gamma must be in [0, 1] (scores are), got {req.gammas}")
+    # Every value of every list, whichever policies use it: RunConfig checks the ranges.
+    for K, ms, rho, tau in itertools.zip_longest(req.Ks, req.max_samples, req.rhos, req.taus):
+        RunConfig("elimination", unit=req.unit, eliminate=req.eliminate, K=K or 1, max_samples=ms or 0,
+                  rho=rho if rho is not None else 0.5, tau=tau if tau is not None else 0.5, m_min=req.m_min,
+                  eps=req.eps)
+    for name, target in (("--out", req.out), ("--per-query", req.per_query), ("--curve", req.curve)):
+        if target is not None and Path(target).is_dir():
+            raise PoolError(f"{name} {target} is a directory; give a file name (e.g. {Path(target) / 'runs.parquet'})")
+
+
+def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    console = console or Console(width=None if Console().is_terminal else 170)
+    validate_request(req)
     if req.threads is not None:
-        if not 1 <= req.threads <= numba.config.NUMBA_NUM_THREADS:
-            raise PoolError(f"--threads must be in 1..{numba.config.NUMBA_NUM_THREADS}, got {req.threads}")
         numba.set_num_threads(req.threads)
     path = req.pool or DEFAULT_POOL
     pool = load_pool(path, score=req.score, need_tokens=req.unit != "samples")
     if req.policies:
-        unknown = [p for p in req.policies if p not in POLICIES]
-        if unknown:
-            raise PoolError(f"unknown policy {unknown[0]!r}; choose from {', '.join(POLICIES)}")
         policies = list(dict.fromkeys(req.policies))
     else:
         policies = [p for p in POLICIES
@@ -88,6 +111,7 @@ def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.D
                     and not ("eliminate" in USES[p] and req.eliminate.startswith("sc") and not pool.has_answers)]
     configs = build_configs(req, policies)
     seeds = range(req.seed_start, req.seed_start + req.seeds)
+    check_configs(pool, configs, req.select)
 
     console.print(f"[bold]{pool.name}[/]: {pool.n_queries} queries, {pool.off[-1]} responses "
                   f"({pool.sizes.min()}–{pool.sizes.max()} per query); score {pool.score_name}, select "

@@ -265,27 +265,19 @@ def test_token_pool_units(tmp_path):
     assert_clean_error(replay("--pool", d, "--unit", "foo"), r"unknown budget unit 'foo'")
 
 
-@pytest.mark.xfail(reason="BUG (message): on a pool without n_tokens, an unknown --unit is reported as "
-                          "'a token budget needs an n_tokens column' instead of 'unknown budget unit'", strict=True)
 def test_unknown_unit_on_pool_without_tokens():
     assert_clean_error(replay("--unit", "foo"), r"unknown budget unit 'foo'")
 
 
-@pytest.mark.xfail(reason="BUG: --conf is not validated; e.g. --conf 1.5 (a probability > 1: sc-beta can never "
-                          "stop) runs with exit 0", strict=True)
 @pytest.mark.parametrize("conf", ["1.5", "-0.1"])
 def test_conf_out_of_range(conf):
     assert_clean_error(replay("--policy", "ucb", "--eliminate", "sc-beta", "--conf", conf), r"conf")
 
 
-@pytest.mark.xfail(reason="BUG: --out naming an existing directory raises IsADirectoryError after the whole "
-                          "replay: exit 1 with a traceback", strict=True)
 def test_out_is_a_directory(tmp_path):
     assert_clean_error(replay("--policy", "uniform", "--out", tmp_path), r"--out|directory")
 
 
-@pytest.mark.xfail(reason="BUG: a pool.json that is valid JSON but not an object crashes with AttributeError "
-                          "(traceback, exit 1)", strict=True)
 def test_pool_json_not_an_object(tmp_path):
     d = small_pool(tmp_path)
     (d / "pool.json").write_text("[1, 2]")
@@ -341,8 +333,6 @@ def test_subprocess_bad_score_pool(tmp_path):
     assert "outside [0, 1]" in p.stderr
 
 
-@pytest.mark.xfail(reason="BUG: samples/*.parquet parts with mismatched dtypes raise a raw polars SchemaError: "
-                          "`ttc replay` exits 1 with a traceback", strict=True)
 def test_subprocess_mismatched_sample_files(tmp_path):
     d = tmp_path / "pool"
     (d / "samples").mkdir(parents=True)

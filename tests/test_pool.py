@@ -199,8 +199,6 @@ def test_unreadable_parquet(tmp_path):
         load_pool(d)
 
 
-@pytest.mark.xfail(reason="BUG: samples/*.parquet files with mismatched dtypes raise a raw polars SchemaError "
-                          "(not a PoolError), so `ttc replay` prints a traceback", strict=True)
 def test_many_files_mismatched_schema(tmp_path):
     parts = [basic(), pl.DataFrame({"query_id": ["c"], "sample_idx": pl.Series([0], dtype=pl.Int32),
                                     "correct": [True]})]
@@ -208,16 +206,12 @@ def test_many_files_mismatched_schema(tmp_path):
         load_pool(write_pool(tmp_path, files=parts))
 
 
-@pytest.mark.xfail(reason="BUG: a later samples/*.parquet file lacking a column of the first raises a raw polars "
-                          "ColumnNotFoundError (not a PoolError)", strict=True)
 def test_many_files_missing_column_in_one(tmp_path):
     parts = [basic(), pl.DataFrame({"query_id": ["c"], "sample_idx": [0]})]
     with pytest.raises(PoolError, match=r"samples/\*\.parquet"):
         load_pool(write_pool(tmp_path, files=parts))
 
 
-@pytest.mark.xfail(reason="BUG: a corrupt samples/*.parquet file other than the first raises a raw polars "
-                          "ComputeError (not a PoolError): only the first file's schema is read in the try", strict=True)
 def test_many_files_one_corrupt(tmp_path):
     with pytest.raises(PoolError, match=r"samples/\*\.parquet"):
         load_pool(write_pool(tmp_path, files=[basic(), b"garbage"]))
@@ -238,8 +232,6 @@ def test_missing_column_named_for_many_files(tmp_path):
         load_pool(d)
 
 
-@pytest.mark.xfail(reason="BUG (message): with a single file under samples/ errors are attributed to "
-                          "'samples.parquet', a file that does not exist", strict=True)
 def test_missing_column_named_for_single_file_in_samples_dir(tmp_path):
     d = write_pool(tmp_path, files=[basic().drop("sample_idx")])
     with pytest.raises(PoolError, match=r"samples/.*: missing required column 'sample_idx'"):
@@ -372,8 +364,6 @@ def test_invalid_pool_json(tmp_path):
         load_pool(d)
 
 
-@pytest.mark.xfail(reason="BUG: a pool.json that is valid JSON but not an object (e.g. a list) is accepted; "
-                          "Pool.name then fails with AttributeError and `ttc replay` prints a traceback", strict=True)
 @pytest.mark.parametrize("text", ["[1, 2]", '"name"'])
 def test_pool_json_not_an_object(tmp_path, text):
     d = write_pool(tmp_path, basic(), pool_json=text)
