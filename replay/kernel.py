@@ -9,7 +9,7 @@ per-step operations (observe a response, pull K responses for a query, check eli
 closures inside it: numba inlines them with the arrays captured once, which keeps a draw at ~20 ns (the same
 code as separate @njit functions taking the arrays cost 3-10x more per call, measured). Each exploration rule is
 one branch built from those operations; adding a policy means a code here, its name in replay/policies.py and a
-branch in `run_one`. docs/semantics.md is the contract, tests/naive.py the plain-Python twin.
+branch in `run_one`. docs/semantics.md is the contract, replay/reference.py the plain-Python twin.
 
 State is five arrays so that the kernels touch no Python objects: `qi` (per-query ints), `qf` (per-query floats),
 `si` and `sf` (per-answer slots, indexed off[i] + answer id) and `tot` (run totals).

@@ -1,11 +1,11 @@
-"""The numba engine against the plain-Python reference (tests/naive.py): identical outcomes on the same
+"""The numba engine against the plain-Python reference (replay/reference.py): identical outcomes on the same
 permutations, over random ragged pools with ties, invalid answers, tiny and exhausted pools."""
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from naive import run_reference
+from replay.reference import run_reference
 from replay.engine import run_once
 from replay.policies import POLICIES, RunConfig
 

@@ -1,4 +1,4 @@
-"""Hand-computed checks of the plain-Python reference (tests/naive.py) on tiny pools.
+"""Hand-computed checks of the plain-Python reference (replay/reference.py) on tiny pools.
 
 Every expected number below was worked out by hand from docs/semantics.md; the derivation is in the
 comment next to it.
@@ -6,15 +6,12 @@ comment next to it.
 
 import math
 import random
-import sys
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from naive import log_tables, run_reference, sc_beta_stops  # noqa: E402
+from replay.reference import log_tables, run_reference, sc_beta_stops
 
 
 def make_pool(queries):

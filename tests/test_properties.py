@@ -9,7 +9,7 @@ from replay.exact import best_of_k, coverage_at_k
 from replay.policies import POLICIES, RunConfig
 from replay.rng import permutation, query_order
 from replay.summary import uniform_exact
-from synthetic import make_pool
+from replay.synth import make_pool
 
 ALL = [RunConfig(p) for p in POLICIES]
 

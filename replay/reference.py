@@ -1,8 +1,9 @@
 """Plain-Python reference implementation of docs/semantics.md (the test oracle).
 
 Written straight from docs/semantics.md, as simply as possible: plain loops, one Python object holding
-the per-query state, O(n) argmax scans for the index policies.  It imports nothing from the project's
-`replay` package on purpose; the fast engine is compared against it for EXACT equality, so every
+the per-query state, O(n) argmax scans for the index policies.  It imports nothing else from the `replay`
+package on purpose (it is the independent twin of replay/kernel.py, shipped in the package so that `ttc bench`
+can time it); the fast engine is compared against it for EXACT equality, so every
 floating-point formula below is written in the same form and order of operations as in the doc.
 
 Where docs/semantics.md leaves a choice open, the most literal reading is taken and marked with a
