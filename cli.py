@@ -81,6 +81,28 @@ def replay_cmd(
         _fail(str(e))
 
 
+@app.command("bench")
+def bench_cmd(
+    queries: int = typer.Option(500, help="Queries in the synthetic pool."),
+    responses: int = typer.Option(64, help="Responses per query."),
+    budgets: str = typer.Option("4,8,16,32", help="Average budgets per query."),
+    seeds: int = typer.Option(100, help="Seeds per (policy, budget)."),
+    repeats: int = typer.Option(5, help="Timing repeats; the median is reported."),
+    reference_seeds: int = typer.Option(1, help="Seeds the plain-Python reference runs per row (0: skip it)."),
+    growth: str = typer.Option("500,5000,50000", help="Pool sizes (queries) for the growth table; empty: skip."),
+    threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores)."),
+):
+    """Time every policy on a synthetic pool against the plain-Python reference, and its growth with pool size."""
+    from replay.run import run_bench
+
+    try:
+        run_bench(queries=queries, responses=responses, budgets=_floats(budgets, "--budgets"), seeds=seeds,
+                  repeats=repeats, reference_seeds=reference_seeds,
+                  growth=_ints(growth, "--growth") if growth.strip() else [], threads=threads)
+    except ValueError as e:
+        _fail(str(e))
+
+
 def main():  # pragma: no cover
     app()
 

@@ -169,3 +169,52 @@ def render_table(summary: pl.DataFrame, pool: Pool) -> Table:
                   fmt_gain(r["gain_accuracy"], r["gain_accuracy_censored"]), f"{r['samples_per_query']:.2f}",
                   f"{r['exhausted']:.1f}")
     return t
+
+
+def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, growth, threads=None,
+              console: Console | None = None):
+    from .bench import BenchSpec, bench, growth as growth_table
+
+    console = console or Console(width=None if Console().is_terminal else 170)
+    if queries < 1 or responses < 1 or seeds < 1 or repeats < 1 or reference_seeds < 0:
+        raise PoolError("--queries, --responses, --seeds and --repeats must be >= 1, --reference-seeds >= 0")
+    if any(b <= 0 for b in budgets) or any(n < 1 for n in growth):
+        raise PoolError("budgets and growth sizes must be positive")
+    if threads is not None:
+        if not 1 <= threads <= numba.config.NUMBA_NUM_THREADS:
+            raise PoolError(f"--threads must be in 1..{numba.config.NUMBA_NUM_THREADS}, got {threads}")
+        numba.set_num_threads(threads)
+    spec = BenchSpec(n=queries, size=responses, budgets=tuple(budgets), seeds=seeds, repeats=repeats,
+                     reference_seeds=reference_seeds)
+    with Progress(TextColumn("benchmarking"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  console=console, transient=True, disable=not console.is_terminal) as bar:
+        task = bar.add_task("bench", total=len(spec.policies) * len(budgets))
+        df, info = bench(spec, progress=lambda: bar.advance(task))
+    console.print(f"[bold]ttc bench[/]: synthetic pool {queries} queries x {responses} responses, "
+                  f"{numba.get_num_threads()} threads, median of {repeats} repeats; first call (compile or cache "
+                  f"load) {info['warmup_s']:.2f} s", highlight=False)
+    console.print(f"full grid: {len(spec.policies)} policies x {len(budgets)} budgets x {seeds} seeds = "
+                  f"{info['configs'] * seeds} runs in {info['full_grid_s']:.3f} s", highlight=False)
+    t = Table(title="per policy and budget (a decision = one response handed to one query)", title_style="dim")
+    for col in ("pool", "policy", "budget", "runs", "wall s", "decisions", "decisions/s", "reference dec/s",
+                "speed-up"):
+        t.add_column(col, justify="left" if col in ("pool", "policy") else "right")
+    for r in df.iter_rows(named=True):
+        t.add_row(r["pool"], r["policy"], f"{r['budget']:g}", str(r["runs"]), f"{r['wall_s']:.4f}",
+                  f"{r['decisions']:,}", f"{r['decisions_per_s']:.3g}",
+                  "—" if r["reference_decisions_per_s"] != r["reference_decisions_per_s"]
+                  else f"{r['reference_decisions_per_s']:.3g}",
+                  "—" if r["speedup"] != r["speedup"] else f"{r['speedup']:.0f}x")
+    console.print(t)
+    if growth:
+        g = growth_table(ns=tuple(growth), size=responses, repeats=max(1, min(repeats, 3)))
+        t = Table(title="growth with pool size at budget 8 (about 4M decisions per cell): decisions/s",
+                  title_style="dim")
+        t.add_column("policy")
+        for n in growth:
+            t.add_column(f"n={n:,}", justify="right")
+        for p in g["policy"].unique(maintain_order=True):
+            sub = g.filter(pl.col("policy") == p)
+            t.add_row(p, *[f"{v:.3g}" for v in sub["decisions_per_s"]])
+        console.print(t)
+    return df

@@ -1,0 +1,99 @@
+"""`ttc bench`: how fast the replay engine is, against its own plain-Python reference on the same work."""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from .engine import run_grid
+from .policies import POLICIES, RunConfig
+from .reference import run_reference
+from .rng import permutation, query_order
+from .synth import make_pool
+from .tables import make_tables
+
+
+@dataclass
+class BenchSpec:
+    n: int = 500
+    size: int = 64
+    budgets: tuple = (4, 8, 16, 32)
+    seeds: int = 100
+    repeats: int = 5
+    policies: tuple = tuple(POLICIES)
+    reference_seeds: int = 1  # the reference runs this many seeds per (policy, budget); 0 = skip it
+
+
+def _median_time(fn, repeats):
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), out
+
+
+def bench(spec: BenchSpec, progress=None) -> tuple[pl.DataFrame, dict]:
+    """Rows per (policy, budget): runs, median wall time, decisions/s, and the speed-up over the reference.
+
+    A decision is one pull (K = 1: one response handed to one query). The reference is timed on
+    `reference_seeds` seeds of the same pool, policy and budget, and the ratio compares decisions per second."""
+    pool = make_pool(n=spec.n, size=spec.size, seed=0)
+    tables = make_tables(spec.size, 0.95)
+    seeds = np.arange(spec.seeds)
+    configs = [RunConfig(p) for p in spec.policies]
+    rows_cfg = [c for c in configs for _ in spec.budgets]
+    totals = np.array([[int(b * spec.n)] * spec.seeds for _ in configs for b in spec.budgets], np.int64)
+    t0 = time.perf_counter()
+    run_grid(pool, rows_cfg[:1], totals[:1, :1], seeds[:1], tables)  # compile or load the kernels
+    warmup = time.perf_counter() - t0
+    full, _ = _median_time(lambda: run_grid(pool, rows_cfg, totals, seeds, tables), spec.repeats)
+    rows = []
+    for c in configs:
+        for b in spec.budgets:
+            bt = np.full((1, spec.seeds), int(b * spec.n), np.int64)
+            wall, (_, out_i, _, _) = _median_time(lambda: run_grid(pool, [c], bt, seeds, tables), spec.repeats)
+            decisions = int(out_i[0, :, 0].sum())
+            row = {"pool": f"{spec.n}x{spec.size}", "policy": c.policy, "budget": b, "runs": spec.seeds,
+                   "wall_s": wall, "decisions": decisions, "decisions_per_s": decisions / wall,
+                   "reference_decisions_per_s": float("nan"), "speedup": float("nan")}
+            if spec.reference_seeds:
+                ref_dec, ref_time = 0, 0.0
+                for s in range(spec.reference_seeds):
+                    perm = permutation(pool.off, pool.qkeys, s)
+                    rank, _ = query_order(pool.qkeys, s)
+                    t = time.perf_counter()
+                    r = run_reference(pool.off, pool.correct, pool.score, pool.ans, pool.tok, perm, rank,
+                                      policy=c.policy, budget_total=int(b * spec.n))
+                    ref_time += time.perf_counter() - t
+                    ref_dec += r["samples_used"]
+                row["reference_decisions_per_s"] = ref_dec / ref_time
+                row["speedup"] = row["decisions_per_s"] / row["reference_decisions_per_s"]
+            rows.append(row)
+            if progress:
+                progress()
+    return pl.DataFrame(rows), {"full_grid_s": full, "warmup_s": warmup, "configs": len(rows_cfg),
+                                "seeds": spec.seeds}
+
+
+def growth(ns=(500, 5000, 50000), size=64, budget=8, decisions=4_000_000, repeats=3,
+           policies=tuple(POLICIES)) -> pl.DataFrame:
+    """Decisions per second as the pool grows, at a fixed amount of work per point (seeds scaled so each
+    point makes about `decisions` decisions): flat = linear work, a slow fall = the heap's log n."""
+    rows = []
+    tables = make_tables(size, 0.95)
+    for n in ns:
+        pool = make_pool(n=n, size=size, seed=0)
+        seeds = np.arange(max(1, decisions // (budget * n)))
+        for p in policies:
+            bt = np.full((1, len(seeds)), budget * n, np.int64)
+            run_grid(pool, [RunConfig(p)], bt[:, :1], seeds[:1], tables)
+            wall, (_, out_i, _, _) = _median_time(lambda: run_grid(pool, [RunConfig(p)], bt, seeds, tables),
+                                                  repeats)
+            d = int(out_i[0, :, 0].sum())
+            rows.append({"queries": n, "policy": p, "budget": budget, "runs": len(seeds), "wall_s": wall,
+                         "decisions": d, "decisions_per_s": d / wall})
+    return pl.DataFrame(rows)
