@@ -6,6 +6,7 @@ same permutation of a seed (common random numbers), and results do not depend on
 """
 from __future__ import annotations
 
+import numba
 import numpy as np
 import polars as pl
 
@@ -32,7 +33,7 @@ def run_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, se
     if C and S:
         _grid(pool.off, pool.correct, pool.score, pool.ans, pool.tok, pool.qkeys, T, L, min_a,
               np.asarray(seeds, np.int64), cfg_i, cfg_f, np.ascontiguousarray(budget_totals, np.int64),
-              out_f, out_i, pq_n, pq_flags)
+              out_f, out_i, pq_n, pq_flags, min(S, numba.get_num_threads()))
     return out_f, out_i, pq_n, pq_flags
 
 
@@ -161,7 +162,9 @@ def run_once(off, correct, score, ans, tok, perm, rank, config: RunConfig, budge
     T, L, min_a = make_tables(int(np.diff(off).max(initial=1)), conf)
     qi, qf, si, sf, tot = new_state(n, total)
     c = config
-    run_one(off, *arrays, perm, rank, order, T, L, min_a, qi, qf, si, sf, tot, int(budget_total),
+    empty = np.zeros(0, np.int64)
+    run_one(off, *arrays, perm, empty, np.zeros((0, 2), np.int64), np.zeros(0, np.uint64), np.zeros(0, np.uint64),
+            0, 0, False, rank, order, T, L, min_a, qi, qf, si, sf, tot, int(budget_total),
             POLICIES[c.policy], c.kernel_unit, c.K, ELIMS[c.eliminate], float(c.gamma), float(c.lam_value),
             float(c.eps), c.max_samples, float(c.rho), float(c.tau), c.m_min)
     sel = np.array([[selected_correct(qi, si, off, arrays[0], i, k) for k in range(3)] for i in range(n)],

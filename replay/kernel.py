@@ -51,6 +51,7 @@ _RANK_SALT = np.uint64(0xD1B54A32D192ED03)
 _S30 = np.uint64(30)
 _S27 = np.uint64(27)
 _S31 = np.uint64(31)
+_S32 = np.uint64(32)
 _ONE = np.uint64(1)
 
 
@@ -83,7 +84,7 @@ def fill_permutation(off, qkeys, seed, perm):
         h = seed_stream(seed, qkeys[i])
         for k in range(m - 1):
             r = mix64(h + np.uint64(k + 1) * _GOLDEN)
-            j = k + np.int64(r % np.uint64(m - k))
+            j = k + np.int64(((r >> _S32) * np.uint64(m - k)) >> _S32)
             t = perm[a + k]
             perm[a + k] = perm[a + j]
             perm[a + j] = t
@@ -131,13 +132,14 @@ def _reset_query(qi, qf, i):
 
 
 @njit(cache=True)
-def reset_state(qi, qf, si, sf, tot, off, ans, perm):
+def reset_state(qi, qf, si, sf, tot, off, ans, perm, pstamp, epoch, lazy):
     """Back to the initial state, touching only the answer slots the run used (O(draws + n))."""
     n = off.shape[0] - 1
     for i in range(n):
         base = off[i]
         for k in range(qi[i, N]):
-            a = ans[perm[base + k]]
+            p = base + k
+            a = ans[perm[p] if (not lazy or pstamp[p] == epoch) else p]
             if a >= 0:
                 si[base + a, CNT] = 0
                 si[base + a, FIRST_J] = -1
@@ -148,10 +150,43 @@ def reset_state(qi, qf, si, sf, tot, off, ans, perm):
 
 
 @njit(cache=True)
-def run_one(off, correct, score, ans, tok, perm, rank, order, T, L, min_a, qi, qf, si, sf, tot,
-            budget, policy, unit, K, elim, gamma, lam, eps, max_samples, rho, tau, m_min):
-    """Replay one configuration; the outcome is left in the state arrays (qi, qf, si, sf, tot)."""
+def run_one(off, correct, score, ans, tok, perm, pstamp, qgen, hs, qkeys, seed, epoch, lazy, rank, order, T, L,
+            min_a, qi, qf, si, sf, tot, budget, policy, unit, K, elim, gamma, lam, eps, max_samples, rho, tau,
+            m_min):
+    """Replay one configuration; the outcome is left in the state arrays (qi, qf, si, sf, tot).
+
+    The permutation is either given whole (lazy False: perm holds it) or generated lazily (lazy True): the
+    forward Fisher-Yates of query i advances only as far as a policy draws, so a seed costs O(draws), not
+    O(pool). Entries of perm (and the per-query progress in qgen, stream in hs) count only when stamped with
+    this seed's epoch, so nothing has to be cleared between seeds. Both give the same permutation."""
     n = off.shape[0] - 1
+
+    def draw_at(i, k):
+        """Global index of the k-th response query i receives."""
+        if not lazy:
+            return perm[off[i] + k]
+        a = off[i]
+        if qgen[i, 1] != epoch:
+            qgen[i, 0] = 0
+            qgen[i, 1] = epoch
+            hs[i] = seed_stream(seed, qkeys[i])
+        g = qgen[i, 0]
+        if g <= k:
+            m = off[i + 1] - a
+            h = hs[i]
+            while g <= k and g < m - 1:
+                r = mix64(h + np.uint64(g + 1) * _GOLDEN)
+                j = g + np.int64(((r >> _S32) * np.uint64(m - g)) >> _S32)
+                x = perm[a + g] if pstamp[a + g] == epoch else a + g
+                y = perm[a + j] if pstamp[a + j] == epoch else a + j
+                perm[a + g] = y
+                pstamp[a + g] = epoch
+                perm[a + j] = x
+                pstamp[a + j] = epoch
+                g += 1
+            qgen[i, 0] = g
+        p = a + k
+        return perm[p] if pstamp[p] == epoch else p
 
     def observe(i, j):
         qi[i, N] += 1
@@ -221,7 +256,7 @@ def run_one(off, correct, score, ans, tok, perm, rank, order, T, L, min_a, qi, q
             want = avail
         drawn = 0
         for _ in range(want):
-            j = perm[off[i] + qi[i, N]]
+            j = draw_at(i, qi[i, N])
             if u == UNIT_TOKENS and tok[j] > bud - tot[TOKENS]:
                 tot[STOP] = 1
                 break
@@ -366,7 +401,7 @@ def run_one(off, correct, score, ans, tok, perm, rank, order, T, L, min_a, qi, q
                                 qi[i, EXH] = 1
                                 tot[EXHAUSTED] += 1
                             break
-                        j = perm[off[i] + qi[i, N]]
+                        j = draw_at(i, qi[i, N])
                         if tok[j] > allow - (tot[TOKENS] - start):
                             break
                         observe(i, j)
@@ -400,7 +435,7 @@ def run_one(off, correct, score, ans, tok, perm, rank, order, T, L, min_a, qi, q
             i = order[p]
             toks = 0
             for k in range(off[i + 1] - off[i]):
-                j = perm[off[i] + k]
+                j = draw_at(i, k)
                 toks += tok[j]
                 if correct[j] == 1:
                     cost[c] = k + 1 if unit == UNIT_SAMPLES else toks
@@ -417,7 +452,7 @@ def run_one(off, correct, score, ans, tok, perm, rank, order, T, L, min_a, qi, q
             left -= cost[q]
             i = cand[q]
             for k in range(first[q] + 1):
-                observe(i, perm[off[i] + k])
+                observe(i, draw_at(i, k))
 
 
 @njit(cache=True)
@@ -433,45 +468,53 @@ def selected_correct(qi, si, off, correct, i, select):
 
 @njit(parallel=True, cache=True)
 def _grid(off, correct, score, ans, tok, qkeys, T, L, min_a, seeds, cfg_i, cfg_f, budgets, out_f, out_i,
-          pq_n, pq_flags):
+          pq_n, pq_flags, n_chunks):
+    """Every configuration on every seed. Seeds are split into n_chunks contiguous chunks, one per parallel
+    task, each with its own buffers allocated once; a seed's results depend only on the seed."""
     n = qkeys.shape[0]
     total = off[n]
     per_query = pq_n.shape[0] > 0
-    for s in prange(seeds.shape[0]):
+    S = seeds.shape[0]
+    for t in prange(n_chunks):
         perm = np.empty(total, np.int64)
-        fill_permutation(off, qkeys, seeds[s], perm)
+        pstamp = np.zeros(total, np.int64)
+        qgen = np.zeros((n, 2), np.int64)
+        hs = np.zeros(n, np.uint64)
         rank = np.empty(n, np.int64)
         order = np.empty(n, np.int64)
-        fill_query_order(qkeys, seeds[s], rank, order)
         qi, qf, si, sf, tot = new_state(n, total)
-        for c in range(cfg_i.shape[0]):
-            run_one(off, correct, score, ans, tok, perm, rank, order, T, L, min_a, qi, qf, si, sf, tot,
-                    budgets[c, s], cfg_i[c, 0], cfg_i[c, 1], cfg_i[c, 2], cfg_i[c, 3], cfg_f[c, 0], cfg_f[c, 1],
-                    cfg_f[c, 2], cfg_i[c, 4], cfg_f[c, 3], cfg_f[c, 4], cfg_i[c, 5])
-            cov = 0
-            acc0 = 0
-            acc1 = 0
-            acc2 = 0
-            answered = 0
-            for i in range(n):
-                cov += qi[i, COVERED]
-                answered += qi[i, ELIM]
-                s0 = selected_correct(qi, si, off, correct, i, 0)
-                s1 = selected_correct(qi, si, off, correct, i, 1)
-                s2 = selected_correct(qi, si, off, correct, i, 2)
-                acc0 += s0
-                acc1 += s1
-                acc2 += s2
-                if per_query:
-                    pq_n[c, s, i] = qi[i, N]
-                    pq_flags[c, s, i] = (qi[i, ELIM] * 1 + qi[i, COVERED] * 2 + qi[i, EXH] * 4 + qi[i, CAPPED] * 8
-                                         + s0 * 16 + s1 * 32 + s2 * 64)
-            out_f[c, s, 0] = cov / n
-            out_f[c, s, 1] = acc0 / n
-            out_f[c, s, 2] = acc1 / n
-            out_f[c, s, 3] = acc2 / n
-            out_i[c, s, 0] = tot[SAMPLES]
-            out_i[c, s, 1] = tot[TOKENS]
-            out_i[c, s, 2] = tot[EXHAUSTED]
-            out_i[c, s, 3] = answered
-            reset_state(qi, qf, si, sf, tot, off, ans, perm)
+        for s in range(t * S // n_chunks, (t + 1) * S // n_chunks):
+            epoch = s + 1
+            fill_query_order(qkeys, seeds[s], rank, order)
+            for c in range(cfg_i.shape[0]):
+                run_one(off, correct, score, ans, tok, perm, pstamp, qgen, hs, qkeys, seeds[s], epoch, True, rank,
+                        order, T, L, min_a, qi, qf, si, sf, tot, budgets[c, s], cfg_i[c, 0], cfg_i[c, 1],
+                        cfg_i[c, 2], cfg_i[c, 3], cfg_f[c, 0], cfg_f[c, 1], cfg_f[c, 2], cfg_i[c, 4], cfg_f[c, 3],
+                        cfg_f[c, 4], cfg_i[c, 5])
+                cov = 0
+                acc0 = 0
+                acc1 = 0
+                acc2 = 0
+                answered = 0
+                for i in range(n):
+                    cov += qi[i, COVERED]
+                    answered += qi[i, ELIM]
+                    s0 = selected_correct(qi, si, off, correct, i, 0)
+                    s1 = selected_correct(qi, si, off, correct, i, 1)
+                    s2 = selected_correct(qi, si, off, correct, i, 2)
+                    acc0 += s0
+                    acc1 += s1
+                    acc2 += s2
+                    if per_query:
+                        pq_n[c, s, i] = qi[i, N]
+                        pq_flags[c, s, i] = (qi[i, ELIM] * 1 + qi[i, COVERED] * 2 + qi[i, EXH] * 4
+                                             + qi[i, CAPPED] * 8 + s0 * 16 + s1 * 32 + s2 * 64)
+                out_f[c, s, 0] = cov / n
+                out_f[c, s, 1] = acc0 / n
+                out_f[c, s, 2] = acc1 / n
+                out_f[c, s, 3] = acc2 / n
+                out_i[c, s, 0] = tot[SAMPLES]
+                out_i[c, s, 1] = tot[TOKENS]
+                out_i[c, s, 2] = tot[EXHAUSTED]
+                out_i[c, s, 3] = answered
+                reset_state(qi, qf, si, sf, tot, off, ans, perm, pstamp, epoch, True)

@@ -28,7 +28,7 @@ def _reference_perm(off, qkeys, seed):
         h = _stream(seed, int(qkeys[i]))
         for k in range(m - 1):
             r = _mix((h + (k + 1) * G) & M64)
-            j = k + r % (m - k)
+            j = k + (((r >> 32) * (m - k)) >> 32)
             p[k], p[j] = p[j], p[k]
         perm += p
     return perm
