@@ -164,7 +164,7 @@ def run_once(off, correct, score, ans, tok, perm, rank, config: RunConfig, budge
     c = config
     empty = np.zeros(0, np.int64)
     run_one(off, *arrays, perm, empty, np.zeros((0, 2), np.int64), np.zeros(0, np.uint64), np.zeros(0, np.uint64),
-            0, 0, False, rank, order, T, L, min_a, qi, qf, si, sf, tot, int(budget_total),
+            np.int64(0), np.int64(0), False, rank, order, T, L, min_a, qi, qf, si, sf, tot, int(budget_total),
             POLICIES[c.policy], c.kernel_unit, c.K, ELIMS[c.eliminate], float(c.gamma), float(c.lam_value),
             float(c.eps), c.max_samples, float(c.rho), float(c.tau), c.m_min)
     sel = np.array([[selected_correct(qi, si, off, arrays[0], i, k) for k in range(3)] for i in range(n)],

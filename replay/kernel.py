@@ -319,11 +319,83 @@ def run_one(off, correct, score, ans, tok, perm, pstamp, qgen, hs, qkeys, seed, 
         hr[p] = r
         hq[p] = q
 
-    if policy == UNIFORM:
-        round_robin(budget, unit, 1, 0, ELIM_NONE)
+    def two_stage_commit():
+        """Stage 2 of two-stage: one check of the elimination rule, then the rest of the budget split over the
+        unanswered queries in proportion to (sum + 1) / (N + 2), drawn without elimination."""
+        U = np.empty(n, np.int64)
+        u = 0
+        for p in range(n):
+            i = order[p]
+            if max_samples > 0 and qi[i, N] >= max_samples:
+                qi[i, CAPPED] = 1
+            if qi[i, EXH] or qi[i, CAPPED]:
+                continue
+            if answered(i, elim):
+                qi[i, ELIM] = 1
+            else:
+                U[u] = i
+                u += 1
+        if u == 0:
+            return
+        R = budget - (tot[SAMPLES] if unit == UNIT_SAMPLES else tot[TOKENS])
+        w = np.empty(u)
+        W = 0.0
+        for q in range(u):
+            i = U[q]
+            w[q] = (qf[i, SSUM] + 1.0) / (qi[i, N] + 2.0)
+            W += w[q]
+        alloc = np.empty(u, np.int64)
+        if unit == UNIT_SAMPLES:  # largest remainder
+            negfrac = np.empty(u)
+            total = 0
+            for q in range(u):
+                x = R * w[q] / W
+                alloc[q] = np.int64(math.floor(x))
+                negfrac[q] = -(x - alloc[q])
+                total += alloc[q]
+            by_frac = np.argsort(negfrac, kind="mergesort")  # U is in rank order: ties keep smaller rank
+            for t in range(min(R - total, u)):
+                alloc[by_frac[t]] += 1
+        else:  # a token allowance per query
+            for q in range(u):
+                alloc[q] = np.int64(math.floor(R * w[q] / W))
+        for q in range(u):
+            i = U[q]
+            if unit == UNIT_SAMPLES and alloc[q] == 0:
+                continue
+            start = tot[TOKENS]
+            while True:
+                if unit == UNIT_TOKENS:  # one response at a time while it fits in the allowance
+                    if max_samples > 0 and qi[i, N] >= max_samples:
+                        qi[i, CAPPED] = 1
+                        break
+                    if qi[i, N] == off[i + 1] - off[i]:
+                        if alloc[q] - (tot[TOKENS] - start) > 0 and qi[i, EXH] == 0:
+                            qi[i, EXH] = 1
+                            tot[EXHAUSTED] += 1
+                        break
+                    want, bud, cap = 1, start + alloc[q], 0
+                else:  # one pull of alloc[q]
+                    want, bud, cap = alloc[q], budget, max_samples
+                pull(i, want, bud, unit, cap, ELIM_NONE)
+                if unit == UNIT_SAMPLES:
+                    break
+                if tot[STOP]:
+                    tot[STOP] = 0
+                    break
 
-    elif policy == ELIMINATION:
-        round_robin(budget, unit, K, max_samples, elim)
+    # Each operation is inlined at every place it is called, and compile time grows with the copies: so
+    # round-robin is called once, and each rule below calls `pull` (hence `observe`) from one place.
+    if policy == UNIFORM or policy == ELIMINATION or policy == TWO_STAGE:
+        rr_budget, rr_k, rr_cap, rr_elim = budget, 1, 0, ELIM_NONE  # uniform, and two-stage's stage 1
+        if policy == ELIMINATION:
+            rr_k, rr_cap, rr_elim = K, max_samples, elim
+        elif policy == TWO_STAGE:
+            rr_budget = np.int64(math.floor(rho * budget))
+        round_robin(rr_budget, unit, rr_k, rr_cap, rr_elim)
+        if policy == TWO_STAGE:
+            tot[STOP] = 0
+            two_stage_commit()
 
     elif policy == UCB or policy == GAP or policy == GAP_LITERAL or policy == ENTROPY:
         # A max-heap by (index desc, rank asc). Every index starts at +inf, so the queries in rank order
@@ -347,65 +419,6 @@ def run_one(off, correct, score, ans, tok, perm, pstamp, qgen, hs, qkeys, seed, 
                 hk[size] = -np.inf
                 sift_down(hk, hr, hq, size, k_last, hr[size], hq[size])
 
-    elif policy == TWO_STAGE:
-        b1 = np.int64(math.floor(rho * budget))
-        round_robin(b1, unit, 1, 0, ELIM_NONE)
-        tot[STOP] = 0
-        U = np.empty(n, np.int64)
-        u = 0
-        for p in range(n):  # stage 1 answered: one check of the elimination rule
-            i = order[p]
-            if max_samples > 0 and qi[i, N] >= max_samples:
-                qi[i, CAPPED] = 1
-            if qi[i, EXH] or qi[i, CAPPED]:
-                continue
-            if answered(i, elim):
-                qi[i, ELIM] = 1
-            else:
-                U[u] = i
-                u += 1
-        R = budget - (tot[SAMPLES] if unit == UNIT_SAMPLES else tot[TOKENS])
-        if u > 0:
-            w = np.empty(u)
-            W = 0.0
-            for q in range(u):
-                i = U[q]
-                w[q] = (qf[i, SSUM] + 1.0) / (qi[i, N] + 2.0)
-                W += w[q]
-            if unit == UNIT_SAMPLES:
-                alloc = np.empty(u, np.int64)
-                negfrac = np.empty(u)
-                total = 0
-                for q in range(u):
-                    x = R * w[q] / W
-                    alloc[q] = np.int64(math.floor(x))
-                    negfrac[q] = -(x - alloc[q])
-                    total += alloc[q]
-                by_frac = np.argsort(negfrac, kind="mergesort")  # U is in rank order: ties keep smaller rank
-                for t in range(min(R - total, u)):
-                    alloc[by_frac[t]] += 1
-                for q in range(u):
-                    if alloc[q] > 0:
-                        pull(U[q], alloc[q], budget, UNIT_SAMPLES, max_samples, ELIM_NONE)
-            else:
-                for q in range(u):
-                    i = U[q]
-                    allow = np.int64(math.floor(R * w[q] / W))
-                    start = tot[TOKENS]
-                    while True:
-                        if max_samples > 0 and qi[i, N] >= max_samples:
-                            qi[i, CAPPED] = 1
-                            break
-                        if qi[i, N] == off[i + 1] - off[i]:
-                            if allow - (tot[TOKENS] - start) > 0 and qi[i, EXH] == 0:
-                                qi[i, EXH] = 1
-                                tot[EXHAUSTED] += 1
-                            break
-                        j = draw_at(i, qi[i, N])
-                        if tok[j] > allow - (tot[TOKENS] - start):
-                            break
-                        observe(i, j)
-
     elif policy == STREAMING:
         for p in range(n):
             i = order[p]
@@ -413,18 +426,19 @@ def run_one(off, correct, score, ans, tok, perm, pstamp, qgen, hs, qkeys, seed, 
             while is_active(i):
                 if unit == UNIT_SAMPLES:
                     left = budget - tot[SAMPLES]
-                    if left <= to_come:
+                    if left <= to_come:  # the reserve: one response for each query still to come
                         break
-                    pull(i, min(K, left - to_come), budget, UNIT_SAMPLES, max_samples, elim)
+                    want, bud = min(K, left - to_come), budget
                 else:
                     su = tot[SAMPLES]
                     reserve = 0 if su == 0 else (to_come * tot[TOKENS] + su - 1) // su
                     if budget - tot[TOKENS] <= reserve:
                         break
-                    pull(i, K, budget - reserve, UNIT_TOKENS, max_samples, elim)
-                    if tot[STOP]:
-                        tot[STOP] = 0
-                        break
+                    want, bud = K, budget - reserve
+                pull(i, want, bud, unit, max_samples, elim)
+                if tot[STOP]:  # tokens: the next response does not fit; this query's turn ends
+                    tot[STOP] = 0
+                    break
 
     elif policy == ORACLE:
         cost = np.empty(n, np.int64)
@@ -450,9 +464,8 @@ def run_one(off, correct, score, ans, tok, perm, pstamp, qgen, hs, qkeys, seed, 
             if cost[q] > left:
                 break
             left -= cost[q]
-            i = cand[q]
-            for k in range(first[q] + 1):
-                observe(i, draw_at(i, k))
+            # exactly its first k + 1 responses (cost already checked against the budget)
+            pull(cand[q], first[q] + 1, np.iinfo(np.int64).max, UNIT_SAMPLES, 0, ELIM_NONE)
 
 
 @njit(cache=True)
@@ -483,11 +496,12 @@ def _grid(off, correct, score, ans, tok, qkeys, T, L, min_a, seeds, cfg_i, cfg_f
         rank = np.empty(n, np.int64)
         order = np.empty(n, np.int64)
         qi, qf, si, sf, tot = new_state(n, total)
+        lazy = pstamp.shape[0] == total  # a runtime bool, not a literal: the same run_one specialisation as Python's
         for s in range(t * S // n_chunks, (t + 1) * S // n_chunks):
-            epoch = s + 1
+            epoch = np.int64(s + 1)
             fill_query_order(qkeys, seeds[s], rank, order)
             for c in range(cfg_i.shape[0]):
-                run_one(off, correct, score, ans, tok, perm, pstamp, qgen, hs, qkeys, seeds[s], epoch, True, rank,
+                run_one(off, correct, score, ans, tok, perm, pstamp, qgen, hs, qkeys, seeds[s], epoch, lazy, rank,
                         order, T, L, min_a, qi, qf, si, sf, tot, budgets[c, s], cfg_i[c, 0], cfg_i[c, 1],
                         cfg_i[c, 2], cfg_i[c, 3], cfg_f[c, 0], cfg_f[c, 1], cfg_f[c, 2], cfg_i[c, 4], cfg_f[c, 3],
                         cfg_f[c, 4], cfg_i[c, 5])
@@ -517,4 +531,4 @@ def _grid(off, correct, score, ans, tok, qkeys, T, L, min_a, seeds, cfg_i, cfg_f
                 out_i[c, s, 1] = tot[TOKENS]
                 out_i[c, s, 2] = tot[EXHAUSTED]
                 out_i[c, s, 3] = answered
-                reset_state(qi, qf, si, sf, tot, off, ans, perm, pstamp, epoch, True)
+                reset_state(qi, qf, si, sf, tot, off, ans, perm, pstamp, epoch, lazy)
