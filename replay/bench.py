@@ -42,7 +42,7 @@ def bench(spec: BenchSpec, progress=None) -> tuple[pl.DataFrame, dict]:
     A decision is one pull (K = 1: one response handed to one query). The reference is timed on
     `reference_seeds` seeds of the same pool, policy and budget, and the ratio compares decisions per second."""
     pool = make_pool(n=spec.n, size=spec.size, seed=0)
-    tables = make_tables(spec.size, 0.95)
+    tables = make_tables(spec.size, 0.95, sc_beta=False)
     seeds = np.arange(spec.seeds)
     configs = [RunConfig(p) for p in spec.policies]
     rows_cfg = [c for c in configs for _ in spec.budgets]
@@ -84,7 +84,7 @@ def growth(ns=(500, 5000, 50000), size=64, budget=8, decisions=4_000_000, repeat
     """Decisions per second as the pool grows, at a fixed amount of work per point (seeds scaled so each
     point makes about `decisions` decisions): flat = linear work, a slow fall = the heap's log n."""
     rows = []
-    tables = make_tables(size, 0.95)
+    tables = make_tables(size, 0.95, sc_beta=False)
     for n in ns:
         pool = make_pool(n=n, size=size, seed=0)
         seeds = np.arange(max(1, decisions // (budget * n)))

@@ -68,7 +68,8 @@ def replay(pool: Pool, configs: list[RunConfig], budgets, seeds, select: str = "
     if len(seeds) == 0:
         raise PoolError("no seeds given")
     n = pool.n_queries
-    tables = make_tables(int(pool.sizes.max()), conf)
+    tables = make_tables(int(pool.sizes.max()), conf,
+                         sc_beta=any(c.eliminate == "sc-beta" and "eliminate" in c.used_params() for c in configs))
     totals = {b: int(round(b * n)) for b in budgets}
 
     rows_cfg, rows_budget = [], []

@@ -1,23 +1,25 @@
 """Exact expectations of uniform best-of-k (no replay noise), and the efficiency gain read off them."""
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from .pool import Pool
 
 
-def _log_comb(n, k):
-    """log C(n, k) elementwise; -inf where k > n (the binomial is 0)."""
-    n = np.asarray(n, np.float64)
-    k = np.asarray(k, np.float64)
-    with np.errstate(invalid="ignore"):
-        out = np.where(k <= n, _lgamma(n + 1) - _lgamma(k + 1) - _lgamma(np.maximum(n - k, 0) + 1), -np.inf)
+def _log_comb(n, k, lf):
+    """log C(n, k) elementwise for integer arrays, from a log-factorial table; -inf where k > n."""
+    n = np.asarray(n, np.int64)
+    k = np.asarray(k, np.int64)
+    ok = (k <= n) & (k >= 0)
+    nn, kk = np.broadcast_arrays(n, k)
+    out = np.full(nn.shape, -np.inf)
+    m = np.broadcast_to(ok, nn.shape)
+    out[m] = lf[nn[m]] - lf[kk[m]] - lf[nn[m] - kk[m]]
     return out
 
 
-_lgamma = np.vectorize(math.lgamma, otypes=[np.float64])
+def _log_factorials(n_max: int) -> np.ndarray:
+    return np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, n_max + 1, dtype=np.float64)))])
 
 
 def coverage_at_k(pool: Pool, k_max: int | None = None) -> np.ndarray:
@@ -27,8 +29,12 @@ def coverage_at_k(pool: Pool, k_max: int | None = None) -> np.ndarray:
     k_max = int(sizes.min()) if k_max is None else k_max
     c = np.add.reduceat(pool.correct.astype(np.int64), pool.off[:-1])
     ks = np.arange(1, k_max + 1)
-    miss = np.exp(_log_comb(sizes[:, None] - c[:, None], ks[None, :]) - _log_comb(sizes[:, None], ks[None, :]))
-    return 1.0 - miss.mean(axis=0)
+    lf = _log_factorials(int(sizes.max()))
+    total = np.zeros(k_max)
+    for lo in range(0, len(sizes), 256):  # blocks of queries keep the (queries x k) arrays small
+        s, cc = sizes[lo:lo + 256, None], c[lo:lo + 256, None]
+        total += np.exp(_log_comb(s - cc, ks[None, :], lf) - _log_comb(s, ks[None, :], lf)).sum(axis=0)
+    return 1.0 - total / len(sizes)
 
 
 def best_of_k(pool: Pool, k_max: int | None = None) -> np.ndarray:
@@ -36,7 +42,8 @@ def best_of_k(pool: Pool, k_max: int | None = None) -> np.ndarray:
     k = 1..k_max, exactly from the score ranks of each query's pool. Element k-1 is best-of-k."""
     sizes = pool.sizes
     k_max = int(sizes.min()) if k_max is None else k_max
-    ks = np.arange(1, k_max + 1, dtype=np.float64)
+    ks = np.arange(1, k_max + 1)
+    lf = _log_factorials(int(sizes.max()))
     total = np.zeros(k_max)
     for i in range(pool.n_queries):
         a, b = pool.off[i], pool.off[i + 1]
@@ -44,12 +51,12 @@ def best_of_k(pool: Pool, k_max: int | None = None) -> np.ndarray:
         c = pool.correct[a:b]
         m = b - a
         vals, inv = np.unique(-s, return_inverse=True)  # distinct scores, best first
-        g = np.bincount(inv, minlength=len(vals)).astype(np.float64)
+        g = np.bincount(inv, minlength=len(vals))
         gc = np.bincount(inv, weights=c, minlength=len(vals))
-        above = np.concatenate([[0.0], np.cumsum(g)[:-1]])
-        lc = _log_comb(m, ks)
-        p_top = (np.exp(_log_comb(m - above[:, None], ks[None, :]) - lc[None, :])
-                 - np.exp(_log_comb(m - above[:, None] - g[:, None], ks[None, :]) - lc[None, :]))
+        above = np.concatenate([[0], np.cumsum(g)[:-1]])
+        lc = _log_comb(m, ks, lf)
+        p_top = (np.exp(_log_comb(m - above[:, None], ks[None, :], lf) - lc[None, :])
+                 - np.exp(_log_comb(m - above[:, None] - g[:, None], ks[None, :], lf) - lc[None, :]))
         total += (p_top * (gc / g)[:, None]).sum(axis=0)
     return total / pool.n_queries
 

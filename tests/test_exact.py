@@ -61,3 +61,21 @@ def test_efficiency_gain_interpolates_and_censors():
     g, censored = efficiency_gain(curve, 0.9, 2.0)
     assert censored and g == pytest.approx(1.5)
     assert math.isnan(efficiency_gain(curve, float("nan"), 1.0)[0])
+
+
+@pytest.mark.parametrize("conf", [0.95, 0.9375, 0.8, 0.99])
+def test_sc_beta_table_equals_exact_rational_search(conf):
+    from fractions import Fraction
+
+    from replay.tables import sc_beta_table
+
+    max_n = 60
+    table = sc_beta_table(max_n, conf)
+    for b in range(max_n // 2 + 1):
+        want = max_n + 2
+        for a in range(max(b, 1), max_n - b + 1):
+            n = a + b + 1
+            if Fraction(sum(math.comb(n, j) for j in range(a + 1)), 2**n) >= Fraction(str(conf)):
+                want = a
+                break
+        assert table[b] == want, (b, table[b], want)
