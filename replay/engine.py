@@ -13,10 +13,12 @@ import polars as pl
 from .kernel import (CAPPED, COVERED, ELIM, EXH, EXHAUSTED, F_ANSWERED, F_CAPPED, F_COVERED, F_EXHAUSTED, F_SEL, N,
                      SAMPLES, TOKENS, _grid, new_state, run_one, selected_correct)
 from .policies import ELIMS, POLICIES, RunConfig
-from .tables import make_tables
 from .pool import Pool, PoolError
+from .tables import make_tables
 
 SELECT = {"bon": 0, "weighted": 1, "sc": 2}
+
+
 def run_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, seeds, tables,
              per_query: bool = False):
     """Run configs[c] at total budget budget_totals[c, s] on each seed; raw arrays out."""

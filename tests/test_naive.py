@@ -6,7 +6,6 @@ comment next to it.
 
 import math
 import random
-from fractions import Fraction
 
 import numpy as np
 import pytest
