@@ -269,21 +269,6 @@ def run_one(off, correct, score, ans, tok, perm, pstamp, qgen, hs, qkeys, seed, 
                 qi[i, CAPPED] = 1
         return drawn
 
-    def round_robin(bud, u, k, cap, rule):
-        act = order.copy()
-        m = n
-        while m > 0:
-            w = 0
-            for p in range(m):
-                i = act[p]
-                pull(i, k, bud, u, cap, rule)
-                if tot[STOP]:
-                    return
-                if is_active(i):
-                    act[w] = i
-                    w += 1
-            m = w
-
     def index_of(i):
         cnt = qi[i, N]
         if cnt == 0:
@@ -319,134 +304,49 @@ def run_one(off, correct, score, ans, tok, perm, pstamp, qgen, hs, qkeys, seed, 
         hr[p] = r
         hq[p] = q
 
-    def two_stage_commit():
-        """Stage 2 of two-stage: one check of the elimination rule, then the rest of the budget split over the
-        unanswered queries in proportion to (sum + 1) / (N + 2), drawn without elimination."""
-        U = np.empty(n, np.int64)
-        u = 0
-        for p in range(n):
-            i = order[p]
-            if max_samples > 0 and qi[i, N] >= max_samples:
-                qi[i, CAPPED] = 1
-            if qi[i, EXH] or qi[i, CAPPED]:
-                continue
-            if answered(i, elim):
-                qi[i, ELIM] = 1
-            else:
-                U[u] = i
-                u += 1
-        if u == 0:
-            return
-        R = budget - (tot[SAMPLES] if unit == UNIT_SAMPLES else tot[TOKENS])
-        w = np.empty(u)
-        W = 0.0
-        for q in range(u):
-            i = U[q]
-            w[q] = (qf[i, SSUM] + 1.0) / (qi[i, N] + 2.0)
-            W += w[q]
-        alloc = np.empty(u, np.int64)
-        if unit == UNIT_SAMPLES:  # largest remainder
-            negfrac = np.empty(u)
-            total = 0
-            for q in range(u):
-                x = R * w[q] / W
-                alloc[q] = np.int64(math.floor(x))
-                negfrac[q] = -(x - alloc[q])
-                total += alloc[q]
-            by_frac = np.argsort(negfrac, kind="mergesort")  # U is in rank order: ties keep smaller rank
-            for t in range(min(R - total, u)):
-                alloc[by_frac[t]] += 1
-        else:  # a token allowance per query
-            for q in range(u):
-                alloc[q] = np.int64(math.floor(R * w[q] / W))
-        for q in range(u):
-            i = U[q]
-            if unit == UNIT_SAMPLES and alloc[q] == 0:
-                continue
-            start = tot[TOKENS]
-            while True:
-                if unit == UNIT_TOKENS:  # one response at a time while it fits in the allowance
-                    if max_samples > 0 and qi[i, N] >= max_samples:
-                        qi[i, CAPPED] = 1
-                        break
-                    if qi[i, N] == off[i + 1] - off[i]:
-                        if alloc[q] - (tot[TOKENS] - start) > 0 and qi[i, EXH] == 0:
-                            qi[i, EXH] = 1
-                            tot[EXHAUSTED] += 1
-                        break
-                    want, bud, cap = 1, start + alloc[q], 0
-                else:  # one pull of alloc[q]
-                    want, bud, cap = alloc[q], budget, max_samples
-                pull(i, want, bud, unit, cap, ELIM_NONE)
-                if unit == UNIT_SAMPLES:
-                    break
-                if tot[STOP]:
-                    tot[STOP] = 0
-                    break
+    # Every rule below is a scheduler: each turn of the loop names the next pull (query, size, budget, cap,
+    # elimination rule), makes it at the single `pull` call site, then updates the rule's own cursor. numba
+    # inlines `pull` (and `observe`) wherever it is called, and each copy costs ~2 s of compile time, hence
+    # one call site; it is also the shape a live driver needs (pick the next pulls; fold the responses in).
+    is_rr = policy == UNIFORM or policy == ELIMINATION or policy == TWO_STAGE
+    is_index = policy == UCB or policy == GAP or policy == GAP_LITERAL or policy == ENTROPY
 
-    # Each operation is inlined at every place it is called, and compile time grows with the copies: so
-    # round-robin is called once, and each rule below calls `pull` (hence `observe`) from one place.
-    if policy == UNIFORM or policy == ELIMINATION or policy == TWO_STAGE:
-        rr_budget, rr_k, rr_cap, rr_elim = budget, 1, 0, ELIM_NONE  # uniform, and two-stage's stage 1
-        if policy == ELIMINATION:
-            rr_k, rr_cap, rr_elim = K, max_samples, elim
-        elif policy == TWO_STAGE:
-            rr_budget = np.int64(math.floor(rho * budget))
-        round_robin(rr_budget, unit, rr_k, rr_cap, rr_elim)
-        if policy == TWO_STAGE:
-            tot[STOP] = 0
-            two_stage_commit()
+    # round-robin (uniform, elimination, two-stage's stage 1): rounds over act[:m] in order; p reads, w keeps
+    rr_budget, rr_k, rr_cap, rr_elim = budget, 1, 0, ELIM_NONE
+    if policy == ELIMINATION:
+        rr_k, rr_cap, rr_elim = K, max_samples, elim
+    elif policy == TWO_STAGE:
+        rr_budget = np.int64(math.floor(rho * budget))
+    act = order.copy()
+    m = n if is_rr else 0
+    p = 0
+    w = 0
+    stage = 1
 
-    elif policy == UCB or policy == GAP or policy == GAP_LITERAL or policy == ENTROPY:
-        # A max-heap by (index desc, rank asc). Every index starts at +inf, so the queries in rank order
-        # already form a valid heap. Only the chosen query's index changes after a pull.
-        hk = np.full(n + 1, np.inf)
-        hk[n] = -np.inf
-        hr = np.arange(n + 1)
-        hq = np.empty(n + 1, np.int64)
-        hq[:n] = order
-        size = n
-        while size > 0:
-            i = hq[0]
-            pull(i, K, budget, unit, max_samples, elim)
-            if tot[STOP]:
-                break
-            if is_active(i):
-                sift_down(hk, hr, hq, size, index_of(i), hr[0], i)
-            else:
-                size -= 1
-                k_last = hk[size]
-                hk[size] = -np.inf
-                sift_down(hk, hr, hq, size, k_last, hr[size], hq[size])
+    # index rules: a max-heap by (index desc, rank asc). Every index starts at +inf, so the queries in rank
+    # order already form a valid heap; only the pulled query's index changes.
+    size = n if is_index else 0
+    hk = np.full(size + 1, np.inf)
+    hk[size] = -np.inf
+    hr = np.arange(size + 1)
+    hq = np.empty(size + 1, np.int64)
+    hq[:size] = order[:size]
 
-    elif policy == STREAMING:
-        for p in range(n):
-            i = order[p]
-            to_come = n - p - 1
-            while is_active(i):
-                if unit == UNIT_SAMPLES:
-                    left = budget - tot[SAMPLES]
-                    if left <= to_come:  # the reserve: one response for each query still to come
-                        break
-                    want, bud = min(K, left - to_come), budget
-                else:
-                    su = tot[SAMPLES]
-                    reserve = 0 if su == 0 else (to_come * tot[TOKENS] + su - 1) // su
-                    if budget - tot[TOKENS] <= reserve:
-                        break
-                    want, bud = K, budget - reserve
-                pull(i, want, bud, unit, max_samples, elim)
-                if tot[STOP]:  # tokens: the next response does not fit; this query's turn ends
-                    tot[STOP] = 0
-                    break
+    # two-stage's stage 2: the unanswered queries U[:u] and their allocations; q is the cursor
+    U = np.empty(n, np.int64)
+    alloc = np.zeros(n, np.int64)
+    u = 0
+    q = 0
+    start = 0
 
-    elif policy == ORACLE:
-        cost = np.empty(n, np.int64)
-        first = np.empty(n, np.int64)
-        cand = np.empty(n, np.int64)
-        c = 0
-        for p in range(n):
-            i = order[p]
+    # oracle: candidates (queries with a correct response) by (cost, rank)
+    cost = np.empty(n, np.int64)
+    first = np.empty(n, np.int64)
+    cand = np.empty(n, np.int64)
+    c = 0
+    if policy == ORACLE:
+        for pos in range(n):
+            i = order[pos]
             toks = 0
             for k in range(off[i + 1] - off[i]):
                 j = draw_at(i, k)
@@ -457,15 +357,147 @@ def run_one(off, correct, score, ans, tok, perm, pstamp, qgen, hs, qkeys, seed, 
                     cand[c] = i
                     c += 1
                     break
-        by_cost = np.argsort(cost[:c], kind="mergesort")  # candidates are in rank order: ties keep smaller rank
-        left = budget
-        for t in range(c):
-            q = by_cost[t]
-            if cost[q] > left:
+    by_cost = np.argsort(cost[:c], kind="mergesort")  # candidates are in rank order: ties keep smaller rank
+    left = budget
+
+    sp = 0  # streaming: position of the current query in the order
+
+    while True:
+        i, want, bud, uu, cap, rule = -1, 0, budget, unit, max_samples, elim
+        # ---- name the next pull ----
+        if is_rr and stage == 1:
+            if m == 0:
+                if policy != TWO_STAGE:
+                    break
+                # Stage 2: one check of the elimination rule, then what is left of the budget split over the
+                # unanswered queries in proportion to (sum + 1) / (N + 2), drawn without elimination.
+                tot[STOP] = 0
+                stage = 2
+                for pos in range(n):
+                    i = order[pos]
+                    if max_samples > 0 and qi[i, N] >= max_samples:
+                        qi[i, CAPPED] = 1
+                    if qi[i, EXH] or qi[i, CAPPED]:
+                        continue
+                    if answered(i, elim):
+                        qi[i, ELIM] = 1
+                    else:
+                        U[u] = i
+                        u += 1
+                if u > 0:
+                    R = budget - (tot[SAMPLES] if unit == UNIT_SAMPLES else tot[TOKENS])
+                    wq = np.empty(u)
+                    W = 0.0
+                    for t in range(u):
+                        wq[t] = (qf[U[t], SSUM] + 1.0) / (qi[U[t], N] + 2.0)
+                        W += wq[t]
+                    if unit == UNIT_SAMPLES:  # largest remainder
+                        negfrac = np.empty(u)
+                        total = 0
+                        for t in range(u):
+                            x = R * wq[t] / W
+                            alloc[t] = np.int64(math.floor(x))
+                            negfrac[t] = -(x - alloc[t])
+                            total += alloc[t]
+                        by_frac = np.argsort(negfrac, kind="mergesort")  # U is in rank order: ties by rank
+                        for t in range(min(R - total, u)):
+                            alloc[by_frac[t]] += 1
+                    else:  # a token allowance per query
+                        for t in range(u):
+                            alloc[t] = np.int64(math.floor(R * wq[t] / W))
+                start = tot[TOKENS]
+                continue
+            i, want, bud, cap, rule = act[p], rr_k, rr_budget, rr_cap, rr_elim
+        elif policy == TWO_STAGE:
+            if q >= u:
                 break
-            left -= cost[q]
-            # exactly its first k + 1 responses (cost already checked against the budget)
-            pull(cand[q], first[q] + 1, np.iinfo(np.int64).max, UNIT_SAMPLES, 0, ELIM_NONE)
+            i = U[q]
+            if unit == UNIT_SAMPLES:  # one pull of alloc[q]
+                if alloc[q] == 0:
+                    q += 1
+                    continue
+                want, rule = alloc[q], ELIM_NONE
+            else:  # one response at a time while it fits in the allowance
+                done = False
+                if max_samples > 0 and qi[i, N] >= max_samples:
+                    qi[i, CAPPED] = 1
+                    done = True
+                elif qi[i, N] == off[i + 1] - off[i]:
+                    if alloc[q] - (tot[TOKENS] - start) > 0 and qi[i, EXH] == 0:
+                        qi[i, EXH] = 1
+                        tot[EXHAUSTED] += 1
+                    done = True
+                if done:
+                    q += 1
+                    start = tot[TOKENS]
+                    continue
+                want, bud, cap, rule = 1, start + alloc[q], 0, ELIM_NONE
+        elif is_index:
+            if size == 0:
+                break
+            i, want = hq[0], K
+        elif policy == STREAMING:
+            if sp >= n:
+                break
+            i = order[sp]
+            to_come = n - sp - 1
+            if not is_active(i):
+                sp += 1
+                continue
+            if unit == UNIT_SAMPLES:
+                room = budget - tot[SAMPLES]
+                if room <= to_come:  # the reserve: one response for each query still to come
+                    sp += 1
+                    continue
+                want = min(K, room - to_come)
+            else:
+                su = tot[SAMPLES]
+                reserve = 0 if su == 0 else (to_come * tot[TOKENS] + su - 1) // su
+                if budget - tot[TOKENS] <= reserve:
+                    sp += 1
+                    continue
+                want, bud = K, budget - reserve
+        else:  # ORACLE: exactly each candidate's first k + 1 responses, cheapest first, while they fit
+            if q >= c or cost[by_cost[q]] > left:
+                break
+            left -= cost[by_cost[q]]
+            i, want, bud, uu, cap, rule = cand[by_cost[q]], first[by_cost[q]] + 1, np.iinfo(np.int64).max, \
+                UNIT_SAMPLES, 0, ELIM_NONE
+
+        pull(i, want, bud, uu, cap, rule)
+
+        # ---- fold the outcome into the rule's cursor ----
+        if is_rr and stage == 1:
+            if tot[STOP]:
+                m = 0  # the (stage's) budget is spent
+                continue
+            if is_active(i):
+                act[w] = i
+                w += 1
+            p += 1
+            if p == m:
+                m, p, w = w, 0, 0
+        elif policy == TWO_STAGE:
+            if unit == UNIT_SAMPLES or tot[STOP]:
+                tot[STOP] = 0
+                q += 1
+                start = tot[TOKENS]
+        elif is_index:
+            if tot[STOP]:
+                break
+            if is_active(i):
+                sift_down(hk, hr, hq, size, index_of(i), hr[0], i)
+            else:
+                size -= 1
+                k_last = hk[size]
+                hk[size] = -np.inf
+                sift_down(hk, hr, hq, size, k_last, hr[size], hq[size])
+        elif policy == STREAMING:
+            if tot[STOP]:  # tokens: the next response does not fit; this query's turn ends
+                tot[STOP] = 0
+                sp += 1
+        else:
+            q += 1
 
 
 @njit(cache=True)
