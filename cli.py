@@ -42,7 +42,7 @@ def _ints(text: str, name: str) -> list[int]:
 def replay_cmd(
     pool: Optional[Path] = typer.Option(None, "--pool", help="Pool directory (default: the embedded pool in data/)."),
     policy: Optional[List[str]] = typer.Option(
-        None, "--policy", help="Policies (repeat or comma-separate): uniform, elimination, ucb, gap, gap-literal, "
+        None, "--policy", metavar="NAME", help="Policies (repeat or comma-separate): uniform, elimination, ucb, gap, gap-literal, "
         "entropy, two-stage, streaming, oracle. Default: all the pool supports."),
     budgets: str = typer.Option("4,8,16,32", help="Average budgets per query (samples, or tokens with --unit tokens)."),
     seeds: int = typer.Option(100, help="Number of seeds (permutations) per configuration."),
