@@ -25,7 +25,7 @@ def uniform_exact(curve: np.ndarray, b: float) -> float:
 def summarize(df: pl.DataFrame, pool: Pool, select: str) -> pl.DataFrame:
     """One row per (config, budget): means and standard errors over seeds, uniform's exact value, gains."""
     n = pool.n_queries
-    g = (df.group_by("config", "policy", "budget", maintain_order=True)
+    g = (df.group_by("config", "policy", "budget", "rho", maintain_order=True)
          .agg(pl.len().alias("seeds"),
               pl.col("coverage").mean().alias("coverage"),
               (pl.col("coverage").std() / pl.len().sqrt()).alias("coverage_se"),
@@ -33,6 +33,7 @@ def summarize(df: pl.DataFrame, pool: Pool, select: str) -> pl.DataFrame:
               (pl.col("accuracy").std() / pl.len().sqrt()).alias("accuracy_se"),
               (pl.col("samples_used").mean() / n).alias("samples_per_query"),
               pl.col("exhausted").mean().alias("exhausted")))
+    g = _with_best_two_stage(g)
     cov_curve = coverage_at_k(pool) if pool.has_gt else None
     acc_curve = best_of_k(pool) if pool.has_gt and select == "bon" else None
     cols = {"uniform_coverage": [], "uniform_accuracy": [], "gain_coverage": [], "gain_coverage_censored": [],
@@ -49,6 +50,19 @@ def summarize(df: pl.DataFrame, pool: Pool, select: str) -> pl.DataFrame:
             cols[f"gain_{metric}"].append(gain)
             cols[f"gain_{metric}_censored"].append(cens)
     return g.with_columns(*[pl.Series(k, v) for k, v in cols.items()])
+
+
+def _with_best_two_stage(g: pl.DataFrame) -> pl.DataFrame:
+    """The spec reports two-stage at each rho and at the best one: per budget, the two-stage configuration with
+    the highest mean coverage (accuracy without ground truth), chosen after the fact on the same seeds, so it is
+    an optimistic (oracle-tuned) number and labelled as such."""
+    ts = g.filter(pl.col("policy") == "two-stage")
+    if ts["config"].n_unique() < 2:
+        return g
+    metric = "coverage" if ts["coverage"].is_not_nan().all() else "accuracy"
+    best = (ts.sort(metric, descending=True, maintain_order=True).group_by("budget", maintain_order=True).first()
+            .with_columns(pl.format("two-stage best (rho={}, post hoc)", pl.col("rho")).alias("config")))
+    return pl.concat([g, best.select(g.columns)])
 
 
 def fmt_mean_se(m: float, se: float) -> str:

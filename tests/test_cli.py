@@ -76,7 +76,8 @@ def test_default_pool_table_lists_every_policy():
     labels = table_policies(out)
     for name in POLICIES:
         assert re.search(rf"\s{re.escape(name)}[\s(]", out), f"{name} missing from the table"
-    assert {label.split("(")[0] for label in labels} == set(POLICIES)
+    # every policy, plus the spec's "best of rho" row for two-stage (three rhos by default)
+    assert {label.split("(")[0] for label in labels} == set(POLICIES) | {"two-stage best "}
     assert {"two-stage(rho=0.25)", "two-stage", "two-stage(rho=0.75)"} <= labels
     assert "Traceback" not in r.output
 
