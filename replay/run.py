@@ -15,7 +15,7 @@ from rich.table import Table
 from .engine import SELECT, check_configs, replay
 from .exact import best_of_k, coverage_at_k
 from .policies import POLICIES, USES, RunConfig
-from .pool import DEFAULT_POOL, Pool, PoolError, load_pool
+from .pool import DEFAULT_POOL, PoolError, load_pool
 from .summary import fmt_gain, fmt_mean_se, summarize
 
 
@@ -112,6 +112,8 @@ def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.D
     configs = build_configs(req, policies)
     seeds = range(req.seed_start, req.seed_start + req.seeds)
     check_configs(pool, configs, req.select)
+    if req.curve and not pool.has_gt:
+        raise PoolError("--curve needs ground truth (a 'correct' column), and this pool has none")
 
     console.print(f"[bold]{pool.name}[/]: {pool.n_queries} queries, {pool.off[-1]} responses "
                   f"({pool.sizes.min()}–{pool.sizes.max()} per query); score {pool.score_name}, select "
@@ -122,8 +124,10 @@ def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.D
         task = bar.add_task("replay", total=req.seeds)
         df, pq = replay(pool, configs, req.budgets, seeds, select=req.select, conf=req.conf,
                         per_query=req.per_query is not None, progress=lambda k: bar.advance(task, k))
-    summary = summarize(df, pool, req.select)
-    console.print(render_table(summary, pool))
+    curves = (coverage_at_k(pool) if pool.has_gt else None,
+              best_of_k(pool) if pool.has_gt and (req.select == "bon" or req.curve) else None)
+    summary = summarize(df, pool, req.select, curves)
+    console.print(render_table(summary))
     exhausted = summary.filter(pl.col("exhausted") > 0)
     if exhausted.height:
         worst = exhausted.sort("exhausted", descending=True).row(0, named=True)
@@ -140,17 +144,15 @@ def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.D
         pq.write_parquet(req.per_query)
         console.print(f"wrote {pq.height} per-query rows to {req.per_query}", highlight=False)
     if req.curve:
-        if not pool.has_gt:
-            raise PoolError("--curve needs ground truth (a 'correct' column)")
         req.curve.parent.mkdir(parents=True, exist_ok=True)
-        cov = coverage_at_k(pool)
-        pl.DataFrame({"k": np.arange(1, len(cov) + 1), "coverage": cov, "best_of_k": best_of_k(pool)}).write_parquet(
+        cov = curves[0]
+        pl.DataFrame({"k": np.arange(1, len(cov) + 1), "coverage": cov, "best_of_k": curves[1]}).write_parquet(
             req.curve)
         console.print(f"wrote uniform's exact curves for k = 1..{len(cov)} to {req.curve}", highlight=False)
     return df, summary
 
 
-def render_table(summary: pl.DataFrame, pool: Pool) -> Table:
+def render_table(summary: pl.DataFrame) -> Table:
     t = Table(title="mean ± standard error over seeds; gain = uniform budget needed to match / budget used",
               title_style="dim")
     for col, just in (("budget", "right"), ("policy", "left"), ("coverage", "right"), ("uniform cov.", "right"),

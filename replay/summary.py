@@ -22,8 +22,10 @@ def uniform_exact(curve: np.ndarray, b: float) -> float:
     return float((1 - (b - lo)) * curve[lo - 1] + (b - lo) * curve[lo])
 
 
-def summarize(df: pl.DataFrame, pool: Pool, select: str) -> pl.DataFrame:
-    """One row per (config, budget): means and standard errors over seeds, uniform's exact value, gains."""
+def summarize(df: pl.DataFrame, pool: Pool, select: str, curves: tuple | None = None) -> pl.DataFrame:
+    """One row per (config, budget): means and standard errors over seeds, uniform's exact value, gains.
+
+    `curves` = (coverage@k, best-of-k) when the caller already has them (None entries: not available)."""
     n = pool.n_queries
     g = (df.group_by("config", "policy", "budget", "rho", maintain_order=True)
          .agg(pl.len().alias("seeds"),
@@ -34,8 +36,10 @@ def summarize(df: pl.DataFrame, pool: Pool, select: str) -> pl.DataFrame:
               (pl.col("samples_used").mean() / n).alias("samples_per_query"),
               pl.col("exhausted").mean().alias("exhausted")))
     g = _with_best_two_stage(g)
-    cov_curve = coverage_at_k(pool) if pool.has_gt else None
-    acc_curve = best_of_k(pool) if pool.has_gt and select == "bon" else None
+    if curves is None:
+        curves = (coverage_at_k(pool) if pool.has_gt else None,
+                  best_of_k(pool) if pool.has_gt and select == "bon" else None)
+    cov_curve, acc_curve = curves[0], curves[1] if select == "bon" else None
     cols = {"uniform_coverage": [], "uniform_accuracy": [], "gain_coverage": [], "gain_coverage_censored": [],
             "gain_accuracy": [], "gain_accuracy_censored": []}
     for row in g.iter_rows(named=True):
