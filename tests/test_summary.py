@@ -16,7 +16,7 @@ def test_summary_means_best_rho_and_uniform_exact():
     s = summarize(df, pool, "bon")
     for b in (2, 6):
         runs = df.filter((pl.col("policy") == "two-stage") & (pl.col("budget") == b))
-        means = runs.group_by("rho").agg(pl.col("coverage").mean()).sort("coverage", descending=True)
+        means = runs.group_by("rho").agg(pl.col("coverage").mean()).sort(["coverage", "rho"], descending=[True, False])
         best = s.filter(pl.col("config").str.starts_with("two-stage best") & (pl.col("budget") == b)).row(0, named=True)
         assert best["coverage"] == means["coverage"][0]
         assert best["config"] == f"two-stage best (rho={means['rho'][0]}, post hoc)"
