@@ -81,6 +81,20 @@ def replay_cmd(
         _fail(str(e))
 
 
+@app.command("info")
+def info_cmd(
+    pool: Path = typer.Argument(..., help="Pool directory."),
+    plot: Optional[Path] = typer.Option(None, help="Write uniform's exact curves as a PNG."),
+):
+    """What to check before trusting a pool: sizes, columns, difficulty, exact curves, score-vs-truth agreement."""
+    from replay.run import run_info
+
+    try:
+        run_info(pool, plot)
+    except ValueError as e:
+        _fail(str(e))
+
+
 @app.command("bench")
 def bench_cmd(
     queries: int = typer.Option(500, help="Queries in the synthetic pool."),

@@ -220,3 +220,54 @@ def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, grow
             t.add_row(p, *[f"{v:.3g}" for v in sub["decisions_per_s"]])
         console.print(t)
     return df
+
+
+def run_info(path: Path, plot: Path | None = None, console: Console | None = None) -> dict:
+    from .info import plot_curves, pool_info
+
+    console = console or Console(width=None if Console().is_terminal else 170)
+    if plot is not None and Path(plot).is_dir():
+        raise PoolError(f"--plot {plot} is a directory; give a file name (e.g. {Path(plot) / 'curves.png'})")
+    info = pool_info(path)
+    lo, med, hi = info["per_query"]
+    console.print(f"[bold]{info['name']}[/]: {info['queries']} queries, {info['responses']} responses "
+                  f"(per query min {lo}, median {med:g}, max {hi})", highlight=False)
+    for key in ("model", "dataset", "source"):
+        if key in info["meta"]:
+            console.print(f"  {key}: {info['meta'][key]}", highlight=False)
+    console.print(f"  columns: {', '.join(info['columns'])}", highlight=False)
+    console.print(f"  ground truth: {'yes' if info['has_gt'] else 'no'}; answers: "
+                  f"{'yes' if info['has_answers'] else 'no'}"
+                  + (f" ({info['invalid_fraction']:.1%} invalid)" if info["has_answers"] else "")
+                  + f"; token counts: {'yes' if info['has_tokens'] else 'no'}"
+                  + (f" (mean {info['mean_tokens']:.0f})" if info["has_tokens"] else "")
+                  + f"; scores: {', '.join(info['score_columns']) or 'none'}", highlight=False)
+    if not info["has_gt"]:
+        console.print("  no ground truth: coverage, curves and score agreement need a 'correct' column")
+        return info
+    console.print(f"  pass@1 {info['pass_at_1']:.3f}; never solved in the pool {info['never_solved']:.1%}; "
+                  f"solved by every response {info['always_solved']:.1%}", highlight=False)
+    cov = info["coverage_at_k"]
+    ks = [k for k in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024) if k <= len(cov)]
+    if len(cov) not in ks:
+        ks.append(len(cov))
+    t = Table(title="uniform's exact curves", title_style="dim")
+    t.add_column("k", justify="right")
+    t.add_column("coverage@k", justify="right")
+    for col in info["best_of_k"]:
+        t.add_column(f"best-of-k {col}", justify="right")
+    for k in ks:
+        t.add_row(str(k), f"{cov[k - 1]:.3f}", *[f"{c[k - 1]:.3f}" for c in info["best_of_k"].values()])
+    console.print(t)
+    for col, rows in info["agreement"].items():
+        t = Table(title=f"{col} >= gamma against ground truth", title_style="dim")
+        for h in ("gamma", "flagged", "precision", "recall"):
+            t.add_column(h, justify="right")
+        for r in rows:
+            t.add_row(f"{r['gamma']:g}", f"{r['flagged']:.3f}", f"{r['precision']:.3f}", f"{r['recall']:.3f}")
+        console.print(t)
+    if plot is not None:
+        Path(plot).parent.mkdir(parents=True, exist_ok=True)
+        plot_curves(info, Path(plot))
+        console.print(f"wrote {plot}", highlight=False)
+    return info
