@@ -81,6 +81,24 @@ def replay_cmd(
         _fail(str(e))
 
 
+@app.command("import")
+def import_cmd(
+    fmt: str = typer.Argument(..., metavar="FORMAT", help="lastletters-esc, math500-ivt or qwen-math-rm."),
+    source: Path = typer.Argument(..., help="The dump file as published."),
+    out: Path = typer.Option(..., "--out", help="Pool directory to write (new or empty)."),
+):
+    """Convert a public sample dump into a pool (figure-only: ids, correctness, scores, hashed answers)."""
+    from replay.importers import import_pool
+    from replay.pool import load_pool
+
+    try:
+        pool = import_pool(fmt, source, out)
+        p = load_pool(pool)
+    except ValueError as e:
+        _fail(str(e))
+    typer.echo(f"wrote {out}: {p.n_queries} queries, {p.off[-1]} responses")
+
+
 @app.command("info")
 def info_cmd(
     pool: Path = typer.Argument(..., help="Pool directory."),

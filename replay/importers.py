@@ -98,6 +98,67 @@ def import_math500_llama(src: Path, out: Path) -> Path:
     return write_pool(out, pl.DataFrame(rows), meta, pl.DataFrame(queries))
 
 
+def qwen_answer(pred: str | None) -> str | None:
+    """Qwen2.5-Math's extracted answer, whitespace and surrounding $ removed; None when empty."""
+    if pred is None:
+        return None
+    a = "".join(str(pred).split()).strip("$")
+    return a or None
+
+
+def import_qwen_math_rm(src: Path, out: Path) -> Path:
+    """Qwen2.5-Math's reward-model example: 100 MATH problems x 8 responses with extracted answers, correctness
+    and an unbounded reward-model score, mapped to [0, 1] by the logistic function."""
+    rows, queries = [], []
+    with open(src) as f:
+        for line in f:
+            r = json.loads(line)
+            qid = f"math-{int(r['idx']):03d}"
+            queries.append({"query_id": qid, "dataset": "MATH (100-problem subset)", "level": str(r.get("level"))})
+            for k, (pred, ok, rm) in enumerate(zip(r["pred"], r["score"], r["pred_score"])):
+                raw = float(rm[0] if isinstance(rm, list) else rm)
+                rows.append({"query_id": qid, "sample_idx": k, "correct": bool(ok),
+                             "answer": answer_hash(qwen_answer(pred)), "score_rm": 1.0 / (1.0 + math.exp(-raw))})
+    meta = {
+        "name": "qwen-math-rm-100x8",
+        "model": "not named upstream (Qwen2.5-Math evaluation example)",
+        "dataset": "MATH, 100 test problems",
+        "responses_per_query": 8,
+        "source": "QwenLM/Qwen2.5-Math at commit a45202bd16f1ec06f433442dc1152d0074773465, "
+                  "evaluation/data/eval_rm_maj_example/math_cot_100.jsonl",
+        "derivation": "correct = upstream 'score'; answer = upstream 'pred' without whitespace or surrounding $, "
+                      "hashed; score_rm = logistic(pred_score), a monotone map of the unbounded reward to [0, 1]",
+        "oracles": {"correct": "upstream grading", "score_rm": "logistic(upstream reward-model score)"},
+    }
+    return write_pool(out, pl.DataFrame(rows), meta, pl.DataFrame(queries))
+
+
+IMPORTERS = {
+    "lastletters-esc": (import_lastletters, "ESC's GPT-3.5 last-letter dump (T0.7.jsonl)"),
+    "math500-ivt": (import_math500_llama, "MATH-500 x 48 Llama-3.1-8B correctness + logprob (pool.jsonl)"),
+    "qwen-math-rm": (import_qwen_math_rm, "Qwen2.5-Math reward-model example (math_cot_100.jsonl)"),
+}
+
+
+def import_pool(fmt: str, src, out) -> Path:
+    """Run one adapter and validate what it wrote (a pool that does not load is an adapter bug)."""
+    from .pool import PoolError, load_pool
+
+    if fmt not in IMPORTERS:
+        raise PoolError(f"unknown import format {fmt!r}; choose from {', '.join(IMPORTERS)}")
+    src, out = Path(src), Path(out)
+    if not src.is_file():
+        raise PoolError(f"{src} is not a file")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise PoolError(f"{out} exists and is not an empty directory; choose a new --out")
+    try:
+        IMPORTERS[fmt][0](src, out)
+    except (KeyError, TypeError, ValueError, json.JSONDecodeError) as e:
+        raise PoolError(f"{src} does not look like {fmt} ({IMPORTERS[fmt][1]}): {type(e).__name__}: {e}") from None
+    load_pool(out)
+    return out
+
+
 def main():  # pragma: no cover - rebuilds data/ from ../shared/data
     root = Path(__file__).resolve().parent.parent
     shared = root.parent / "shared" / "data" / "pools"
