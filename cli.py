@@ -83,16 +83,31 @@ def replay_cmd(
 
 @app.command("import")
 def import_cmd(
-    fmt: str = typer.Argument(..., metavar="FORMAT", help="lastletters-esc, math500-ivt or qwen-math-rm."),
-    source: Path = typer.Argument(..., help="The dump file as published."),
+    fmt: str = typer.Argument(..., metavar="FORMAT", help="lastletters-esc, math500-ivt, qwen-math-rm or generic."),
+    source: Path = typer.Argument(..., help="The dump file as published (generic: .parquet, .csv, .jsonl)."),
     out: Path = typer.Option(..., "--out", help="Pool directory to write (new or empty)."),
+    query_id: str = typer.Option("query_id", help="generic: the query id column."),
+    correct: Optional[str] = typer.Option(None, help="generic: the ground-truth column (bool or 0/1)."),
+    answer: Optional[str] = typer.Option(None, help="generic: the final-answer column (empty = invalid)."),
+    score: Optional[List[str]] = typer.Option(None, metavar="NAME=COLUMN", help="generic: a score column in [0, 1] (repeat)."),
+    n_tokens: Optional[str] = typer.Option(None, help="generic: the token-count column."),
+    sample_idx: Optional[str] = typer.Option(None, help="generic: the generation-order column (default: row order)."),
+    hash_answers: bool = typer.Option(False, help="generic: store answers as hashes (no third-party text)."),
 ):
-    """Convert a public sample dump into a pool (figure-only: ids, correctness, scores, hashed answers)."""
+    """Convert a sample dump into a pool. Named formats are public dumps; `generic` maps any table: one row per
+    response, or one row per query with list columns (exploded in list order)."""
     from replay.importers import import_pool
     from replay.pool import load_pool
 
+    options = None
+    if fmt == "generic":
+        pairs = [s.split("=", 1) for s in (score or [])]
+        if any(len(p) != 2 or not p[0] or not p[1] for p in pairs):
+            _fail("--score takes NAME=COLUMN, e.g. --score prm=prm_min")
+        options = {"query_id": query_id, "correct": correct, "answer": answer, "scores": dict(pairs),
+                   "n_tokens": n_tokens, "sample_idx": sample_idx, "hash_answers": hash_answers}
     try:
-        pool = import_pool(fmt, source, out)
+        pool = import_pool(fmt, source, out, options)
         p = load_pool(pool)
     except ValueError as e:
         _fail(str(e))

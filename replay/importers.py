@@ -10,6 +10,7 @@ import hashlib
 import json
 import math
 import re
+import shutil
 from pathlib import Path
 
 import polars as pl
@@ -133,14 +134,70 @@ def import_qwen_math_rm(src: Path, out: Path) -> Path:
     return write_pool(out, pl.DataFrame(rows), meta, pl.DataFrame(queries))
 
 
+def read_table(src: Path) -> pl.DataFrame:
+    suffix = "".join(src.suffixes[-1:]).lower()
+    if suffix == ".parquet":
+        return pl.read_parquet(src)
+    if suffix == ".csv":
+        return pl.read_csv(src)
+    if suffix in (".jsonl", ".ndjson"):
+        return pl.read_ndjson(src)
+    if suffix == ".json":
+        return pl.read_json(src)
+    raise ValueError(f"unknown file type {suffix!r} (use .parquet, .csv, .jsonl or .json)")
+
+
+def import_generic(src: Path, out: Path, query_id: str, correct: str | None = None, answer: str | None = None,
+                   scores: dict | None = None, n_tokens: str | None = None, sample_idx: str | None = None,
+                   hash_answers: bool = False) -> Path:
+    """Any table with one row per response, or one row per query whose mapped columns hold lists (exploded, and
+    numbered in list order). Columns are renamed to the pool format; sample_idx defaults to row order per query."""
+    df = read_table(src)
+    scores = scores or {}
+    mapping = {query_id: "query_id"}
+    for col, new in ((correct, "correct"), (answer, "answer"), (n_tokens, "n_tokens"), (sample_idx, "sample_idx")):
+        if col:
+            mapping[col] = new
+    for name, col in scores.items():
+        mapping[col] = f"score_{name}"
+    missing = [c for c in mapping if c not in df.columns]
+    if missing:
+        raise ValueError(f"column {missing[0]!r} not in {src.name} (columns: {', '.join(df.columns)})")
+    df = df.select([pl.col(c).alias(n) for c, n in mapping.items()])
+    lists = [c for c in df.columns if c != "query_id" and isinstance(df.schema[c], pl.List)]
+    if lists:
+        df = df.explode(lists)
+    df = df.with_columns(pl.col("query_id").cast(pl.String))
+    if "sample_idx" not in df.columns:
+        df = df.with_columns(pl.int_range(pl.len()).over("query_id").alias("sample_idx"))
+    if "answer" in df.columns:
+        df = df.with_columns(pl.col("answer").cast(pl.String).str.strip_chars())
+        df = df.with_columns(pl.when(pl.col("answer") == "").then(None).otherwise(pl.col("answer")).alias("answer"))
+        if hash_answers:
+            df = df.with_columns(pl.col("answer").map_elements(answer_hash, return_dtype=pl.String))
+    meta = {"name": out.name, "source": str(src), "derivation": f"generic import, columns {mapping}"
+            + ("; answers hashed" if hash_answers else "")}
+    return write_pool(out, df, meta)
+
+
 IMPORTERS = {
     "lastletters-esc": (import_lastletters, "ESC's GPT-3.5 last-letter dump (T0.7.jsonl)"),
     "math500-ivt": (import_math500_llama, "MATH-500 x 48 Llama-3.1-8B correctness + logprob (pool.jsonl)"),
     "qwen-math-rm": (import_qwen_math_rm, "Qwen2.5-Math reward-model example (math_cot_100.jsonl)"),
+    "generic": (import_generic, "a CSV / JSONL / Parquet table mapped with the column flags"),
 }
 
 
-def import_pool(fmt: str, src, out) -> Path:
+def _has_gt(out: Path) -> bool:
+    return "correct" in pl.read_parquet_schema(out / "samples.parquet")
+
+
+def _first_score(out: Path) -> str:
+    cols = [c for c in pl.read_parquet_schema(out / "samples.parquet") if c.startswith("score_")]
+    return cols[0] if cols else "gt"
+
+
+def import_pool(fmt: str, src, out, options: dict | None = None) -> Path:
     """Run one adapter and validate what it wrote (a pool that does not load is an adapter bug)."""
     from .pool import PoolError, load_pool
 
@@ -152,10 +209,15 @@ def import_pool(fmt: str, src, out) -> Path:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise PoolError(f"{out} exists and is not an empty directory; choose a new --out")
     try:
-        IMPORTERS[fmt][0](src, out)
-    except (KeyError, TypeError, ValueError, json.JSONDecodeError) as e:
+        IMPORTERS[fmt][0](src, out, **(options or {}))
+        for col in load_pool(out, score="gt" if _has_gt(out) else _first_score(out)).score_columns:
+            load_pool(out, score=col)  # every score column must be valid, not just the default one
+    except PoolError as e:  # what was written is not a valid pool: say why and leave nothing behind
+        shutil.rmtree(out, ignore_errors=True)
+        raise PoolError(f"the imported pool is not valid: {e}") from None
+    except (KeyError, TypeError, ValueError, json.JSONDecodeError, pl.exceptions.PolarsError) as e:
+        shutil.rmtree(out, ignore_errors=True)
         raise PoolError(f"{src} does not look like {fmt} ({IMPORTERS[fmt][1]}): {type(e).__name__}: {e}") from None
-    load_pool(out)
     return out
 
 

@@ -63,3 +63,29 @@ def test_shared_dumps_import_into_valid_pools(tmp_path, fmt, rel, queries, per_q
     assert p.n_queries == queries and (p.sizes == per_query).all()
     r = CliRunner().invoke(app, ["replay", "--pool", str(tmp_path / "pool"), "--seeds", "3", "--budgets", "2"])
     assert r.exit_code == 0, r.output
+
+
+def test_generic_per_query_lists_and_per_response_csv(tmp_path):
+    import polars as pl
+
+    pl.DataFrame({"pid": ["p1", "p2"], "ok": [[True, False, True], [False, False]], "pred": [["4", "5", "4"], ["x", ""]],
+                  "prm": [[0.9, 0.2, 0.8], [0.1, 0.3]], "toks": [[10, 20, 30], [5, 6]]}).write_ndjson(tmp_path / "q.jsonl")
+    r = CliRunner().invoke(app, ["import", "generic", str(tmp_path / "q.jsonl"), "--out", str(tmp_path / "a"),
+                                 "--query-id", "pid", "--correct", "ok", "--answer", "pred", "--score", "prm=prm",
+                                 "--n-tokens", "toks", "--hash-answers"])
+    assert r.exit_code == 0, r.output
+    p = load_pool(tmp_path / "a", score="prm", need_tokens=True)
+    assert p.sizes.tolist() == [3, 2] and p.correct.tolist() == [1, 0, 1, 0, 0]
+    assert p.tok.tolist() == [10, 20, 30, 5, 6] and p.ans[3] >= 0 and p.ans[4] == -1  # "" is invalid
+    assert p.ans[0] == p.ans[2] != p.ans[1]
+
+    pl.DataFrame({"q": ["b", "a", "a"], "i": [0, 1, 0], "c": [1, 0, 1], "s": [0.5, 1.5, 0.2]}).write_csv(tmp_path / "r.csv")
+    bad = CliRunner().invoke(app, ["import", "generic", str(tmp_path / "r.csv"), "--out", str(tmp_path / "b"),
+                                   "--query-id", "q", "--sample-idx", "i", "--correct", "c", "--score", "rm=s"])
+    assert bad.exit_code == 2 and "outside [0, 1]" in bad.output
+    assert not (tmp_path / "b").exists()  # nothing invalid is left behind
+    pl.DataFrame({"q": ["b", "a", "a"], "i": [0, 1, 0], "c": [True, False, True]}).write_csv(tmp_path / "ok.csv")
+    r = CliRunner().invoke(app, ["import", "generic", str(tmp_path / "ok.csv"), "--out", str(tmp_path / "c"),
+                                 "--query-id", "q", "--sample-idx", "i", "--correct", "c"])
+    assert r.exit_code == 0, r.output
+    assert load_pool(tmp_path / "c").correct.tolist() == [1, 0, 1]  # a: idx 0 then 1; b
