@@ -12,7 +12,7 @@ import polars as pl
 
 from .kernel import (CAPPED, COVERED, ELIM, EXH, EXHAUSTED, F_ANSWERED, F_CAPPED, F_COVERED, F_EXHAUSTED, F_SEL, N,
                      SAMPLES, TOKENS, _grid, new_state, run_one, selected_correct)
-from .policies import ELIMS, POLICIES, RunConfig
+from .policies import RunConfig
 from .pool import Pool, PoolError
 from .tables import make_tables
 
@@ -23,9 +23,9 @@ def run_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, se
              per_query: bool = False):
     """Run configs[c] at total budget budget_totals[c, s] on each seed; raw arrays out."""
     C, S, n = len(configs), len(seeds), pool.n_queries
-    cfg_i = np.array([[POLICIES[c.policy], c.kernel_unit, c.K, ELIMS[c.eliminate], c.max_samples, c.m_min]
-                      for c in configs], np.int64).reshape(C, 6)
-    cfg_f = np.array([[c.gamma, c.lam_value, c.eps, c.rho, c.tau] for c in configs], np.float64).reshape(C, 5)
+    args = [c.kernel_args() for c in configs]  # split into the ints and floats _grid takes
+    cfg_i = np.array([[a[0], a[1], a[2], a[3], a[7], a[10]] for a in args], np.int64).reshape(C, 6)
+    cfg_f = np.array([[a[4], a[5], a[6], a[8], a[9]] for a in args], np.float64).reshape(C, 5)
     out_f = np.zeros((C, S, 4))
     out_i = np.zeros((C, S, 4), np.int64)
     shape = (C, S, n) if per_query else (0, 0, 0)
@@ -164,12 +164,10 @@ def run_once(off, correct, score, ans, tok, perm, rank, config: RunConfig, budge
     n, total = len(off) - 1, int(off[-1])
     T, L, min_a = make_tables(int(np.diff(off).max(initial=1)), conf)
     qi, qf, si, sf, tot = new_state(n, total)
-    c = config
     empty = np.zeros(0, np.int64)
     run_one(off, *arrays, perm, empty, np.zeros((0, 2), np.int64), np.zeros(0, np.uint64), np.zeros(0, np.uint64),
             np.int64(0), np.int64(0), False, rank, order, T, L, min_a, qi, qf, si, sf, tot, int(budget_total),
-            POLICIES[c.policy], c.kernel_unit, c.K, ELIMS[c.eliminate], float(c.gamma), float(c.lam_value),
-            float(c.eps), c.max_samples, float(c.rho), float(c.tau), c.m_min)
+            *config.kernel_args())
     sel = np.array([[selected_correct(qi, si, off, arrays[0], i, k) for k in range(3)] for i in range(n)],
                    dtype=bool).reshape(n, 3)
     return {

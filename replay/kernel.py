@@ -70,6 +70,14 @@ def seed_stream(seed, qkey):
 
 
 @njit(cache=True)
+def swap_index(h, k, m):
+    """Step k of query's forward Fisher-Yates (stream h, m responses) swaps position k with this one:
+    k + floor(u * (m - k)) for a 32-bit uniform u from the hash of (h, k), by multiply-shift."""
+    r = mix64(h + np.uint64(k + 1) * _GOLDEN)
+    return k + np.int64(((r >> _S32) * np.uint64(m - k)) >> _S32)
+
+
+@njit(cache=True)
 def fill_permutation(off, qkeys, seed, perm):
     """perm[off[i] + k] = global index of the k-th response query i receives (forward Fisher-Yates).
 
@@ -83,8 +91,7 @@ def fill_permutation(off, qkeys, seed, perm):
             perm[a + k] = a + k
         h = seed_stream(seed, qkeys[i])
         for k in range(m - 1):
-            r = mix64(h + np.uint64(k + 1) * _GOLDEN)
-            j = k + np.int64(((r >> _S32) * np.uint64(m - k)) >> _S32)
+            j = swap_index(h, k, m)
             t = perm[a + k]
             perm[a + k] = perm[a + j]
             perm[a + j] = t
@@ -175,8 +182,7 @@ def run_one(off, correct, score, ans, tok, perm, pstamp, qgen, hs, qkeys, seed, 
             m = off[i + 1] - a
             h = hs[i]
             while g <= k and g < m - 1:
-                r = mix64(h + np.uint64(g + 1) * _GOLDEN)
-                j = g + np.int64(((r >> _S32) * np.uint64(m - g)) >> _S32)
+                j = swap_index(h, g, m)
                 x = perm[a + g] if pstamp[a + g] == epoch else a + g
                 y = perm[a + j] if pstamp[a + j] == epoch else a + j
                 perm[a + g] = y

@@ -73,6 +73,13 @@ class RunConfig:
     def kernel_unit(self) -> int:
         return UNITS["samples" if self.unit == "samples" else "tokens"]
 
+    def kernel_args(self) -> tuple:
+        """The trailing arguments of kernel.run_one, in its order: policy, unit, K, elim, gamma, lam, eps,
+        max_samples, rho, tau, m_min (ints int64, floats float64)."""
+        return (POLICIES[self.policy], self.kernel_unit, int(self.K), ELIMS[self.eliminate], float(self.gamma),
+                float(self.lam_value), float(self.eps), int(self.max_samples), float(self.rho), float(self.tau),
+                int(self.m_min))
+
     def used_params(self) -> tuple:
         used = USES[self.policy]
         if "eliminate" in used:

@@ -66,6 +66,16 @@ def build_configs(req: ReplayRequest, policies: list[str]) -> list[RunConfig]:
     return configs
 
 
+def _console() -> Console:
+    """A terminal's own width; 170 columns when piped, so the tables are not folded."""
+    return Console(width=None if Console().is_terminal else 170)
+
+
+def _check_threads(threads: int | None):
+    if threads is not None and not 1 <= threads <= numba.config.NUMBA_NUM_THREADS:
+        raise PoolError(f"--threads must be in 1..{numba.config.NUMBA_NUM_THREADS}, got {threads}")
+
+
 def validate_request(req: ReplayRequest):
     """Everything that can be checked before reading the pool or computing, so mistakes fail fast."""
     if req.unit not in ("samples", "tokens", "token-matched"):
@@ -76,8 +86,7 @@ def validate_request(req: ReplayRequest):
         raise PoolError(f"--seeds must be >= 1, got {req.seeds}")
     if not 0.0 < req.conf < 1.0:
         raise PoolError(f"--conf must be in (0, 1), got {req.conf}")
-    if req.threads is not None and not 1 <= req.threads <= numba.config.NUMBA_NUM_THREADS:
-        raise PoolError(f"--threads must be in 1..{numba.config.NUMBA_NUM_THREADS}, got {req.threads}")
+    _check_threads(req.threads)
     unknown = [p for p in req.policies if p not in POLICIES]
     if unknown:
         raise PoolError(f"unknown policy {unknown[0]!r}; choose from {', '.join(POLICIES)}")
@@ -96,7 +105,7 @@ def validate_request(req: ReplayRequest):
 
 
 def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
-    console = console or Console(width=None if Console().is_terminal else 170)
+    console = console or _console()
     validate_request(req)
     if req.threads is not None:
         numba.set_num_threads(req.threads)
@@ -177,14 +186,13 @@ def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, grow
               console: Console | None = None):
     from .bench import BenchSpec, bench, growth as growth_table
 
-    console = console or Console(width=None if Console().is_terminal else 170)
+    console = console or _console()
     if queries < 1 or responses < 1 or seeds < 1 or repeats < 1 or reference_seeds < 0:
         raise PoolError("--queries, --responses, --seeds and --repeats must be >= 1, --reference-seeds >= 0")
     if any(b <= 0 for b in budgets) or any(n < 1 for n in growth):
         raise PoolError("budgets and growth sizes must be positive")
+    _check_threads(threads)
     if threads is not None:
-        if not 1 <= threads <= numba.config.NUMBA_NUM_THREADS:
-            raise PoolError(f"--threads must be in 1..{numba.config.NUMBA_NUM_THREADS}, got {threads}")
         numba.set_num_threads(threads)
     spec = BenchSpec(n=queries, size=responses, budgets=tuple(budgets), seeds=seeds, repeats=repeats,
                      reference_seeds=reference_seeds)
@@ -225,7 +233,7 @@ def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, grow
 def run_info(path: Path, plot: Path | None = None, console: Console | None = None) -> dict:
     from .info import plot_curves, pool_info
 
-    console = console or Console(width=None if Console().is_terminal else 170)
+    console = console or _console()
     if plot is not None and Path(plot).is_dir():
         raise PoolError(f"--plot {plot} is a directory; give a file name (e.g. {Path(plot) / 'curves.png'})")
     info = pool_info(path)
