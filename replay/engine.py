@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 
 from .kernel import (CAPPED, COVERED, ELIM, EXH, EXHAUSTED, F_ANSWERED, F_CAPPED, F_COVERED, F_EXHAUSTED, F_SEL, N,
-                     SAMPLES, TOKENS, _grid, new_state, run_one, selected_correct)
+                     SAMPLES, TOKENS, _grid, answer_offsets, new_state, run_one, selected_correct)
 from .policies import RunConfig
 from .pool import Pool, PoolError
 from .tables import make_tables
@@ -161,14 +161,13 @@ def run_once(off, correct, score, ans, tok, perm, rank, config: RunConfig, budge
     perm = np.ascontiguousarray(perm, np.int64)
     rank = np.ascontiguousarray(rank, np.int64)
     order = np.argsort(rank).astype(np.int64)
-    n, total = len(off) - 1, int(off[-1])
+    n = len(off) - 1
     T, L, min_a = make_tables(int(np.diff(off).max(initial=1)), conf)
-    qi, qf, si, sf, tot = new_state(n, total)
-    empty = np.zeros(0, np.int64)
-    run_one(off, *arrays, perm, empty, np.zeros((0, 2), np.int64), np.zeros(0, np.uint64), np.zeros(0, np.uint64),
-            np.int64(0), np.int64(0), False, rank, order, T, L, min_a, qi, qf, si, sf, tot, int(budget_total),
-            *config.kernel_args())
-    sel = np.array([[selected_correct(qi, si, off, arrays[0], i, k) for k in range(3)] for i in range(n)],
+    aoff = answer_offsets(off, arrays[2])
+    qi, qf, si, sf, tot = new_state(n, aoff[n])
+    run_one(off, aoff, *arrays, perm, np.zeros((0, 2), np.int64), np.zeros(0, np.uint64), np.int64(0), False,
+            rank, order, T, L, min_a, qi, qf, si, sf, tot, int(budget_total), *config.kernel_args())
+    sel = np.array([[selected_correct(qi, si, aoff, arrays[0], i, k) for k in range(3)] for i in range(n)],
                    dtype=bool).reshape(n, 3)
     return {
         "n_drawn": qi[:, N].copy(), "answered": qi[:, ELIM].astype(bool), "covered": qi[:, COVERED].astype(bool),

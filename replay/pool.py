@@ -49,6 +49,10 @@ class Pool:
         correct = np.zeros(total, np.int8) if correct is None else np.ascontiguousarray(correct, np.int8)
         score_name = "gt" if score is None else "score"
         score = correct.astype(np.float64) if score is None else np.ascontiguousarray(score, np.float64)
+        if ans is not None:  # the engine gives each query one answer slot per id: ids are small per query
+            ans = np.ascontiguousarray(ans, np.int64)
+            if len(ans) and ((ans < -1).any() or (ans >= np.repeat(np.diff(off), np.diff(off))).any()):
+                raise PoolError("answer ids must be -1 (no answer) or 0 .. k-1 within a query of k responses")
         return cls(path=Path(name), query_ids=list(query_ids) if query_ids is not None else
                    [f"q{i:06d}" for i in range(n)], off=off, correct=correct, score=score,
                    ans=np.full(total, -1, np.int64) if ans is None else np.ascontiguousarray(ans, np.int64),

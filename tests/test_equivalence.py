@@ -5,9 +5,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from replay.reference import run_reference
-from replay.engine import run_once
+from replay.engine import run_grid, run_once
+from replay.kernel import F_ANSWERED, F_COVERED, F_EXHAUSTED, F_SEL
 from replay.policies import POLICIES, RunConfig
+from replay.pool import Pool
+from replay.reference import run_reference
+from replay.rng import permutation, query_order
+from replay.tables import make_tables
 
 SCORES = [0.0, 0.25, 0.5, 0.75, 0.9, 1.0]
 
@@ -78,3 +82,36 @@ def test_sc_beta_other_confidence(data):
     pool = data.draw(pools())
     cfg = RunConfig(data.draw(st.sampled_from(["elimination", "entropy", "streaming"])), eliminate="sc-beta")
     _compare(pool, cfg, int(pool[0][-1]), conf=data.draw(st.sampled_from([0.6, 0.8, 0.99])))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_grid_equals_reference_over_configs_and_seeds(data):
+    """The parallel grid generates each seed's permutations lazily, shares the steps among the seed's
+    configurations (in grid order) and undoes them before the next seed; whatever mix of policies, units and
+    budgets runs, each (configuration, seed) must equal the reference on that seed's explicit permutation."""
+    off, correct, score, ans, tok, _, _ = data.draw(pools())
+    pool = Pool.from_arrays(off, correct=correct, score=score, ans=ans, tok=tok)
+    total, tokens_total = int(off[-1]), int(tok.sum())
+    picked = [data.draw(configs(total, tokens_total, data.draw(st.sampled_from(sorted(POLICIES))),
+                                data.draw(st.sampled_from(["samples", "tokens"])))) for _ in range(4)]
+    seeds = np.array(data.draw(st.lists(st.integers(0, 2**40), min_size=1, max_size=4, unique=True)), np.int64)
+    cfgs = [c for c, _ in picked]
+    budgets = np.array([[b + data.draw(st.integers(0, 2)) for _ in seeds] for _, b in picked], np.int64)
+    tables = make_tables(int(np.diff(off).max()), 0.95)
+    _, out_i, pq_n, pq_flags = run_grid(pool, cfgs, budgets, seeds, tables, per_query=True)
+    for s, seed in enumerate(seeds):
+        perm = permutation(pool.off, pool.qkeys, int(seed))
+        rank, _ = query_order(pool.qkeys, int(seed))
+        for c, cfg in enumerate(cfgs):
+            ref = run_reference(off, correct, score, ans, tok, perm, rank, policy=cfg.policy, unit=cfg.unit,
+                                budget_total=int(budgets[c, s]), K=cfg.K, elim=cfg.eliminate, gamma=cfg.gamma,
+                                lam=cfg.lam, eps=cfg.eps, max_samples=cfg.max_samples, rho=cfg.rho, tau=cfg.tau,
+                                m_min=cfg.m_min)
+            where = (cfg, int(budgets[c, s]), int(seed))
+            assert pq_n[c, s].tolist() == [int(v) for v in ref["n_drawn"]], where
+            flags = pq_flags[c, s]
+            for bit, key in ((F_ANSWERED, "answered"), (F_COVERED, "covered"), (F_EXHAUSTED, "exhausted_q"),
+                             (F_SEL[0], "sel_bon"), (F_SEL[1], "sel_weighted"), (F_SEL[2], "sel_sc")):
+                assert ((flags & bit) > 0).tolist() == [bool(v) for v in ref[key]], (key, where)
+            assert out_i[c, s, :3].tolist() == [ref["samples_used"], ref["tokens_used"], ref["exhausted"]], where
