@@ -152,7 +152,7 @@ def bench_cmd(
     budgets: str = typer.Option("4,8,16,32", help="Average budgets per query."),
     seeds: int = typer.Option(100, help="Seeds per (policy, budget)."),
     repeats: int = typer.Option(5, help="Timing repeats; the median is reported."),
-    reference_seeds: int = typer.Option(1, help="Seeds the plain-Python reference runs per row (0: skip it)."),
+    reference_seeds: int = typer.Option(3, help="Seeds the plain-Python reference runs per row (0: skip it)."),
     growth: str = typer.Option("500,5000,50000", help="Pool sizes (queries) for the growth table; empty: skip."),
     threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores)."),
 ):
