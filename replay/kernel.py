@@ -301,9 +301,11 @@ def run_one(off, aoff, correct, score, ans, tok, perm, qgen, hs, epoch, lazy, ra
 
     def pull(i, want_k, bud, u, cap, rule, reps):
         """Up to `reps` pulls of want_k responses each for query i under total budget bud, stopping early when
-        the query leaves the active set or the budget stops the run (tot[STOP]). reps > 1 only where nothing
-        else could run in between (a block of round-robin rounds the budget pays for, streaming's current
-        query), so it equals that many separate pulls.
+        the query leaves the active set or the budget stops the run (tot[STOP]: no budget left at the start,
+        or with unit tokens a response that does not fit). reps > 1 only where nothing else could run in
+        between (a block of round-robin rounds the budget pays for, streaming's current query), so it equals
+        that many separate pulls; when the sample budget runs out after a draw, the scheduler's next pull
+        finds it spent.
 
         The query's state lives in locals for the whole call (the arrays could alias, so LLVM would otherwise
         load and store every field at every draw). Folding a response in is branch-free: which branch it
@@ -337,77 +339,85 @@ def run_one(off, aoff, correct, score, ans, tok, perm, qgen, hs, epoch, lazy, ra
             else:
                 g = qgen[i, 0]
             h = hs[i]
-        for _ in range(reps):
-            left = 0
-            if u == UNIT_SAMPLES:
-                left = bud - used_s
-                if left <= 0:
-                    stop = 1
-                    break
-            want = want_k
-            if cap > 0 and cap - n_ < want:
-                want = cap - n_
-            if u == UNIT_SAMPLES and left < want:
-                want = left
-            avail = size_i - n_
-            if avail < want:
-                if exh == 0:
-                    exh = 1
-                    tot[EXHAUSTED] += 1
-                want = avail
-            drawn = 0
-            for k in range(n_, n_ + want):
-                if lazy and k == g:  # step k of the Fisher-Yates: the entry it puts at position k is the draw
-                    jj = a0 + swap_index(h, k, size_i)
-                    x = perm[_ix(a0 + k)]
-                    j = perm[_ix(jj)]
-                    perm[_ix(a0 + k)] = j
-                    perm[_ix(jj)] = x
-                    g += 1
-                else:
-                    j = perm[_ix(a0 + k)]
-                t = tok[_ix(j)]
-                if u == UNIT_TOKENS and t > bud - used_t:
-                    stop = 1
-                    break
-                used_t += t
-                drawn += 1
-                s = score[_ix(j)]
-                better = s > best
-                best = s if better else best
-                bj = j if better else bj
-                ssum += s
-                cov |= correct[_ix(j)]
-                a = ans[_ix(j)]
-                valid = a >= 0
-                slot = base + a
-                c = si[_ix(slot), CNT]
-                si[_ix(slot), CNT] = c + 1
-                fj = si[_ix(slot), FIRST_J]
-                si[_ix(slot), FIRST_J] = j if c == 0 else fj
-                v = sf[_ix(slot)] + s
-                sf[_ix(slot)] = v
-                nc = c + 1
-                gt = valid & (nc > lc)
-                sw = gt & (a != lead)
-                up2 = valid & (nc <= lc) & (nc > sc)  # valid and not gt: the runner-up may rise
-                sc = lc if sw else (nc if up2 else sc)
-                lead = a if sw else lead
-                lc = nc if gt else lc
-                wup = valid & (v > ws)
-                wl = a if wup else wl
-                ws = v if wup else ws
-                if policy == ENTROPY:
-                    ent += T[_ix(nc)] - T[_ix(c)]
-            n_ += drawn
-            used_s += drawn
-            if drawn > 0:
-                if el == 0 and answered(rule, n_, best, lead, lc, sc):
-                    el = 1
-                if cap > 0 and n_ >= cap:
-                    capped = 1
-            if stop or el or capped or exh:
+        # The reps pulls as one run of draws: D draws at most (reps pulls of want_k, the cap, the budget left,
+        # the pool), a pull ending every want_k draws (the rule is checked there), and the pull that finds
+        # the pool short (fewer responses left than it wants) marking the query exhausted when it starts.
+        D = reps * want_k
+        if cap > 0:
+            D = min(D, cap - n_)
+        if u == UNIT_SAMPLES:
+            if bud - used_s <= 0:
+                stop = 1
+                D = 0
+            D = min(D, bud - used_s)
+        avail = size_i - n_
+        short = (avail // want_k) * want_k if avail < D else -1  # the draw at which the short pull starts
+        D = min(D, avail)
+        start = 0  # the current pull starts at this many draws and ends at end
+        end = min(want_k, D)
+        d = 0
+        while d < D:
+            if d == short:
+                exh = 1
+            k = n_ + d
+            if lazy and k == g:  # step k of the Fisher-Yates: the entry it puts at position k is the draw
+                jj = a0 + swap_index(h, k, size_i)
+                x = perm[_ix(a0 + k)]
+                j = perm[_ix(jj)]
+                perm[_ix(a0 + k)] = j
+                perm[_ix(jj)] = x
+                g += 1
+            else:
+                j = perm[_ix(a0 + k)]
+            t = tok[_ix(j)]
+            if u == UNIT_TOKENS and t > bud - used_t:
+                stop = 1
                 break
+            used_t += t
+            d += 1
+            s = score[_ix(j)]
+            better = s > best
+            best = s if better else best
+            bj = j if better else bj
+            ssum += s
+            cov |= correct[_ix(j)]
+            a = ans[_ix(j)]
+            valid = a >= 0
+            slot = base + a
+            c = si[_ix(slot), CNT]
+            si[_ix(slot), CNT] = c + 1
+            fj = si[_ix(slot), FIRST_J]
+            si[_ix(slot), FIRST_J] = j if c == 0 else fj
+            v = sf[_ix(slot)] + s
+            sf[_ix(slot)] = v
+            nc = c + 1
+            gt = valid & (nc > lc)
+            sw = gt & (a != lead)
+            up2 = valid & (nc <= lc) & (nc > sc)  # valid and not gt: the runner-up may rise
+            sc = lc if sw else (nc if up2 else sc)
+            lead = a if sw else lead
+            lc = nc if gt else lc
+            wup = valid & (v > ws)
+            wl = a if wup else wl
+            ws = v if wup else ws
+            if policy == ENTROPY:
+                ent += T[_ix(nc)] - T[_ix(c)]
+            if d == end:  # a pull ends: the rule
+                start, end = end, min(end + want_k, D)
+                if el == 0 and answered(rule, n_ + d, best, lead, lc, sc):
+                    el = 1
+                    break
+        if stop and d > start:  # (tokens) a pull cut short by the budget, after some draws: the rule
+            if el == 0 and answered(rule, n_ + d, best, lead, lc, sc):
+                el = 1
+        if d == short and el == 0 and not stop:  # the short pull finds nothing left to draw
+            exh = 1
+        if exh and qi[i, EXH] == 0:
+            tot[EXHAUSTED] += 1
+        n_ += d
+        used_s += d
+        if cap > 0 and d > 0 and n_ >= cap:
+            capped = 1
         qi[i, N] = n_
         qf[i, BEST] = best
         qi[i, BEST_J] = bj
