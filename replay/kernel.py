@@ -5,9 +5,10 @@ the modules it calls or the globals it freezes; so the kernels, the constants th
 call all live here, and any edit recompiles all of them (tests/test_kernel_module.py guards this).
 
 `run_one` replays one policy configuration on one permutation, every exploration rule in one loop body. The
-per-step operations (observe a response, pull K responses for a query, check elimination, compute an index) are
-closures inside it: numba inlines them with the arrays captured once, which keeps a draw at ~20 ns (the same
-code as separate @njit functions taking the arrays cost 3-10x more per call, measured). Each exploration rule is
+per-step operations (pull responses for a query and fold them in, check elimination, compute an index) are
+closures inside it: numba inlines them with the arrays captured once, which keeps a draw at ~11-25 ns (the same
+code as separate @njit functions taking the arrays cost 3-10x more per call, measured; docs/performance.md has
+what else a draw's cost came down from). Each exploration rule is
 one branch built from those operations; adding a policy means a code here, its name in replay/policies.py and a
 branch in `run_one`. docs/semantics.md is the contract, replay/reference.py the plain-Python twin.
 
