@@ -357,6 +357,7 @@ def run_one(off, aoff, correct, score, ans, tok, perm, qgen, hs, epoch, lazy, ra
         start = 0  # the current pull starts at this many draws and ends at end
         end = min(want_k, D)
         d = 0
+        fired = False  # the rule ended this run of pulls
         while d < D:
             if d == short:
                 exh = 1
@@ -407,11 +408,12 @@ def run_one(off, aoff, correct, score, ans, tok, perm, qgen, hs, epoch, lazy, ra
                 start, end = end, min(end + want_k, D)
                 if el == 0 and answered(rule, n_ + d, best, lead, lc, sc):
                     el = 1
+                    fired = True
                     break
         if stop and d > start:  # (tokens) a pull cut short by the budget, after some draws: the rule
             if el == 0 and answered(rule, n_ + d, best, lead, lc, sc):
                 el = 1
-        if d == short and el == 0 and not stop:  # the short pull finds nothing left to draw
+        if d == short and not fired and not stop:  # the short pull finds nothing left to draw
             exh = 1
         if exh and qi[i, EXH] == 0:
             tot[EXHAUSTED] += 1
