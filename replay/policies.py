@@ -13,6 +13,7 @@ POLICIES = {
 UNITS = {"samples": UNIT_SAMPLES, "tokens": UNIT_TOKENS}
 ELIMS = {"none": ELIM_NONE, "threshold": ELIM_THRESHOLD, "sc-share": ELIM_SC_SHARE, "sc-beta": ELIM_SC_BETA}
 DEFAULT_LAMBDA = {"ucb": 1.0, "entropy": 3.0}
+MAX_COUNT = 2**31  # bound on K and max_samples
 # Which parameters change what each policy does (the others are ignored, and dropped from its label).
 USES = {
     "uniform": (),
@@ -54,6 +55,8 @@ class RunConfig:
             raise ValueError(f"unknown budget unit {self.unit!r}; choose samples, tokens or token-matched")
         if self.K < 1:
             raise ValueError(f"K must be >= 1, got {self.K}")
+        if self.K > MAX_COUNT or self.max_samples > MAX_COUNT:  # the kernel multiplies counts in int64
+            raise ValueError(f"K and max_samples must be <= {MAX_COUNT:,} (a pull can draw no more than a pool)")
         if self.max_samples < 0:
             raise ValueError(f"max_samples must be >= 0 (0 = no cap), got {self.max_samples}")
         if not 0.0 < self.rho < 1.0:

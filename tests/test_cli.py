@@ -220,6 +220,7 @@ def test_help_lists_options():
     (["--rho", "1.5"], r"rho must be in \(0, 1\), got 1\.5"),
     (["--rho", "0"], r"rho must be in \(0, 1\)"),
     (["--K", "0"], r"K must be >= 1, got 0"),
+    (["--K", str(2**40)], r"K and max_samples must be <= 2,147,483,648"),
     (["--K", "1.5"], r"--K takes comma-separated integers, got '1\.5'"),
     (["--max-samples", "-1"], r"max_samples must be >= 0"),
     (["--eps", "-1"], r"eps must be >= 0"),
