@@ -3,7 +3,9 @@
 `replay.live.run_live` runs any replayable policy against it. The k-th response of a query is drawn with the
 seed its sample k gets in `ttc harvest` (harvest.pipeline.query_seed(seed, query_id) + k; vLLM's rule for the
 n children of one request), so a live run equals the replay of the harvested pool taken in sample order, and
-generation can run ahead in batches (`lookahead` responses per query per call) without changing a decision.
+generation can run ahead in batches without changing a decision: `lookahead` responses of a query per call, and
+(batch=True) one call for every active query whose cached responses are used up, so a round-robin round is one
+backend call, not one per query.
 """
 from __future__ import annotations
 
@@ -21,10 +23,15 @@ class BackendSource:
     oracle None: every response counts as wrong, score 0, no answer (the policy sees only lengths: enough for
     token budgets and for tests); "gt": math answers extracted, normalised and graded with math-verify against
     the query's gold answer (score = correctness), as `ttc score --oracle gt` does (no answer when the response
-    was cut at max_tokens)."""
+    was cut at max_tokens).
+
+    batch: when a query needs a response that is not cached, also generate `lookahead` responses for every other
+    query the driver reports active whose cache is used up (replay.live.run_live reports them through `watch`).
+    Each query is then topped up only after it consumed what it had, so at most `lookahead` responses per query
+    go unused, as without batching."""
 
     def __init__(self, backend: Backend, queries: Sequence[Query], prompt: Callable[[Query], str], sampling: Sampling,
-                 *, lookahead: int = 4, oracle: str | None = None, stop: Sequence[str] = ()):
+                 *, lookahead: int = 4, oracle: str | None = None, stop: Sequence[str] = (), batch: bool = True):
         if lookahead < 1:
             raise ValueError(f"lookahead must be >= 1, got {lookahead}")
         if oracle not in (None, "gt"):
@@ -32,22 +39,37 @@ class BackendSource:
         if oracle == "gt" and any(q.gold is None for q in queries):
             raise ValueError("oracle 'gt' needs a gold answer for every query")
         self.backend, self.queries, self.prompt, self.sampling = backend, list(queries), prompt, sampling
-        self.lookahead, self.oracle, self.stop = lookahead, oracle, tuple(stop)
+        self.lookahead, self.oracle, self.stop, self.batch = lookahead, oracle, tuple(stop), batch
         self._prompts: dict[int, str] = {}
         self._cache: list[list[tuple[Response, Observed]]] = [[] for _ in self.queries]
+        self._next_k: Callable[[int], int | None] | None = None
+        self.calls = 0  # backend calls made (for cost accounting and tests)
+
+    def watch(self, next_k: Callable[[int], int | None] | None):
+        """The driver's view of the run: next_k(i) = the index of the next response query i would ask for, or
+        None when it will ask for no more (answered, capped, or its pool size reached); None after the run."""
+        self._next_k = next_k
 
     def _generate(self, i: int, upto: int):
-        have = len(self._cache[i])
-        q = self.queries[i]
-        if i not in self._prompts:
-            self._prompts[i] = self.prompt(q)
-        count = max(self.lookahead, upto + 1 - have)
+        todo = [i]
+        if self.batch and self._next_k is not None:
+            for q in range(len(self.queries)):
+                k = self._next_k(q) if q != i else None
+                if k is not None and k >= len(self._cache[q]):
+                    todo.append(q)
+        # One call: query q's responses start at its cached count, with the seeds its pool samples have there.
+        count = max(self.lookahead, upto + 1 - len(self._cache[i]))
         s = Sampling(n=count, temperature=self.sampling.temperature, top_p=self.sampling.top_p,
                      max_tokens=self.sampling.max_tokens, seed=self.sampling.seed)
-        [responses] = self.backend.generate([self._prompts[i]], s, [query_seed(self.sampling.seed, q.query_id) + have],
-                                            stop=self.stop)
-        for r in responses:
-            self._cache[i].append((r, self._score(q, r)))
+        for q in todo:
+            if q not in self._prompts:
+                self._prompts[q] = self.prompt(self.queries[q])
+        seeds = [query_seed(self.sampling.seed, self.queries[q].query_id) + len(self._cache[q]) for q in todo]
+        out = self.backend.generate([self._prompts[q] for q in todo], s, seeds, stop=self.stop)
+        self.calls += 1
+        for q, responses in zip(todo, out):
+            for r in responses:
+                self._cache[q].append((r, self._score(self.queries[q], r)))
 
     def _score(self, q: Query, r: Response) -> Observed:
         if self.oracle is None:

@@ -9,7 +9,9 @@ response of a query with the seed its k-th pool sample would have had, so a live
 pool that `ttc harvest` writes with the same model, template and seed (taken in sample order).
 
 A source must answer a repeated request with the same response (a response that did not fit a token budget is
-asked for again by the next pull). Answers may be any hashable labels: only their equality matters.
+asked for again by the next pull). Answers may be any hashable labels: only their equality matters. A source with
+a `watch(next_k)` method is told, through next_k(i), which response each query would ask for next (None: no more),
+so that it can generate for many queries in one batch.
 """
 from __future__ import annotations
 
@@ -60,6 +62,12 @@ class _LiveRun(ref._Run):
         self.source = source
         self._labels = [dict() for _ in sizes]   # answer -> per-query id, in order of first appearance
         self._index = {}                          # (i, k) -> position in the growing response arrays
+        if hasattr(source, "watch"):
+            source.watch(self._next_k)
+
+    def _next_k(self, i: int):
+        s = self.q[i]
+        return s.N if s.active() and s.N < s.pool else None
 
     def next_response(self, i):
         k = self.q[i].N
@@ -96,5 +104,7 @@ def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], 
     run = _LiveRun(source, sizes, unit, (float(gamma), float(tau), int(m_min), conf))
     out = ref.run_policy(run, [int(r) for r in rank], policy=policy, budget_total=budget_total, K=K, elim=elim,
                          gamma=gamma, lam=lam, eps=eps, max_samples=max_samples, rho=rho)
+    if hasattr(source, "watch"):
+        source.watch(None)  # the run is over: nothing more to batch for
     out["responses"] = [[source.response(i, k) for k in range(run.q[i].N)] for i in range(run.n)]
     return out

@@ -157,3 +157,77 @@ def test_backend_source_scores_math_answers_with_the_ground_truth_oracle():
     assert src.response(0, 3).answer == "\\frac{1}{2}" and not src.response(0, 3).correct
     with pytest.raises(ValueError, match="gold"):
         BackendSource(Scripted(), [Query("c", "math", "p")], str, Sampling(n=1), oracle="gt")
+
+
+@pytest.mark.parametrize("policy", ["uniform", "elimination", "ucb", "two-stage", "streaming"])
+def test_batched_generation_changes_the_calls_not_the_decisions(policy):
+    """With batch=True a miss also tops up every active query whose cache is used up, in the same backend call:
+    the decisions and responses equal an unbatched run; round-robin needs one call per round instead of one
+    per query; and no query is generated for more than `lookahead` responses beyond what it received."""
+    from harvest.live import BackendSource
+    from harvest.pipeline import query_seed
+    from harvest.types import Query, Response, Sampling
+
+    class Scripted:  # response k of query q: correct when k hits the query's number, length varies with k
+        tokenizer = None
+
+        def __init__(self):
+            self.prompts = 0
+
+        def generate(self, prompts, sampling, seeds, stop=None):
+            self.prompts += len(prompts)
+            out = []
+            for p, s in zip(prompts, seeds):
+                base = s - query_seed(sampling.seed, p)
+                out.append([Response(f"\\boxed{{{base + j}}}", 3 + (base + j) % 4, "stop") for j in range(sampling.n)])
+            return out
+
+    qs = [Query(f"q{i}", "math", "p", gold=str(g)) for i, g in enumerate([0, 3, 9, 1, 2, 99])]
+    sizes, rank = [8] * len(qs), [2, 0, 5, 1, 4, 3]
+    runs = {}
+    for batch in (False, True):
+        backend = Scripted()
+        src = BackendSource(backend, qs, lambda q: q.query_id, Sampling(n=1, seed=5), lookahead=1, oracle="gt",
+                            batch=batch)
+        out = run_live(src, sizes, rank, policy=policy, budget_total=3 * len(qs))
+        runs[batch] = (out, src.calls, backend.prompts, src)
+    (a, calls_a, _, _), (b, calls_b, prompts_b, src_b) = runs[False], runs[True]
+    for key in ("n_drawn", "answered", "covered", "sel_bon", "samples_used", "tokens_used"):
+        assert a[key] == b[key], key
+    assert a["responses"] == b["responses"]
+    assert calls_a == sum(a["n_drawn"])  # unbatched, lookahead 1: one call per response
+    assert calls_b < calls_a
+    if policy == "uniform":  # three rounds over six queries: three calls of six prompts
+        assert (calls_b, prompts_b) == (3, 18)
+    assert all(len(src_b._cache[i]) <= b["n_drawn"][i] + 1 for i in range(len(qs)))
+
+
+def test_a_batch_gives_each_query_the_seeds_of_its_own_next_samples():
+    """Queries at different depths in one backend call: each continues from its own cached count."""
+    from harvest.live import BackendSource
+    from harvest.pipeline import query_seed
+    from harvest.types import Query, Response, Sampling
+
+    class Scripted:  # the text names the sample index the seed stands for
+        tokenizer = None
+
+        def __init__(self):
+            self.calls = []
+
+        def generate(self, prompts, sampling, seeds, stop=None):
+            self.calls.append(list(prompts))
+            return [[Response(f"{p}:{s - query_seed(sampling.seed, p) + j}", 1, "stop") for j in range(sampling.n)]
+                    for p, s in zip(prompts, seeds)]
+
+    backend = Scripted()
+    src = BackendSource(backend, [Query(q, "math", "p") for q in "abc"], lambda q: q.query_id, Sampling(n=1, seed=9),
+                        lookahead=2)
+    for k in range(3):
+        src.response(1, k)  # b: 4 cached (2 calls), 3 received
+    depth = {0: 0, 1: 4, 2: None}  # a needs its first, b its fifth; c asks for no more
+    src.watch(depth.get)
+    src.response(0, 0)
+    assert backend.calls[-1] == ["a", "b"]
+    assert [src.text(0, k) for k in range(2)] == ["a:0", "a:1"]
+    assert [src.text(1, k) for k in range(6)] == [f"b:{k}" for k in range(6)]
+    assert len(src._cache[2]) == 0
