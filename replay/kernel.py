@@ -483,7 +483,10 @@ def run_one(off, aoff, correct, score, ans, tok, perm, qgen, hs, epoch, lazy, ra
     is_rr = policy == UNIFORM or policy == ELIMINATION or policy == TWO_STAGE
     is_index = policy == UCB or policy == GAP or policy == GAP_LITERAL or policy == ENTROPY
 
-    # round-robin (uniform, elimination, two-stage's stage 1): rounds over act[:m] in order; p reads, w keeps
+    # round-robin (uniform, elimination, two-stage's stage 1): rounds over act[:m] in order; p reads, w keeps.
+    # A block of rounds the budget pays for may run its queries in any order (none can be starved), so act
+    # starts in memory order, which on large pools halves the cache misses of a query's first draws; the first
+    # round the budget may cut short puts act in rank order, which compaction keeps.
     rr_budget, rr_k, rr_cap, rr_elim = budget, 1, 0, ELIM_NONE
     if policy == ELIMINATION:
         rr_k, rr_cap, rr_elim = K, max_samples, elim
@@ -491,7 +494,8 @@ def run_one(off, aoff, correct, score, ans, tok, perm, qgen, hs, epoch, lazy, ra
         rr_budget = np.int64(math.floor(rho * budget))
     one_pull = rr_elim == ELIM_NONE and rr_cap == 0
     blk = 1  # rounds in the current block
-    act = order.copy()
+    act = np.arange(n)
+    by_rank = False
     m = n if is_rr else 0
     p = 0
     w = 0
@@ -594,15 +598,34 @@ def run_one(off, aoff, correct, score, ans, tok, perm, qgen, hs, epoch, lazy, ra
                                 elif negfrac[t] == thr and ties > 0:
                                     alloc[t] += 1
                                     ties -= 1
+                        # The allocations sum to what is left, so the pulls may run in any order: memory order.
+                        slot = np.empty(n, np.int64)
+                        slot[:] = -1
+                        for t in range(u):
+                            slot[U[t]] = alloc[t]
+                        t = 0
+                        for pos in range(n):
+                            if slot[pos] >= 0:
+                                U[t] = pos
+                                alloc[t] = slot[pos]
+                                t += 1
                     else:  # a token allowance per query
                         for t in range(u):
                             alloc[t] = np.int64(math.floor(R * wq[t] / W))
                 start = tot[TOKENS]
                 continue
             if p == 0:  # a new round: run as many rounds as the budget pays for whatever they draw in one go
-                blk = 1
-                if unit == UNIT_SAMPLES:
-                    blk = max(1, (rr_budget - tot[SAMPLES]) // (m * rr_k))
+                blk = (rr_budget - tot[SAMPLES]) // (m * rr_k) if unit == UNIT_SAMPLES else 0
+                if blk < 1 and not by_rank and (unit == UNIT_TOKENS or rr_budget > tot[SAMPLES]):
+                    # the budget may run out in this round: rank order from now on (act[:m] holds exactly
+                    # the active queries)
+                    t = 0
+                    for pos in range(n):
+                        if is_active(order[pos]):
+                            act[t] = order[pos]
+                            t += 1
+                    by_rank = True
+                blk = max(1, blk)
             i, want, bud, cap, rule, reps = act[p], rr_k, rr_budget, rr_cap, rr_elim, blk
             if one_pull:  # no rule between its pulls: the block is one pull
                 want, reps = rr_k * blk, 1
