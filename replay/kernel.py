@@ -477,9 +477,9 @@ def run_one(off, aoff, correct, score, ans, tok, perm, qgen, hs, epoch, lazy, ra
         hq[_ix(p)] = q
 
     # Every rule below is a scheduler: each turn of the loop names the next pull (query, size, budget, cap,
-    # elimination rule), makes it at the single `pull` call site, then updates the rule's own cursor. numba
-    # inlines `pull` (and `observe`) wherever it is called, and each copy costs ~2 s of compile time, hence
-    # one call site; it is also the shape a live driver needs (pick the next pulls; fold the responses in).
+    # elimination rule, repeats), makes it at the single `pull` call site, then updates the rule's own cursor.
+    # numba inlines `pull` wherever it is called, and each copy costs ~2 s of compile time, hence one call
+    # site; it is also the shape a live driver needs (pick the next pulls; fold the responses in).
     is_rr = policy == UNIFORM or policy == ELIMINATION or policy == TWO_STAGE
     is_index = policy == UCB or policy == GAP or policy == GAP_LITERAL or policy == ENTROPY
 
