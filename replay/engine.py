@@ -166,7 +166,7 @@ def run_once(off, correct, score, ans, tok, perm, rank, config: RunConfig, budge
     aoff = answer_offsets(off, arrays[2])
     qi, qf, si, sf, tot = new_state(n, aoff[n])
     run_one(off, aoff, *arrays, perm, np.zeros((0, 2), np.int64), np.zeros(0, np.uint64), np.int64(0), False,
-            rank, order, T, L, min_a, qi, qf, si, sf, tot, int(budget_total), *config.kernel_args())
+            order, T, L, min_a, qi, qf, si, sf, tot, int(budget_total), *config.kernel_args())
     sel = np.array([[selected_correct(qi, si, aoff, arrays[0], i, k) for k in range(3)] for i in range(n)],
                    dtype=bool).reshape(n, 3)
     return {

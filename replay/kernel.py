@@ -255,7 +255,7 @@ def restore_identity(off, perm, qgen, hs, epoch):
 
 
 @njit(cache=True)
-def run_one(off, aoff, correct, score, ans, tok, perm, qgen, hs, epoch, lazy, rank, order, T, L, min_a,
+def run_one(off, aoff, correct, score, ans, tok, perm, qgen, hs, epoch, lazy, order, T, L, min_a,
             qi, qf, si, sf, tot, budget, policy, unit, K, elim, gamma, lam, eps, max_samples, rho, tau, m_min):
     """Replay one configuration; the outcome is left in the state arrays (qi, qf, si, sf, tot).
 
@@ -347,9 +347,7 @@ def run_one(off, aoff, correct, score, ans, tok, perm, qgen, hs, epoch, lazy, ra
         if cap > 0:
             D = min(D, cap - n_)
         if u == UNIT_SAMPLES:
-            if bud - used_s <= 0:
-                stop = 1
-                D = 0
+            stop = 1 if bud - used_s <= 0 else 0  # (then D <= 0: nothing is drawn)
             D = min(D, bud - used_s)
         avail = size_i - n_
         short = (avail // want_k) * want_k if avail < D else -1  # the draw at which the short pull starts
@@ -756,8 +754,8 @@ def _grid(off, correct, score, ans, tok, qkeys, T, L, min_a, seeds, cfg_i, cfg_f
             for i in range(n):  # each query's permutation stream, in one vectorisable loop
                 hs[i] = seed_stream(seeds[s], qkeys[i])
             for c in range(cfg_i.shape[0]):
-                run_one(off, aoff, correct, score, ans, tok, perm, qgen, hs, epoch, lazy, rank,
-                        order, T, L, min_a, qi, qf, si, sf, tot, budgets[c, s], cfg_i[c, 0], cfg_i[c, 1],
+                run_one(off, aoff, correct, score, ans, tok, perm, qgen, hs, epoch, lazy, order,
+                        T, L, min_a, qi, qf, si, sf, tot, budgets[c, s], cfg_i[c, 0], cfg_i[c, 1],
                         cfg_i[c, 2], cfg_i[c, 3], cfg_f[c, 0], cfg_f[c, 1], cfg_f[c, 2], cfg_i[c, 4], cfg_f[c, 3],
                         cfg_f[c, 4], cfg_i[c, 5])
                 cov = 0
