@@ -64,12 +64,11 @@ def bench(spec: BenchSpec, progress=None) -> tuple[pl.DataFrame, dict]:
             rows.append({"pool": f"{spec.n}x{spec.size}", "policy": c.policy, "budget": b, "runs": spec.seeds,
                          "wall_s": wall, "decisions": decisions, "decisions_per_s": decisions / wall,
                          "reference_decisions_per_s": float("nan"), "speedup": float("nan")})
+    runs = [(permutation(pool.off, pool.qkeys, s), query_order(pool.qkeys, s)[0]) for s in range(spec.reference_seeds)]
     for row in rows:
-        if spec.reference_seeds:
+        if runs:
             rates = []
-            for s in range(spec.reference_seeds):
-                perm = permutation(pool.off, pool.qkeys, s)
-                rank, _ = query_order(pool.qkeys, s)
+            for perm, rank in runs:
                 t = time.perf_counter()
                 r = run_reference(pool.off, pool.correct, pool.score, pool.ans, pool.tok, perm, rank,
                                   policy=row["policy"], budget_total=int(row["budget"] * spec.n))

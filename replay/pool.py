@@ -55,7 +55,7 @@ class Pool:
                 raise PoolError("answer ids must be -1 (no answer) or 0 .. k-1 within a query of k responses")
         return cls(path=Path(name), query_ids=list(query_ids) if query_ids is not None else
                    [f"q{i:06d}" for i in range(n)], off=off, correct=correct, score=score,
-                   ans=np.full(total, -1, np.int64) if ans is None else np.ascontiguousarray(ans, np.int64),
+                   ans=np.full(total, -1, np.int64) if ans is None else ans,
                    tok=np.zeros(total, np.int64) if tok is None else np.ascontiguousarray(tok, np.int64),
                    score_name=score_name, has_gt=has_gt, has_answers=ans is not None, has_tokens=tok is not None,
                    meta={"name": name})
