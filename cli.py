@@ -107,7 +107,7 @@ def import_cmd(
     """Convert a sample dump into a pool. Named formats are public dumps and the outputs of search-and-learn, Large
     Language Monkeys and LiveCodeBench; `generic` maps any table: one row per response, or one row per query with
     list columns (exploded in list order)."""
-    from replay.importers import import_pool
+    from harvest.importers import import_pool
     from replay.pool import load_pool
 
     options = {k: v for k, v in (("limit", limit), ("per_query", per_query), ("workers", workers),

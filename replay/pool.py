@@ -110,6 +110,16 @@ def resolve_score(schema_names, score: str) -> str:
     return name
 
 
+def write_pool(out: Path, samples: pl.DataFrame, meta: dict, queries: pl.DataFrame | None = None) -> Path:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    samples.write_parquet(out / "samples.parquet", compression="zstd", statistics=True)
+    if queries is not None:
+        queries.write_parquet(out / "queries.parquet", compression="zstd")
+    (out / "pool.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return out
+
+
 def _fail(where: str, msg: str):
     raise PoolError(f"{where}: {msg}")
 

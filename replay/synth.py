@@ -340,8 +340,7 @@ def _meta(spec: SynthSpec, a: dict) -> dict:
 
 def write_synth(out, spec: SynthSpec) -> tuple[Path, dict]:
     """Write the pool and check that it loads; refuses a non-empty --out, leaves nothing behind on failure."""
-    from .importers import write_pool
-    from .pool import PoolError, load_pool
+    from .pool import PoolError, load_pool, write_pool
 
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):

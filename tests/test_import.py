@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cli import app
-from replay.importers import import_pool, lastletters_answer, qwen_answer
+from harvest.importers import import_pool, lastletters_answer, qwen_answer
 from replay.pool import PoolError, load_pool
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "pools"

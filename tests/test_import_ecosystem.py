@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cli import app
-from replay.importers import import_pool, lcb_output_answer
+from harvest.importers import import_pool, lcb_output_answer
 from replay.pool import PoolError, load_pool
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "import"

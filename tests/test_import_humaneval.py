@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cli import app
-from replay.importers import humaneval_answer
+from harvest.importers import humaneval_answer
 from replay.pool import load_pool
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "import" / "humaneval"

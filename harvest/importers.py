@@ -17,21 +17,13 @@ from pathlib import Path
 
 import polars as pl
 
+from replay.pool import PoolError, load_pool, write_pool
+
 
 def answer_hash(normalised: str | None) -> str | None:
     if normalised is None:
         return None
     return hashlib.blake2b(normalised.encode("utf-8"), digest_size=6).hexdigest()
-
-
-def write_pool(out: Path, samples: pl.DataFrame, meta: dict, queries: pl.DataFrame | None = None) -> Path:
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    samples.write_parquet(out / "samples.parquet", compression="zstd", statistics=True)
-    if queries is not None:
-        queries.write_parquet(out / "queries.parquet", compression="zstd")
-    (out / "pool.json").write_text(json.dumps(meta, indent=2) + "\n")
-    return out
 
 
 _LL_ANSWER = re.compile(r"answer is\s*:?\s*(.*)", re.IGNORECASE)
@@ -209,7 +201,7 @@ def _samples_frame(cols: dict) -> pl.DataFrame:
 
 def _math_oracle():
     try:
-        from harvest.oracles import math_answer
+        from .oracles import math_answer
     except ImportError as e:
         raise SourceError(f"answer extraction and grading need harvest/oracles/math_answer.py ({e})") from None
     return math_answer
@@ -388,8 +380,9 @@ def import_llmonkeys(src: Path, out: Path, limit: int | None = None, per_query: 
     evaluate scripts). Correctness is upstream's; final answers are extracted here for self-consistency: GSM8K samples
     by '#### N', MATH samples (Minerva format, 'The final answer is X') by the math extractor. Code and Lean tasks
     have no comparable final answer, so their pools have no answer column."""
-    import yaml
+    from replay.extras import require
 
+    yaml = require("yaml", "ttc import llmonkeys")
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     files = _yaml_files(src)[:limit]
     ma = None
@@ -605,8 +598,8 @@ def import_humaneval(src: Path, out: Path, limit: int | None = None, per_query: 
     HumanEval stop sequences, run as prompt + completion + test + check(entry_point) in a sandboxed subprocess with a
     timeout, and correct = the program exits cleanly. Answers are hashes of the whitespace-normalised completion."""
     try:
-        from harvest.oracles.code_exec import humaneval_program, humaneval_truncate
-        from harvest.oracles.sandbox import run_many
+        from .oracles.code_exec import humaneval_program, humaneval_truncate
+        from .oracles.sandbox import run_many
     except ImportError as e:
         raise SourceError(f"running HumanEval needs harvest/oracles/code_exec.py and sandbox.py ({e})") from None
     problems_file, completions_file = _humaneval_files(src)
@@ -694,8 +687,6 @@ def import_pool(fmt: str, src, out, options: dict | None = None) -> Path:
     """Run one adapter and validate what it wrote (a pool that does not load is an adapter bug)."""
     import inspect
 
-    from .pool import PoolError, load_pool
-
     if fmt not in IMPORTERS:
         raise PoolError(f"unknown import format {fmt!r}; choose from {', '.join(IMPORTERS)}")
     src, out = Path(src), Path(out)
@@ -756,7 +747,7 @@ def build_humaneval_data(shared: Path, out: Path) -> Path:  # pragma: no cover -
 
 
 def main():  # pragma: no cover - rebuilds data/ from ../shared/data
-    """`python -m replay.importers` rebuilds the quick pools; add `humaneval` to rerun the HumanEval tests too."""
+    """`python -m harvest.importers` rebuilds the quick pools; add `humaneval` to rerun the HumanEval tests too."""
     import sys
 
     root = Path(__file__).resolve().parent.parent
