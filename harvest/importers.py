@@ -687,6 +687,8 @@ def import_pool(fmt: str, src, out, options: dict | None = None) -> Path:
     """Run one adapter and validate what it wrote (a pool that does not load is an adapter bug)."""
     import inspect
 
+    from replay.extras import MissingExtra
+
     if fmt not in IMPORTERS:
         raise PoolError(f"unknown import format {fmt!r}; choose from {', '.join(IMPORTERS)}")
     src, out = Path(src), Path(out)
@@ -711,6 +713,9 @@ def import_pool(fmt: str, src, out, options: dict | None = None) -> Path:
         IMPORTERS[fmt][0](src, out, **options)
         for col in load_pool(out, score="gt" if _has_gt(out) else _first_score(out)).score_columns:
             load_pool(out, score=col)  # every score column must be valid, not just the default one
+    except MissingExtra:  # an optional dependency (pyyaml, math-verify) is missing: its one-line message as it is
+        shutil.rmtree(out, ignore_errors=True)
+        raise
     except SourceError as e:  # readable, but not the promised shape: the message names record and key
         shutil.rmtree(out, ignore_errors=True)
         raise PoolError(f"{src} is not a valid {fmt} source: {e}") from None

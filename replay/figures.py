@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .extras import require
+
 STYLE = {  # policy -> (colour, marker, line style)
     "uniform": ("#4d4d4d", "o", "-"),
     "elimination": ("#1f77b4", "s", "-"),
@@ -23,8 +25,7 @@ GROUP_COLOURS = {"easy": "#8fbf6f", "hard, solvable": "#e08a3c", "unsolvable": "
 
 
 def _plt():
-    import matplotlib
-
+    matplotlib = require("matplotlib", "ttc report")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

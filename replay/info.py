@@ -7,6 +7,7 @@ import numpy as np
 import polars as pl
 
 from .exact import best_of_k, coverage_at_k
+from .extras import require
 from .pool import Pool, load_pool, resolve_score, sample_files
 
 GAMMAS = (0.5, 0.7, 0.9, 0.97, 1.0)
@@ -57,7 +58,7 @@ def _agreement(pool: Pool) -> list[dict]:
 
 
 def plot_curves(info: dict, out: Path):
-    import matplotlib
+    matplotlib = require("matplotlib", "ttc info --plot")
     import matplotlib.ticker
 
     matplotlib.use("Agg")

@@ -27,6 +27,7 @@ from rich.console import Console
 from . import figures
 from .engine import SELECT, replay
 from .exact import best_of_k, coverage_at_k
+from .extras import check
 from .policies import POLICIES, RunConfig
 from .pool import PoolError, load_pool
 from .run import ReplayRequest, build_configs
@@ -688,6 +689,7 @@ def run_report(req: ReportRequest, console: Console | None = None) -> Path:
     """Write DIR/report.md, DIR/<pool>/*.png and DIR/<pool>/tables/*; return the report's path."""
     console = console or Console()
     validate(req)
+    check("matplotlib", "ttc report")  # before any replay: every pool section draws figures
     if req.threads is not None:
         numba.set_num_threads(req.threads)
     for p in req.pools:  # every pool is checked before any replay

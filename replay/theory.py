@@ -61,6 +61,7 @@ import numpy as np
 import polars as pl
 
 from .engine import run_grid
+from .extras import check, require
 from .policies import RunConfig
 from .pool import Pool, PoolError
 from .rng import permutation, query_order
@@ -336,8 +337,7 @@ MARKERS = {"uniform": "o", "elimination": "s", "two-stage": "D", "etc-adaptive":
 
 
 def plot(df: pl.DataFrame, setting: TheorySetting, out: Path):
-    import matplotlib
-
+    matplotlib = require("matplotlib", "ttc theory --out")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import matplotlib.ticker
@@ -382,6 +382,8 @@ def run_theory(setting: TheorySetting, out: Path | None = None, console=None) ->
     console = console or Console(width=None if Console().is_terminal else 150)
     if out is not None and out.exists() and not out.is_dir():
         raise PoolError(f"--out {out} is a file; give a directory (theory.png and theory.csv go there)")
+    if out is not None:  # before the measurements, not after them
+        check("matplotlib", "ttc theory --out")
     console.print(
         f"[bold]ttc theory[/]: p_i = i/n, pools of max(m+1, ceil({setting.depth}/p_i)) responses per query with "
         f"exactly round(p_i N_i) correct; {setting.trials} seeds per n; two-stage and etc-adaptive use m = "

@@ -36,6 +36,8 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from importlib import metadata
 
+from replay.extras import check
+
 try:
     MATH_VERIFY_VERSION: str = metadata.version("math-verify")
 except metadata.PackageNotFoundError:  # pragma: no cover - math-verify is a harvest dependency
@@ -491,6 +493,8 @@ def grade_many(preds: Sequence[str | None], golds: Sequence[str | None], *, work
     `if __name__ == "__main__":` guard."""
     if len(preds) != len(golds):
         raise ValueError(f"grade_many: {len(preds)} preds but {len(golds)} golds")
+    if grade_fn is None:  # a worker without math-verify would count every grade False
+        check("math_verify", "grading math answers")
     keys: dict[tuple[str, str], int] = {}
     slot: list[int | None] = []
     for p, g in zip(preds, golds):
@@ -516,5 +520,6 @@ def grade(pred: str | None, gold: str | None, timeout_s: float = 5.0) -> bool:
     and counts False; for many grades grade_many is faster (several workers, duplicate pairs graded once)."""
     if pred is None or gold is None or not str(pred).strip() or not str(gold).strip():
         return False
+    check("math_verify", "grading math answers")  # a worker without it would count every grade False
     with _SHARED_LOCK:
         return _shared_pool().run([(str(pred), str(gold))], timeout_s)[0]

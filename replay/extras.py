@@ -1,0 +1,41 @@
+"""Optional dependencies: the base install (what `ttc replay` needs) leaves out plotting and math grading, which come
+with pyproject.toml's extras. A command that needs one and finds it missing says so in one line: MissingExtra is a
+ValueError, which the command line prints as `error: ...` with exit status 2."""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+# module -> (what pip installs, the extra that brings it)
+EXTRAS = {
+    "matplotlib": ("matplotlib", "plot"),
+    "math_verify": ("math-verify", "grade"),
+    "yaml": ("pyyaml", "grade"),
+}
+
+
+class MissingExtra(ValueError):
+    """An optional dependency a command needs is not installed; the message says which extra brings it."""
+
+
+def _missing(module: str, what: str) -> MissingExtra:
+    dist, extra = EXTRAS[module.split(".")[0]]
+    return MissingExtra(f"{what} needs {dist}: pip install 'ttc[{extra}]'")
+
+
+def check(module: str, what: str) -> None:
+    """Raise MissingExtra (as `require`) if `module` is not installed, without importing it: a command's early check,
+    before its long part, of a module it imports later or in other processes."""
+    if importlib.util.find_spec(module) is None:
+        raise _missing(module, what)
+
+
+def require(module: str, what: str):
+    """Import and return `module` (a key of EXTRAS), or raise MissingExtra: "`what` needs X: pip install 'ttc[extra]'".
+    Only the module itself missing counts; an installed module that fails to import raises as it is."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name is None or e.name.split(".")[0] != module.split(".")[0]:
+            raise
+        raise _missing(module, what) from None
