@@ -16,7 +16,7 @@ import polars as pl
 from .rng import query_keys
 
 REQUIRED = ("query_id", "sample_idx")
-DEFAULT_POOL = Path(__file__).resolve().parent.parent / "data" / "lastletters-gpt35-40"
+from .data import DEFAULT_POOL  # noqa: E402  (the embedded default pool, wherever ttc is installed)
 
 
 class PoolError(ValueError):
