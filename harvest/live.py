@@ -86,6 +86,10 @@ class BackendSource:
             self._generate(i, k)
         return self._cache[i][k][1]
 
+    def ready(self, i: int) -> int:
+        """Responses of query i generated already (the driver takes them without asking one at a time)."""
+        return len(self._cache[i])
+
     def text(self, i: int, k: int) -> str:
         """The text of a response already generated."""
         return self._cache[i][k][0].text

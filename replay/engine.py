@@ -10,8 +10,9 @@ import numba
 import numpy as np
 import polars as pl
 
-from .kernel import (CAPPED, COVERED, ELIM, EXH, EXHAUSTED, F_ANSWERED, F_CAPPED, F_COVERED, F_EXHAUSTED, F_SEL, N,
-                     SAMPLES, TOKENS, _grid, answer_offsets, new_state, run_one, selected_correct)
+from .kernel import (CAPPED, CONFIG, COVERED, ELIM, EXH, EXHAUSTED, F_ANSWERED, F_CAPPED, F_COVERED, F_EXHAUSTED,
+                     F_SEL, N, SAMPLES, TOKENS, PoolArrays, Scratch, _grid, answer_offsets, new_state, run_one,
+                     selected_correct)
 from .policies import RunConfig
 from .pool import Pool, PoolError
 from .tables import make_tables
@@ -19,23 +20,48 @@ from .tables import make_tables
 SELECT = {"bon": 0, "weighted": 1, "sc": 2}
 
 
+def frozen(a, dtype) -> np.ndarray:
+    """A C-contiguous read-only array of dtype (a view when a already is one). Every array a kernel only reads
+    goes through here: numba compiles one specialisation per (dtype, layout, writability) pattern, and arrays from
+    polars are read-only for some columns and writable for others, so without it a second pool compiled the
+    engine again."""
+    a = np.ascontiguousarray(a, dtype)
+    if a.flags.writeable:
+        a = a.view()
+        a.flags.writeable = False
+    return a
+
+
+def pool_arrays(off, correct, score, ans, tok, tables, have=None) -> PoolArrays:
+    """What a run reads, in the one form every kernel is compiled for. have: responses that exist per query
+    (default: the whole pool)."""
+    off = frozen(off, np.int64)
+    ans = frozen(ans, np.int64)
+    T, L, min_a = tables
+    return PoolArrays(off, frozen(answer_offsets(off, ans), np.int64), frozen(correct, np.int8),
+                      frozen(score, np.float64), ans, frozen(tok, np.int64),
+                      frozen(np.diff(off) if have is None else have, np.int64), frozen(T, np.float64),
+                      frozen(L, np.float64), frozen(min_a, np.int64))
+
+
+def config_records(configs: list[RunConfig]) -> np.ndarray:
+    return np.concatenate([c.record() for c in configs]) if configs else np.zeros(0, CONFIG)
+
+
 def run_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, seeds, tables,
              per_query: bool = False):
     """Run configs[c] at total budget budget_totals[c, s] on each seed; raw arrays out."""
     C, S, n = len(configs), len(seeds), pool.n_queries
-    args = [c.kernel_args() for c in configs]  # split into the ints and floats _grid takes
-    cfg_i = np.array([[a[0], a[1], a[2], a[3], a[7], a[10]] for a in args], np.int64).reshape(C, 6)
-    cfg_f = np.array([[a[4], a[5], a[6], a[8], a[9]] for a in args], np.float64).reshape(C, 5)
     out_f = np.zeros((C, S, 4))
     out_i = np.zeros((C, S, 4), np.int64)
     shape = (C, S, n) if per_query else (0, 0, 0)
     pq_n = np.zeros(shape, np.int32)
     pq_flags = np.zeros(shape, np.uint8)
-    T, L, min_a = tables
     if C and S:
-        _grid(pool.off, pool.correct, pool.score, pool.ans, pool.tok, pool.qkeys, T, L, min_a,
-              np.asarray(seeds, np.int64), cfg_i, cfg_f, np.ascontiguousarray(budget_totals, np.int64),
-              out_f, out_i, pq_n, pq_flags, min(S, numba.get_num_threads()))
+        P = pool_arrays(pool.off, pool.correct, pool.score, pool.ans, pool.tok, tables)
+        _grid(P, frozen(pool.qkeys, np.uint64), frozen(seeds, np.int64), config_records(configs),
+              np.ascontiguousarray(budget_totals, np.int64), out_f, out_i, pq_n, pq_flags,
+              min(S, numba.get_num_threads()))
     return out_f, out_i, pq_n, pq_flags
 
 
@@ -152,26 +178,32 @@ def replay(pool: Pool, configs: list[RunConfig], budgets, seeds, select: str = "
     return df, pq
 
 
-def run_once(off, correct, score, ans, tok, perm, rank, config: RunConfig, budget_total: int,
-             conf: float = 0.95) -> dict:
-    """One run on explicit permutations (perm, rank): per-query outcomes as arrays. For tests and drivers."""
-    off = np.ascontiguousarray(off, np.int64)
-    arrays = [np.ascontiguousarray(a, t) for a, t in
-              ((correct, np.int8), (score, np.float64), (ans, np.int64), (tok, np.int64))]
-    perm = np.ascontiguousarray(perm, np.int64)
-    rank = np.ascontiguousarray(rank, np.int64)
-    order = np.argsort(rank).astype(np.int64)
-    n = len(off) - 1
-    T, L, min_a = make_tables(int(np.diff(off).max(initial=1)), conf)
-    aoff = answer_offsets(off, arrays[2])
-    qi, qf, si, sf, tot = new_state(n, aoff[n])
-    run_one(off, aoff, *arrays, perm, np.zeros((0, 2), np.int64), np.zeros(0, np.uint64), np.int64(0), False,
-            order, T, L, min_a, qi, qf, si, sf, tot, int(budget_total), *config.kernel_args())
-    sel = np.array([[selected_correct(qi, si, aoff, arrays[0], i, k) for k in range(3)] for i in range(n)],
+def scratch(n: int, slots: int, perm, order) -> Scratch:
+    """Scratch for runs on a given permutation (no lazy generation) and query order."""
+    qi, qf, si, sf, tot = new_state(n, slots)
+    return Scratch(np.ascontiguousarray(perm, np.int64), np.zeros((0, 2), np.int64), np.zeros(0, np.uint64),
+                   np.ascontiguousarray(order, np.int64), qi, qf, si, sf, tot)
+
+
+def outcome(P: PoolArrays, W: Scratch) -> dict:
+    """A finished run's per-query outcomes and totals, as arrays."""
+    n = len(P.off) - 1
+    qi = W.qi
+    sel = np.array([[selected_correct(qi, W.si, P.aoff, P.correct, i, k) for k in range(3)] for i in range(n)],
                    dtype=bool).reshape(n, 3)
     return {
         "n_drawn": qi[:, N].copy(), "answered": qi[:, ELIM].astype(bool), "covered": qi[:, COVERED].astype(bool),
         "exhausted_q": qi[:, EXH].astype(bool), "capped": qi[:, CAPPED].astype(bool),
         "sel_bon": sel[:, 0], "sel_weighted": sel[:, 1], "sel_sc": sel[:, 2],
-        "samples_used": int(tot[SAMPLES]), "tokens_used": int(tot[TOKENS]), "exhausted": int(tot[EXHAUSTED]),
+        "samples_used": int(W.tot[SAMPLES]), "tokens_used": int(W.tot[TOKENS]), "exhausted": int(W.tot[EXHAUSTED]),
     }
+
+
+def run_once(off, correct, score, ans, tok, perm, rank, config: RunConfig, budget_total: int,
+             conf: float = 0.95) -> dict:
+    """One run on explicit permutations (perm, rank): per-query outcomes as arrays. For tests and drivers."""
+    off = np.asarray(off, np.int64)
+    P = pool_arrays(off, correct, score, ans, tok, make_tables(int(np.diff(off).max(initial=1)), conf))
+    W = scratch(len(off) - 1, int(P.aoff[-1]), perm, np.argsort(np.asarray(rank, np.int64)))
+    run_one(P, W, config.record()[0], np.int64(budget_total), np.int64(0))
+    return outcome(P, W)

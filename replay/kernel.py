@@ -9,8 +9,7 @@ per-step operations (pull responses for a query and fold them in, check eliminat
 closures inside it: numba inlines them with the arrays captured once, which keeps a draw at ~11-25 ns (the same
 code as separate @njit functions taking the arrays cost 3-10x more per call, measured; docs/performance.md has
 what else a draw's cost came down from). Each exploration rule is
-one branch built from those operations; adding a policy means a code here, its name in replay/policies.py and a
-branch in `run_one`. docs/semantics.md is the contract, replay/reference.py the plain-Python twin.
+one branch built from those operations. docs/semantics.md is the contract, replay/reference.py the plain-Python twin.
 
 State is five arrays so that the kernels touch no Python objects: `qi` (per-query ints), `qf` (per-query floats),
 `si` and `sf` (per-answer slots: query i owns aoff[i] .. aoff[i + 1] - 1, slot aoff[i] counting invalid answers
@@ -19,6 +18,7 @@ and slot aoff[i] + 1 + a answer a; see answer_offsets) and `tot` (run totals).
 from __future__ import annotations
 
 import math
+from collections import namedtuple
 
 import numpy as np
 from numba import njit, prange
@@ -36,8 +36,22 @@ SSUM, BEST, S, WLEAD_SUM = range(4)
 QF_COLS = 4
 # si columns (sf holds the summed score of each answer)
 CNT, FIRST_J = 0, 1
-# tot slots
-SAMPLES, TOKENS, EXHAUSTED, STOP = range(4)
+# tot slots. NEED: 1 + the query whose next response is not there yet (live runs), 0 when none
+SAMPLES, TOKENS, EXHAUSTED, STOP, NEED = range(5)
+TOT_SLOTS = 5
+
+# One policy configuration as the kernels read it: a record, filled by name (replay/policies.py RunConfig.record).
+CONFIG = np.dtype([("policy", np.int64), ("unit", np.int64), ("K", np.int64), ("elim", np.int64),
+                   ("max_samples", np.int64), ("m_min", np.int64), ("gamma", np.float64), ("lam", np.float64),
+                   ("eps", np.float64), ("rho", np.float64), ("tau", np.float64)], align=True)
+
+# What a run reads (read-only): the pool's per-response arrays grouped by query (off), the answer slots (aoff,
+# answer_offsets), have[i] = how many of query i's responses exist (its pool size in replay; fewer in a live run,
+# which stops at the first response it lacks), and the lookup tables (replay/tables.py).
+PoolArrays = namedtuple("PoolArrays", "off aoff correct score ans tok have T L min_a")
+# What a run writes: the permutation and its lazy-generation state (perm, qgen, hs; qgen has no rows when perm is
+# given whole), the query order, and the state arrays qi, qf, si, sf, tot. The grid allocates one per thread.
+Scratch = namedtuple("Scratch", "perm qgen hs order qi qf si sf tot")
 
 
 
@@ -186,7 +200,7 @@ def new_state(n, slots):
     qf = np.zeros((n, QF_COLS))
     si = np.zeros((slots, 2), np.int64)
     sf = np.zeros(slots)
-    tot = np.zeros(4, np.int64)
+    tot = np.zeros(TOT_SLOTS, np.int64)
     for i in range(n):
         _reset_query(qi, qf, i)
     for j in range(slots):
@@ -227,7 +241,7 @@ def reset_state(qi, qf, si, sf, tot, off, aoff, ans, perm):
                 si[base + 1 + a, FIRST_J] = -1
                 sf[base + 1 + a] = 0.0
         _reset_query(qi, qf, i)
-    for k in range(4):
+    for k in range(TOT_SLOTS):
         tot[k] = 0
 
 
@@ -255,37 +269,144 @@ def restore_identity(off, perm, qgen, hs, epoch):
 
 
 @njit(cache=True)
-def run_one(off, aoff, correct, score, ans, tok, perm, qgen, hs, epoch, lazy, order, T, L, min_a,
-            qi, qf, si, sf, tot, budget, policy, unit, K, elim, gamma, lam, eps, max_samples, rho, tau, m_min):
-    """Replay one configuration; the outcome is left in the state arrays (qi, qf, si, sf, tot).
+def draw_at(off, perm, qgen, hs, epoch, i, k):
+    """Global index of the k-th response query i receives (advancing its lazy Fisher-Yates when qgen has rows)."""
+    if qgen.shape[0] == 0:
+        return perm[off[i] + k]
+    a = off[i]
+    if qgen[i, 1] != epoch:
+        qgen[i, 0] = 0
+        qgen[i, 1] = epoch
+    g = qgen[i, 0]
+    if g <= k:
+        m = off[i + 1] - a
+        h = hs[i]
+        while g <= k:
+            j = a + swap_index(h, g, m)
+            x = perm[a + g]
+            perm[a + g] = perm[j]
+            perm[j] = x
+            g += 1
+        qgen[i, 0] = g
+    return perm[a + k]
 
-    The permutation is either given whole (lazy False: perm holds it) or generated lazily (lazy True): the
-    forward Fisher-Yates of query i (stream hs[i] = seed_stream(seed, qkeys[i]), filled by the caller) advances
-    only as far as a policy draws, so a seed costs O(draws), not O(pool). Lazily, perm starts as the identity,
-    qgen[i] = (steps made, epoch of the seed they belong to) lets the configurations of one seed share the
-    steps, and restore_identity undoes them before the next seed. Both give the same permutation."""
+
+@njit(cache=True)
+def oracle_candidates(P, W, epoch, unit, cost, first, cand):
+    """The oracle's once-per-run plan: the queries with a correct response in their pool, in rank order, with
+    the position of their first correct draw and its cost (responses or tokens up to it). Returns how many."""
+    off, correct, tok = P.off, P.correct, P.tok
+    c = 0
+    for pos in range(off.shape[0] - 1):
+        i = W.order[pos]
+        solvable = False  # a query with no correct response in its pool is never a candidate: skip its draws
+        for t in range(off[i], off[i + 1]):
+            if correct[t] == 1:
+                solvable = True
+                break
+        if not solvable:
+            continue
+        toks = 0
+        for k in range(off[i + 1] - off[i]):
+            j = draw_at(off, W.perm, W.qgen, W.hs, epoch, i, k)
+            toks += tok[j]
+            if correct[j] == 1:
+                cost[c] = k + 1 if unit == UNIT_SAMPLES else toks
+                first[c] = k
+                cand[c] = i
+                c += 1
+                break
+    return c
+
+
+@njit(cache=True)
+def active_by_rank(qi, order, act):
+    """act[:m] = the active queries in rank order; returns m."""
+    m = 0
+    for pos in range(order.shape[0]):
+        i = order[pos]
+        if qi[i, ELIM] == 0 and qi[i, CAPPED] == 0 and qi[i, EXH] == 0:
+            act[m] = i
+            m += 1
+    return m
+
+
+@njit(cache=True)
+def stage2_split(qi, qf, U, u, alloc, R, unit, n):
+    """Two-stage's stage 2: what is left of the budget (R) split over the unanswered queries U[:u] in proportion
+    to (sum + 1) / (N + 2). Samples: largest remainder (ties by rank, U's order), then U and alloc put in memory
+    order, since allocations that sum to what is left may be drawn in any order. Tokens: a floor allowance each."""
+    wq = np.empty(u)
+    W = 0.0
+    for t in range(u):
+        wq[t] = (qf[U[t], SSUM] + 1.0) / (qi[U[t], N] + 2.0)
+        W += wq[t]
+    if unit != UNIT_SAMPLES:
+        for t in range(u):
+            alloc[t] = np.int64(math.floor(R * wq[t] / W))
+        return
+    negfrac = np.empty(u)
+    total = 0
+    for t in range(u):
+        x = R * wq[t] / W
+        alloc[t] = np.int64(math.floor(x))
+        negfrac[t] = -(x - alloc[t])
+        total += alloc[t]
+    r = min(R - total, u)  # the r smallest negfrac get one more; ties go by rank (U's order)
+    if r > 0:
+        thr = kth_smallest(negfrac, r - 1)
+        below = 0
+        for t in range(u):
+            below += negfrac[t] < thr
+        ties = r - below
+        for t in range(u):
+            if negfrac[t] < thr:
+                alloc[t] += 1
+            elif negfrac[t] == thr and ties > 0:
+                alloc[t] += 1
+                ties -= 1
+    slot = np.empty(n, np.int64)
+    slot[:] = -1
+    for t in range(u):
+        slot[U[t]] = alloc[t]
+    t = 0
+    for pos in range(n):
+        if slot[pos] >= 0:
+            U[t] = pos
+            alloc[t] = slot[pos]
+            t += 1
+
+
+@njit(cache=True)
+def run_one(P, W, cfg, budget, epoch):
+    """Replay one configuration (a CONFIG record) at total budget `budget`; the outcome is left in W's state
+    arrays (qi, qf, si, sf, tot).
+
+    The permutation is either given whole (W.qgen has no rows: perm holds it) or generated lazily: the forward
+    Fisher-Yates of query i (stream hs[i] = seed_stream(seed, qkeys[i]), filled by the caller) advances only as
+    far as a policy draws, so a seed costs O(draws), not O(pool). Lazily, perm starts as the identity, qgen[i] =
+    (steps made, epoch of the seed they belong to) lets the configurations of one seed share the steps, and
+    restore_identity undoes them before the next seed. Both give the same permutation.
+
+    A live run (replay/live.py) passes have[i] < pool size for the queries whose later responses do not exist
+    yet: the run stops at the first draw of one, with tot[NEED] = 1 + that query, and is run again from the
+    start once the response is there (runs are deterministic, so every run repeats the previous one's
+    decisions). Round-robin then runs its rounds one at a time, so that the stop finds every query at a round
+    boundary and the driver can generate for all of them in one batch."""
+    off, aoff, correct, score, ans, tok, have = P.off, P.aoff, P.correct, P.score, P.ans, P.tok, P.have
+    T, L, min_a = P.T, P.L, P.min_a
+    perm, qgen, hs, order = W.perm, W.qgen, W.hs, W.order
+    qi, qf, si, sf, tot = W.qi, W.qf, W.si, W.sf, W.tot
+    policy, unit, K, elim, max_samples, m_min = cfg.policy, cfg.unit, cfg.K, cfg.elim, cfg.max_samples, cfg.m_min
+    gamma, lam, eps, rho, tau = cfg.gamma, cfg.lam, cfg.eps, cfg.rho, cfg.tau
     n = off.shape[0] - 1
-
-    def draw_at(i, k):
-        """Global index of the k-th response query i receives."""
-        if not lazy:
-            return perm[off[i] + k]
-        a = off[i]
-        if qgen[i, 1] != epoch:
-            qgen[i, 0] = 0
-            qgen[i, 1] = epoch
-        g = qgen[i, 0]
-        if g <= k:
-            m = off[i + 1] - a
-            h = hs[i]
-            while g <= k:
-                j = a + swap_index(h, g, m)
-                x = perm[a + g]
-                perm[a + g] = perm[j]
-                perm[j] = x
-                g += 1
-            qgen[i, 0] = g
-        return perm[a + k]
+    lazy = qgen.shape[0] > 0  # a runtime bool: one specialisation for lazy and given permutations
+    live = False
+    for i in range(n):
+        if have[i] < off[i + 1] - off[i]:
+            live = True
+            break
+    tot[NEED] = 0
 
     def answered(rule, n_, best, lead, lc, sc):
         """The elimination rule on a query's state."""
@@ -352,11 +473,12 @@ def run_one(off, aoff, correct, score, ans, tok, perm, qgen, hs, epoch, lazy, or
         avail = size_i - n_
         short = (avail // want_k) * want_k if avail < D else -1  # the draw at which the short pull starts
         D = min(D, avail)
+        Dh = min(D, have[i] - n_)  # (live) the draws whose responses exist
         start = 0  # the current pull starts at this many draws and ends at end
         end = min(want_k, D)
         d = 0
         fired = False  # the rule ended this run of pulls
-        while d < D:
+        while d < Dh:
             if d == short:
                 exh = 1
             k = n_ + d
@@ -408,6 +530,9 @@ def run_one(off, aoff, correct, score, ans, tok, perm, qgen, hs, epoch, lazy, or
                     el = 1
                     fired = True
                     break
+        if d == Dh and Dh < D and not fired and not stop:  # (live) the next draw does not exist yet: stop the run
+            tot[NEED] = i + 1
+            return
         if stop and d > start:  # (tokens) a pull cut short by the budget, after some draws: the rule
             if el == 0 and answered(rule, n_ + d, best, lead, lc, sc):
                 el = 1
@@ -519,27 +644,7 @@ def run_one(off, aoff, correct, score, ans, tok, perm, qgen, hs, epoch, lazy, or
     cost = np.empty(n, np.int64)
     first = np.empty(n, np.int64)
     cand = np.empty(n, np.int64)
-    c = 0
-    if policy == ORACLE:
-        for pos in range(n):
-            i = order[pos]
-            solvable = False  # a query with no correct response in its pool is never a candidate: skip its draws
-            for t in range(off[i], off[i + 1]):
-                if correct[t] == 1:
-                    solvable = True
-                    break
-            if not solvable:
-                continue
-            toks = 0
-            for k in range(off[i + 1] - off[i]):
-                j = draw_at(i, k)
-                toks += tok[j]
-                if correct[j] == 1:
-                    cost[c] = k + 1 if unit == UNIT_SAMPLES else toks
-                    first[c] = k
-                    cand[c] = i
-                    c += 1
-                    break
+    c = oracle_candidates(P, W, epoch, unit, cost, first, cand) if policy == ORACLE else 0
     by_cost = np.argsort(cost[:c], kind="mergesort")  # candidates are in rank order: ties keep smaller rank
     left = budget
 
@@ -569,59 +674,16 @@ def run_one(off, aoff, correct, score, ans, tok, perm, qgen, hs, epoch, lazy, or
                         U[u] = i
                         u += 1
                 if u > 0:
-                    R = budget - (tot[SAMPLES] if unit == UNIT_SAMPLES else tot[TOKENS])
-                    wq = np.empty(u)
-                    W = 0.0
-                    for t in range(u):
-                        wq[t] = (qf[U[t], SSUM] + 1.0) / (qi[U[t], N] + 2.0)
-                        W += wq[t]
-                    if unit == UNIT_SAMPLES:  # largest remainder
-                        negfrac = np.empty(u)
-                        total = 0
-                        for t in range(u):
-                            x = R * wq[t] / W
-                            alloc[t] = np.int64(math.floor(x))
-                            negfrac[t] = -(x - alloc[t])
-                            total += alloc[t]
-                        r = min(R - total, u)  # the r smallest negfrac get one more; ties go by rank (U's order)
-                        if r > 0:
-                            thr = kth_smallest(negfrac, r - 1)
-                            below = 0
-                            for t in range(u):
-                                below += negfrac[t] < thr
-                            ties = r - below
-                            for t in range(u):
-                                if negfrac[t] < thr:
-                                    alloc[t] += 1
-                                elif negfrac[t] == thr and ties > 0:
-                                    alloc[t] += 1
-                                    ties -= 1
-                        # The allocations sum to what is left, so the pulls may run in any order: memory order.
-                        slot = np.empty(n, np.int64)
-                        slot[:] = -1
-                        for t in range(u):
-                            slot[U[t]] = alloc[t]
-                        t = 0
-                        for pos in range(n):
-                            if slot[pos] >= 0:
-                                U[t] = pos
-                                alloc[t] = slot[pos]
-                                t += 1
-                    else:  # a token allowance per query
-                        for t in range(u):
-                            alloc[t] = np.int64(math.floor(R * wq[t] / W))
+                    stage2_split(qi, qf, U, u, alloc, budget - (tot[SAMPLES] if unit == UNIT_SAMPLES else tot[TOKENS]),
+                                 unit, n)
                 start = tot[TOKENS]
                 continue
             if p == 0:  # a new round: run as many rounds as the budget pays for whatever they draw in one go
-                blk = (rr_budget - tot[SAMPLES]) // (m * rr_k) if unit == UNIT_SAMPLES else 0
-                if blk < 1 and not by_rank and (unit == UNIT_TOKENS or rr_budget > tot[SAMPLES]):
-                    # the budget may run out in this round: rank order from now on (act[:m] holds exactly
-                    # the active queries)
-                    t = 0
-                    for pos in range(n):
-                        if is_active(order[pos]):
-                            act[t] = order[pos]
-                            t += 1
+                blk = (rr_budget - tot[SAMPLES]) // (m * rr_k) if unit == UNIT_SAMPLES and not live else 0
+                if blk < 1 and not by_rank and (unit == UNIT_TOKENS or live or rr_budget > tot[SAMPLES]):
+                    # the budget may run out in this round (or the run is live): rank order from now on
+                    # (act[:m] holds exactly the active queries)
+                    m = active_by_rank(qi, order, act)
                     by_rank = True
                 blk = max(1, blk)
             i, want, bud, cap, rule, reps = act[p], rr_k, rr_budget, rr_cap, rr_elim, blk
@@ -684,6 +746,8 @@ def run_one(off, aoff, correct, score, ans, tok, perm, qgen, hs, epoch, lazy, or
                 UNIT_SAMPLES, 0, ELIM_NONE
 
         pull(i, want, bud, uu, cap, rule, reps)
+        if tot[NEED]:  # (live) a response that does not exist yet: the run stops here
+            return
 
         # ---- fold the outcome into the rule's cursor ----
         if is_rr and stage == 1:
@@ -731,33 +795,30 @@ def selected_correct(qi, si, aoff, correct, i, select):
 
 
 @njit(parallel=True, cache=True)
-def _grid(off, correct, score, ans, tok, qkeys, T, L, min_a, seeds, cfg_i, cfg_f, budgets, out_f, out_i,
-          pq_n, pq_flags, n_chunks):
-    """Every configuration on every seed. Seeds are split into n_chunks contiguous chunks, one per parallel
-    task, each with its own buffers allocated once; a seed's results depend only on the seed."""
+def _grid(P, qkeys, seeds, cfgs, budgets, out_f, out_i, pq_n, pq_flags, n_chunks):
+    """Every configuration (cfgs: CONFIG records) at budgets[c, s] on every seed. Seeds are split into n_chunks
+    contiguous chunks, one per parallel task, each with its own scratch allocated once; a seed's results depend
+    only on the seed."""
+    off, aoff, correct = P.off, P.aoff, P.correct
     n = qkeys.shape[0]
     total = off[n]
-    aoff = answer_offsets(off, ans)
     per_query = pq_n.shape[0] > 0
     S = seeds.shape[0]
     for t in prange(n_chunks):
+        qi, qf, si, sf, tot = new_state(n, aoff[n])
         perm = np.arange(total)
         qgen = np.zeros((n, 2), np.int64)
         hs = np.zeros(n, np.uint64)
-        rank = np.empty(n, np.int64)
         order = np.empty(n, np.int64)
-        qi, qf, si, sf, tot = new_state(n, aoff[n])
-        lazy = perm.shape[0] == total  # a runtime bool, not a literal: the same run_one specialisation as Python's
+        rank = np.empty(n, np.int64)
+        W = Scratch(perm, qgen, hs, order, qi, qf, si, sf, tot)
         for s in range(t * S // n_chunks, (t + 1) * S // n_chunks):
             epoch = np.int64(s + 1)
             fill_query_order(qkeys, seeds[s], rank, order)
             for i in range(n):  # each query's permutation stream, in one vectorisable loop
                 hs[i] = seed_stream(seeds[s], qkeys[i])
-            for c in range(cfg_i.shape[0]):
-                run_one(off, aoff, correct, score, ans, tok, perm, qgen, hs, epoch, lazy, order,
-                        T, L, min_a, qi, qf, si, sf, tot, budgets[c, s], cfg_i[c, 0], cfg_i[c, 1],
-                        cfg_i[c, 2], cfg_i[c, 3], cfg_f[c, 0], cfg_f[c, 1], cfg_f[c, 2], cfg_i[c, 4], cfg_f[c, 3],
-                        cfg_f[c, 4], cfg_i[c, 5])
+            for c in range(cfgs.shape[0]):
+                run_one(P, W, cfgs[c], budgets[c, s], epoch)
                 cov = 0
                 acc0 = 0
                 acc1 = 0
@@ -784,5 +845,5 @@ def _grid(off, correct, score, ans, tok, qkeys, T, L, min_a, seeds, cfg_i, cfg_f
                 out_i[c, s, 1] = tot[TOKENS]
                 out_i[c, s, 2] = tot[EXHAUSTED]
                 out_i[c, s, 3] = answered
-                reset_state(qi, qf, si, sf, tot, off, aoff, ans, perm)
+                reset_state(qi, qf, si, sf, tot, off, aoff, P.ans, perm)
             restore_identity(off, perm, qgen, hs, epoch)

@@ -1,26 +1,35 @@
-"""Live allocation: run a policy step by step against a source of responses instead of a cached pool.
+"""Live allocation: run a policy against a source of responses instead of a cached pool, on the compiled engine.
 
 A policy only ever asks for "the k-th response of query i" (docs/semantics.md: the k-th entry of the query's
-permutation). `run_live` runs the plain-Python reference's per-step logic (replay/reference.py: the same
-schedulers the engine's tests hold to exact equality) with those requests answered by a `ResponseSource`:
-`PoolSource` answers from a pool and a permutation, so a live run over it equals `ttc replay` on the same
-permutations exactly; `harvest.live.BackendSource` answers by generating and scoring, drawing the k-th
-response of a query with the seed its k-th pool sample would have had, so a live run equals a replay of the
-pool that `ttc harvest` writes with the same model, template and seed (taken in sample order).
+permutation). `run_live` runs the engine's own `run_one` over the responses received so far, in the order they
+were received (the identity permutation): the run stops at the first response that does not exist yet
+(kernel.NEED), the driver asks the source for it, and the run starts again from the beginning. Runs are
+deterministic, so each one repeats the previous one's decisions and goes further; generation dominates the cost
+of a live run, and a run over a few thousand responses takes milliseconds. Live therefore equals replay by
+construction: `PoolSource` answers from a pool and a permutation, and a live run over it is one engine run on
+that permutation; `harvest.live.BackendSource` answers by generating and scoring, drawing the k-th response of a
+query with the seed its k-th pool sample would have had, so a live run equals a replay of the pool that
+`ttc harvest` writes with the same model, template and seed (taken in sample order).
 
-A source must answer a repeated request with the same response (a response that did not fit a token budget is
-asked for again by the next pull). Answers may be any hashable labels: only their equality matters. A source with
-a `watch(next_k)` method is told, through next_k(i), which response each query would ask for next (None: no more),
-so that it can generate for many queries in one batch.
+A source must answer a repeated request with the same response. Answers may be any hashable labels: only their
+equality matters. Two optional methods let a source work in batches: `watch(next_k)` tells it, through
+next_k(i), which response each query would ask for next at the moment the run stopped (None: no more), so it can
+generate for every such query in one call; `ready(i)` says how many responses of query i it holds already, which
+the driver takes without stopping the run for each.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Hashable, Protocol, Sequence
 
-from . import reference as ref
+import numpy as np
 
-LIVE_POLICIES = tuple(p for p in ref.POLICIES if p != "oracle")  # the oracle needs hindsight
+from .engine import outcome, pool_arrays, scratch
+from .kernel import CAPPED, ELIM, EXH, N, NEED, run_one
+from .policies import POLICIES, RunConfig
+from .tables import make_tables
+
+LIVE_POLICIES = tuple(p for p in POLICIES if p != "oracle")  # the oracle needs hindsight
 
 
 @dataclass(frozen=True)
@@ -50,41 +59,48 @@ class PoolSource:
         a = int(self.ans[j])
         return Observed(bool(self.correct[j]), float(self.score[j]), None if a < 0 else a, int(self.tok[j]))
 
+    def ready(self, i: int) -> int:
+        return int(self.off[i + 1] - self.off[i])
 
-class _LiveRun(ref._Run):
-    """The reference's run state, its responses fetched from a source as the policy asks for them."""
 
-    def __init__(self, source: ResponseSource, sizes: Sequence[int], unit: str, elim_params):
-        off = [0]
-        for m in sizes:
-            off.append(off[-1] + int(m))
-        super().__init__(off, [], [], [], [], None, unit, elim_params)
-        self.source = source
-        self._labels = [dict() for _ in sizes]   # answer -> per-query id, in order of first appearance
-        self._index = {}                          # (i, k) -> position in the growing response arrays
-        if hasattr(source, "watch"):
-            source.watch(self._next_k)
+class _Received:
+    """The responses received so far, laid out as a pool: query i's k-th response at off[i] + k."""
 
-    def _next_k(self, i: int):
-        s = self.q[i]
-        return s.N if s.active() and s.N < s.pool else None
+    def __init__(self, source: ResponseSource, sizes: np.ndarray):
+        self.source, self.sizes = source, sizes
+        self.off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        total = int(self.off[-1])
+        self.correct = np.zeros(total, np.int8)
+        self.score = np.zeros(total)
+        self.ans = np.full(total, -1, np.int64)
+        self.tok = np.zeros(total, np.int64)
+        self.have = np.zeros(len(sizes), np.int64)
+        self.responses: list[list[Observed]] = [[] for _ in sizes]
+        self._labels = [dict() for _ in sizes]  # answer -> per-query id, in order of first appearance
 
-    def next_response(self, i):
-        k = self.q[i].N
-        j = self._index.get((i, k))
-        if j is None:
-            r = self.source.response(i, k)
-            if not 0.0 <= r.score <= 1.0:
-                raise ValueError(f"query {i} response {k}: score {r.score} is outside [0, 1]")
-            labels = self._labels[i]
-            a = -1 if r.answer is None else labels.setdefault(r.answer, len(labels))
-            j = len(self.correct)
-            self.correct.append(1 if r.correct else 0)
-            self.score.append(float(r.score))
-            self.ans.append(a)
-            self.tok.append(int(r.n_tokens))
-            self._index[(i, k)] = j
-        return j
+    def take(self, i: int):
+        k = int(self.have[i])
+        r = self.source.response(i, k)
+        if not 0.0 <= r.score <= 1.0:
+            raise ValueError(f"query {i} response {k}: score {r.score} is outside [0, 1]")
+        if r.n_tokens < 0:
+            raise ValueError(f"query {i} response {k}: negative token count {r.n_tokens}")
+        j = int(self.off[i]) + k
+        self.correct[j] = 1 if r.correct else 0
+        self.score[j] = float(r.score)
+        labels = self._labels[i]
+        self.ans[j] = -1 if r.answer is None else labels.setdefault(r.answer, len(labels))
+        self.tok[j] = int(r.n_tokens)
+        self.responses[i].append(r)
+        self.have[i] = k + 1
+
+    def take_ready(self):
+        ready = getattr(self.source, "ready", None)
+        if ready is None:
+            return
+        for i in range(len(self.sizes)):
+            while self.have[i] < min(int(ready(i)), int(self.sizes[i])):
+                self.take(i)
 
 
 def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], *, policy: str,
@@ -92,19 +108,50 @@ def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], 
              lam: float | None = None, eps: float = 0.01, max_samples: int = 0, rho: float = 0.5, tau: float = 0.5,
              m_min: int = 3, conf: float = 0.95) -> dict:
     """Run one policy live. sizes[i] bounds the responses query i may receive (its pool size in replay; beyond it
-    the query is exhausted); rank[i] is query i's position in the run's query order. Returns the reference's
-    outcome dict (per-query n_drawn, answered, covered, exhausted_q, sel_*; totals), plus `responses`: the
-    responses each query received, in order."""
+    the query is exhausted); rank[i] is query i's position in the run's query order. Returns the engine's
+    outcome as plain lists and ints (replay.engine.outcome: per-query n_drawn, answered, covered, exhausted_q, capped, sel_*; totals),
+    plus `responses`: the responses each query was allocated, in order; `received`: how many responses the source
+    gave (with a token budget a query's next response may be received and then not fit); `runs`: engine runs."""
     if policy not in LIVE_POLICIES:
         raise ValueError(f"policy {policy!r} cannot run live (choose from {', '.join(LIVE_POLICIES)})")
-    if unit not in ref.UNITS or elim not in ref.ELIMS:
-        raise ValueError(f"unknown unit {unit!r} or elimination rule {elim!r}")
-    if len(sizes) != len(rank) or sorted(int(r) for r in rank) != list(range(len(rank))):
+    cfg = RunConfig(policy, unit=unit, K=K, eliminate=elim, gamma=gamma, lam=lam, eps=eps, max_samples=max_samples,
+                    rho=rho, tau=tau, m_min=m_min)
+    sizes = np.asarray(sizes, np.int64).reshape(-1)
+    n = len(sizes)
+    if len(rank) != n or sorted(int(r) for r in rank) != list(range(n)):
         raise ValueError("rank must be a permutation of 0..n-1 with one entry per query")
-    run = _LiveRun(source, sizes, unit, (float(gamma), float(tau), int(m_min), conf))
-    out = ref.run_policy(run, [int(r) for r in rank], policy=policy, budget_total=budget_total, K=K, elim=elim,
-                         gamma=gamma, lam=lam, eps=eps, max_samples=max_samples, rho=rho)
+    if (sizes < 1).any():
+        raise ValueError("every query must allow at least one response (sizes >= 1)")
+    got = _Received(source, sizes)
+    tables = make_tables(int(sizes.max(initial=1)), conf, sc_beta=cfg.eliminate == "sc-beta")
+    order = np.argsort(np.asarray(rank, np.int64), kind="stable")
+    record = cfg.record()[0]
+    W = None
+
+    def next_k(i: int):
+        qi = W.qi
+        active = qi[i, ELIM] == 0 and qi[i, CAPPED] == 0 and qi[i, EXH] == 0
+        return int(qi[i, N]) if active and qi[i, N] < sizes[i] else None
+
     if hasattr(source, "watch"):
-        source.watch(None)  # the run is over: nothing more to batch for
-    out["responses"] = [[source.response(i, k) for k in range(run.q[i].N)] for i in range(run.n)]
+        source.watch(next_k)
+    runs = 0
+    try:
+        while True:
+            got.take_ready()
+            P = pool_arrays(got.off, got.correct, got.score, got.ans, got.tok, tables, got.have)
+            W = scratch(n, int(P.aoff[-1]), np.arange(len(got.correct)), order)
+            run_one(P, W, record, np.int64(budget_total), np.int64(0))
+            runs += 1
+            need = int(W.tot[NEED])
+            if need == 0:
+                break
+            got.take(need - 1)
+    finally:
+        if hasattr(source, "watch"):
+            source.watch(None)  # the run is over: nothing more to batch for
+    out = {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in outcome(P, W).items()}
+    out["responses"] = [got.responses[i][:int(out["n_drawn"][i])] for i in range(n)]
+    out["runs"] = runs
+    out["received"] = int(got.have.sum())
     return out

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from .kernel import (ELIM_NONE, ELIM_SC_BETA, ELIM_SC_SHARE, ELIM_THRESHOLD, ELIMINATION, ENTROPY, GAP, GAP_LITERAL,
+import numpy as np
+
+from .kernel import (CONFIG, ELIM_NONE, ELIM_SC_BETA, ELIM_SC_SHARE, ELIM_THRESHOLD, ELIMINATION, ENTROPY, GAP, GAP_LITERAL,
                      ORACLE, STREAMING, TWO_STAGE, UCB, UNIFORM, UNIT_SAMPLES, UNIT_TOKENS)
 
 POLICIES = {
@@ -76,12 +78,14 @@ class RunConfig:
     def kernel_unit(self) -> int:
         return UNITS["samples" if self.unit == "samples" else "tokens"]
 
-    def kernel_args(self) -> tuple:
-        """The trailing arguments of kernel.run_one, in its order: policy, unit, K, elim, gamma, lam, eps,
-        max_samples, rho, tau, m_min (ints int64, floats float64)."""
-        return (POLICIES[self.policy], self.kernel_unit, int(self.K), ELIMS[self.eliminate], float(self.gamma),
-                float(self.lam_value), float(self.eps), int(self.max_samples), float(self.rho), float(self.tau),
-                int(self.m_min))
+    def record(self) -> np.ndarray:
+        """This configuration as the kernels read it: a CONFIG record (a one-element array; index [0])."""
+        r = np.zeros(1, CONFIG)
+        r["policy"], r["unit"], r["K"], r["elim"] = POLICIES[self.policy], self.kernel_unit, self.K, \
+            ELIMS[self.eliminate]
+        r["max_samples"], r["m_min"] = self.max_samples, self.m_min
+        r["gamma"], r["lam"], r["eps"], r["rho"], r["tau"] = self.gamma, self.lam_value, self.eps, self.rho, self.tau
+        return r
 
     def used_params(self) -> tuple:
         used = USES[self.policy]

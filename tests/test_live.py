@@ -37,16 +37,30 @@ class Relabelled(PoolSource):
         return Observed(r.correct, r.score, None if r.answer is None else f"ans-{7 * r.answer + 3}", r.n_tokens)
 
 
+class OneAtATime(Relabelled):
+    """A source with nothing ready: the engine run stops at every response it lacks and starts again."""
+
+    ready = None
+
+
+@pytest.mark.parametrize("source_kind", [Relabelled, OneAtATime])
 @pytest.mark.parametrize("unit", ["samples", "tokens"])
 @pytest.mark.parametrize("policy", LIVE_POLICIES)
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
-def test_live_over_a_pool_equals_replay(policy, unit, data):
+def test_live_over_a_pool_equals_replay(policy, unit, source_kind, data):
     off, correct, score, ans, tok, perm, rank = pool = data.draw(pools())
     cfg, budget = data.draw(configs(int(off[-1]), int(tok.sum()), policy, unit))
-    source = Relabelled(off, correct, score, ans, tok, perm)
+    source = source_kind(off, correct, score, ans, tok, perm)
     live = _live(source, np.diff(off), rank, cfg, budget)
     _assert_same(live, run_once(*pool, cfg, budget), (cfg, budget))
+    if source_kind is Relabelled:  # every response ready: one engine run, as replay
+        assert live["runs"] == 1
+    else:  # one run per response received, and one more that finishes
+        assert live["runs"] == live["received"] + 1
+        drawn = sum(live["n_drawn"])
+        # only a token budget asks for responses it does not use: at most the one per query that did not fit
+        assert drawn <= live["received"] <= drawn + (len(off) - 1 if unit == "tokens" else 0)
     # the responses each query received are the first n_drawn of its permutation, in order
     for i, got in enumerate(live["responses"]):
         assert [r.n_tokens for r in got] == [int(tok[perm[off[i] + k]]) for k in range(live["n_drawn"][i])]
@@ -79,7 +93,7 @@ def test_bad_requests_are_refused():
             return Observed(False, 1.5, None, 0)
 
     with pytest.raises(ValueError, match="outside"):
-        run_live(Bad(*[np.zeros(1)] * 5, np.arange(1)), [1], [0], policy="uniform", budget_total=1)
+        run_live(Bad(np.array([0, 1]), *[np.zeros(1)] * 4, np.arange(1)), [1], [0], policy="uniform", budget_total=1)
 
 
 def test_live_generation_equals_replay_of_the_harvested_pool(tmp_path):

@@ -1,0 +1,41 @@
+"""One compiled specialisation of the engine for every valid pool: a second pool, budget, policy, seed count or a
+live run must never compile it again (each specialisation of the grid costs tens of seconds of CPU)."""
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SCRIPT = r"""
+import numpy as np
+from replay.engine import replay, run_once
+from replay.kernel import _grid, run_one
+from replay.live import PoolSource, run_live
+from replay.policies import POLICIES, RunConfig
+from replay.pool import Pool, load_pool
+
+pools = [load_pool("data/lastletters-gpt35-40"), load_pool("data/math500-llama3.1-8b-48", score="conf"),
+         load_pool("data/humaneval-codegen16b-100")]
+# the arrays polars hands over differ in writability from pool to pool; the test is vacuous without that
+assert len({tuple(a.flags.writeable for a in (p.correct, p.score, p.ans, p.tok)) for p in pools}) > 1
+off = np.array([0, 3, 5]); correct = np.array([1, 0, 0, 1, 1], np.int8)
+pools.append(Pool.from_arrays(off, correct=correct, score=np.linspace(0, 1, 5), ans=np.array([0, 1, 0, -1, 0]),
+                              tok=np.arange(5)))
+for k, pool in enumerate(pools):
+    configs = [RunConfig(p) for p in POLICIES if p != "entropy" or pool.has_answers]
+    replay(pool, configs, [2, 3 + k], range(k + 1), per_query=k % 2 == 1)
+    replay(pool, [RunConfig("elimination", eliminate="sc-beta" if pool.has_answers else "none")], [4], range(2))
+run_once(off, correct, np.zeros(5), np.zeros(5, np.int64), np.ones(5, np.int64), np.arange(5), [1, 0],
+         RunConfig("ucb"), 4)
+src = PoolSource(off, correct.astype(bool), np.zeros(5), np.full(5, -1), np.ones(5), np.arange(5))
+run_live(src, [3, 2], [0, 1], policy="elimination", budget_total=4)
+print(len(_grid.signatures), len(run_one.signatures))
+"""
+
+
+def test_one_compiled_signature_for_every_pool_and_run():
+    out = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    grid, one = map(int, out.stdout.split()[-2:])
+    assert grid == 1, f"_grid compiled for {grid} signatures"
+    assert one <= 1, f"run_one compiled for {one} signatures (called from Python by run_once and run_live)"
