@@ -3,6 +3,10 @@
 Each adapter reads the dump as published (see ../shared/data/README.md) and writes a pool directory. Answers are
 stored as short hashes of the normalised answer: equality is all self-consistency and entropy need, and no
 third-party text ends up in the pool.
+
+Importing is producing pools, so this lives in harvest/ (it needs harvest's oracles: math grading, the code sandbox);
+replay/ never imports it. The format itself is replay/pool.py's: samples_frame types the columns as the contract
+says, write_pool writes the pool atomically, and import_pool refuses what load_pool would refuse.
 """
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ from pathlib import Path
 
 import polars as pl
 
-from replay.pool import PoolError, load_pool, write_pool
+from replay.pool import PoolError, atomic_write_json, load_pool, samples_frame, write_pool
 
 
 def answer_hash(normalised: str | None) -> str | None:
@@ -62,7 +66,7 @@ def import_lastletters(src: Path, out: Path) -> Path:
                       "stored as 12-hex blake2b hashes; no text, no token counts",
         "oracles": {"correct": "exact match with the gold answer"},
     }
-    return write_pool(out, pl.DataFrame(rows), meta, pl.DataFrame(queries))
+    return write_pool(out, samples_frame(rows), meta, pl.DataFrame(queries))
 
 
 def import_math500_llama(src: Path, out: Path) -> Path:
@@ -90,7 +94,7 @@ def import_math500_llama(src: Path, out: Path) -> Path:
                       "token probability of the response (a confidence signal, not a reward model)",
         "oracles": {"correct": "upstream grading", "score_conf": "exp(mean token logprob)"},
     }
-    return write_pool(out, pl.DataFrame(rows), meta, pl.DataFrame(queries))
+    return write_pool(out, samples_frame(rows), meta, pl.DataFrame(queries))
 
 
 def qwen_answer(pred: str | None) -> str | None:
@@ -125,7 +129,7 @@ def import_qwen_math_rm(src: Path, out: Path) -> Path:
                       "hashed; score_rm = logistic(pred_score), a monotone map of the unbounded reward to [0, 1]",
         "oracles": {"correct": "upstream grading", "score_rm": "logistic(upstream reward-model score)"},
     }
-    return write_pool(out, pl.DataFrame(rows), meta, pl.DataFrame(queries))
+    return write_pool(out, samples_frame(rows), meta, pl.DataFrame(queries))
 
 
 def read_table(src: Path) -> pl.DataFrame:
@@ -188,15 +192,6 @@ def _sha256(path: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
-
-
-_COLUMN_TYPES = {"query_id": pl.String, "sample_idx": pl.Int64, "correct": pl.Boolean, "answer": pl.String,
-                 "n_tokens": pl.Int64}
-
-
-def _samples_frame(cols: dict) -> pl.DataFrame:
-    """Explicit types: a column that happens to be all null (no answer parsed anywhere) must still be a string."""
-    return pl.DataFrame(cols, schema={c: _COLUMN_TYPES.get(c, pl.Float64) for c in cols})
 
 
 def _math_oracle():
@@ -349,7 +344,7 @@ def import_search_and_learn(src: Path, out: Path, limit: int | None = None, per_
         "step_scores": n_steps, "step_scores_clipped": n_clipped,
         "warnings": warnings,
     }
-    return write_pool(out, _samples_frame(cols), meta, pl.DataFrame(queries, schema={c: pl.String for c in queries}))
+    return write_pool(out, samples_frame(cols), meta, pl.DataFrame(queries, schema={c: pl.String for c in queries}))
 
 
 _GSM8K_ANSWER = re.compile(r"####\s*(-?[$0-9.,]+)")
@@ -450,7 +445,7 @@ def import_llmonkeys(src: Path, out: Path, limit: int | None = None, per_query: 
     }
     if ma is not None:
         meta["math_verify_version"] = ma.MATH_VERIFY_VERSION
-    return write_pool(out, _samples_frame(cols), meta, pl.DataFrame(queries, schema={c: pl.String for c in queries}))
+    return write_pool(out, samples_frame(cols), meta, pl.DataFrame(queries, schema={c: pl.String for c in queries}))
 
 
 def _canonical_literal(v) -> str:
@@ -548,7 +543,7 @@ def import_livecodebench(src: Path, out: Path, limit: int | None = None, per_que
                       + "no token counts (the output has none) and no scores",
         "oracles": {"correct": "upstream graded_list (LiveCodeBench's own tests)"},
     }
-    return write_pool(out, _samples_frame(cols), meta, pl.DataFrame(queries, schema={c: pl.String for c in queries}))
+    return write_pool(out, samples_frame(cols), meta, pl.DataFrame(queries, schema={c: pl.String for c in queries}))
 
 
 def _jsonl(path: Path) -> list[dict]:
@@ -656,7 +651,7 @@ def import_humaneval(src: Path, out: Path, limit: int | None = None, per_query: 
         "pass@1": round(pass1, 4),
     }
     queries = pl.DataFrame({"query_id": [p["task_id"] for p in problems], "dataset": ["HumanEval"] * len(problems)})
-    return write_pool(out, _samples_frame(cols), meta, queries)
+    return write_pool(out, samples_frame(cols), meta, queries)
 
 
 IMPORTERS = {
@@ -711,8 +706,7 @@ def import_pool(fmt: str, src, out, options: dict | None = None) -> Path:
             raise PoolError(f"--timeout must be a positive number of seconds, got {value!r}")
     try:
         IMPORTERS[fmt][0](src, out, **options)
-        for col in load_pool(out, score="gt" if _has_gt(out) else _first_score(out)).score_columns:
-            load_pool(out, score=col)  # every score column must be valid, not just the default one
+        load_pool(out, score="gt" if _has_gt(out) else _first_score(out))  # validates every score column too
     except MissingExtra:  # an optional dependency (pyyaml, math-verify) is missing: its one-line message as it is
         shutil.rmtree(out, ignore_errors=True)
         raise
@@ -747,7 +741,7 @@ def build_humaneval_data(shared: Path, out: Path) -> Path:  # pragma: no cover -
     meta = json.loads((out / "pool.json").read_text())
     meta.update({"name": "humaneval-codegen16b-100", "source": CODET_UPSTREAM,
                  "dataset": "HumanEval, 164 tasks (OpenAI), 100 completions each"})
-    (out / "pool.json").write_text(json.dumps(meta, indent=2) + "\n")
+    atomic_write_json(meta, out / "pool.json")
     return out
 
 
@@ -757,6 +751,8 @@ def main():  # pragma: no cover - rebuilds data/ from ../shared/data
 
     root = Path(__file__).resolve().parent.parent
     shared = root.parent / "shared" / "data" / "pools"
+    for name in ("lastletters-gpt35-40", "math500-llama3.1-8b-48"):  # write_pool writes only new directories
+        shutil.rmtree(root / "data" / name, ignore_errors=True)
     import_lastletters(shared / "lastletters-gpt35-40" / "T0.7.jsonl", root / "data" / "lastletters-gpt35-40")
     import_math500_llama(shared / "math500-llama3.1-8b-48" / "pool.jsonl", root / "data" / "math500-llama3.1-8b-48")
     if "humaneval" in sys.argv[1:]:

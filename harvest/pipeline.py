@@ -28,14 +28,17 @@ from typing import Any, Callable, Sequence
 
 import polars as pl
 
+from replay.pool import (PoolError, atomic_write_json, atomic_write_parquet, column, load_pool, new_pool_dir,
+                         remove_stale_temps)
+
 from .types import Backend, Query, Response, Sampling
 
 FORMAT = "ttc-harvest/1"
 SEED_SPACING = 1 << 20          # per-query seeds are multiples of this: vLLM gives child i the seed + i
 SEED_SLOTS = 1 << 42            # seeds < 2**62 (int64 for HTTP APIs); among 100k queries two share one with p ~ 1e-3
 PART_PREFIX = "part-"
-SAMPLE_SCHEMA = {"query_id": pl.String, "sample_idx": pl.Int64, "text": pl.String, "n_tokens": pl.Int64,
-                 "finish_reason": pl.String}
+# the columns a harvest writes, typed by the pool format (replay/pool.py); oracles add theirs (scoring.py)
+SAMPLE_SCHEMA = {c: column(c).dtype for c in ("query_id", "sample_idx", "text", "n_tokens", "finish_reason")}
 CRASH_ENV = "TTC_HARVEST_CRASH_AT_PART"  # fault injection for the resume tests: die while writing part K
 
 
@@ -96,60 +99,6 @@ def query_seed(seed: int, query_id: str) -> int:
 SEED_RULE = ("query seed = (blake2b-64('<seed>:<query_id>') mod 2**42) * 2**20; a backend draws response i of "
              "a query from that seed (vLLM: seed + i)")
 SHARD_RULE = "query in shard I of N when blake2b-64('shard:<query_id>') mod N == I"
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Atomic files
-
-
-def _fsync(path: Path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _tmp_name(path: Path) -> Path:
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
-
-
-def atomic_write_parquet(df: pl.DataFrame, path: Path, before_rename: Callable[[], None] | None = None):
-    """Write to a hidden temporary file in the same directory, flush it to disk, then rename over `path`:
-    readers (and a resumed run) see the old file or the whole new one, never a torn one."""
-    path = Path(path)
-    tmp = _tmp_name(path)
-    try:
-        df.write_parquet(tmp, compression="zstd", statistics=True)
-        _fsync(tmp)
-        if before_rename is not None:
-            before_rename()
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
-def atomic_write_json(obj: Any, path: Path):
-    path = Path(path)
-    tmp = _tmp_name(path)
-    try:
-        tmp.write_text(json.dumps(obj, indent=2, default=str) + "\n")
-        _fsync(tmp)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
-def remove_stale_temps(directory: Path) -> int:
-    """Temporary files a killed process left behind (never renamed, so never part of the pool)."""
-    n = 0
-    if directory.is_dir():
-        for p in directory.glob(".*.tmp-*"):
-            p.unlink(missing_ok=True)
-            n += 1
-    return n
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -591,9 +540,8 @@ def merge_pools(inputs: Sequence[Path], out: Path, *, allow_missing: bool = Fals
     """Join shard directories into one pool. Refused: inputs from different configurations (generation block,
     shard count, oracle configurations, sample columns), a query in two inputs, and, unless allow_missing,
     any query of the data set that no input holds (the report names them and the absent shards). The pool is
-    built in a temporary directory, checked with replay's loader, then renamed into place."""
-    from replay.pool import PoolError
-
+    built in a temporary directory, checked with replay's loader, then renamed into place (the pool format's
+    writer, replay.pool.new_pool_dir)."""
     inputs = [Path(p) for p in inputs]
     out = Path(out)
     if not inputs:
@@ -671,48 +619,40 @@ def merge_pools(inputs: Sequence[Path], out: Path, *, allow_missing: bool = Fals
         total = f" (data set: {n_data} queries, merged: {len(owner)})" if n_data is not None else ""
         raise HarvestError("incomplete: " + "; ".join(parts) + total + "; --allow-missing merges anyway")
 
-    tmp = out.with_name(f".{out.name}.merge-tmp-{os.getpid()}")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    (tmp / "samples").mkdir(parents=True)
     try:
-        k = 0
-        queries = []
-        for p in inputs:
-            for f in part_files(p):
-                shutil.copyfile(f, tmp / "samples" / f"{PART_PREFIX}{k:05d}.parquet")
-                k += 1
-            qf = p / "queries.parquet"
-            if qf.exists():
-                ids = list({q for q, o in owner.items() if o == p})
-                queries.append(pl.read_parquet(qf).filter(pl.col("query_id").is_in(ids)))
-        if queries:
-            pl.concat(queries, how="diagonal_relaxed").sort("query_id").write_parquet(
-                tmp / "queries.parquet", compression="zstd")
-        per_shard = ("shard", "runs", "queries_expected", "queries_written", "expected_query_ids",
-                     "scoring_in_progress", "created", "finished")
-        meta = {k2: v for k2, v in ref.items() if k2 not in per_shard}
-        meta.update({
-            "name": out.name, "created": now(), "complete": not (missing or missing_shards),
-            "queries_written": len(owner),
-            "merged_from": [{"path": str(p), "shard": m.get("shard") and str(ShardSpec(m["shard"]["index"],
-                                                                                         m["shard"]["count"])),
-                             "created": m.get("created"), "finished": m.get("finished"), "backend": m.get("backend"),
-                             "versions": m.get("versions"), "runs": m.get("runs")} for p, m in zip(inputs, metas)],
-        })
-        if missing or missing_shards:
-            meta["missing"] = {"shards": missing_shards, "queries": missing}
-        (tmp / "pool.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
-        _check_loads(tmp, schema)
-        if out.exists():
-            out.rmdir()  # empty (checked above)
-        os.replace(tmp, out)
+        with new_pool_dir(out) as tmp:
+            (tmp / "samples").mkdir()
+            k = 0
+            queries = []
+            for p in inputs:
+                for f in part_files(p):
+                    shutil.copyfile(f, tmp / "samples" / f"{PART_PREFIX}{k:05d}.parquet")
+                    k += 1
+                qf = p / "queries.parquet"
+                if qf.exists():
+                    ids = list({q for q, o in owner.items() if o == p})
+                    queries.append(pl.read_parquet(qf).filter(pl.col("query_id").is_in(ids)))
+            if queries:
+                pl.concat(queries, how="diagonal_relaxed").sort("query_id").write_parquet(
+                    tmp / "queries.parquet", compression="zstd")
+            per_shard = ("shard", "runs", "queries_expected", "queries_written", "expected_query_ids",
+                         "scoring_in_progress", "created", "finished")
+            meta = {k2: v for k2, v in ref.items() if k2 not in per_shard}
+            meta.update({
+                "name": out.name, "created": now(), "complete": not (missing or missing_shards),
+                "queries_written": len(owner),
+                "merged_from": [{"path": str(p), "shard": m.get("shard") and str(ShardSpec(m["shard"]["index"],
+                                                                                             m["shard"]["count"])),
+                                 "created": m.get("created"), "finished": m.get("finished"),
+                                 "backend": m.get("backend"), "versions": m.get("versions"), "runs": m.get("runs")}
+                                for p, m in zip(inputs, metas)],
+            })
+            if missing or missing_shards:
+                meta["missing"] = {"shards": missing_shards, "queries": missing}
+            (tmp / "pool.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+            _check_loads(tmp, schema)
     except PoolError as e:
-        shutil.rmtree(tmp, ignore_errors=True)
         raise HarvestError(f"the merged pool does not load: {e}") from None
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     responses = pl.scan_parquet(part_files(out)).select(pl.len()).collect().item()
     return MergeReport(out=out, queries=len(owner), responses=responses, missing=missing,
                        missing_shards=missing_shards)
@@ -727,16 +667,12 @@ def _oracle_configs(meta: dict) -> dict:
 
 
 def _check_loads(pool: Path, schema: dict):
-    """replay's loader accepts the pool under every oracle column it has. It needs one to load at all, so an
-    unscored pool gets the same structural checks (unique (query_id, sample_idx), queries.parquet agreeing)."""
-    from replay.pool import PoolError, load_pool
-
+    """replay's loader accepts the pool (one load validates every oracle column). It needs ground truth or a score
+    column to load at all, so an unscored pool gets the same structural checks (unique (query_id, sample_idx),
+    queries.parquet agreeing)."""
     scores = [c for c in schema if c.startswith("score_")]
-    if "correct" in schema:
-        load_pool(pool, score="gt")
-    for c in scores:
-        load_pool(pool, score=c)
     if "correct" in schema or scores:
+        load_pool(pool, score="gt" if "correct" in schema else scores[0])
         return
 
     files = part_files(pool)

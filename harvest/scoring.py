@@ -20,8 +20,10 @@ from typing import Any, Callable, Sequence
 
 import polars as pl
 
-from .pipeline import (RUNTIME_KEYS, SAMPLE_SCHEMA, HarvestError, atomic_write_json, atomic_write_parquet,
-                       library_versions, now, query_from_row, read_meta, remove_stale_temps)
+from replay.pool import (SCORE, PoolError, atomic_write_json, atomic_write_parquet, column, remove_stale_temps,
+                         sample_files)
+
+from .pipeline import RUNTIME_KEYS, SAMPLE_SCHEMA, HarvestError, library_versions, now, query_from_row, read_meta
 from .types import Query
 
 ORACLE_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -32,9 +34,10 @@ ORACLE_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 ORACLE_TASKS: dict[str, tuple[str, ...] | None] = {"gt": ("math",), "exec": ("lcb-exec",), "prm": None,
                                                    "judge": None}
-COLUMN_TYPES = {"answer": pl.String, "correct": pl.Boolean, "score_prm_min": pl.Float64,
-                "score_prm_last": pl.Float64, "score_prm_prod": pl.Float64, "prm_steps": pl.List(pl.Float64),
-                "score_judge": pl.Float64}
+# the oracle columns' types: the pool format's (replay/pool.py), plus prm_steps, a harvest-only column replay ignores
+EXTRA_TYPES = {"prm_steps": pl.List(pl.Float64)}
+COLUMN_TYPES = {name: EXTRA_TYPES[name] if name in EXTRA_TYPES else column(name).dtype
+                for cols in ORACLE_COLUMNS.values() for name in cols}
 COLUMN_ORDER = list(SAMPLE_SCHEMA) + list(COLUMN_TYPES)
 ANSWER_RULE = "null when no final answer is found or finish_reason == 'length' (truncated)"
 
@@ -94,8 +97,6 @@ class ScoringPool:
 
 
 def open_pool(pool: Path) -> ScoringPool:
-    from replay.pool import PoolError, sample_files
-
     pool = Path(pool)
     try:
         parts = sample_files(pool)
@@ -220,10 +221,11 @@ def _with_columns(df: pl.DataFrame, cols: dict[str, list]) -> pl.DataFrame:
 
 
 def _check_scores(name: str, values: Sequence[float], part: Path):
-    bad = [v for v in values if not (isinstance(v, (int, float)) and 0.0 <= float(v) <= 1.0)]  # NaN fails too
+    """Refuse before writing what the pool format (SCORE) would refuse on load."""
+    bad = [v for v in values if not (isinstance(v, (int, float)) and SCORE.lo <= float(v) <= SCORE.hi)]  # NaN too
     if bad:
-        raise HarvestError(f"oracle produced {len(bad)} values of {name} outside [0, 1] or NaN in {part.name} "
-                           f"(e.g. {bad[0]!r})")
+        raise HarvestError(f"oracle produced {len(bad)} values of {name} outside [{SCORE.lo:g}, {SCORE.hi:g}] or "
+                           f"NaN in {part.name} (e.g. {bad[0]!r})")
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -1,26 +1,110 @@
-"""Pools on disk: loading, validation and the flat arrays the kernels read.
+"""The pool format: the one contract between the phase that produces pools (harvest/: generation, scoring,
+imports) and the phase that consumes them (replay/).
 
-A pool is a directory with samples.parquet (or samples/*.parquet), optional queries.parquet and pool.json;
-README.md ("Pool format") is the contract. Every problem is reported as a PoolError naming the file, the
-column and what is wrong, so the command line can print it without a traceback.
+A pool is a directory with samples.parquet (or samples/*.parquet), optional queries.parquet and pool.json. This
+module holds the whole contract: the columns of the sample files (SAMPLE_COLUMNS and SCORE, which the loader's
+validation reads and README.md "Pool format" describes), the loader and validator (load_pool), and the one writer
+(write_pool for a whole pool, atomic_write_parquet / atomic_write_json for files of a pool that grows in place):
+every file is written under a temporary name in its destination directory, flushed to disk and renamed, so no
+reader ever sees a torn pool. Every problem is reported as a PoolError naming the file, the column and what is
+wrong, so the command line can print it without a traceback. It never imports harvest/.
 """
 from __future__ import annotations
 
 import json
+import os
+import shutil
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import polars as pl
 
-from .rng import query_keys
-
-REQUIRED = ("query_id", "sample_idx")
 from .data import DEFAULT_POOL  # noqa: E402  (the embedded default pool, wherever ttc is installed)
 
 
 class PoolError(ValueError):
     """A pool that cannot be replayed faithfully; the message says exactly why."""
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The columns of samples.parquet
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of the sample files. `dtype` is the type writers give it; `accepts` is what the loader takes
+    (wider: any integer width, 0/1 integers for a boolean, any numeric type for a score); `expect` names it in
+    errors; `nulls`: "never", "all or none" (ground truth is complete or absent) or "allowed"; `lo` / `hi`: the
+    range of its values; `read`: False for columns replay ignores (documented so that writers agree on them)."""
+
+    name: str
+    dtype: pl.DataType
+    accepts: str
+    expect: str
+    meaning: str
+    required: bool = False
+    nulls: str = "allowed"
+    lo: float | None = None
+    hi: float | None = None
+    read: bool = True
+
+
+SAMPLE_COLUMNS: dict[str, Column] = {c.name: c for c in (
+    Column("query_id", pl.String, "string", "a string", "the query a response answers", required=True,
+           nulls="never"),
+    Column("sample_idx", pl.Int64, "integer", "an integer", "order of generation; unique within a query",
+           required=True, nulls="never"),
+    Column("correct", pl.Boolean, "boolean", "boolean (or 0/1)", "ground truth; all present or all null",
+           nulls="all or none"),
+    Column("answer", pl.String, "string", "a string (null = invalid)",
+           "normalised final answer (null = invalid / no answer); used by self-consistency and entropy"),
+    Column("n_tokens", pl.Int64, "integer", "an integer", "response length in tokens; needed for token budgets",
+           lo=0),
+    Column("text", pl.String, "string", "a string", "the response text (oracles score it); ignored by replay",
+           read=False),
+    Column("finish_reason", pl.String, "string", "a string",
+           "why generation stopped ('stop', 'length': cut at max_tokens); ignored by replay", read=False),
+)}
+SCORE_PREFIX = "score_"
+SCORE = Column("score_<oracle>", pl.Float64, "number", "a float",
+               "a reward oracle's score (score_prm_min, score_judge, ...); any number of them, each validated on "
+               "load", nulls="never", lo=0.0, hi=1.0)
+REQUIRED = tuple(name for name, c in SAMPLE_COLUMNS.items() if c.required)
+
+
+def is_score(name: str) -> bool:
+    return name.startswith(SCORE_PREFIX) and len(name) > len(SCORE_PREFIX)
+
+
+def column(name: str) -> Column:
+    """The contract of one column (SCORE for any score_<oracle>); a PoolError for a name the format does not
+    define (writers may add such columns, but then they say their type themselves)."""
+    if name in SAMPLE_COLUMNS:
+        return SAMPLE_COLUMNS[name]
+    if is_score(name):
+        return SCORE
+    raise PoolError(f"column '{name}' is not part of the pool format (columns: {', '.join(SAMPLE_COLUMNS)}, "
+                    f"{SCORE.name})")
+
+
+def samples_frame(data: dict | list) -> pl.DataFrame:
+    """A sample table typed as the contract says, from columns (a dict of lists, arrays or Series) or rows (a list
+    of dicts); a column that happens to be all null (no answer parsed anywhere) keeps its type."""
+    names = list(data) if isinstance(data, dict) else (list(data[0]) if data else [])
+    return pl.DataFrame(data, schema={c: column(c).dtype for c in names})
+
+
+def _accepts(c: Column, dtype: pl.DataType) -> bool:
+    if c.accepts == "string":
+        return dtype == pl.String
+    if c.accepts == "integer":
+        return dtype.is_integer()
+    if c.accepts == "boolean":  # integers are checked for 0/1 once read
+        return dtype == pl.Boolean or dtype.is_integer()
+    return dtype.is_numeric()
 
 
 @dataclass
@@ -71,6 +155,8 @@ class Pool:
     @property
     def qkeys(self) -> np.ndarray:
         if "_qkeys" not in self.__dict__:
+            from .rng import query_keys  # numba: only replay needs it, not every writer of pools
+
             self.__dict__["_qkeys"] = query_keys(self.query_ids)
         return self.__dict__["_qkeys"]
 
@@ -97,35 +183,170 @@ def sample_files(path: Path) -> list[Path]:
 
 def resolve_score(schema_names, score: str) -> str:
     """'gt' or a score column, named in full (score_prm) or without the prefix (prm)."""
-    cols = [c for c in schema_names if c.startswith("score_")]
+    cols = [c for c in schema_names if is_score(c)]
     if score == "gt":
         if "correct" not in schema_names:
             raise PoolError("--score gt needs a 'correct' column (ground truth), and this pool has none; "
                             f"score columns here: {', '.join(cols) or 'none'}")
         return "gt"
-    name = score if score.startswith("score_") else f"score_{score}"
+    name = score if score.startswith(SCORE_PREFIX) else f"{SCORE_PREFIX}{score}"
     if name not in cols:
         raise PoolError(f"score column '{score}' does not exist; available: {', '.join(cols) or 'none'}"
                         + (" and gt" if "correct" in schema_names else ""))
     return name
 
 
-def write_pool(out: Path, samples: pl.DataFrame, meta: dict, queries: pl.DataFrame | None = None) -> Path:
+# ---------------------------------------------------------------------------------------------------------------
+# Writing: the one writer of pool files
+
+
+def tmp_name(path: Path) -> Path:
+    """The hidden name a file (or a whole pool directory) is written under, beside its destination, before the
+    rename; remove_stale_temps recognises what a killed writer left under such names."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
+
+
+def _fsync(path: Path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: Path):
+    """Makes a rename in `path` durable; skipped where directories cannot be opened (not on POSIX)."""
+    try:
+        _fsync(path)
+    except OSError:
+        pass
+
+
+def atomic_write_parquet(df: pl.DataFrame, path: Path, before_rename: Callable[[], None] | None = None):
+    """Write to a hidden temporary file in the same directory, flush it to disk, then rename over `path`:
+    readers (and a resumed run) see the old file or the whole new one, never a torn one."""
+    path = Path(path)
+    tmp = tmp_name(path)
+    try:
+        df.write_parquet(tmp, compression="zstd", statistics=True)
+        _fsync(tmp)
+        if before_rename is not None:
+            before_rename()
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def atomic_write_json(obj: Any, path: Path):
+    """pool.json (or any JSON file of a pool) the same way: the old content or the whole new one."""
+    path = Path(path)
+    tmp = tmp_name(path)
+    try:
+        tmp.write_text(json.dumps(obj, indent=2, default=str) + "\n")
+        _fsync(tmp)
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def remove_stale_temps(directory: Path) -> int:
+    """Temporary files (and pool directories) a killed writer left behind: never renamed, so never part of a
+    pool."""
+    n = 0
+    directory = Path(directory)
+    if directory.is_dir():
+        for p in directory.glob(".*.tmp-*"):
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
+            n += 1
+    return n
+
+
+@contextmanager
+def new_pool_dir(out: Path) -> Iterator[Path]:
+    """Build a new pool in a hidden temporary directory beside `out` (the block writes into the directory it is
+    given); when the block ends without an error, every file in it is flushed to disk and the directory renamed to
+    `out` in one step, so `out` never holds part of a pool. Any error, Ctrl-C included, removes the temporary
+    directory and leaves `out` as it was. `out` must not exist, or be an empty directory."""
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    samples.write_parquet(out / "samples.parquet", compression="zstd", statistics=True)
-    if queries is not None:
-        queries.write_parquet(out / "queries.parquet", compression="zstd")
-    (out / "pool.json").write_text(json.dumps(meta, indent=2) + "\n")
-    return out
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise PoolError(f"{out} exists and is not an empty directory; a pool is written only to a new one")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = tmp_name(out)
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    try:
+        yield tmp
+        for f in sorted(tmp.rglob("*"), reverse=True):  # contents before the directories that hold them
+            _fsync(f)
+        _fsync(tmp)
+        if out.exists():
+            out.rmdir()  # empty (checked above); os.replace does not take a directory's place everywhere
+        os.replace(tmp, out)
+        _fsync_dir(out.parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def write_pool(out: Path, samples: pl.DataFrame, meta: dict, queries: pl.DataFrame | None = None,
+               check: Callable[[Path], Any] | None = None) -> Path:
+    """Write a whole pool (samples.parquet, queries.parquet when given, pool.json) to the new directory `out`,
+    atomically (new_pool_dir). `check` (e.g. load_pool) runs on the finished pool before the rename: if it
+    raises, nothing is left behind."""
+    with new_pool_dir(out) as tmp:
+        samples.write_parquet(tmp / "samples.parquet", compression="zstd", statistics=True)
+        if queries is not None:
+            queries.write_parquet(tmp / "queries.parquet", compression="zstd", statistics=True)
+        (tmp / "pool.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+        if check is not None:
+            check(tmp)
+    return Path(out)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Loading
 
 
 def _fail(where: str, msg: str):
     raise PoolError(f"{where}: {msg}")
 
 
+def _check_scores(files: list[Path], scores: list[str], where: str):
+    """Every score column, selected or not, holds numbers in [SCORE.lo, SCORE.hi] with no null or NaN: one pass
+    over the files computing four numbers per column, so the columns a run does not use are never held in memory."""
+    if not scores:
+        return
+    exprs = []
+    for c in scores:
+        x = pl.col(c).cast(pl.Float64)
+        exprs += [x.null_count().alias(f"{c}/null"), x.is_nan().sum().alias(f"{c}/nan"), x.min().alias(f"{c}/min"),
+                  x.max().alias(f"{c}/max")]
+    try:
+        stats = pl.scan_parquet(files).select(exprs).collect().row(0, named=True)
+    except Exception as e:
+        _fail(where, f"cannot read the score columns {', '.join(scores)} ({str(e).splitlines()[0]})")
+    span = f"[{SCORE.lo:g}, {SCORE.hi:g}]"
+    for c in scores:
+        nulls, nans = int(stats[f"{c}/null"] or 0), int(stats[f"{c}/nan"] or 0)
+        if nulls or nans:
+            _fail(where, f"column '{c}' has {nulls} null and {nans} NaN values; scores must be numbers in {span}")
+        lo, hi = stats[f"{c}/min"], stats[f"{c}/max"]
+        if lo is not None and (lo < SCORE.lo or hi > SCORE.hi):
+            _fail(where, f"column '{c}' has values outside {span} (min {lo}, max {hi})")
+
+
 def load_pool(path, score: str = "gt", need_tokens: bool = False) -> Pool:
-    """Read and validate a pool; only the columns a replay needs are read."""
+    """Read and validate a pool against the contract (SAMPLE_COLUMNS, SCORE). Every score column is validated;
+    only the columns a replay needs are read into memory."""
     path = Path(path)
     files = sample_files(path)
     where = "samples.parquet" if files[0].name == "samples.parquet" else "samples/*.parquet"
@@ -158,6 +379,12 @@ def load_pool(path, score: str = "gt", need_tokens: bool = False) -> Pool:
     has_tokens = "n_tokens" in names
     if need_tokens and not has_tokens:
         _fail(where, "a token budget needs an 'n_tokens' column, and this pool has none")
+    # types, from the schema alone: every column of the format replay reads, and every score column
+    scores = [c for c in names if is_score(c)]
+    for name in [c for c, spec in SAMPLE_COLUMNS.items() if spec.read and c in names] + scores:
+        spec = column(name)
+        if not _accepts(spec, schema[name]):
+            _fail(where, f"column '{name}' must be {spec.expect}, found {schema[name]}")
     cols = list(REQUIRED) + [c for c in ("correct", "answer", "n_tokens") if c in names]
     if score_col != "gt":
         cols.append(score_col)
@@ -168,11 +395,7 @@ def load_pool(path, score: str = "gt", need_tokens: bool = False) -> Pool:
     if df.height == 0:
         _fail(where, "no rows")
 
-    if df["query_id"].dtype != pl.String:
-        _fail(where, f"column 'query_id' must be a string, found {df['query_id'].dtype}")
-    if not df["sample_idx"].dtype.is_integer():
-        _fail(where, f"column 'sample_idx' must be an integer, found {df['sample_idx'].dtype}")
-    for col in REQUIRED:
+    for col in [c for c in cols if c in SAMPLE_COLUMNS and SAMPLE_COLUMNS[c].nulls == "never"]:
         nulls = df[col].null_count()
         if nulls:
             _fail(where, f"column '{col}' has {nulls} null values")
@@ -184,9 +407,8 @@ def load_pool(path, score: str = "gt", need_tokens: bool = False) -> Pool:
     has_gt = False
     if "correct" in names:
         c = df["correct"]
-        if c.dtype != pl.Boolean:
-            if not c.dtype.is_integer() or not c.drop_nulls().is_in([0, 1]).all():
-                _fail(where, f"column 'correct' must be boolean (or 0/1), found {c.dtype}")
+        if c.dtype != pl.Boolean and not c.drop_nulls().is_in([0, 1]).all():
+            _fail(where, f"column 'correct' must be {SAMPLE_COLUMNS['correct'].expect}, found {c.dtype}")
         nulls = c.null_count()
         if 0 < nulls < df.height:
             _fail(where, f"column 'correct' has {nulls} null values out of {df.height}: ground truth must be "
@@ -194,28 +416,12 @@ def load_pool(path, score: str = "gt", need_tokens: bool = False) -> Pool:
         has_gt = nulls == 0
     if score_col == "gt" and not has_gt:
         _fail(where, "--score gt needs ground truth, but column 'correct' is entirely null")
-    if score_col != "gt":
-        s = df[score_col]
-        if not s.dtype.is_numeric():
-            _fail(where, f"column '{score_col}' must be a float, found {s.dtype}")
-        s = s.cast(pl.Float64)
-        bad_null = s.null_count()
-        bad_nan = int(s.is_nan().sum() or 0)
-        if bad_null or bad_nan:
-            _fail(where, f"column '{score_col}' has {bad_null} null and {bad_nan} NaN values; scores must be "
-                         "numbers in [0, 1]")
-        lo, hi = s.min(), s.max()
-        if lo < 0 or hi > 1:
-            _fail(where, f"column '{score_col}' has values outside [0, 1] (min {lo}, max {hi})")
-    if has_answers and df["answer"].dtype != pl.String:
-        _fail(where, f"column 'answer' must be a string (null = invalid), found {df['answer'].dtype}")
+    _check_scores(files, scores, where)
     if has_tokens:
         t = df["n_tokens"]
-        if not t.dtype.is_integer():
-            _fail(where, f"column 'n_tokens' must be an integer, found {t.dtype}")
         if need_tokens and t.null_count():
             _fail(where, f"column 'n_tokens' has {t.null_count()} null values; a token budget needs them all")
-        if (t.min() or 0) < 0:
+        if (t.min() or 0) < SAMPLE_COLUMNS["n_tokens"].lo:
             _fail(where, "column 'n_tokens' has negative values")
 
     df = df.sort("query_id", "sample_idx")
@@ -267,4 +473,4 @@ def load_pool(path, score: str = "gt", need_tokens: bool = False) -> Pool:
                 score=np.ascontiguousarray(score, np.float64), ans=np.ascontiguousarray(ans, np.int64),
                 tok=np.ascontiguousarray(tok, np.int64), score_name=score_col, has_gt=has_gt,
                 has_answers=has_answers, has_tokens=has_tokens, meta=meta,
-                score_columns=[c for c in names if c.startswith("score_")])
+                score_columns=scores)

@@ -39,14 +39,13 @@ gives identical files, and changing one parameter (say fp) leaves the other colu
 from __future__ import annotations
 
 import math
-import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
-from .pool import Pool
+from .pool import Pool, samples_frame
 
 MAX_ROWS = 50_000_000  # one samples.parquet held in memory; beyond this, generate several pools
 _DIFFICULTY, _CORRECT, _VERDICT, _SCORE, _ANSWER, _INVALID, _TOKENS = range(7)  # random stream ids
@@ -292,7 +291,7 @@ def generate(spec: SynthSpec, sizes=None) -> tuple[pl.DataFrame, pl.DataFrame, d
         cols["n_tokens"] = a["tok"]
     if a["score"] is not None:
         cols["score_rm"] = a["score"]
-    samples = pl.DataFrame(cols)
+    samples = samples_frame(cols)  # the pool format's column types
     queries = pl.DataFrame({"query_id": ids, "p_true": a["p"], "solvable": a["p"] > 0, "n_responses": sizes})
     return samples, queries, _meta(spec, a)
 
@@ -339,7 +338,8 @@ def _meta(spec: SynthSpec, a: dict) -> dict:
 
 
 def write_synth(out, spec: SynthSpec) -> tuple[Path, dict]:
-    """Write the pool and check that it loads; refuses a non-empty --out, leaves nothing behind on failure."""
+    """Write the pool and check that it loads (every score column included); refuses a non-empty --out, leaves
+    nothing behind on failure (the pool format's atomic writer checks the pool before renaming it into place)."""
     from .pool import PoolError, load_pool, write_pool
 
     out = Path(out)
@@ -347,12 +347,8 @@ def write_synth(out, spec: SynthSpec) -> tuple[Path, dict]:
         raise SynthError(f"{out} exists and is not an empty directory; choose a new --out")
     samples, queries, meta = generate(spec)
     try:
-        write_pool(out, samples, meta, queries)
-        load_pool(out)
-        if "score_rm" in samples.columns:
-            load_pool(out, score="rm")
+        write_pool(out, samples, meta, queries, check=load_pool)
     except (PoolError, OSError) as e:
-        shutil.rmtree(out, ignore_errors=True)
         raise SynthError(f"could not write a valid pool to {out}: {e}") from None
     return out, meta
 

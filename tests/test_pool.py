@@ -300,10 +300,18 @@ def test_bad_scores(tmp_path, values, msg):
         load_pool(d, score="score_rm")
 
 
-def test_bad_score_in_unused_column_is_not_checked(tmp_path):
-    # only the chosen score column is read and validated
-    p = load_pool(write_pool(tmp_path, basic(score_rm=[2.0, 0.0, 0.0, 0.0])), score="gt")
-    assert p.score_name == "gt"
+@pytest.mark.parametrize("score", ["gt", "ok", "score_ok"])
+@pytest.mark.parametrize("values, msg", [
+    (pl.Series([2.0, 0.0, 0.0, 0.0]), r"has values outside \[0, 1\] \(min 0.0, max 2.0\)"),
+    (pl.Series([0.5, float("nan"), 0.2, 0.1]), r"has 0 null and 1 NaN values; scores must be numbers in \[0, 1\]"),
+    (pl.Series([0.5, None, 0.2, 0.1], dtype=pl.Float64), r"has 1 null and 0 NaN values"),
+    (pl.Series(["0.1", "0.2", "0.3", "0.4"]), r"must be a float, found String"),
+])
+def test_bad_score_in_unselected_column_is_refused(tmp_path, values, msg, score):
+    # the contract holds for every score column, whichever one a run selects (README: "Pool format")
+    d = write_pool(tmp_path, basic(score_ok=[0.1, 0.2, 0.3, 0.4], score_bad=values))
+    with pytest.raises(PoolError, match=r"samples\.parquet: column 'score_bad' " + msg):
+        load_pool(d, score=score)
 
 
 def test_correct_partially_null(tmp_path):
@@ -395,3 +403,136 @@ def test_token_budget_with_null_tokens(tmp_path):
 def test_pool_error_is_value_error():
     # the command line turns ValueError into a message; PoolError must be one
     assert issubclass(PoolError, ValueError)
+
+
+# ----------------------------------------------------------------------------------- the contract: one schema
+
+def test_readme_pool_format_table_is_the_schema():
+    # README.md "Pool format" describes SAMPLE_COLUMNS and SCORE: the same columns, required exactly where they are
+    from pathlib import Path
+
+    from replay.pool import SAMPLE_COLUMNS, SCORE
+
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    table = text[text.index("## Pool format"):].split("| column | type | |", 1)[1].split("\n\n", 1)[0]
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in table.strip().splitlines()[1:]]
+    documented, required = set(), set()
+    for cells in rows:
+        names = re.findall(r"`([^`]+)`", cells[0])
+        documented.update(names)
+        if "required" in cells[1]:
+            required.update(names)
+    assert documented == set(SAMPLE_COLUMNS) | {SCORE.name}
+    assert required == {n for n, c in SAMPLE_COLUMNS.items() if c.required}
+
+
+def test_loader_validates_the_schema_types():
+    # the loader's type checks come from the schema: a column of the format with a type it does not accept fails
+    from replay.pool import SAMPLE_COLUMNS, column
+
+    assert column("score_anything") is column("score_prm")
+    assert column("query_id").required and column("sample_idx").required and not column("answer").required
+    assert {c.dtype for n, c in SAMPLE_COLUMNS.items() if n in ("query_id", "answer", "text")} == {pl.String}
+    with pytest.raises(PoolError, match=r"column 'prm_steps' is not part of the pool format"):
+        column("prm_steps")
+
+
+def test_samples_frame_types_columns_as_the_contract_says():
+    from replay.pool import samples_frame
+
+    df = samples_frame({"query_id": ["a", "a"], "sample_idx": [0, 1], "correct": [True, False],
+                        "answer": [None, None], "n_tokens": [None, 3], "score_rm": [1, 0]})
+    assert dict(df.schema) == {"query_id": pl.String, "sample_idx": pl.Int64, "correct": pl.Boolean,
+                               "answer": pl.String, "n_tokens": pl.Int64, "score_rm": pl.Float64}
+    rows = samples_frame([{"query_id": "a", "sample_idx": 0, "answer": None}])  # rows as well as columns
+    assert dict(rows.schema) == {"query_id": pl.String, "sample_idx": pl.Int64, "answer": pl.String}
+    with pytest.raises(PoolError, match="not part of the pool format"):
+        samples_frame({"query_id": ["a"], "sample_idx": [0], "reward": [0.5]})
+
+
+# ----------------------------------------------------------------------------------- the contract: one writer
+
+def _leftovers(d):
+    return sorted(p.name for p in d.iterdir() if ".tmp-" in p.name)
+
+
+def test_write_pool_round_trip(tmp_path):
+    from replay.pool import samples_frame, write_pool
+
+    out = write_pool(tmp_path / "deep" / "p", samples_frame({"query_id": ["b", "a"], "sample_idx": [0, 0],
+                                                             "correct": [True, False], "score_rm": [0.5, 0.25]}),
+                     {"name": "mine", "when": tmp_path}, pl.DataFrame({"query_id": ["a", "b"]}))
+    p = load_pool(out, score="rm")
+    assert p.name == "mine" and p.query_ids == ["a", "b"] and p.score.tolist() == [0.25, 0.5]
+    assert json.loads((out / "pool.json").read_text())["when"] == str(tmp_path)  # default=str
+    assert sorted(f.name for f in out.iterdir()) == ["pool.json", "queries.parquet", "samples.parquet"]
+    assert _leftovers(out.parent) == []
+
+
+def test_write_pool_takes_only_a_new_or_empty_directory(tmp_path):
+    from replay.pool import write_pool
+
+    (tmp_path / "empty").mkdir()
+    write_pool(tmp_path / "empty", basic(), {})
+    assert load_pool(tmp_path / "empty").n_queries == 2
+    with pytest.raises(PoolError, match="exists and is not an empty directory"):
+        write_pool(tmp_path / "empty", basic(), {})
+    assert load_pool(tmp_path / "empty").n_queries == 2  # untouched
+
+
+@pytest.mark.parametrize("error", [PoolError("bad"), KeyboardInterrupt()])
+def test_write_pool_leaves_nothing_when_interrupted_or_refused(tmp_path, error):
+    # the check runs on the finished pool before the rename: whatever stops the write, `out` never appears
+    from replay.pool import write_pool
+
+    def check(d):
+        assert (d / "samples.parquet").exists() and d.name.startswith(".p.tmp-")
+        raise error
+
+    with pytest.raises(type(error)):
+        write_pool(tmp_path / "p", basic(), {}, check=check)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_write_pool_check_refuses_an_invalid_pool(tmp_path):
+    from replay.pool import write_pool
+
+    with pytest.raises(PoolError, match=r"column 'score_x' has values outside \[0, 1\]"):
+        write_pool(tmp_path / "p", basic(score_x=[0.5, 2.0, 0.1, 0.1]), {}, check=load_pool)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_atomic_file_writes_and_stale_temps(tmp_path):
+    from replay.pool import atomic_write_json, atomic_write_parquet, remove_stale_temps, tmp_name
+
+    atomic_write_json({"a": 1}, tmp_path / "pool.json")
+    atomic_write_parquet(basic(), tmp_path / "samples.parquet")
+    assert json.loads((tmp_path / "pool.json").read_text()) == {"a": 1}
+    assert load_pool(tmp_path).n_queries == 2
+    assert _leftovers(tmp_path) == []
+    tmp_name(tmp_path / "x.parquet").write_bytes(b"torn")  # what a killed writer leaves
+    tmp_name(tmp_path / "pool").mkdir()
+    assert remove_stale_temps(tmp_path) == 2 and _leftovers(tmp_path) == []
+
+
+def test_one_writer():
+    # no module but replay/pool.py renames files into place: every pool file is written through its writer
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    others = [f for d in ("replay", "harvest") for f in sorted((root / d).rglob("*.py"))
+              if f != root / "replay" / "pool.py"]
+    offenders = [str(f.relative_to(root)) for f in others if re.search(r"os\.(replace|rename)\(", f.read_text())]
+    assert offenders == []
+    import harvest.importers
+    import harvest.pipeline
+    import harvest.scoring
+    import replay.pool
+    import replay.synth
+
+    for mod in (harvest.pipeline, harvest.scoring):
+        assert mod.atomic_write_parquet is replay.pool.atomic_write_parquet
+        assert mod.atomic_write_json is replay.pool.atomic_write_json
+    assert harvest.importers.write_pool is replay.pool.write_pool
+    assert harvest.importers.samples_frame is replay.pool.samples_frame is replay.synth.samples_frame
+    assert harvest.scoring.COLUMN_TYPES["score_judge"] == replay.pool.SCORE.dtype
