@@ -239,7 +239,8 @@ def test_nonexistent_pool(tmp_path):
 def test_pool_with_score_out_of_range(tmp_path):
     d = small_pool(tmp_path, score_rm=[0.1, 0.2, 1.5, 0.3, 0.4, 0.5])
     assert_clean_error(replay("--pool", d, "--score", "rm"), r"column 'score_rm' has values outside \[0, 1\]")
-    ok(replay("--pool", d, "--score", "gt"))  # the bad column is only checked when chosen
+    # every score column is validated on load (the pool contract), not only the one a run selects
+    assert_clean_error(replay("--pool", d, "--score", "gt"), r"column 'score_rm' has values outside \[0, 1\]")
 
 
 def test_pool_score_that_does_not_exist(tmp_path):
