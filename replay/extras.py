@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import sys
 
 # module -> (what pip installs, the extra that brings it)
 EXTRAS = {
@@ -26,7 +27,9 @@ def _missing(module: str, what: str) -> MissingExtra:
 def check(module: str, what: str) -> None:
     """Raise MissingExtra (as `require`) if `module` is not installed, without importing it: a command's early check,
     before its long part, of a module it imports later or in other processes."""
-    if importlib.util.find_spec(module) is None:
+    # None in sys.modules is the import system's "blocked" (importing it raises ModuleNotFoundError, find_spec a
+    # ValueError): the same as not installed
+    if (module in sys.modules and sys.modules[module] is None) or importlib.util.find_spec(module) is None:
         raise _missing(module, what)
 
 

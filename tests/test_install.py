@@ -103,3 +103,57 @@ def test_installed_wheel_finds_its_pools_outside_the_checkout(wheel, tmp_path):
     assert Path(out["replay"]).resolve().is_relative_to(target.resolve())
     assert Path(out["pool"]).resolve() == (target / "ttc_data" / "lastletters-gpt35-40").resolve()
     assert out["queries"] == 500 and all(n > 0 for n in out["others"])
+
+
+# --- the base install: a command whose extra is missing says so in one line -----------------------------------------
+
+FIX = ROOT / "tests" / "fixtures" / "import"
+
+
+def _without(monkeypatch, *modules):
+    """As if not installed: None in sys.modules makes importing them raise ModuleNotFoundError."""
+    for m in modules:
+        monkeypatch.setitem(sys.modules, m, None)
+
+
+def _invoke(*args):
+    from typer.testing import CliRunner
+
+    from cli import app
+
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def _one_line_error(r, expected):
+    assert r.exit_code == 2, r.output
+    assert "Traceback" not in r.output and r.output.strip().splitlines()[-1] == expected, r.output
+
+
+@pytest.mark.parametrize("args, command", [
+    (lambda tmp: ["report", "DEFAULT", "--out", tmp / "out"], "ttc report"),
+    (lambda tmp: ["theory", "--n", "10,20", "--trials", "5", "--out", tmp / "out"], "ttc theory --out"),
+    (lambda tmp: ["info", "DEFAULT", "--plot", tmp / "out" / "c.png"], "ttc info --plot"),
+])
+def test_plot_commands_without_matplotlib(monkeypatch, tmp_path, args, command):
+    from replay.pool import DEFAULT_POOL
+
+    _without(monkeypatch, "matplotlib", "matplotlib.pyplot", "matplotlib.ticker")
+    argv = [DEFAULT_POOL if a == "DEFAULT" else a for a in args(tmp_path)]
+    r = _invoke(*argv)
+    _one_line_error(r, f"error: {command} needs matplotlib: pip install 'ttc[plot]'")
+    if command != "ttc info --plot":  # checked before the long part: nothing written
+        assert not (tmp_path / "out").exists()
+
+
+def test_import_llmonkeys_without_pyyaml(monkeypatch, tmp_path):
+    _without(monkeypatch, "yaml")
+    r = _invoke("import", "llmonkeys", FIX / "llmonkeys", "--out", tmp_path / "p")
+    _one_line_error(r, "error: ttc import llmonkeys needs pyyaml: pip install 'ttc[grade]'")
+    assert not (tmp_path / "p").exists()
+
+
+def test_math_grading_without_math_verify(monkeypatch, tmp_path):
+    _without(monkeypatch, "math_verify")
+    r = _invoke("import", "search-and-learn", FIX / "search_and_learn_bon.jsonl", "--out", tmp_path / "p")
+    _one_line_error(r, "error: grading math answers needs math-verify: pip install 'ttc[grade]'")
+    assert not (tmp_path / "p").exists()
