@@ -6,18 +6,33 @@ same permutation of a seed (common random numbers), and results do not depend on
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numba
 import numpy as np
 import polars as pl
 
 from .kernel import (CAPPED, CONFIG, COVERED, ELIM, EXH, EXHAUSTED, F_ANSWERED, F_CAPPED, F_COVERED, F_EXHAUSTED,
                      F_SEL, N, SAMPLES, TOKENS, PoolArrays, Scratch, _grid, answer_offsets, new_state, run_one,
-                     selected_correct)
+                     selected_mask)
 from .policies import RunConfig
 from .pool import Pool, PoolError
 from .tables import make_tables
 
 SELECT = {"bon": 0, "weighted": 1, "sc": 2}
+_threads: int | None = None
+
+
+def set_threads(n: int | None):
+    """Worker threads of the grid (None: every core numba sees). Results do not depend on it."""
+    global _threads
+    if n is not None and not 1 <= n <= numba.config.NUMBA_NUM_THREADS:
+        raise PoolError(f"--threads must be in 1..{numba.config.NUMBA_NUM_THREADS}, got {n}")
+    _threads = n
+
+
+def get_threads() -> int:
+    return _threads or numba.config.NUMBA_NUM_THREADS
 
 
 def frozen(a, dtype) -> np.ndarray:
@@ -58,10 +73,16 @@ def run_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, se
     pq_n = np.zeros(shape, np.int32)
     pq_flags = np.zeros(shape, np.uint8)
     if C and S:
-        P = pool_arrays(pool.off, pool.correct, pool.score, pool.ans, pool.tok, tables)
-        _grid(P, frozen(pool.qkeys, np.uint64), frozen(seeds, np.int64), config_records(configs),
-              np.ascontiguousarray(budget_totals, np.int64), out_f, out_i, pq_n, pq_flags,
-              min(S, numba.get_num_threads()))
+        args = (pool_arrays(pool.off, pool.correct, pool.score, pool.ans, pool.tok, tables),
+                frozen(pool.qkeys, np.uint64), frozen(seeds, np.int64), config_records(configs),
+                frozen(budget_totals, np.int64), out_f, out_i, pq_n, pq_flags)
+        chunks = min(S, get_threads())
+        if chunks == 1:
+            _grid(*args, 0, S)
+        else:  # contiguous chunks of seeds; _grid releases the GIL
+            with ThreadPoolExecutor(chunks) as ex:
+                for f in [ex.submit(_grid, *args, t * S // chunks, (t + 1) * S // chunks) for t in range(chunks)]:
+                    f.result()
     return out_f, out_i, pq_n, pq_flags
 
 
@@ -189,7 +210,7 @@ def outcome(P: PoolArrays, W: Scratch) -> dict:
     """A finished run's per-query outcomes and totals, as arrays."""
     n = len(P.off) - 1
     qi = W.qi
-    sel = np.array([[selected_correct(qi, W.si, P.aoff, P.correct, i, k) for k in range(3)] for i in range(n)],
+    sel = np.array([[selected_mask(qi, W.si, P.aoff, P.correct, i) & f > 0 for f in F_SEL] for i in range(n)],
                    dtype=bool).reshape(n, 3)
     return {
         "n_drawn": qi[:, N].copy(), "answered": qi[:, ELIM].astype(bool), "covered": qi[:, COVERED].astype(bool),

@@ -21,7 +21,7 @@ import math
 from collections import namedtuple
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 UNIFORM, ELIMINATION, UCB, GAP, GAP_LITERAL, ENTROPY, TWO_STAGE, STREAMING, ORACLE = range(9)
 # Integer codes (branched on inside the kernels; the names are the command line's).
@@ -289,6 +289,39 @@ def draw_at(off, perm, qgen, hs, epoch, i, k):
             g += 1
         qgen[i, 0] = g
     return perm[a + k]
+
+
+@njit(cache=True)
+def stable_argsort(keys, m):
+    """Indices that sort keys[:m] ascending, ties in index order (a bottom-up merge sort; np.argsort's mergesort
+    alone cost ~3 s of the first run's compile, measured)."""
+    a = np.arange(m)
+    b = np.empty(m, np.int64)
+    width = 1
+    while width < m:
+        for lo in range(0, m, 2 * width):
+            mid = min(lo + width, m)
+            hi = min(lo + 2 * width, m)
+            x, y, k = lo, mid, lo
+            while x < mid and y < hi:
+                if keys[a[y]] < keys[a[x]]:
+                    b[k] = a[y]
+                    y += 1
+                else:
+                    b[k] = a[x]
+                    x += 1
+                k += 1
+            while x < mid:
+                b[k] = a[x]
+                x += 1
+                k += 1
+            while y < hi:
+                b[k] = a[y]
+                y += 1
+                k += 1
+        a, b = b, a
+        width *= 2
+    return a
 
 
 @njit(cache=True)
@@ -631,12 +664,13 @@ def run_one(P, W, cfg, budget, epoch):
     hk[size] = -np.inf
     hr = np.arange(size + 1)
     hq = np.empty(size + 1, np.int64)
-    hq[:size] = order[:size]
+    for t in range(size):  # (a loop: an array-to-array slice assignment cost ~3 s of compile, measured)
+        hq[t] = order[t]
 
     # two-stage's stage 2: the unanswered queries U[:u] and their allocations; q is the cursor
     U = np.empty(n, np.int64)
     alloc = np.zeros(n, np.int64)
-    u = 0
+    u = np.int64(0)  # (an int64 from the start: a literal 0 compiled stage2_split a second time)
     q = 0
     start = 0
 
@@ -645,7 +679,7 @@ def run_one(P, W, cfg, budget, epoch):
     first = np.empty(n, np.int64)
     cand = np.empty(n, np.int64)
     c = oracle_candidates(P, W, epoch, unit, cost, first, cand) if policy == ORACLE else 0
-    by_cost = np.argsort(cost[:c], kind="mergesort")  # candidates are in rank order: ties keep smaller rank
+    by_cost = stable_argsort(cost, c)  # candidates are in rank order: ties keep smaller rank
     left = budget
 
     sp = 0  # streaming: position of the current query in the order
@@ -784,27 +818,33 @@ def run_one(P, W, cfg, budget, epoch):
 
 
 @njit(cache=True)
-def selected_correct(qi, si, aoff, correct, i, select):
-    """Whether the response query i finally selects is correct: select 0 bon, 1 weighted, 2 sc."""
-    if select == 0:
-        j = qi[i, BEST_J]
-    else:
-        a = qi[i, WLEAD] if select == 1 else qi[i, LEAD]
-        j = si[aoff[i] + 1 + a, FIRST_J] if a >= 0 else -1
-    return j >= 0 and correct[j] == 1
+def selected_mask(qi, si, aoff, correct, i):
+    """Which selections of query i pick a correct response: F_SEL bits (bon, weighted = largest summed score,
+    sc = majority; an answer's selected response is its first draw)."""
+    out = 0
+    j = qi[i, BEST_J]
+    if j >= 0 and correct[j] == 1:
+        out |= 16
+    a = qi[i, WLEAD]
+    if a >= 0 and correct[si[aoff[i] + 1 + a, FIRST_J]] == 1:
+        out |= 32
+    a = qi[i, LEAD]
+    if a >= 0 and correct[si[aoff[i] + 1 + a, FIRST_J]] == 1:
+        out |= 64
+    return out
 
 
-@njit(parallel=True, cache=True)
-def _grid(P, qkeys, seeds, cfgs, budgets, out_f, out_i, pq_n, pq_flags, n_chunks):
-    """Every configuration (cfgs: CONFIG records) at budgets[c, s] on every seed. Seeds are split into n_chunks
-    contiguous chunks, one per parallel task, each with its own scratch allocated once; a seed's results depend
-    only on the seed."""
+@njit(nogil=True, cache=True)
+def _grid(P, qkeys, seeds, cfgs, budgets, out_f, out_i, pq_n, pq_flags, s_lo, s_hi):
+    """Every configuration (cfgs: CONFIG records) at budgets[c, s] on seeds s_lo .. s_hi - 1, with scratch
+    allocated once. It releases the GIL: engine.run_grid runs contiguous chunks of seeds on threads, and a
+    seed's results depend only on the seed. (Threads rather than prange: numba's parallel compile pipeline
+    cost ~8 s of the first run's compile, measured.)"""
     off, aoff, correct = P.off, P.aoff, P.correct
     n = qkeys.shape[0]
     total = off[n]
     per_query = pq_n.shape[0] > 0
-    S = seeds.shape[0]
-    for t in prange(n_chunks):
+    if s_lo < s_hi:
         qi, qf, si, sf, tot = new_state(n, aoff[n])
         perm = np.arange(total)
         qgen = np.zeros((n, 2), np.int64)
@@ -812,7 +852,7 @@ def _grid(P, qkeys, seeds, cfgs, budgets, out_f, out_i, pq_n, pq_flags, n_chunks
         order = np.empty(n, np.int64)
         rank = np.empty(n, np.int64)
         W = Scratch(perm, qgen, hs, order, qi, qf, si, sf, tot)
-        for s in range(t * S // n_chunks, (t + 1) * S // n_chunks):
+        for s in range(s_lo, s_hi):
             epoch = np.int64(s + 1)
             fill_query_order(qkeys, seeds[s], rank, order)
             for i in range(n):  # each query's permutation stream, in one vectorisable loop
@@ -827,16 +867,14 @@ def _grid(P, qkeys, seeds, cfgs, budgets, out_f, out_i, pq_n, pq_flags, n_chunks
                 for i in range(n):
                     cov += qi[i, COVERED]
                     answered += qi[i, ELIM]
-                    s0 = selected_correct(qi, si, aoff, correct, i, 0)
-                    s1 = selected_correct(qi, si, aoff, correct, i, 1)
-                    s2 = selected_correct(qi, si, aoff, correct, i, 2)
-                    acc0 += s0
-                    acc1 += s1
-                    acc2 += s2
+                    sel = selected_mask(qi, si, aoff, correct, i)
+                    acc0 += (sel >> 4) & 1
+                    acc1 += (sel >> 5) & 1
+                    acc2 += (sel >> 6) & 1
                     if per_query:
                         pq_n[c, s, i] = qi[i, N]
                         pq_flags[c, s, i] = (qi[i, ELIM] * 1 + qi[i, COVERED] * 2 + qi[i, EXH] * 4
-                                             + qi[i, CAPPED] * 8 + s0 * 16 + s1 * 32 + s2 * 64)
+                                             + qi[i, CAPPED] * 8 + sel)
                 out_f[c, s, 0] = cov / n
                 out_f[c, s, 1] = acc0 / n
                 out_f[c, s, 2] = acc1 / n

@@ -19,13 +19,12 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-import numba
 import numpy as np
 import polars as pl
 from rich.console import Console
 
 from . import figures
-from .engine import SELECT, replay
+from .engine import SELECT, get_threads, replay, set_threads
 from .exact import best_of_k, coverage_at_k
 from .extras import check
 from .policies import POLICIES, RunConfig
@@ -96,8 +95,7 @@ def validate(req: ReportRequest):
         raise PoolError(f"--gamma must be in [0, 1] (scores are), got {req.gamma}")
     if req.max_samples < 0:
         raise PoolError(f"--max-samples must be >= 0 (0 = the pool size), got {req.max_samples}")
-    if req.threads is not None and not 1 <= req.threads <= numba.config.NUMBA_NUM_THREADS:
-        raise PoolError(f"--threads must be in 1..{numba.config.NUMBA_NUM_THREADS}, got {req.threads}")
+    set_threads(req.threads)
     if Path(req.out).exists() and not Path(req.out).is_dir():
         raise PoolError(f"--out {req.out} is a file; give a directory for the report")
 
@@ -690,8 +688,6 @@ def run_report(req: ReportRequest, console: Console | None = None) -> Path:
     console = console or Console()
     validate(req)
     check("matplotlib", "ttc report")  # before any replay: every pool section draws figures
-    if req.threads is not None:
-        numba.set_num_threads(req.threads)
     for p in req.pools:  # every pool is checked before any replay
         _load(p, req.score)
     out = Path(req.out)
@@ -706,7 +702,7 @@ def run_report(req: ReportRequest, console: Console | None = None) -> Path:
           "permutation per query, shared by every policy, budget and table (common random numbers)",
           f"- budgets (average samples per query; total = round(b x queries)): "
           f"{', '.join(_b(b) for b in req.budgets)}",
-          f"- {numba.get_num_threads()} threads; results do not depend on the thread count",
+          f"- {get_threads()} threads; results do not depend on the thread count",
           "- semantics: docs/semantics.md; every number of a table is also in that pool's `tables/*.csv`", ""]
     taken: set = set()
     for p in req.pools:

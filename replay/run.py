@@ -5,14 +5,13 @@ import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numba
 import numpy as np
 import polars as pl
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from .engine import SELECT, check_configs, replay
+from .engine import SELECT, check_configs, get_threads, replay, set_threads
 from .exact import best_of_k, coverage_at_k
 from .policies import POLICIES, USES, RunConfig
 from .pool import DEFAULT_POOL, PoolError, load_pool
@@ -71,11 +70,6 @@ def _console() -> Console:
     return Console(width=None if Console().is_terminal else 170)
 
 
-def _check_threads(threads: int | None):
-    if threads is not None and not 1 <= threads <= numba.config.NUMBA_NUM_THREADS:
-        raise PoolError(f"--threads must be in 1..{numba.config.NUMBA_NUM_THREADS}, got {threads}")
-
-
 def validate_request(req: ReplayRequest):
     """Everything that can be checked before reading the pool or computing, so mistakes fail fast."""
     if req.unit not in ("samples", "tokens", "token-matched"):
@@ -86,7 +80,7 @@ def validate_request(req: ReplayRequest):
         raise PoolError(f"--seeds must be >= 1, got {req.seeds}")
     if not 0.0 < req.conf < 1.0:
         raise PoolError(f"--conf must be in (0, 1), got {req.conf}")
-    _check_threads(req.threads)
+    set_threads(req.threads)
     unknown = [p for p in req.policies if p not in POLICIES]
     if unknown:
         raise PoolError(f"unknown policy {unknown[0]!r}; choose from {', '.join(POLICIES)}")
@@ -107,8 +101,6 @@ def validate_request(req: ReplayRequest):
 def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     console = console or _console()
     validate_request(req)
-    if req.threads is not None:
-        numba.set_num_threads(req.threads)
     path = req.pool or DEFAULT_POOL
     pool = load_pool(path, score=req.score, need_tokens=req.unit != "samples")
     if req.policies:
@@ -191,9 +183,7 @@ def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, grow
         raise PoolError("--queries, --responses, --seeds and --repeats must be >= 1, --reference-seeds >= 0")
     if any(b <= 0 for b in budgets) or any(n < 1 for n in growth):
         raise PoolError("budgets and growth sizes must be positive")
-    _check_threads(threads)
-    if threads is not None:
-        numba.set_num_threads(threads)
+    set_threads(threads)
     spec = BenchSpec(n=queries, size=responses, budgets=tuple(budgets), seeds=seeds, repeats=repeats,
                      reference_seeds=reference_seeds)
     with Progress(TextColumn("benchmarking"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
@@ -201,7 +191,7 @@ def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, grow
         task = bar.add_task("bench", total=len(spec.policies) * len(budgets))
         df, info = bench(spec, progress=lambda: bar.advance(task))
     console.print(f"[bold]ttc bench[/]: synthetic pool {queries} queries x {responses} responses, "
-                  f"{numba.get_num_threads()} threads, median of {repeats} repeats; first call (compile or cache "
+                  f"{get_threads()} threads, median of {repeats} repeats; first call (compile or cache "
                   f"load) {info['warmup_s']:.2f} s", highlight=False)
     console.print(f"full grid: {len(spec.policies)} policies x {len(budgets)} budgets x {seeds} seeds = "
                   f"{info['configs'] * seeds} runs in {info['full_grid_s']:.3f} s", highlight=False)

@@ -1,0 +1,87 @@
+"""Per-decision cost of the replay engine in two checkouts, measured in one run (interleaved, one thread).
+
+    python benchmarks/compare_engine.py BASE_DIR [NEW_DIR] [--rounds 5] [--queries 500] [--responses 64]
+
+BASE_DIR / NEW_DIR are repository roots (e.g. `git worktree add /tmp/base <commit>`); NEW_DIR defaults to this
+checkout. Each round runs every policy at budgets 4, 8, 16, 32 (100 seeds, `ttc bench`'s synthetic pool) in a
+fresh process per checkout, alternating which goes first; the table gives the median over rounds of ns per
+decision (one response drawn) and new / base. Both checkouts compile once before timing (their own numba
+caches)."""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+CHILD = r"""
+import json, sys, time
+import numpy as np
+from replay import engine
+from replay.engine import run_grid
+from replay.policies import POLICIES, RunConfig
+from replay.synth import make_pool
+from replay.tables import make_tables
+n, size = int(sys.argv[1]), int(sys.argv[2])
+if hasattr(engine, "set_threads"):
+    engine.set_threads(1)
+else:
+    import numba
+    numba.set_num_threads(1)
+pool = make_pool(n=n, size=size, seed=0)
+tables = make_tables(size, 0.95, sc_beta=False)
+seeds = np.arange(100)
+out = {}
+run_grid(pool, [RunConfig("uniform")], np.full((1, 1), 4 * n, np.int64), seeds[:1], tables)
+for p in POLICIES:
+    for b in (4, 8, 16, 32):
+        totals = np.full((1, len(seeds)), b * n, np.int64)
+        run_grid(pool, [RunConfig(p)], totals[:, :2], seeds[:2], tables)
+        best = []
+        for _ in range(3):
+            t = time.perf_counter()
+            _, oi, _, _ = run_grid(pool, [RunConfig(p)], totals, seeds, tables)
+            best.append(time.perf_counter() - t)
+        out[f"{p}@{b}"] = min(best) * 1e9 / max(1, int(oi[:, :, 0].sum()))
+print(json.dumps(out))
+"""
+
+
+def run(root: Path, n: int, size: int) -> dict:
+    r = subprocess.run([sys.executable, "-c", CHILD, str(n), str(size)], cwd=root, capture_output=True, text=True,
+                       env={**__import__("os").environ, "PYTHONPATH": str(root)})
+    if r.returncode:
+        sys.exit(f"{root}: {r.stderr[-2000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("base", type=Path)
+    ap.add_argument("new", type=Path, nargs="?", default=Path(__file__).resolve().parent.parent)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--queries", type=int, default=500)
+    ap.add_argument("--responses", type=int, default=64)
+    a = ap.parse_args()
+    res = {"base": [], "new": []}
+    for r in range(a.rounds):
+        order = ("base", "new") if r % 2 == 0 else ("new", "base")
+        for which in order:
+            res[which].append(run(getattr(a, which), a.queries, a.responses))
+    keys = list(res["base"][0])
+    print(f"ns per decision, median of {a.rounds} rounds (each the best of 3), 1 thread, "
+          f"{a.queries} x {a.responses} pool, 100 seeds")
+    print("| policy@budget | base | new | new / base |\n|---|---|---|---|")
+    ratios = []
+    for k in keys:
+        b = statistics.median(x[k] for x in res["base"])
+        m = statistics.median(x[k] for x in res["new"])
+        ratios.append(m / b)
+        print(f"| {k} | {b:.1f} | {m:.1f} | {m / b:.2f} |")
+    print(f"median ratio {statistics.median(ratios):.3f}, range {min(ratios):.2f}-{max(ratios):.2f}")
+
+
+if __name__ == "__main__":
+    main()
