@@ -1,24 +1,85 @@
-"""`ttc`: the project's command line (typer). `ttc replay` replays allocation policies over a cached pool."""
+"""`ttc`: the project's command line (typer). `ttc replay` replays allocation policies over a cached pool.
+
+How a command ends (issue 11): bad input, i.e. any UserError (replay/errors.py: PoolError, HarvestError,
+SourceError, SynthError, MissingExtra, BackendError, InputError), is one `error: ...` line on stderr and exit status 2
+(BackendError, a failing server or engine, 1). Any other exception is a bug in ttc, never the user's mistake: its
+traceback, then a line asking to report it, and exit status 1. Commands therefore catch nothing themselves; the
+command group below (_Commands) does it for all of them."""
 from __future__ import annotations
 
+import shlex
 import sys
+import traceback
 from pathlib import Path
 from typing import List, Optional
 
 import typer
+from typer.core import TyperGroup
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+from replay.errors import InputError, UserError
+
+# click's base of the parser's errors, from typer (which vendors click since 0.26 and depended on it before)
+_ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+
+def _version() -> str:
+    """ttc's version and the versions a bug report needs, from package metadata (nothing heavy is imported)."""
+    import platform
+    from importlib import metadata
+
+    def v(dist):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    libs = ", ".join(f"{d} {v(d)}" for d in ("numpy", "numba", "polars", "typer"))
+    return f"ttc {v('ttc')} (python {platform.python_version()}, {platform.system()}; {libs})"
+
+
+class _Commands(TyperGroup):
+    """The `ttc` command group: what a command raises ends here, one of two ways (module docstring)."""
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        ctx.meta["ttc.argv"] = list(args)  # the command line as given, for a bug report
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: typer.Context):
+        try:
+            return super().invoke(ctx)
+        except UserError as e:
+            typer.echo(f"error: {type(e).__name__ + ': ' if e.show_type else ''}{e}", err=True)
+            raise typer.Exit(e.exit_code) from None
+        except (_ClickException, typer.Exit, typer.Abort):
+            raise  # the parser's and typer's own ways to end
+        except Exception:
+            traceback.print_exc(file=sys.stderr)
+            argv = shlex.join(["ttc", *ctx.meta.get("ttc.argv", [])])
+            typer.echo(f"This is a bug in ttc, not a problem with your input: please report it with the traceback "
+                       f"above, the command line ({argv}) and the output of `ttc --version` ({_version()}).",
+                       err=True)
+            raise typer.Exit(1) from None
+
+
+app = typer.Typer(cls=_Commands, add_completion=False, no_args_is_help=True,
                   help="Adaptive test-time compute allocation: harvest sample pools, replay allocation policies.")
 
 
+def _print_version(value: bool):
+    if value:
+        typer.echo(_version())
+        raise typer.Exit()
+
+
 @app.callback()
-def _root():
+def _root(version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
+                                       help="Print ttc's version (and its libraries') and exit.")):
     """Adaptive test-time compute allocation: harvest sample pools, replay allocation policies."""
 
 
-def _fail(msg: str, code: int = 2):
-    typer.echo(f"error: {msg}", err=True)
-    raise typer.Exit(code)
+def _fail(msg: str):
+    """Refuse the user's input: `error: msg` and exit status 2 (the command group prints it)."""
+    raise InputError(msg)
 
 
 def _floats(text: str, name: str) -> list[float]:
@@ -75,10 +136,7 @@ def replay_cmd(
         lams=_floats(lam, "--lambda") if lam else None, eps=eps, max_samples=_ints(max_samples, "--max-samples"),
         rhos=_floats(rho, "--rho"), taus=_floats(tau, "--tau"), m_min=m_min, conf=conf, out=out,
         per_query=per_query, curve=curve, threads=threads)
-    try:
-        run_replay(req)
-    except ValueError as e:  # PoolError and bad parameters: a message, never a traceback
-        _fail(str(e))
+    run_replay(req)
 
 
 @app.command("import")
@@ -118,11 +176,8 @@ def import_cmd(
             _fail("--score takes NAME=COLUMN, e.g. --score prm=prm_min")
         options.update({"query_id": query_id, "correct": correct, "answer": answer, "scores": dict(pairs),
                         "n_tokens": n_tokens, "sample_idx": sample_idx, "hash_answers": hash_answers})
-    try:
-        pool = import_pool(fmt, source, out, options)
-        p = load_pool(pool)
-    except ValueError as e:
-        _fail(str(e))
+    pool = import_pool(fmt, source, out, options)
+    p = load_pool(pool)
     for w in p.meta.get("warnings", []):
         typer.echo(f"warning: {w}", err=True)
     line = f"wrote {out}: {p.n_queries} queries, {p.off[-1]} responses"
@@ -139,10 +194,7 @@ def info_cmd(
     """What to check before trusting a pool: sizes, columns, difficulty, exact curves, score-vs-truth agreement."""
     from replay.run import run_info
 
-    try:
-        run_info(pool, plot)
-    except ValueError as e:
-        _fail(str(e))
+    run_info(pool, plot)
 
 
 @app.command("bench")
@@ -159,12 +211,9 @@ def bench_cmd(
     """Time every policy on a synthetic pool against the plain-Python reference, and its growth with pool size."""
     from replay.run import run_bench
 
-    try:
-        run_bench(queries=queries, responses=responses, budgets=_floats(budgets, "--budgets"), seeds=seeds,
-                  repeats=repeats, reference_seeds=reference_seeds,
-                  growth=_ints(growth, "--growth") if growth.strip() else [], threads=threads)
-    except ValueError as e:
-        _fail(str(e))
+    run_bench(queries=queries, responses=responses, budgets=_floats(budgets, "--budgets"), seeds=seeds,
+              repeats=repeats, reference_seeds=reference_seeds,
+              growth=_ints(growth, "--growth") if growth.strip() else [], threads=threads)
 
 
 @app.command("report")
@@ -187,10 +236,7 @@ def report_cmd(
     req = ReportRequest(pools=pools, out=out, budgets=_floats(budgets, "--budgets"), seeds=seeds,
                         seed_start=seed_start, score=score, select=select, gamma=gamma, max_samples=max_samples,
                         latex=latex, threads=threads)
-    try:
-        run_report(req)
-    except ValueError as e:  # PoolError and bad parameters: a message, never a traceback
-        _fail(str(e))
+    run_report(req)
 
 
 _HARVEST_BACKEND_OPTIONS = {  # parameter -> (flag, keyword of the backend class, backends it applies to)
@@ -329,7 +375,6 @@ def harvest_cmd(
     judge_max_tokens: int = _HARVEST_JUDGE_TOKENS,
 ):
     """Generate N responses per query and write them as a pool (resumable part files), optionally scored."""
-    from harvest.backends import BackendError
     from harvest.pipeline import HarvestSpec, ShardSpec, plan_harvest, run_harvest
     from harvest.scoring import check_applicable, parse_oracles, score_pool
     from harvest.types import Sampling
@@ -407,10 +452,6 @@ def harvest_cmd(
     except KeyboardInterrupt:
         typer.echo(f"interrupted; finished parts are kept in {out}: rerun the same command to resume", err=True)
         raise typer.Exit(130)
-    except ValueError as e:  # HarvestError, PoolError and bad input from data sets, templates and backends
-        _fail(str(e))
-    except BackendError as e:  # a server that keeps failing, an engine that cannot start
-        _fail(f"{type(e).__name__}: {e}", 1)
 
 
 @app.command("score")
@@ -430,7 +471,6 @@ def score_cmd(
 ):
     """Add oracle columns to a pool (answer/correct, score_prm_*, score_judge), recording each oracle in pool.json.
     Scoring again replaces the oracle's columns; an interrupted scoring resumes with the same options."""
-    from harvest.backends import BackendError
     from harvest.scoring import score_pool
 
     try:
@@ -441,10 +481,6 @@ def score_cmd(
     except KeyboardInterrupt:
         typer.echo(f"interrupted; rerun the same command to finish scoring {pool}", err=True)
         raise typer.Exit(130)
-    except BackendError as e:  # a judge backend that keeps failing
-        _fail(f"{type(e).__name__}: {e}", 1)
-    except ValueError as e:
-        _fail(str(e))
 
 
 @app.command("merge")
@@ -458,10 +494,7 @@ def merge_cmd(
     --allow-missing) missing ones."""
     from harvest.pipeline import merge_pools
 
-    try:
-        rep = merge_pools(shards, out, allow_missing=allow_missing)
-    except ValueError as e:
-        _fail(str(e))
+    rep = merge_pools(shards, out, allow_missing=allow_missing)
     typer.echo(f"merged {len(shards)} director{'y' if len(shards) == 1 else 'ies'} into {out}: {rep.queries:,} "
                f"queries, {rep.responses:,} responses")
     if rep.missing_shards or rep.missing:
@@ -499,14 +532,11 @@ def synth_cmd(
     pool.json and the true p_i to queries.parquet."""
     from replay.synth import SynthSpec, summary_lines, write_synth
 
-    try:
-        spec = SynthSpec(queries=queries, responses=responses, difficulty=difficulty, fp=fp, fn=fn, gamma=gamma,
-                         score_dist=score_dist, wrong_answers=wrong_answers, answer_skew=answer_skew,
-                         invalid_rate=invalid_rate, invalid_rate_unsolvable=invalid_rate_unsolvable, tokens=tokens,
-                         tokens_sigma=tokens_sigma, tokens_wrong=tokens_wrong, exact_counts=exact_counts, seed=seed)
-        path, meta = write_synth(out, spec)
-    except ValueError as e:
-        _fail(str(e))
+    spec = SynthSpec(queries=queries, responses=responses, difficulty=difficulty, fp=fp, fn=fn, gamma=gamma,
+                     score_dist=score_dist, wrong_answers=wrong_answers, answer_skew=answer_skew,
+                     invalid_rate=invalid_rate, invalid_rate_unsolvable=invalid_rate_unsolvable, tokens=tokens,
+                     tokens_sigma=tokens_sigma, tokens_wrong=tokens_wrong, exact_counts=exact_counts, seed=seed)
+    path, meta = write_synth(out, spec)
     for line in summary_lines(path, spec, meta):
         typer.echo(line)
 
@@ -527,11 +557,8 @@ def theory_cmd(
     probability 1 - delta as n grows, against the spec's rates n max 1/p_i, sum 1/p_i, sum max(m, 1/p_i)."""
     from replay.theory import TheorySetting, run_theory
 
-    try:
-        run_theory(TheorySetting(ns=tuple(_ints(n, "--n")), delta=delta, trials=trials, m=m, depth=depth,
-                                 seed=seed, engine=engine), out=out)
-    except ValueError as e:
-        _fail(str(e))
+    run_theory(TheorySetting(ns=tuple(_ints(n, "--n")), delta=delta, trials=trials, m=m, depth=depth, seed=seed,
+                             engine=engine), out=out)
 
 
 def main():  # pragma: no cover

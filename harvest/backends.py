@@ -35,12 +35,17 @@ from itertools import pairwise
 from typing import Any
 
 from harvest.types import Response, Sampling
+from replay.errors import InputError, UserError
 
 MAX_SEED = 2**63 - 1
 
 
-class BackendError(RuntimeError):
-    """A backend could not produce responses (server errors after retries, a dead worker, ...)."""
+class BackendError(UserError, RuntimeError):
+    """A backend could not produce responses (server errors after retries, a dead worker, ...): the environment failed,
+    not the input, so the command line exits with status 1 and names the error (`error: BackendError: ...`)."""
+
+    exit_code = 1
+    show_type = True
 
 
 # ----------------------------------------------------------------------------------------------------- shared
@@ -58,13 +63,13 @@ def check_sampling(prompts: Sequence[str], sampling: Sampling, seeds: Sequence[i
     if len(prompts) != len(seeds):
         raise ValueError(f"{len(prompts)} prompts but {len(seeds)} seeds; each prompt needs its own seed")
     if sampling.n < 1:
-        raise ValueError(f"n must be at least 1, got {sampling.n}")
+        raise InputError(f"n must be at least 1, got {sampling.n}")
     if sampling.max_tokens < 1:
-        raise ValueError(f"max_tokens must be at least 1, got {sampling.max_tokens}")
+        raise InputError(f"max_tokens must be at least 1, got {sampling.max_tokens}")
     if sampling.temperature < 0:
-        raise ValueError(f"temperature must be >= 0, got {sampling.temperature}")
+        raise InputError(f"temperature must be >= 0, got {sampling.temperature}")
     if not 0 < sampling.top_p <= 1:
-        raise ValueError(f"top_p must be in (0, 1], got {sampling.top_p}")
+        raise InputError(f"top_p must be in (0, 1], got {sampling.top_p}")
     check_seeds(prompts, seeds, sampling.n, sampling.temperature)
 
 
@@ -75,7 +80,7 @@ def check_seeds(prompts: Sequence[str], seeds: Sequence[int], n: int, temperatur
     judge scoring duplicate responses); a harvest should never see it. Greedy decoding ignores seeds."""
     for s in seeds:
         if not isinstance(s, int) or isinstance(s, bool) or s < 0 or s + n - 1 > MAX_SEED:
-            raise ValueError(f"seed {s!r} out of range: seeds are integers in [0, 2**63 - n]")
+            raise InputError(f"seed {s!r} out of range: seeds are integers in [0, 2**63 - n]")
     if temperature == 0 or len(seeds) < 2:
         return
     order = sorted(range(len(seeds)), key=lambda i: seeds[i])
@@ -106,7 +111,7 @@ def _load_tokenizer(name_or_path: str, revision: str | None = None, trust_remote
     try:
         return AutoTokenizer.from_pretrained(name_or_path, revision=revision, trust_remote_code=trust_remote_code)
     except Exception as e:
-        raise ValueError(f"could not load the tokenizer of {name_or_path!r}: {_first_line(e)}") from None
+        raise InputError(f"could not load the tokenizer of {name_or_path!r}: {_first_line(e)}") from None
 
 
 # ------------------------------------------------------------------------------------------------ transformers
@@ -128,7 +133,7 @@ class TransformersBackend:
         import torch
 
         if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+            raise InputError(f"batch_size must be at least 1, got {batch_size}")
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.batch_size = batch_size
         self.revision = revision
@@ -142,7 +147,7 @@ class TransformersBackend:
                 self.model = AutoModelForCausalLM.from_pretrained(self.model_name, revision=revision, dtype=torch_dtype,
                                                                   trust_remote_code=trust_remote_code)
             except Exception as e:
-                raise ValueError(f"could not load model {self.model_name!r}: {_first_line(e)}") from None
+                raise InputError(f"could not load model {self.model_name!r}: {_first_line(e)}") from None
         else:
             self.model = model
             self.model_name = getattr(model, "name_or_path", None) or type(model).__name__
@@ -158,7 +163,7 @@ class TransformersBackend:
         self.tokenizer = tokenizer
         self.eos_ids = _eos_ids(self.model, self.tokenizer)
         if not self.eos_ids:
-            raise ValueError(f"{self.model_name}: neither the model nor the tokenizer names an EOS token")
+            raise InputError(f"{self.model_name}: neither the model nor the tokenizer names an EOS token")
 
     def info(self) -> dict[str, Any]:
         return {
@@ -265,9 +270,9 @@ def _torch_dtype(dtype: Any):
         try:
             dtype = getattr(torch, dtype)
         except AttributeError:
-            raise ValueError(f"unknown dtype {dtype!r}") from None
+            raise InputError(f"unknown dtype {dtype!r}") from None
     if not isinstance(dtype, torch.dtype):
-        raise ValueError(f"unknown dtype {dtype!r}")
+        raise InputError(f"unknown dtype {dtype!r}")
     return dtype
 
 
@@ -302,11 +307,11 @@ class VLLMBackend:
                  seed: int = 0, tokenizer: str | None = None, trust_remote_code: bool = False,
                  use_tqdm: bool = False, **engine_kwargs: Any):
         if tensor_parallel_size < 1 or data_parallel_size < 1:
-            raise ValueError("tensor_parallel_size and data_parallel_size must be at least 1")
+            raise InputError("tensor_parallel_size and data_parallel_size must be at least 1")
         try:
             import vllm  # noqa: F401  (lazy: only the GPU path needs it)
         except ImportError:
-            raise ValueError("the vllm backend needs the `vllm` package (pip install vllm, on a GPU machine); "
+            raise InputError("the vllm backend needs the `vllm` package (pip install vllm, on a GPU machine); "
                              "use the transformers or openai backend otherwise") from None
         self.model_name = str(model)
         self.revision = revision
@@ -376,7 +381,7 @@ class VLLMBackend:
         need = tp * self.data_parallel_size
         gpus = [g.strip() for g in visible.split(",") if g.strip()] if visible else [str(i) for i in range(need)]
         if len(gpus) < need:
-            raise ValueError(f"data_parallel_size {self.data_parallel_size} x tensor_parallel_size {tp} needs {need} "
+            raise InputError(f"data_parallel_size {self.data_parallel_size} x tensor_parallel_size {tp} needs {need} "
                              f"GPUs, CUDA_VISIBLE_DEVICES lists {len(gpus)}")
         ctx = mp.get_context("spawn")
         for w in range(self.data_parallel_size):
@@ -492,11 +497,11 @@ class OpenAIBackend:
                  n_per_request: int | None = 1, tokenizer: Any = None, backoff_s: float = 1.0,
                  extra_body: dict[str, Any] | None = None, revision: str | None = None):
         if concurrency < 1:
-            raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+            raise InputError(f"concurrency must be at least 1, got {concurrency}")
         if max_retries < 0:
-            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+            raise InputError(f"max_retries must be >= 0, got {max_retries}")
         if n_per_request is not None and n_per_request < 1:
-            raise ValueError(f"n_per_request must be at least 1 (or None: all n in one request), got {n_per_request}")
+            raise InputError(f"n_per_request must be at least 1 (or None: all n in one request), got {n_per_request}")
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.api_key_env = api_key_env
@@ -642,5 +647,5 @@ def make_backend(name: str, **kw: Any):
     try:
         cls = BACKENDS[name]
     except KeyError:
-        raise ValueError(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}") from None
+        raise InputError(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}") from None
     return cls(**kw)

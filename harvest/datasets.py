@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from harvest.types import Query
+from replay.errors import InputError
 
 ID_COLUMNS = ("unique_id", "id", "question_id", "problem_id", "idx")
 PROBLEM_COLUMNS = ("problem", "question", "prompt")
@@ -63,12 +64,12 @@ def load_queries(source: str | Path, *, task: str | None = None, limit: int | No
                  config: str | None = None) -> list[Query]:
     """Queries of a named benchmark, a hub data set or a local file, in source order (first `limit` only).
 
-    Raises ValueError with a one-line message for a missing file, an unknown name, a missing column, an
-    unreadable row or duplicate ids."""
+    Raises InputError (a UserError and a ValueError) with a one-line message for a missing file, an unknown name, a
+    missing column, an unreadable row or duplicate ids."""
     if limit is not None and limit < 1:
-        raise ValueError(f"limit must be a positive number of queries, got {limit}")
+        raise InputError(f"limit must be a positive number of queries, got {limit}")
     if task is not None and task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; known: {', '.join(TASKS)}")
+        raise InputError(f"unknown task {task!r}; known: {', '.join(TASKS)}")
     src = str(source)
     if src in HUB_SOURCES:
         spec = HUB_SOURCES[src]
@@ -80,18 +81,18 @@ def load_queries(source: str | Path, *, task: str | None = None, limit: int | No
                                      problem_column or spec.problem_column, answer_column or spec.answer_column)
     elif src.startswith("hf:"):
         if not split:
-            raise ValueError(f"{src}: a hub data set needs split=")
+            raise InputError(f"{src}: a hub data set needs split=")
         rows = _hub_rows(src[3:], split, (config,), hint="a local JSONL/Parquet copy")
         queries = _from_rows(rows, src, task, id_column, problem_column, answer_column)
     else:
         path = Path(src).expanduser()
         if not path.exists():
             if path.suffix or "/" in src or "\\" in src:
-                raise ValueError(f"no such file: {path}")
-            raise ValueError(f"unknown dataset {src!r}: known names are {', '.join(HUB_SOURCES)}, "
+                raise InputError(f"no such file: {path}")
+            raise InputError(f"unknown dataset {src!r}: known names are {', '.join(HUB_SOURCES)}, "
                              "hf:OWNER/NAME, or a path to a JSONL/Parquet file")
         if path.is_dir():
-            raise ValueError(f"{path} is a directory; pass a JSONL, JSON or Parquet file")
+            raise InputError(f"{path} is a directory; pass a JSONL, JSON or Parquet file")
         rows = _file_rows(path)
         queries = _from_rows(rows, str(path), task, id_column, problem_column, answer_column)
     if limit is not None:
@@ -102,7 +103,7 @@ def load_queries(source: str | Path, *, task: str | None = None, limit: int | No
 def _from_rows(rows: list[dict], where: str, task: str | None, id_column: str | None,
                problem_column: str | None, answer_column: str | None) -> list[Query]:
     if not rows:
-        raise ValueError(f"{where}: no rows")
+        raise InputError(f"{where}: no rows")
     columns = _columns(rows)
     is_lcb = task == "lcb-exec" or (task is None and all(c in columns for c in LCB_COLUMNS))
     if is_lcb:
@@ -113,7 +114,7 @@ def _from_rows(rows: list[dict], where: str, task: str | None, id_column: str | 
 def _table_queries(rows: list[dict], where: str, task: str | None, id_column: str | None,
                    problem_column: str | None, answer_column: str | None) -> list[Query]:
     if not rows:
-        raise ValueError(f"{where}: no rows")
+        raise InputError(f"{where}: no rows")
     columns = _columns(rows)
     idc = _pick(columns, id_column, ID_COLUMNS, where, "id", "id_column")
     pc = _pick(columns, problem_column, PROBLEM_COLUMNS, where, "problem", "problem_column")
@@ -126,12 +127,12 @@ def _table_queries(rows: list[dict], where: str, task: str | None, id_column: st
     for i, row in enumerate(rows):
         qid, problem = row.get(idc), row.get(pc)
         if qid is None or (isinstance(qid, str) and not qid.strip()):
-            raise ValueError(f"{where}: row {i} has no {idc!r}")
+            raise InputError(f"{where}: row {i} has no {idc!r}")
         if not isinstance(problem, str) or not problem.strip():
-            raise ValueError(f"{where}: row {i} ({idc}={qid}) has no {pc!r} text")
+            raise InputError(f"{where}: row {i} ({idc}={qid}) has no {pc!r} text")
         gold = _gold(row.get(ac)) if ac else None
         if task == "math" and gold is None:
-            raise ValueError(f"{where}: row {i} ({idc}={qid}) has no {ac!r}; math queries need a gold answer")
+            raise InputError(f"{where}: row {i} ({idc}={qid}) has no {ac!r}; math queries need a gold answer")
         fields = {k: v for k, v in row.items() if k not in (idc, pc, ac) and _scalar(v)}
         queries.append(Query(query_id=_id(qid), task=task, problem=problem, gold=gold, fields=fields))
     _check_unique(queries, where)
@@ -143,13 +144,13 @@ def _lcb_queries(rows: list[dict], where: str, task: str | None) -> list[Query]:
     "f(x = 3)"); gold is the `output` literal. `question_id` is the id; if a file repeats one, every item of that
     question gets "#k", k its 0-based occurrence in file order."""
     if task not in (None, "lcb-exec"):
-        raise ValueError(f"{where}: LiveCodeBench code-execution rows cannot be task {task!r}")
+        raise InputError(f"{where}: LiveCodeBench code-execution rows cannot be task {task!r}")
     if not rows:
-        raise ValueError(f"{where}: no rows")
+        raise InputError(f"{where}: no rows")
     columns = _columns(rows)
     for c in LCB_COLUMNS:
         if c not in columns:
-            raise ValueError(f"{where}: missing column {c!r} for lcb-exec (has: {', '.join(sorted(columns))})")
+            raise InputError(f"{where}: missing column {c!r} for lcb-exec (has: {', '.join(sorted(columns))})")
     counts: dict[str, int] = {}
     for row in rows:
         counts[_id(row["question_id"])] = counts.get(_id(row["question_id"]), 0) + 1
@@ -158,7 +159,7 @@ def _lcb_queries(rows: list[dict], where: str, task: str | None) -> list[Query]:
     for i, row in enumerate(rows):
         code, inp, out = row.get("code"), row.get("input"), row.get("output")
         if not all(isinstance(v, str) and v.strip() for v in (code, inp, out)):
-            raise ValueError(f"{where}: row {i} needs non-empty code, input and output strings")
+            raise InputError(f"{where}: row {i} needs non-empty code, input and output strings")
         base = _id(row["question_id"])
         k = seen.get(base, 0)
         seen[base] = k + 1
@@ -179,7 +180,7 @@ def _hub_rows(repo: str, split: str, configs: Iterable[str | None], *, hint: str
     try:
         import datasets  # lazy: only hub sources need it
     except ImportError:
-        raise ValueError(f"loading {repo} from the HuggingFace hub needs the `datasets` package, which is not "
+        raise InputError(f"loading {repo} from the HuggingFace hub needs the `datasets` package, which is not "
                          f"installed; pass a local file instead ({hint})") from None
     rows: list[dict] = []
     for cfg in configs:
@@ -187,7 +188,7 @@ def _hub_rows(repo: str, split: str, configs: Iterable[str | None], *, hint: str
             ds = datasets.load_dataset(repo, cfg, split=split) if cfg else datasets.load_dataset(repo, split=split)
         except Exception as e:  # network, auth, unknown split: all mean "use a local file"
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise ValueError(f"could not load {repo} (split {split!r}) from the HuggingFace hub: {first}; "
+            raise InputError(f"could not load {repo} (split {split!r}) from the HuggingFace hub: {first}; "
                              f"pass a local file instead ({hint})") from None
         rows.extend(dict(r) for r in ds)
     return rows
@@ -200,14 +201,17 @@ def _file_rows(path: Path) -> list[dict]:
         try:
             return pq.read_table(path).to_pylist()
         except Exception as e:
-            raise ValueError(f"{path}: not a readable Parquet file ({e})") from None
+            raise InputError(f"{path}: not a readable Parquet file ({e})") from None
     if suffix in (".jsonl", ".json", ".ndjson"):
-        text = path.read_text(encoding="utf-8")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as e:
+            raise InputError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
         if suffix == ".json" and text.lstrip().startswith("["):
             try:
                 rows = json.loads(text)
             except json.JSONDecodeError as e:
-                raise ValueError(f"{path}: invalid JSON ({e})") from None
+                raise InputError(f"{path}: invalid JSON ({e})") from None
         else:
             rows = []
             for n, line in enumerate(text.splitlines(), 1):
@@ -216,11 +220,11 @@ def _file_rows(path: Path) -> list[dict]:
                 try:
                     rows.append(json.loads(line))
                 except json.JSONDecodeError as e:
-                    raise ValueError(f"{path}:{n}: invalid JSON line ({e.msg})") from None
+                    raise InputError(f"{path}:{n}: invalid JSON line ({e.msg})") from None
         if not all(isinstance(r, dict) for r in rows):
-            raise ValueError(f"{path}: every record must be a JSON object")
+            raise InputError(f"{path}: every record must be a JSON object")
         return rows
-    raise ValueError(f"{path}: unsupported file type {suffix or '(none)'}; use .jsonl, .json or .parquet")
+    raise InputError(f"{path}: unsupported file type {suffix or '(none)'}; use .jsonl, .json or .parquet")
 
 
 def _columns(rows: list[dict]) -> set[str]:
@@ -234,12 +238,12 @@ def _pick(columns: set[str], given: str | None, candidates: tuple[str, ...], whe
           arg: str) -> str:
     if given is not None:
         if given not in columns:
-            raise ValueError(f"{where}: no column {given!r} (has: {', '.join(sorted(columns))})")
+            raise InputError(f"{where}: no column {given!r} (has: {', '.join(sorted(columns))})")
         return given
     for c in candidates:
         if c in columns:
             return c
-    raise ValueError(f"{where}: no {what} column (looked for {', '.join(candidates)}; has: "
+    raise InputError(f"{where}: no {what} column (looked for {', '.join(candidates)}; has: "
                      f"{', '.join(sorted(columns))}); name it with {arg}=")
 
 
@@ -271,4 +275,4 @@ def _check_unique(queries: list[Query], where: str) -> None:
         seen.add(q.query_id)
     if dups:
         shown = ", ".join(repr(d) for d in dups[:5]) + (" ..." if len(dups) > 5 else "")
-        raise ValueError(f"{where}: duplicate query ids {shown} ({len(dups)} in all); ids must be unique")
+        raise InputError(f"{where}: duplicate query ids {shown} ({len(dups)} in all); ids must be unique")

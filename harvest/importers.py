@@ -21,6 +21,7 @@ from pathlib import Path
 
 import polars as pl
 
+from replay.errors import InputError
 from replay.pool import PoolError, atomic_write_json, load_pool, samples_frame, write_pool
 
 
@@ -181,7 +182,7 @@ def import_generic(src: Path, out: Path, query_id: str, correct: str | None = No
 # --- ecosystem formats (search-and-learn, Large Language Monkeys, LiveCodeBench) and the HumanEval dump -------------
 
 
-class SourceError(ValueError):
+class SourceError(InputError):
     """The source reads but is not in the promised shape (a missing key, lists of different lengths, no records). The
     message names the record and the key, so the user can mend the file instead of reading a traceback."""
 

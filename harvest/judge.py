@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from harvest.types import Backend, Sampling
+from replay.errors import InputError
 
 JUDGE_TEMPLATE = """You are checking the final answer of a solution to a math problem against the reference answer.
 
@@ -77,7 +78,7 @@ def _as_chat(backend: Any, prompts: list[str], chat: bool | None) -> list[str]:
     if not chat:
         return prompts
     if not has_template:
-        raise ValueError("chat=True but the judge backend's tokenizer has no chat template")
+        raise InputError("chat=True but the judge backend's tokenizer has no chat template")
     return [tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True)
             for p in prompts]
 
@@ -94,9 +95,9 @@ def judge_details(backend: Backend, problems: Sequence[str], golds: Sequence[str
         raise ValueError(f"judge inputs differ in length: {len(problems)} problems, {len(golds)} golds, {n} responses")
     missing = [i for i, g in enumerate(golds) if g is None or not str(g).strip()]
     if missing:
-        raise ValueError(f"the judge needs a gold answer; response {missing[0]} has none ({len(missing)} in all)")
+        raise InputError(f"the judge needs a gold answer; response {missing[0]} has none ({len(missing)} in all)")
     if samples < 1:
-        raise ValueError(f"samples must be >= 1, got {samples}")
+        raise InputError(f"samples must be >= 1, got {samples}")
     if temperature is None:
         temperature = 0.0 if samples == 1 else 0.6
     sampling = Sampling(n=samples, temperature=temperature, top_p=1.0, max_tokens=max_tokens, seed=seed)

@@ -28,6 +28,7 @@ from typing import Any, Callable, Sequence
 
 import polars as pl
 
+from replay.errors import InputError
 from replay.pool import (PoolError, atomic_write_json, atomic_write_parquet, column, load_pool, new_pool_dir,
                          remove_stale_temps)
 
@@ -42,7 +43,7 @@ SAMPLE_SCHEMA = {c: column(c).dtype for c in ("query_id", "sample_idx", "text", 
 CRASH_ENV = "TTC_HARVEST_CRASH_AT_PART"  # fault injection for the resume tests: die while writing part K
 
 
-class HarvestError(ValueError):
+class HarvestError(InputError):
     """A run that cannot go on as asked; the message says why and what to do (printed without a traceback)."""
 
 

@@ -28,6 +28,8 @@ import warnings
 from functools import lru_cache
 from typing import Any, Sequence
 
+from replay.errors import InputError
+
 PRM_DEFAULT = "Qwen/Qwen2.5-Math-PRM-7B"
 STEP_SEPARATOR = "<extra_0>"
 PRM_SYSTEM_PROMPT = "Please reason step by step, and put your final answer within \\boxed{}."
@@ -42,7 +44,7 @@ _BLANK_LINE = re.compile(r"\n[ \t\r]*\n")
 def split_steps(text: str, mode: str = "step") -> list[str]:
     """Cut a response into the steps the PRM scores (rules in the module docstring)."""
     if mode not in STEP_MODES:
-        raise ValueError(f"step mode must be one of {', '.join(STEP_MODES)}, got {mode!r}")
+        raise InputError(f"step mode must be one of {', '.join(STEP_MODES)}, got {mode!r}")
     if mode == "step":
         starts = [m.start() for m in _STEP_MARKER.finditer(text)]
         if starts:
@@ -98,7 +100,7 @@ def _resolve_dtype(dtype: Any, device_type: str):
         names = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "float32", "float": "float32"}
         resolved = getattr(torch, names.get(dtype, dtype), None)
         if not isinstance(resolved, torch.dtype):
-            raise ValueError(f"unknown dtype {dtype!r}")
+            raise InputError(f"unknown dtype {dtype!r}")
         return resolved
     return dtype
 
@@ -161,11 +163,11 @@ class PRMScorer:
         import torch
 
         if step_mode not in STEP_MODES:
-            raise ValueError(f"step mode must be one of {', '.join(STEP_MODES)}, got {step_mode!r}")
+            raise InputError(f"step mode must be one of {', '.join(STEP_MODES)}, got {step_mode!r}")
         if loader not in LOADERS:
-            raise ValueError(f"loader must be one of {', '.join(LOADERS)}, got {loader!r}")
+            raise InputError(f"loader must be one of {', '.join(LOADERS)}, got {loader!r}")
         if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+            raise InputError(f"batch_size must be >= 1, got {batch_size}")
         self.device = torch.device(device) if device is not None else torch.device(
             "cuda" if torch.cuda.is_available() else "cpu")
         self.dtype = _resolve_dtype(dtype, self.device.type)
@@ -190,10 +192,10 @@ class PRMScorer:
         self.tokenizer = tokenizer
 
         if not getattr(tokenizer, "chat_template", None):
-            raise ValueError("the PRM tokenizer has no chat template")
+            raise InputError("the PRM tokenizer has no chat template")
         self.sep_id = tokenizer.convert_tokens_to_ids(STEP_SEPARATOR)
         if tokenizer.encode(STEP_SEPARATOR, add_special_tokens=False) != [self.sep_id] or self.sep_id is None:
-            raise ValueError(f"the PRM tokenizer does not encode {STEP_SEPARATOR!r} as one token; "
+            raise InputError(f"the PRM tokenizer does not encode {STEP_SEPARATOR!r} as one token; "
                              "is this a Qwen2.5-Math-PRM tokenizer?")
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         if max_length is None:
@@ -247,7 +249,7 @@ class PRMScorer:
                 if logits is None:
                     logits = out[0]
                 if logits.dim() != 3 or logits.shape[-1] != 2:
-                    raise ValueError(f"the PRM must return per-token logits of shape [batch, seq, 2], "
+                    raise InputError(f"the PRM must return per-token logits of shape [batch, seq, 2], "
                                      f"got {tuple(logits.shape)}")
                 for row, i in enumerate(batch):
                     ids = encoded[i][0]

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harvest.types import Query
+from replay.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,7 @@ def _template(name: str) -> Template:
     try:
         return TEMPLATES[name]
     except KeyError:
-        raise ValueError(f"unknown prompt template {name!r}; known: {', '.join(TEMPLATES)}") from None
+        raise InputError(f"unknown prompt template {name!r}; known: {', '.join(TEMPLATES)}") from None
 
 
 def default_template(task: str, dataset: str | None = None) -> str:
@@ -132,14 +133,14 @@ def fill(template_name: str, query: Query) -> str:
     """The template's text for this query, before any chat wrapping."""
     t = _template(template_name)
     if t.task not in ("any", query.task):
-        raise ValueError(f"template {t.name!r} is for {t.task!r} queries, query {query.query_id!r} is {query.task!r}")
+        raise InputError(f"template {t.name!r} is for {t.task!r} queries, query {query.query_id!r} is {query.task!r}")
     values: dict[str, Any] = {k: query.fields.get(k) for k in ("code", "input", "function_name")}
     values["problem"] = query.problem
 
     def sub(m: re.Match) -> str:
         v = values.get(m.group(1))
         if v is None:
-            raise ValueError(f"template {t.name!r} needs field {m.group(1)!r}, missing in query {query.query_id!r}")
+            raise InputError(f"template {t.name!r} needs field {m.group(1)!r}, missing in query {query.query_id!r}")
         return str(v)
 
     return _PLACEHOLDER.sub(sub, t.text)
@@ -159,7 +160,7 @@ def render(template_name: str, query: Query, tokenizer: Any = None, *, chat: boo
         return text
     if not has_chat_template(tokenizer):
         if chat:
-            raise ValueError("chat=True but the tokenizer has no chat template")
+            raise InputError("chat=True but the tokenizer has no chat template")
         return text
     return tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
                                          tokenize=False)

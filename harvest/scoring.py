@@ -64,6 +64,17 @@ class ScoreOptions:
     prm_factory: Callable[["ScoreOptions"], Any] | None = None
     judge_factory: Callable[["ScoreOptions"], Any] | None = None
 
+    def __post_init__(self):
+        """Refuse out-of-range options before any model loads or grader starts (the command line's --workers,
+        --timeout, ... land here)."""
+        for flag, value in (("--workers", self.workers), ("--memory-mb", self.memory_mb),
+                            ("--prm-batch-size", self.prm_batch_size), ("--prm-max-length", self.prm_max_length),
+                            ("--judge-samples", self.judge_samples)):
+            if value is not None and value < 1:
+                raise HarvestError(f"{flag} must be at least 1, got {value}")
+        if self.timeout_s is not None and not self.timeout_s > 0:
+            raise HarvestError(f"--timeout must be a positive number of seconds, got {self.timeout_s}")
+
 
 def parse_oracles(items: Sequence[str] | None) -> list[str]:
     names = []

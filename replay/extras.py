@@ -1,11 +1,13 @@
 """Optional dependencies: the base install (what `ttc replay` needs) leaves out plotting and math grading, which come
 with pyproject.toml's extras. A command that needs one and finds it missing says so in one line: MissingExtra is a
-ValueError, which the command line prints as `error: ...` with exit status 2."""
+UserError (replay/errors.py), which the command line prints as `error: ...` with exit status 2."""
 from __future__ import annotations
 
 import importlib
 import importlib.util
 import sys
+
+from .errors import InputError
 
 # module -> (what pip installs, the extra that brings it)
 EXTRAS = {
@@ -15,7 +17,7 @@ EXTRAS = {
 }
 
 
-class MissingExtra(ValueError):
+class MissingExtra(InputError):
     """An optional dependency a command needs is not installed; the message says which extra brings it."""
 
 

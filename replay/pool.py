@@ -23,10 +23,12 @@ import numpy as np
 import polars as pl
 
 from .data import DEFAULT_POOL  # noqa: E402  (the embedded default pool, wherever ttc is installed)
+from .errors import InputError
 
 
-class PoolError(ValueError):
-    """A pool that cannot be replayed faithfully; the message says exactly why."""
+class PoolError(InputError):
+    """A pool that cannot be replayed faithfully, or an option that cannot apply to it; the message says exactly why.
+    A UserError (replay/errors.py), and a ValueError for callers that catch that."""
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from .exact import best_of_k, coverage_at_k
 from .extras import check
 from .policies import POLICIES, RunConfig
 from .pool import PoolError, load_pool
-from .run import ReplayRequest, build_configs
+from .run import ReplayRequest, build_configs, check_budget_totals, check_seeds, config_from_options
 from .summary import fmt_gain, fmt_mean_se, summarize, uniform_exact
 
 RHOS = (0.25, 0.5, 0.75)
@@ -87,6 +87,7 @@ def validate(req: ReportRequest):
         raise PoolError(f"unknown selection {req.select!r}; choose bon, weighted or sc")
     if req.seeds < 1:
         raise PoolError(f"--seeds must be >= 1, got {req.seeds}")
+    check_seeds(req.seed_start, req.seeds)
     if not req.budgets or any(not np.isfinite(b) or b <= 0 for b in req.budgets):
         raise PoolError(f"--budgets must be positive numbers, got {req.budgets}")
     if len(set(req.budgets)) != len(req.budgets):
@@ -95,6 +96,7 @@ def validate(req: ReportRequest):
         raise PoolError(f"--gamma must be in [0, 1] (scores are), got {req.gamma}")
     if req.max_samples < 0:
         raise PoolError(f"--max-samples must be >= 0 (0 = the pool size), got {req.max_samples}")
+    config_from_options("elimination", gamma=req.gamma, max_samples=req.max_samples)  # RunConfig's own range checks
     set_threads(req.threads)
     if Path(req.out).exists() and not Path(req.out).is_dir():
         raise PoolError(f"--out {req.out} is a file; give a directory for the report")
@@ -326,6 +328,7 @@ def replay_pool(path: Path, req: ReportRequest, outdir: Path, rel: str) -> Runs:
         raise PoolError(f"{path}: ttc report needs ground truth (a 'correct' column) for coverage, and this pool "
                         "has none")
     budgets = [float(b) for b in req.budgets]
+    check_budget_totals(budgets, pool.n_queries)
     seeds = range(req.seed_start, req.seed_start + req.seeds)
     pols = supported_policies(pool)
     base = dict(gammas=[req.gamma], max_samples=[req.max_samples])

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from .engine import SELECT, check_configs, get_threads, replay, set_threads
 from .exact import best_of_k, coverage_at_k
+from .errors import InputError
 from .policies import POLICIES, USES, RunConfig
 from .pool import DEFAULT_POOL, PoolError, load_pool
 from .summary import fmt_gain, fmt_mean_se, summarize
@@ -44,11 +45,39 @@ class ReplayRequest:
     threads: int | None = None
 
 
+def config_from_options(policy: str, **params) -> RunConfig:
+    """A RunConfig built from the user's options. RunConfig refuses a bad parameter with a plain ValueError; here, the
+    one place where options become configurations, that is the user's mistake, so it becomes an InputError (printed
+    as `error: ...`). A RunConfig the project builds itself that fails is a bug and stays a ValueError."""
+    try:
+        return RunConfig(policy, **params)
+    except ValueError as e:
+        raise InputError(str(e)) from None
+
+
+SEED_RANGE = (-(2**63), 2**63 - 1)  # seeds are int64 in the engine
+MAX_BUDGET_TOTAL = 2**62  # a run's total budget, round(b x queries), is an int64
+
+
+def check_seeds(seed_start: int, seeds: int):
+    """Every seed seed_start .. seed_start + seeds - 1 must be an int64."""
+    lo, hi = SEED_RANGE
+    if seed_start < lo or seed_start + seeds - 1 > hi:
+        raise InputError(f"--seed-start {seed_start} with --seeds {seeds} leaves the seed range [-2**63, 2**63 - 1]")
+
+
+def check_budget_totals(budgets, n_queries: int):
+    """A run's total budget round(b x queries) must fit the engine's integers."""
+    if budgets and max(budgets) * n_queries >= MAX_BUDGET_TOTAL:
+        raise InputError(f"--budgets {max(budgets):g} x {n_queries:,} queries is beyond the largest total budget "
+                         f"({MAX_BUDGET_TOTAL:.3g})")
+
+
 def build_configs(req: ReplayRequest, policies: list[str]) -> list[RunConfig]:
     """The cartesian grid of each policy over the parameter lists it uses (others stay at their defaults)."""
     configs = []
     for pol in policies:
-        probe = RunConfig(pol, eliminate=req.eliminate)
+        probe = config_from_options(pol, eliminate=req.eliminate)
         used = probe.used_params()
         grid = {
             "K": req.Ks if "K" in used else [1],
@@ -60,8 +89,8 @@ def build_configs(req: ReplayRequest, policies: list[str]) -> list[RunConfig]:
         }
         for vals in itertools.product(*grid.values()):
             kw = dict(zip(grid.keys(), vals))
-            configs.append(RunConfig(pol, unit=req.unit, eliminate=req.eliminate, eps=req.eps, m_min=req.m_min,
-                                     **kw))
+            configs.append(config_from_options(pol, unit=req.unit, eliminate=req.eliminate, eps=req.eps,
+                                               m_min=req.m_min, **kw))
     return configs
 
 
@@ -78,6 +107,7 @@ def validate_request(req: ReplayRequest):
         raise PoolError(f"unknown selection {req.select!r}; choose bon, weighted or sc")
     if req.seeds < 1:
         raise PoolError(f"--seeds must be >= 1, got {req.seeds}")
+    check_seeds(req.seed_start, req.seeds)
     if not 0.0 < req.conf < 1.0:
         raise PoolError(f"--conf must be in (0, 1), got {req.conf}")
     set_threads(req.threads)
@@ -90,9 +120,9 @@ def validate_request(req: ReplayRequest):
         raise PoolError(f"--gamma must be in [0, 1] (scores are), got {req.gammas}")
     # Every value of every list, whichever policies use it: RunConfig checks the ranges.
     for K, ms, rho, tau in itertools.zip_longest(req.Ks, req.max_samples, req.rhos, req.taus):
-        RunConfig("elimination", unit=req.unit, eliminate=req.eliminate, K=K or 1, max_samples=ms or 0,
-                  rho=rho if rho is not None else 0.5, tau=tau if tau is not None else 0.5, m_min=req.m_min,
-                  eps=req.eps)
+        config_from_options("elimination", unit=req.unit, eliminate=req.eliminate, K=K or 1, max_samples=ms or 0,
+                            rho=rho if rho is not None else 0.5, tau=tau if tau is not None else 0.5,
+                            m_min=req.m_min, eps=req.eps)
     for name, target in (("--out", req.out), ("--per-query", req.per_query), ("--curve", req.curve)):
         if target is not None and Path(target).is_dir():
             raise PoolError(f"{name} {target} is a directory; give a file name (e.g. {Path(target) / 'runs.parquet'})")
@@ -103,6 +133,7 @@ def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.D
     validate_request(req)
     path = req.pool or DEFAULT_POOL
     pool = load_pool(path, score=req.score, need_tokens=req.unit != "samples")
+    check_budget_totals(req.budgets, pool.n_queries)
     if req.policies:
         policies = list(dict.fromkeys(req.policies))
     else:

@@ -45,6 +45,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from .errors import InputError
 from .pool import Pool, samples_frame
 
 MAX_ROWS = 50_000_000  # one samples.parquet held in memory; beyond this, generate several pools
@@ -74,7 +75,7 @@ def make_pool(n=60, size=24, seed=0, ragged=False, scores="noisy", answers=True,
     return Pool.from_arrays(off, correct=correct, score=score, ans=ans, tok=tok, name=f"synthetic-{n}x{size}-{seed}")
 
 
-class SynthError(ValueError):
+class SynthError(InputError):
     """A synthetic-pool parameter out of range; the message names it."""
 
 

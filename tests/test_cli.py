@@ -346,3 +346,78 @@ def test_subprocess_mismatched_sample_files(tmp_path):
     p = run_ttc("--seeds", 2, "--budgets", 1, "--pool", d, cwd=tmp_path)
     assert "Traceback" not in p.stderr
     assert p.returncode == 2 and p.stderr.startswith("error:"), p.stderr
+
+
+# ------------------------------------------------------------------------- a bug is not bad input (issue 11)
+
+def assert_bug_report(result, exc_name):
+    """Exit code 1, the traceback on stderr naming the exception, then a hint to report it; never 'error: ...'."""
+    assert result.exit_code == 1, (result.exit_code, result.output, result.exception)
+    assert not result.stderr.startswith("error:"), result.stderr
+    assert "Traceback (most recent call last)" in result.stderr, result.stderr
+    assert exc_name in result.stderr
+    tail = result.stderr.strip().splitlines()[-1]
+    assert "bug in ttc" in tail and "ttc --version" in tail, tail
+
+
+@pytest.mark.parametrize("exc", [ValueError("boom from inside"), KeyError("missing_key")])
+def test_project_bug_in_replay_is_a_traceback_not_an_error_line(monkeypatch, exc):
+    import replay.run as run_module
+
+    def broken(*args, **kwargs):
+        raise exc
+
+    monkeypatch.setattr(run_module, "summarize", broken)  # a bug after the pool loaded and the runs ran
+    assert_bug_report(replay("--policy", "uniform"), type(exc).__name__)
+
+
+def test_project_bug_in_info_is_a_traceback_not_an_error_line(monkeypatch):
+    import replay.info as info_module
+
+    def broken(*args, **kwargs):
+        raise ValueError("operands could not be broadcast together")
+
+    monkeypatch.setattr(info_module, "coverage_at_k", broken)
+    assert_bug_report(runner.invoke(app, ["info", str(MATH)]), "ValueError")
+
+
+def test_every_named_error_is_a_user_error():
+    """The errors the project raises for bad input all end as one 'error:' line: they derive from UserError."""
+    from harvest.backends import BackendError
+    from harvest.importers import SourceError
+    from harvest.pipeline import HarvestError
+    from replay.errors import InputError, UserError
+    from replay.extras import MissingExtra
+    from replay.pool import PoolError
+    from replay.synth import SynthError
+
+    for cls in (PoolError, SynthError, MissingExtra, SourceError, HarvestError, InputError):
+        assert issubclass(cls, UserError) and issubclass(cls, ValueError) and cls.exit_code == 2, cls
+    assert issubclass(BackendError, UserError) and BackendError.exit_code == 1  # the environment, not the input
+    assert not issubclass(ValueError, UserError)
+
+
+def test_run_config_value_error_is_bad_input_only_from_options():
+    """RunConfig's ValueError is the user's mistake where options become configurations, a bug elsewhere."""
+    from replay.errors import InputError
+    from replay.policies import RunConfig
+    from replay.run import config_from_options
+
+    with pytest.raises(InputError, match="rho must be in"):
+        config_from_options("two-stage", rho=2.0)
+    with pytest.raises(ValueError) as e:
+        RunConfig("two-stage", rho=2.0)
+    assert not isinstance(e.value, InputError)
+
+
+@pytest.mark.parametrize("args, pattern", [
+    (["--seed-start", str(2**63 - 1)], r"seed range"),
+    (["--budgets", "1e17"], r"beyond the largest total budget"),
+])
+def test_out_of_range_numbers_are_bad_input_not_bugs(args, pattern):
+    assert_clean_error(replay("--policy", "uniform", *args), pattern)
+
+
+def test_version():
+    r = ok(runner.invoke(app, ["--version"]))
+    assert r.stdout.startswith("ttc ") and "python" in r.stdout and "numba" in r.stdout

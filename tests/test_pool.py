@@ -400,9 +400,11 @@ def test_token_budget_with_null_tokens(tmp_path):
         load_pool(d, need_tokens=True)
 
 
-def test_pool_error_is_value_error():
-    # the command line turns ValueError into a message; PoolError must be one
-    assert issubclass(PoolError, ValueError)
+def test_pool_error_is_a_user_error_and_a_value_error():
+    # the command line prints a UserError as one 'error:' line (anything else is a bug); a ValueError for callers
+    from replay.errors import UserError
+
+    assert issubclass(PoolError, UserError) and issubclass(PoolError, ValueError)
 
 
 # ----------------------------------------------------------------------------------- the contract: one schema

@@ -1,0 +1,25 @@
+"""Bad input, as distinct from the project's own bugs.
+
+A `UserError` is something the user can fix: a missing file, a malformed pool, an unknown name, a value out of range,
+a missing optional dependency, a server that keeps failing. The command line prints it as one `error: ...` line and
+exits with `exit_code` (2, or 1 for failures of the environment rather than of the input). Any other exception
+escaping a command is a bug in ttc: the command line prints its traceback and asks for a report (cli.py).
+
+`InputError` is the UserError that is also a ValueError, so that library callers who catch ValueError keep working;
+the project's named errors (PoolError, SynthError, MissingExtra, harvest's HarvestError and SourceError) derive from
+it. Raise InputError (or one of those) for every refusal of the user's input; never a plain ValueError, which the
+command line reports as a bug.
+
+This module imports nothing, so that harvest/ and replay/ can both use it (replay never imports harvest)."""
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """Bad input or a failing environment, reported as `error: <message>` and exit status `exit_code`."""
+
+    exit_code = 2
+    show_type = False  # prefix the message with the exception's class name (e.g. "BackendError: ...")
+
+
+class InputError(UserError, ValueError):
+    """A UserError that is also a ValueError: the refusal of an argument, an option, a file or a pool."""
