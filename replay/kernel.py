@@ -268,7 +268,7 @@ def restore_identity(off, perm, qgen, hs, epoch):
                 perm[j] = j
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def draw_at(off, perm, qgen, hs, epoch, i, k):
     """Global index of the k-th response query i receives (advancing its lazy Fisher-Yates when qgen has rows)."""
     if qgen.shape[0] == 0:
@@ -506,7 +506,7 @@ def run_one(P, W, cfg, budget, epoch):
         avail = size_i - n_
         short = (avail // want_k) * want_k if avail < D else -1  # the draw at which the short pull starts
         D = min(D, avail)
-        Dh = min(D, have[i] - n_)  # (live) the draws whose responses exist
+        Dh = min(D, have[i] - n_) if live else D  # (live) the draws whose responses exist
         start = 0  # the current pull starts at this many draws and ends at end
         end = min(want_k, D)
         d = 0
@@ -563,9 +563,9 @@ def run_one(P, W, cfg, budget, epoch):
                     el = 1
                     fired = True
                     break
-        if d == Dh and Dh < D and not fired and not stop:  # (live) the next draw does not exist yet: stop the run
+        if live and d == Dh and Dh < D and not fired and not stop:  # (live) the next draw does not exist yet
             tot[NEED] = i + 1
-            return
+            return True
         if stop and d > start:  # (tokens) a pull cut short by the budget, after some draws: the rule
             if el == 0 and answered(rule, n_ + d, best, lead, lc, sc):
                 el = 1
@@ -596,6 +596,7 @@ def run_one(P, W, cfg, budget, epoch):
         tot[STOP] = stop
         if lazy:
             qgen[i, 0] = g
+        return False
 
     def index_of(i):
         cnt = qi[i, N]
@@ -779,8 +780,7 @@ def run_one(P, W, cfg, budget, epoch):
             i, want, bud, uu, cap, rule = cand[by_cost[q]], first[by_cost[q]] + 1, np.iinfo(np.int64).max, \
                 UNIT_SAMPLES, 0, ELIM_NONE
 
-        pull(i, want, bud, uu, cap, rule, reps)
-        if tot[NEED]:  # (live) a response that does not exist yet: the run stops here
+        if pull(i, want, bud, uu, cap, rule, reps):  # (live) a response that does not exist yet: stop here
             return
 
         # ---- fold the outcome into the rule's cursor ----
