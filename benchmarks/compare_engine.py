@@ -1,9 +1,10 @@
 """Per-decision cost of the replay engine in two checkouts, measured in one run (interleaved, one thread).
 
     python benchmarks/compare_engine.py BASE_DIR [NEW_DIR] [--rounds 5] [--queries 500] [--responses 64]
+        [--policies uniform,ucb,...] [--budgets 4,8,16,32]
 
 BASE_DIR / NEW_DIR are repository roots (e.g. `git worktree add /tmp/base <commit>`); NEW_DIR defaults to this
-checkout. Each round runs every policy at budgets 4, 8, 16, 32 (100 seeds, `ttc bench`'s synthetic pool) in a
+checkout. Each round runs every policy at every budget (default: all, 4, 8, 16, 32; 100 seeds, `ttc bench`'s synthetic pool) in a
 fresh process per checkout, alternating which goes first; the table gives the median over rounds of ns per
 decision (one response drawn) and new / base. Both checkouts compile once before timing (their own numba
 caches)."""
@@ -35,8 +36,8 @@ tables = make_tables(size, 0.95, sc_beta=False)
 seeds = np.arange(100)
 out = {}
 run_grid(pool, [RunConfig("uniform")], np.full((1, 1), 4 * n, np.int64), seeds[:1], tables)
-for p in POLICIES:
-    for b in (4, 8, 16, 32):
+for p in sys.argv[3].split(","):
+    for b in map(int, sys.argv[4].split(",")):
         totals = np.full((1, len(seeds)), b * n, np.int64)
         run_grid(pool, [RunConfig(p)], totals[:, :2], seeds[:2], tables)
         best = []
@@ -49,8 +50,8 @@ print(json.dumps(out))
 """
 
 
-def run(root: Path, n: int, size: int) -> dict:
-    r = subprocess.run([sys.executable, "-c", CHILD, str(n), str(size)], cwd=root, capture_output=True, text=True,
+def run(root: Path, n: int, size: int, policies: str, budgets: str) -> dict:
+    r = subprocess.run([sys.executable, "-c", CHILD, str(n), str(size), policies, budgets], cwd=root, capture_output=True, text=True,
                        env={**__import__("os").environ, "PYTHONPATH": str(root)})
     if r.returncode:
         sys.exit(f"{root}: {r.stderr[-2000:]}")
@@ -64,12 +65,14 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--queries", type=int, default=500)
     ap.add_argument("--responses", type=int, default=64)
+    ap.add_argument("--policies", default="uniform,elimination,ucb,gap,gap-literal,entropy,two-stage,streaming,oracle")
+    ap.add_argument("--budgets", default="4,8,16,32")
     a = ap.parse_args()
     res = {"base": [], "new": []}
     for r in range(a.rounds):
         order = ("base", "new") if r % 2 == 0 else ("new", "base")
         for which in order:
-            res[which].append(run(getattr(a, which), a.queries, a.responses))
+            res[which].append(run(getattr(a, which), a.queries, a.responses, a.policies, a.budgets))
     keys = list(res["base"][0])
     print(f"ns per decision, median of {a.rounds} rounds (each the best of 3), 1 thread, "
           f"{a.queries} x {a.responses} pool, 100 seeds")

@@ -15,11 +15,11 @@ import polars as pl
 from .kernel import (CAPPED, CONFIG, COVERED, ELIM, EXH, EXHAUSTED, F_ANSWERED, F_CAPPED, F_COVERED, F_EXHAUSTED,
                      F_SEL, N, SAMPLES, TOKENS, PoolArrays, Scratch, _grid, answer_offsets, new_state, run_one,
                      selected_mask)
-from .policies import RunConfig
+from .policies import REGISTRY, SELECTION_RULES, RunConfig
 from .pool import Pool, PoolError
 from .tables import make_tables
 
-SELECT = {"bon": 0, "weighted": 1, "sc": 2}
+SELECT = {name: r.code for name, r in SELECTION_RULES.items()}
 _threads: int | None = None
 
 
@@ -89,15 +89,15 @@ def run_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, se
 def check_configs(pool: Pool, configs: list[RunConfig], select: str):
     """Refuse runs the pool cannot support, naming what is missing."""
     if select not in SELECT:
-        raise PoolError(f"unknown selection {select!r}; choose bon, weighted or sc")
+        raise PoolError(f"unknown selection {select!r}; choose {', '.join(SELECTION_RULES)}")
     for c in configs:
         if c.needs_answers() and not pool.has_answers:
             raise PoolError(f"{c.label()} needs an 'answer' column (answer categories), and this pool has none")
         if c.unit != "samples" and not pool.has_tokens:
             raise PoolError(f"{c.label()}: a token budget needs an 'n_tokens' column, and this pool has none")
-        if c.policy == "oracle" and not pool.has_gt:
-            raise PoolError("oracle needs ground truth (a 'correct' column), and this pool has none")
-    if select in ("weighted", "sc") and not pool.has_answers:
+        if "gt" in REGISTRY[c.policy].needs and not pool.has_gt:
+            raise PoolError(f"{c.policy} needs ground truth (a 'correct' column), and this pool has none")
+    if "answers" in SELECTION_RULES[select].needs and not pool.has_answers:
         raise PoolError(f"--select {select} needs an 'answer' column, and this pool has none")
 
 

@@ -9,18 +9,9 @@ from pathlib import Path
 import numpy as np
 
 from .extras import require
+from .policies import REGISTRY
 
-STYLE = {  # policy -> (colour, marker, line style)
-    "uniform": ("#4d4d4d", "o", "-"),
-    "elimination": ("#1f77b4", "s", "-"),
-    "ucb": ("#ff7f0e", "^", "--"),
-    "gap": ("#2ca02c", "v", ":"),
-    "gap-literal": ("#8c564b", "x", "-."),
-    "entropy": ("#d62728", "D", "-"),
-    "two-stage": ("#9467bd", "P", "--"),
-    "streaming": ("#17becf", "*", "-."),
-    "oracle": ("#bcbd22", "h", ":"),
-}
+STYLE = {name: p.style for name, p in REGISTRY.items()}  # policy -> (colour, marker, line style)
 GROUP_COLOURS = {"easy": "#8fbf6f", "hard, solvable": "#e08a3c", "unsolvable": "#9b9b9b"}
 
 

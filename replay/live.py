@@ -26,10 +26,10 @@ import numpy as np
 
 from .engine import outcome, pool_arrays, scratch
 from .kernel import CAPPED, ELIM, EXH, N, NEED, run_one
-from .policies import POLICIES, RunConfig
+from .policies import REGISTRY, RunConfig
 from .tables import make_tables
 
-LIVE_POLICIES = tuple(p for p in POLICIES if p != "oracle")  # the oracle needs hindsight
+LIVE_POLICIES = tuple(name for name, p in REGISTRY.items() if p.live)  # the oracle needs hindsight
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,11 @@
-"""Policy names, their parameters and defaults: the Python side of replay/kernel.py's integer codes."""
+"""The registry of allocation policies, elimination rules and selection rules: each declared once here, with
+its kernel code, the parameters it uses, what it needs from a pool and its one-line description. The command
+line's choices and help, the README's tables (tests/test_registry.py checks them), the report's lists, the
+figures' styles and the live driver read these entries.
+
+Adding a policy = a code and a branch in replay/kernel.py's run_one, its plain-Python twin in
+replay/reference.py, one `Policy` entry below, and its paragraph in docs/semantics.md.
+"""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -8,28 +15,106 @@ import numpy as np
 from .kernel import (CONFIG, ELIM_NONE, ELIM_SC_BETA, ELIM_SC_SHARE, ELIM_THRESHOLD, ELIMINATION, ENTROPY, GAP, GAP_LITERAL,
                      ORACLE, STREAMING, TWO_STAGE, UCB, UNIFORM, UNIT_SAMPLES, UNIT_TOKENS)
 
-POLICIES = {
-    "uniform": UNIFORM, "elimination": ELIMINATION, "ucb": UCB, "gap": GAP, "gap-literal": GAP_LITERAL,
-    "entropy": ENTROPY, "two-stage": TWO_STAGE, "streaming": STREAMING, "oracle": ORACLE,
-}
+
+@dataclass(frozen=True)
+class Policy:
+    """One allocation policy. params: the RunConfig fields that change what it does, in label order (the others
+    are ignored and dropped from its label; gamma is also read through a threshold rule, and listed here only
+    where the policy reads it whatever the rule); needs: what a pool must have ("answers", "gt"); lam: its default exploration
+    bonus; live: whether it can run without hindsight; grid: the report's parameter sweeps it takes part in;
+    style: (colour, marker, line style) in every figure."""
+
+    name: str
+    code: int
+    doc: str
+    params: tuple = ()
+    needs: frozenset = frozenset()
+    lam: float | None = None
+    live: bool = True
+    grid: frozenset = frozenset()
+    style: tuple = ("#4d4d4d", "o", "-")
+
+
+_ADAPTIVE = ("K", "eliminate", "max_samples")
+REGISTRY = {p.name: p for p in (
+    Policy("uniform", UNIFORM, "the same number of responses for every query (round-robin, no elimination)",
+           style=("#4d4d4d", "o", "-")),
+    Policy("elimination", ELIMINATION, "round-robin over the queries not yet answered", _ADAPTIVE,
+           grid=frozenset({"K", "gamma", "tokens", "cap"}), style=("#1f77b4", "s", "-")),
+    Policy("ucb", UCB, "highest mean score + lambda / sqrt(n) first", ("K", "eliminate", "lam", "max_samples"), lam=1.0,
+           grid=frozenset({"K", "lambda", "gamma", "tokens"}), style=("#ff7f0e", "^", "--")),
+    Policy("gap", GAP, "smallest sqrt(n) (abs(gamma - mean) + eps) first (APT form)",
+           ("K", "eliminate", "eps", "max_samples", "gamma"),
+           grid=frozenset({"K", "gamma", "tokens"}), style=("#2ca02c", "v", ":")),
+    Policy("gap-literal", GAP_LITERAL, "the paper's printed gap formula, for comparison only",
+           _ADAPTIVE + ("gamma",), style=("#8c564b", "x", "-.")),
+    Policy("entropy", ENTROPY, "highest answer entropy + lambda / sqrt(n) first",
+           ("K", "eliminate", "lam", "max_samples"),
+           needs=frozenset({"answers"}), lam=3.0, grid=frozenset({"K", "lambda", "gamma", "tokens"}),
+           style=("#d62728", "D", "-")),
+    Policy("two-stage", TWO_STAGE, "round-robin with a share rho of the budget, the rest by posterior mean",
+           ("eliminate", "rho", "max_samples"), grid=frozenset({"tokens"}), style=("#9467bd", "P", "--")),
+    Policy("streaming", STREAMING, "queries one at a time in order, each until answered or capped",
+           _ADAPTIVE, grid=frozenset({"tokens", "cap"}), style=("#17becf", "*", "-.")),
+    Policy("oracle", ORACLE, "hindsight ceiling: each query up to its first correct response, cheapest first",
+           needs=frozenset({"gt"}), live=False, style=("#bcbd22", "h", ":")),
+)}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """An elimination rule (when a query counts as answered) or a selection rule (which response a query
+    finally gives); params: the RunConfig fields it reads; needs as for Policy."""
+
+    name: str
+    code: int
+    doc: str
+    params: tuple = ()
+    needs: frozenset = frozenset()
+
+
+ELIMINATION_RULES = {r.name: r for r in (
+    Rule("threshold", ELIM_THRESHOLD, "a score >= gamma", ("gamma",)),
+    Rule("sc-share", ELIM_SC_SHARE, "leading answer > tau of the draws, after m_min", ("tau", "m_min"),
+         frozenset({"answers"})),
+    Rule("sc-beta", ELIM_SC_BETA, "Adaptive-Consistency's Beta rule: P(leading > runner-up) >= conf", (),
+         frozenset({"answers"})),
+    Rule("none", ELIM_NONE, "never"),
+)}
+SELECTION_RULES = {r.name: r for r in (
+    Rule("bon", 0, "highest score"),
+    Rule("weighted", 1, "largest summed score per answer", needs=frozenset({"answers"})),
+    Rule("sc", 2, "majority answer", needs=frozenset({"answers"})),
+)}
+
+# Views of the registry under the names the rest of the package has used.
+POLICIES = {name: p.code for name, p in REGISTRY.items()}
 UNITS = {"samples": UNIT_SAMPLES, "tokens": UNIT_TOKENS}
-ELIMS = {"none": ELIM_NONE, "threshold": ELIM_THRESHOLD, "sc-share": ELIM_SC_SHARE, "sc-beta": ELIM_SC_BETA}
-DEFAULT_LAMBDA = {"ucb": 1.0, "entropy": 3.0}
+ELIMS = {name: r.code for name, r in ELIMINATION_RULES.items()}
+DEFAULT_LAMBDA = {name: p.lam for name, p in REGISTRY.items() if p.lam is not None}
 MAX_COUNT = 2**31  # bound on K and max_samples
-# Which parameters change what each policy does (the others are ignored, and dropped from its label).
-USES = {
-    "uniform": (),
-    "elimination": ("K", "eliminate", "max_samples"),
-    "ucb": ("K", "eliminate", "lam", "max_samples"),
-    "gap": ("K", "eliminate", "eps", "max_samples"),
-    "gap-literal": ("K", "eliminate", "max_samples"),
-    "entropy": ("K", "eliminate", "lam", "max_samples"),
-    "two-stage": ("eliminate", "rho", "max_samples"),
-    "streaming": ("K", "eliminate", "max_samples"),
-    "oracle": (),
-}
-ELIM_PARAMS = {"none": (), "threshold": ("gamma",), "sc-share": ("tau", "m_min"), "sc-beta": ()}
-NEEDS_ANSWERS = {"entropy"}
+USES = {name: p.params for name, p in REGISTRY.items()}
+ELIM_PARAMS = {name: r.params for name, r in ELIMINATION_RULES.items()}
+NEEDS_ANSWERS = {name for name, p in REGISTRY.items() if "answers" in p.needs}
+
+
+def supported(pool, eliminate: str = "threshold") -> list[str]:
+    """The policies a pool can run under an elimination rule: what each needs ("gt": ground truth, "answers":
+    answer categories, its own or through the rule) the pool has."""
+    has = {"gt": pool.has_gt, "answers": pool.has_answers}
+    rule = ELIMINATION_RULES[eliminate].needs if eliminate in ELIMINATION_RULES else frozenset()
+    return [name for name, p in REGISTRY.items()
+            if all(has[n] for n in p.needs | (rule if "eliminate" in p.params else frozenset()))]
+
+
+def in_grid(sweep: str) -> tuple:
+    """The policies a report sweep (K, lambda, gamma, tokens, cap) runs, in registry order."""
+    return tuple(name for name, p in REGISTRY.items() if sweep in p.grid)
+
+
+def markdown_choices(entries: dict) -> str:
+    """`name`: doc; ... for the README tables and --help."""
+    return "; ".join(f"`{n}`: {e.doc}" for n, e in entries.items())
 
 
 @dataclass(frozen=True)
@@ -88,16 +173,17 @@ class RunConfig:
         return r
 
     def used_params(self) -> tuple:
-        used = USES[self.policy]
+        own = USES[self.policy]
+        used = tuple(p for p in own if p != "gamma")
         if "eliminate" in used:
             used = used + ELIM_PARAMS[self.eliminate]
-        if self.policy in ("gap", "gap-literal") and "gamma" not in used:
+        if "gamma" in own and "gamma" not in used:
             used = used + ("gamma",)
         return used
 
     def needs_answers(self) -> bool:
-        return self.policy in NEEDS_ANSWERS or (
-            "eliminate" in USES[self.policy] and self.eliminate in ("sc-share", "sc-beta"))
+        return "answers" in REGISTRY[self.policy].needs or (
+            "eliminate" in USES[self.policy] and "answers" in ELIMINATION_RULES[self.eliminate].needs)
 
     def label(self) -> str:
         """The policy plus the parameters it uses that differ from the defaults, e.g. ucb(lam=2, K=4)."""

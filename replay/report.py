@@ -27,7 +27,7 @@ from . import figures
 from .engine import SELECT, get_threads, replay, set_threads
 from .exact import best_of_k, coverage_at_k
 from .extras import check
-from .policies import POLICIES, RunConfig
+from .policies import RunConfig, in_grid, supported
 from .pool import PoolError, load_pool
 from .run import ReplayRequest, build_configs, check_budget_totals, check_seeds, config_from_options
 from .summary import fmt_gain, fmt_mean_se, summarize, uniform_exact
@@ -37,11 +37,11 @@ KS = (1, 2, 4, 8)
 GAMMAS = (0.97, 0.98, 0.99, 1.0)
 LAMBDAS = (1.0, 2.0, 3.0)
 HARD_KS = (8, 16)
-K_POLICIES = ("elimination", "ucb", "gap", "entropy")
-LAMBDA_POLICIES = ("ucb", "entropy")
-GAMMA_POLICIES = ("elimination", "ucb", "gap", "entropy")
-TOKEN_POLICIES = ("elimination", "ucb", "gap", "entropy", "two-stage", "streaming")
-CAP_POLICIES = ("elimination", "streaming")
+K_POLICIES = in_grid("K")  # the policies each parameter sweep runs (replay/policies.py's registry)
+LAMBDA_POLICIES = in_grid("lambda")
+GAMMA_POLICIES = in_grid("gamma")
+TOKEN_POLICIES = in_grid("tokens")
+CAP_POLICIES = in_grid("cap")
 CAP_GRID = tuple(range(5, 201, 5))  # the spec's streaming grid (15, 20, ..., 200), extended down to 5
 GROUPS = ("easy", "hard, solvable", "unsolvable")
 HARD_RULE = ("hard-k: the exact probability that uniform with k responses per query (drawn without replacement "
@@ -104,8 +104,7 @@ def validate(req: ReportRequest):
 
 def supported_policies(pool) -> list[str]:
     """Every policy the pool can run (threshold elimination): oracle needs ground truth, entropy answers."""
-    return [p for p in POLICIES if not (p == "oracle" and not pool.has_gt)
-            and not (p == "entropy" and not pool.has_answers)]
+    return supported(pool)
 
 
 def _load(path, score: str):

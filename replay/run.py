@@ -14,7 +14,7 @@ from rich.table import Table
 from .engine import SELECT, check_configs, get_threads, replay, set_threads
 from .exact import best_of_k, coverage_at_k
 from .errors import InputError
-from .policies import POLICIES, USES, RunConfig
+from .policies import POLICIES, RunConfig, supported
 from .pool import DEFAULT_POOL, PoolError, load_pool
 from .summary import fmt_gain, fmt_mean_se, summarize
 
@@ -137,10 +137,7 @@ def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.D
     if req.policies:
         policies = list(dict.fromkeys(req.policies))
     else:
-        policies = [p for p in POLICIES
-                    if not (p == "oracle" and not pool.has_gt)
-                    and not (p == "entropy" and not pool.has_answers)
-                    and not ("eliminate" in USES[p] and req.eliminate.startswith("sc") and not pool.has_answers)]
+        policies = supported(pool, req.eliminate)
     configs = build_configs(req, policies)
     seeds = range(req.seed_start, req.seed_start + req.seeds)
     check_configs(pool, configs, req.select)
