@@ -1,25 +1,41 @@
 """`ttc`: the project's command line (typer). `ttc replay` replays allocation policies over a cached pool.
 
 How a command ends (issue 11): bad input, i.e. any UserError (replay/errors.py: PoolError, HarvestError,
-SourceError, SynthError, MissingExtra, BackendError, InputError), is one `error: ...` line on stderr and exit status 2
-(BackendError, a failing server or engine, 1). Any other exception is a bug in ttc, never the user's mistake: its
-traceback, then a line asking to report it, and exit status 1. Commands therefore catch nothing themselves; the
-command group below (_Commands) does it for all of them."""
+SourceError, SynthError, MissingExtra, BackendError, InputError) or an option the parser refuses, is one
+`error: ...` line on stderr and exit status 2 (BackendError, a failing server or engine, 1). Any other exception is a
+bug in ttc, never the user's mistake: its traceback, then a line asking to report it, and exit status 1. Commands
+therefore catch nothing themselves; the command group below (_Commands) does it for all of them.
+
+One convention for every command (issue 11):
+- a pool a command reads is a positional argument, defaulting to the embedded pool where one pool is read
+  (`ttc replay [POOL]`, `ttc info [POOL]`, `ttc score POOL`, `ttc report POOL...`); a directory a command writes
+  is `--out`;
+- lists are comma-separated (`--budgets 4,8`, `--sizes 10,20`); `--policy` and `--oracle` also repeat;
+- `--seeds N` is a number of seeds, with `--seed-start S` the first; `--seed S` is one seed (synth, harvest);
+- `--queries` / `--limit` count queries, `--responses` responses per query (`-n` in harvest);
+- an enumeration is a choice: `--help` lists its values and the parser refuses any other;
+- the options `ttc harvest` and `ttc score` share are declared once (_SCORING).
+Old spellings (`replay --pool`, `import --per-query`, `harvest --n`, `theory --n/--trials/--seed`) still work,
+hidden from `--help`, with a deprecation warning."""
 from __future__ import annotations
 
+import enum
+import functools
+import inspect
 import shlex
 import sys
 import traceback
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 from typer.core import TyperGroup
 
 from replay.errors import InputError, UserError
 
-# click's base of the parser's errors, from typer (which vendors click since 0.26 and depended on it before)
+# click's parser errors, from typer (which vendors click since 0.26 and depended on it before)
 _ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+_UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
 
 
 def _version() -> str:
@@ -47,6 +63,12 @@ class _Commands(TyperGroup):
     def invoke(self, ctx: typer.Context):
         try:
             return super().invoke(ctx)
+        except _UsageError as e:  # the parser refused an option: the same one line as any bad input
+            if type(e).__name__ == "NoArgsIsHelpError":
+                raise
+            sub = e.ctx.info_name if e.ctx is not None and e.ctx.parent is not None else None
+            typer.echo(f"error: {e.format_message()} (see: ttc {sub + ' ' if sub else ''}--help)", err=True)
+            raise typer.Exit(e.exit_code) from None
         except UserError as e:
             typer.echo(f"error: {type(e).__name__ + ': ' if e.show_type else ''}{e}", err=True)
             raise typer.Exit(e.exit_code) from None
@@ -99,20 +121,89 @@ def _ints(text: str, name: str) -> list[int]:
     return [int(v) for v in vals]
 
 
+def _renamed(ctx: typer.Context, new: str, old: str, new_flag: str, old_flag: str) -> Any:
+    """The value of parameter `new`, or of its deprecated hidden spelling `old` (with a warning); never both."""
+    value = ctx.params[old]
+    if value is None:
+        return ctx.params[new]
+    src = ctx.get_parameter_source(new)
+    if src is not None and src.name == "COMMANDLINE":
+        _fail(f"{old_flag} is the old spelling of {new_flag}; give only {new_flag}")
+    typer.echo(f"warning: {old_flag} is deprecated; use {new_flag}", err=True)
+    return value
+
+
+def _value(choice):
+    """The string an enumerated option stands for (None stays None)."""
+    return choice.value if isinstance(choice, enum.Enum) else choice
+
+
+# ------------------------------------------------------------------------------- the enumerated options' values
+# Registries that import nothing heavy are read directly. The others sit behind numba or polars (replay.policies,
+# replay.engine, replay.theory, harvest.scoring, harvest.importers) and would add about a second to every start of
+# ttc, `--help` included; their names are spelled here, and tests/test_cli.py holds each list to its registry.
+from harvest.backends import BACKENDS  # noqa: E402
+from harvest.datasets import TASKS  # noqa: E402
+from harvest.prm import STEP_MODES  # noqa: E402
+from harvest.prompts import TEMPLATES  # noqa: E402
+
+POLICY_NAMES = ("uniform", "elimination", "ucb", "gap", "gap-literal", "entropy", "two-stage", "streaming", "oracle")
+ELIMINATION_RULES = ("threshold", "sc-share", "sc-beta", "none")  # replay.policies.ELIMS
+SELECTIONS = ("bon", "weighted", "sc")  # replay.engine.SELECT
+BUDGET_UNITS = ("samples", "tokens", "token-matched")  # replay.policies.UNITS and token-matched (replay/run.py)
+ORACLES = ("gt", "exec", "prm", "judge")  # harvest.scoring.ORACLE_COLUMNS
+IMPORT_FORMATS = ("lastletters-esc", "math500-ivt", "qwen-math-rm", "humaneval", "search-and-learn", "llmonkeys",
+                  "livecodebench", "generic")  # harvest.importers.IMPORTERS
+THEORY_ENGINES = ("check", "bisect", "off")  # replay.theory.ENGINE_MODES
+
+
+def _choice(name: str, values) -> type[enum.Enum]:
+    """An enumeration typer turns into a choice: `--help` lists the values, the parser refuses any other."""
+    return enum.Enum(name, [(v, v) for v in values], type=str)
+
+
+Eliminate = _choice("Eliminate", ELIMINATION_RULES)
+Select = _choice("Select", SELECTIONS)
+Unit = _choice("Unit", BUDGET_UNITS)
+ImportFormat = _choice("ImportFormat", IMPORT_FORMATS)
+Backend = _choice("Backend", BACKENDS)
+Template = _choice("Template", TEMPLATES)
+Task = _choice("Task", TASKS)
+StepMode = _choice("StepMode", STEP_MODES)
+TheoryEngine = _choice("TheoryEngine", THEORY_ENGINES)
+
+
+def _names(what: str, allowed: tuple[str, ...]):
+    """The callback of a repeatable, comma-separated choice (`--policy a,b --policy c`): the parser refuses an unknown
+    name, and the command receives the flat list."""
+    def callback(param: typer.CallbackParam, value: Optional[List[str]]) -> list[str]:
+        names = [n.strip() for item in value or [] for n in str(item).split(",") if n.strip()]
+        for n in names:
+            if n not in allowed:
+                raise typer.BadParameter(f"unknown {what} {n!r}; choose from {', '.join(allowed)}", param=param)
+        return names
+    return callback
+
+
+# ---------------------------------------------------------------------------------------------------------- replay
+
 @app.command("replay")
 def replay_cmd(
-    pool: Optional[Path] = typer.Option(None, "--pool", help="Pool directory (default: the embedded pool in data/)."),
+    ctx: typer.Context,
+    pool: Optional[Path] = typer.Argument(None, metavar="POOL", show_default=False,
+                                          help="Pool directory (default: the embedded data/lastletters-gpt35-40)."),
+    pool_option: Optional[Path] = typer.Option(None, "--pool", hidden=True, help="Deprecated: the POOL argument."),
     policy: Optional[List[str]] = typer.Option(
-        None, "--policy", metavar="NAME", help="Policies (repeat or comma-separate): uniform, elimination, ucb, gap, gap-literal, "
-        "entropy, two-stage, streaming, oracle. Default: all the pool supports."),
+        None, "--policy", metavar="NAME[,NAME...]", callback=_names("policy", POLICY_NAMES),
+        help=f"Policies, repeat or comma-separate: {', '.join(POLICY_NAMES)}. Default: all the pool supports."),
     budgets: str = typer.Option("4,8,16,32", help="Average budgets per query (samples, or tokens with --unit tokens)."),
     seeds: int = typer.Option(100, help="Number of seeds (permutations) per configuration."),
     seed_start: int = typer.Option(0, help="First seed; seeds are seed_start .. seed_start + seeds - 1."),
     score: str = typer.Option("gt", help="Score column (score_<name> or <name>), or gt: 1 if correct else 0."),
-    eliminate: str = typer.Option("threshold", help="Elimination rule: threshold, sc-share, sc-beta or none."),
+    eliminate: Eliminate = typer.Option(Eliminate("threshold"), help="Elimination rule."),
     gamma: str = typer.Option("1.0", help="Threshold gamma (list allowed): eliminate when a score >= gamma."),
-    select: str = typer.Option("bon", help="Selection for accuracy: bon, weighted or sc."),
-    unit: str = typer.Option("samples", help="Budget unit: samples, tokens or token-matched."),
+    select: Select = typer.Option(Select("bon"), help="Selection for accuracy."),
+    unit: Unit = typer.Option(Unit("samples"), help="Budget unit."),
     k: str = typer.Option("1", "--K", "-K", help="Responses per pull (list allowed)."),
     lam: Optional[str] = typer.Option(None, "--lambda", help="Exploration bonus (list); default ucb 1, entropy 3."),
     eps: float = typer.Option(0.01, help="gap's epsilon."),
@@ -129,20 +220,22 @@ def replay_cmd(
     """Replay allocation policies over a cached pool at many budgets and seeds; print mean ± standard error."""
     from replay.run import ReplayRequest, run_replay
 
+    pool = _renamed(ctx, "pool", "pool_option", "the POOL argument (ttc replay POOL)", "--pool")
     req = ReplayRequest(
-        pool=pool, policies=[p.strip() for item in (policy or []) for p in item.split(",") if p.strip()],
-        budgets=_floats(budgets, "--budgets"), seeds=seeds, seed_start=seed_start, score=score,
-        eliminate=eliminate, gammas=_floats(gamma, "--gamma"), select=select, unit=unit, Ks=_ints(k, "--K"),
-        lams=_floats(lam, "--lambda") if lam else None, eps=eps, max_samples=_ints(max_samples, "--max-samples"),
-        rhos=_floats(rho, "--rho"), taus=_floats(tau, "--tau"), m_min=m_min, conf=conf, out=out,
-        per_query=per_query, curve=curve, threads=threads)
+        pool=pool, policies=policy or [], budgets=_floats(budgets, "--budgets"), seeds=seeds, seed_start=seed_start,
+        score=score, eliminate=_value(eliminate), gammas=_floats(gamma, "--gamma"), select=_value(select),
+        unit=_value(unit), Ks=_ints(k, "--K"), lams=_floats(lam, "--lambda") if lam else None, eps=eps,
+        max_samples=_ints(max_samples, "--max-samples"), rhos=_floats(rho, "--rho"), taus=_floats(tau, "--tau"),
+        m_min=m_min, conf=conf, out=out, per_query=per_query, curve=curve, threads=threads)
     run_replay(req)
 
 
+# ---------------------------------------------------------------------------------------------------------- import
+
 @app.command("import")
 def import_cmd(
-    fmt: str = typer.Argument(..., metavar="FORMAT", help="lastletters-esc, math500-ivt, qwen-math-rm, humaneval, "
-                              "search-and-learn, llmonkeys, livecodebench or generic."),
+    ctx: typer.Context,
+    fmt: ImportFormat = typer.Argument(..., metavar="FORMAT", help="The dump's format (the README's table)."),
     source: Path = typer.Argument(..., help="The dump as published: a file (generic: .parquet, .csv, .jsonl), or a "
                                   "directory for humaneval and llmonkeys."),
     out: Path = typer.Option(..., "--out", help="Pool directory to write (new or empty)."),
@@ -155,8 +248,9 @@ def import_cmd(
     hash_answers: bool = typer.Option(False, help="generic: store answers as hashes (no third-party text)."),
     limit: Optional[int] = typer.Option(None, help="humaneval, search-and-learn, llmonkeys, livecodebench: only the "
                                         "first N queries (a quick look before a long import)."),
-    per_query: Optional[int] = typer.Option(None, help="humaneval, search-and-learn, llmonkeys, livecodebench: only "
+    responses: Optional[int] = typer.Option(None, help="humaneval, search-and-learn, llmonkeys, livecodebench: only "
                                             "the first M responses of each query."),
+    per_query: Optional[int] = typer.Option(None, hidden=True, help="Deprecated: --responses."),
     workers: Optional[int] = typer.Option(None, help="humaneval, search-and-learn: processes that run tests or grade "
                                           "answers (default: all cores)."),
     timeout: Optional[float] = typer.Option(None, help="humaneval: seconds per program (default 10); "
@@ -168,7 +262,9 @@ def import_cmd(
     from harvest.importers import import_pool
     from replay.pool import load_pool
 
-    options = {k: v for k, v in (("limit", limit), ("per_query", per_query), ("workers", workers),
+    fmt = _value(fmt)
+    responses = _renamed(ctx, "responses", "per_query", "--responses", "--per-query")
+    options = {k: v for k, v in (("limit", limit), ("per_query", responses), ("workers", workers),
                                  ("timeout", timeout)) if v is not None}
     if fmt == "generic":
         pairs = [s.split("=", 1) for s in (score or [])]
@@ -186,23 +282,29 @@ def import_cmd(
     typer.echo(line)
 
 
+# ------------------------------------------------------------------------------------------------------------ info
+
 @app.command("info")
 def info_cmd(
-    pool: Path = typer.Argument(..., help="Pool directory."),
+    pool: Optional[Path] = typer.Argument(None, metavar="POOL", show_default=False,
+                                          help="Pool directory (default: the embedded data/lastletters-gpt35-40)."),
     plot: Optional[Path] = typer.Option(None, help="Write uniform's exact curves as a PNG."),
 ):
     """What to check before trusting a pool: sizes, columns, difficulty, exact curves, score-vs-truth agreement."""
+    from replay.pool import DEFAULT_POOL
     from replay.run import run_info
 
-    run_info(pool, plot)
+    run_info(pool if pool is not None else DEFAULT_POOL, plot)
 
+
+# ----------------------------------------------------------------------------------------------------------- bench
 
 @app.command("bench")
 def bench_cmd(
     queries: int = typer.Option(500, help="Queries in the synthetic pool."),
     responses: int = typer.Option(64, help="Responses per query."),
     budgets: str = typer.Option("4,8,16,32", help="Average budgets per query."),
-    seeds: int = typer.Option(100, help="Seeds per (policy, budget)."),
+    seeds: int = typer.Option(100, help="Number of seeds per (policy, budget)."),
     repeats: int = typer.Option(5, help="Timing repeats; the median is reported."),
     reference_seeds: int = typer.Option(3, help="Seeds the plain-Python reference runs per row (0: skip it)."),
     growth: str = typer.Option("500,5000,50000", help="Pool sizes (queries) for the growth table; empty: skip."),
@@ -216,15 +318,17 @@ def bench_cmd(
               growth=_ints(growth, "--growth") if growth.strip() else [], threads=threads)
 
 
+# ---------------------------------------------------------------------------------------------------------- report
+
 @app.command("report")
 def report_cmd(
-    pools: List[Path] = typer.Argument(..., metavar="POOL", help="Pool directories (one report section each)."),
+    pools: List[Path] = typer.Argument(..., metavar="POOL...", help="Pool directories (one report section each)."),
     out: Path = typer.Option(..., "--out", help="Directory for report.md, the figures and tables/*.csv."),
     budgets: str = typer.Option("4,8,16,32", help="Average budgets per query (samples)."),
     seeds: int = typer.Option(100, help="Number of seeds (permutations) per configuration."),
     seed_start: int = typer.Option(0, help="First seed; seeds are seed_start .. seed_start + seeds - 1."),
     score: str = typer.Option("gt", help="Score column (score_<name> or <name>), or gt: 1 if correct else 0."),
-    select: str = typer.Option("bon", help="Selection for accuracy: bon, weighted or sc."),
+    select: Select = typer.Option(Select("bon"), help="Selection for accuracy."),
     gamma: float = typer.Option(1.0, help="Threshold gamma of every table but the gamma sweep."),
     max_samples: int = typer.Option(0, help="Per-query cap of the adaptive policies (0 = the pool size)."),
     latex: bool = typer.Option(False, "--latex", help="Also write every table as LaTeX (tables/*.tex)."),
@@ -234,10 +338,12 @@ def report_cmd(
     from replay.report import ReportRequest, run_report
 
     req = ReportRequest(pools=pools, out=out, budgets=_floats(budgets, "--budgets"), seeds=seeds,
-                        seed_start=seed_start, score=score, select=select, gamma=gamma, max_samples=max_samples,
-                        latex=latex, threads=threads)
+                        seed_start=seed_start, score=score, select=_value(select), gamma=gamma,
+                        max_samples=max_samples, latex=latex, threads=threads)
     run_report(req)
 
+
+# --------------------------------------------------------------------------------- harvest, score, merge (GPU box)
 
 _HARVEST_BACKEND_OPTIONS = {  # parameter -> (flag, keyword of the backend class, backends it applies to)
     "batch_size": ("--batch-size", "batch_size", ("transformers",)),
@@ -252,23 +358,75 @@ _HARVEST_BACKEND_OPTIONS = {  # parameter -> (flag, keyword of the backend class
     "concurrency": ("--concurrency", "concurrency", ("openai",)),
 }
 
+_PANEL = "Scoring (--oracle)"
+# The options `ttc harvest --oracle` and `ttc score` share, declared once: parameter -> (type, option).
+_SCORING = {
+    "workers": (Optional[int], typer.Option(None, help="Grading processes for gt / exec (default: all cores).",
+                                            rich_help_panel=_PANEL)),
+    "timeout": (Optional[float], typer.Option(None, help="Seconds per grade: gt (math-verify) 5, exec (program run) "
+                                              "10 by default.", rich_help_panel=_PANEL)),
+    "memory_mb": (int, typer.Option(512, "--memory-mb", help="exec: address-space limit of each program, in MiB.",
+                                    rich_help_panel=_PANEL)),
+    "prm_model": (Optional[str], typer.Option(None, help="prm: the process reward model (default "
+                                              "Qwen/Qwen2.5-Math-PRM-7B).", rich_help_panel=_PANEL)),
+    "prm_batch_size": (int, typer.Option(8, help="prm: responses per forward pass.", rich_help_panel=_PANEL)),
+    "prm_step_mode": (StepMode, typer.Option(StepMode("step"), help="prm: how responses are cut into steps: step "
+                                             "('Step N:') or blank (blank lines).", rich_help_panel=_PANEL)),
+    "prm_dtype": (Optional[str], typer.Option(None, help="prm: dtype (default bfloat16 on CUDA, float32 on CPU).",
+                                              rich_help_panel=_PANEL)),
+    "prm_device": (Optional[str], typer.Option(None, help="prm: device (default cuda when available).",
+                                               rich_help_panel=_PANEL)),
+    "prm_max_length": (Optional[int], typer.Option(None, help="prm: longest input in tokens (default: the model's "
+                                                   "context).", rich_help_panel=_PANEL)),
+    "judge_model": (Optional[str], typer.Option(None, help="judge: the judge model (hub name, path, or served name).",
+                                                rich_help_panel=_PANEL)),
+    "judge_backend": (Backend, typer.Option(Backend("vllm"), help="judge: the backend that runs the judge.",
+                                            rich_help_panel=_PANEL)),
+    "judge_base_url": (Optional[str], typer.Option(None, help="judge with --judge-backend openai: server URL ending "
+                                                   "in /v1.", rich_help_panel=_PANEL)),
+    "judge_api_key_env": (str, typer.Option("OPENAI_API_KEY", help="judge with openai: environment variable holding "
+                                            "the API key.", rich_help_panel=_PANEL)),
+    "judge_samples": (int, typer.Option(1, help="judge: verdicts per response (1 = greedy; more = sampled at 0.6).",
+                                        rich_help_panel=_PANEL)),
+    "judge_max_tokens": (int, typer.Option(1024, help="judge: max tokens of each verdict.", rich_help_panel=_PANEL)),
+    "progress": (bool, typer.Option(True, "--progress/--no-progress", help="Progress bars.")),
+}
 
-def _harvest_score_options(workers, timeout, memory_mb, prm_model, prm_batch_size, prm_step_mode, prm_dtype,
-                           prm_device, prm_max_length, judge_model, judge_backend, judge_base_url, judge_api_key_env,
-                           judge_samples, judge_max_tokens, progress):
+
+def _with_scoring_options(command):
+    """Give a command the options of _SCORING, after its own, and hand them to it as one dict, `scoring`."""
+    sig = inspect.signature(command, eval_str=True)
+    own = [p for p in sig.parameters.values() if p.name != "scoring"]
+    shared = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation)
+              for name, (annotation, option) in _SCORING.items()]
+
+    @functools.wraps(command)
+    def wrapper(**kwargs):
+        return command(**{k: v for k, v in kwargs.items() if k not in _SCORING},
+                       scoring={name: kwargs[name] for name in _SCORING})
+
+    wrapper.__signature__ = sig.replace(parameters=own + shared)
+    wrapper.__annotations__ = {p.name: p.annotation for p in own + shared}
+    return wrapper
+
+
+def _score_options(scoring: dict):
+    """ScoreOptions from the _SCORING options."""
     from harvest.scoring import ScoreOptions
 
-    if judge_backend not in ("vllm", "transformers", "openai"):
-        _fail(f"--judge-backend must be vllm, transformers or openai, got {judge_backend!r}")
-    if judge_backend == "openai" and not judge_base_url:
+    s = dict(scoring)
+    judge_backend = _value(s["judge_backend"])
+    if judge_backend == "openai" and not s["judge_base_url"]:
         _fail("--judge-backend openai needs --judge-base-url (e.g. http://localhost:8000/v1)")
-    backend_kw = ({"base_url": judge_base_url, "api_key_env": judge_api_key_env, "chat": True}
+    backend_kw = ({"base_url": s["judge_base_url"], "api_key_env": s["judge_api_key_env"], "chat": True}
                   if judge_backend == "openai" else {})
-    return ScoreOptions(workers=workers, timeout_s=timeout, memory_mb=memory_mb, prm_model=prm_model,
-                        prm_batch_size=prm_batch_size, prm_step_mode=prm_step_mode, prm_dtype=prm_dtype,
-                        prm_device=prm_device, prm_max_length=prm_max_length, judge_model=judge_model,
-                        judge_backend=judge_backend, judge_backend_options=backend_kw, judge_samples=judge_samples,
-                        judge_options={"max_tokens": judge_max_tokens}, progress=progress)
+    return ScoreOptions(workers=s["workers"], timeout_s=s["timeout"], memory_mb=s["memory_mb"],
+                        prm_model=s["prm_model"], prm_batch_size=s["prm_batch_size"],
+                        prm_step_mode=_value(s["prm_step_mode"]), prm_dtype=s["prm_dtype"],
+                        prm_device=s["prm_device"], prm_max_length=s["prm_max_length"],
+                        judge_model=s["judge_model"], judge_backend=judge_backend, judge_backend_options=backend_kw,
+                        judge_samples=s["judge_samples"], judge_options={"max_tokens": s["judge_max_tokens"]},
+                        progress=s["progress"])
 
 
 def _harvest_print_scores(results, pool):
@@ -304,36 +462,21 @@ def _harvest_release(backend):
         torch.cuda.empty_cache()
 
 
-# Options `ttc harvest --oracle` and `ttc score` share.
-_HARVEST_WORKERS = typer.Option(None, help="Grading processes for gt / exec (default: all cores).")
-_HARVEST_TIMEOUT = typer.Option(None, help="Seconds per grade: gt (math-verify) 5, exec (program run) 10 by default.")
-_HARVEST_MEMORY = typer.Option(512, "--memory-mb", help="exec: address-space limit of each program, in MiB.")
-_HARVEST_PRM_MODEL = typer.Option(None, help="prm: the process reward model (default Qwen/Qwen2.5-Math-PRM-7B).")
-_HARVEST_PRM_BATCH = typer.Option(8, help="prm: responses per forward pass.")
-_HARVEST_PRM_STEPS = typer.Option("step", help="prm: how responses are cut into steps: step ('Step N:') or blank.")
-_HARVEST_PRM_DTYPE = typer.Option(None, help="prm: dtype (default bfloat16 on CUDA, float32 on CPU).")
-_HARVEST_PRM_DEVICE = typer.Option(None, help="prm: device (default cuda when available).")
-_HARVEST_PRM_MAXLEN = typer.Option(None, help="prm: longest input in tokens (default: the model's context).")
-_HARVEST_JUDGE_MODEL = typer.Option(None, help="judge: the judge model (hub name, path, or served name).")
-_HARVEST_JUDGE_BACKEND = typer.Option("vllm", help="judge: vllm, transformers or openai.")
-_HARVEST_JUDGE_URL = typer.Option(None, help="judge with --judge-backend openai: server URL ending in /v1.")
-_HARVEST_JUDGE_KEY = typer.Option("OPENAI_API_KEY", help="judge with openai: environment variable holding the API key.")
-_HARVEST_JUDGE_SAMPLES = typer.Option(1, help="judge: verdicts per response (1 = greedy; more = sampled at 0.6).")
-_HARVEST_JUDGE_TOKENS = typer.Option(1024, help="judge: max tokens of each verdict.")
-
-
 @app.command("harvest")
+@_with_scoring_options
 def harvest_cmd(
     ctx: typer.Context,
     dataset: str = typer.Option(..., help="math500, aime24, aime25, lcb-exec (HuggingFace hub), hf:OWNER/NAME, or a "
                                 "JSONL / JSON / Parquet file (e.g. ../shared/data/benchmarks/math500.jsonl)."),
     model: str = typer.Option(..., help="Hub name or local path (openai backend: the served model name)."),
     out: Path = typer.Option(..., help="Pool directory to write or resume; give each --shard its own."),
-    n: int = typer.Option(..., "--n", help="Responses per query."),
+    responses: Optional[int] = typer.Option(None, "--responses", "-n", show_default=False,
+                                            help="Responses per query (required)."),
+    n_option: Optional[int] = typer.Option(None, "--n", hidden=True, help="Deprecated: --responses."),
     max_tokens: int = typer.Option(..., help="Most tokens per response (a response cut here has no answer)."),
-    backend: str = typer.Option("vllm", help="vllm (GPU), transformers (CPU or GPU, small models) or openai (HTTP)."),
-    template: Optional[str] = typer.Option(None, help="Prompt template: math-fewshot, aime-zeroshot, lcb-exec-cot, "
-                                           "plain (default: by task and data set)."),
+    backend: Backend = typer.Option(Backend("vllm"), help="vllm (GPU), transformers (CPU or GPU, small models) or "
+                                    "openai (HTTP)."),
+    template: Optional[Template] = typer.Option(None, help="Prompt template (default: by task and data set)."),
     chat: Optional[bool] = typer.Option(None, "--chat/--no-chat", help="Apply the model's chat template (default: "
                                         "when the tokenizer has one; openai: --chat sends chat requests)."),
     temperature: float = typer.Option(0.6, help="Sampling temperature."),
@@ -342,10 +485,10 @@ def harvest_cmd(
     shard: Optional[str] = typer.Option(None, metavar="I/N", help="Only shard I of N (0-based; by hash of query id)."),
     limit: Optional[int] = typer.Option(None, help="Only the first K queries of the data set."),
     shard_size: int = typer.Option(32, help="Queries per part file (a crash loses at most one part)."),
-    oracle: Optional[List[str]] = typer.Option(None, metavar="NAME", help="Score right after generating: gt, exec, "
-                                               "prm, judge (repeat or comma-separate)."),
-    task: Optional[str] = typer.Option(None, help="Task of a file's queries: math, lcb-exec or custom (default: "
-                                       "detected)."),
+    oracle: Optional[List[str]] = typer.Option(None, metavar="NAME[,NAME...]", callback=_names("oracle", ORACLES),
+                                               help=f"Score right after generating: {', '.join(ORACLES)} (repeat "
+                                               "or comma-separate)."),
+    task: Optional[Task] = typer.Option(None, help="Task of a file's queries (default: detected)."),
     id_column: Optional[str] = typer.Option(None, help="File column holding the query id."),
     problem_column: Optional[str] = typer.Option(None, help="File column holding the problem text."),
     answer_column: Optional[str] = typer.Option(None, help="File column holding the gold answer."),
@@ -364,30 +507,25 @@ def harvest_cmd(
     api_key_env: str = typer.Option("OPENAI_API_KEY", help="openai: environment variable holding the API key."),
     concurrency: int = typer.Option(8, help="openai: requests in flight."),
     trust_remote_code: bool = typer.Option(False, help="Allow model code from the hub (transformers, vllm)."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bars."),
-    workers: Optional[int] = _HARVEST_WORKERS, timeout: Optional[float] = _HARVEST_TIMEOUT,
-    memory_mb: int = _HARVEST_MEMORY, prm_model: Optional[str] = _HARVEST_PRM_MODEL,
-    prm_batch_size: int = _HARVEST_PRM_BATCH, prm_step_mode: str = _HARVEST_PRM_STEPS,
-    prm_dtype: Optional[str] = _HARVEST_PRM_DTYPE, prm_device: Optional[str] = _HARVEST_PRM_DEVICE,
-    prm_max_length: Optional[int] = _HARVEST_PRM_MAXLEN, judge_model: Optional[str] = _HARVEST_JUDGE_MODEL,
-    judge_backend: str = _HARVEST_JUDGE_BACKEND, judge_base_url: Optional[str] = _HARVEST_JUDGE_URL,
-    judge_api_key_env: str = _HARVEST_JUDGE_KEY, judge_samples: int = _HARVEST_JUDGE_SAMPLES,
-    judge_max_tokens: int = _HARVEST_JUDGE_TOKENS,
+    scoring: dict = None,
 ):
     """Generate N responses per query and write them as a pool (resumable part files), optionally scored."""
     from harvest.pipeline import HarvestSpec, ShardSpec, plan_harvest, run_harvest
     from harvest.scoring import check_applicable, parse_oracles, score_pool
     from harvest.types import Sampling
 
-    if backend not in ("vllm", "transformers", "openai"):
-        _fail(f"--backend must be vllm, transformers or openai, got {backend!r}")
+    backend, template, task = _value(backend), _value(template), _value(task)
+    n = _renamed(ctx, "responses", "n_option", "--responses", "--n")
+    if n is None:
+        _fail("missing option --responses (-n): the number of responses per query")
+    progress = scoring["progress"]
     for param, (flag, _, applies) in _HARVEST_BACKEND_OPTIONS.items():
         src = ctx.get_parameter_source(param)
         if backend not in applies and src is not None and src.name == "COMMANDLINE":
             _fail(f"{flag} applies to --backend {' or '.join(applies)}, not {backend}")
     if backend == "openai" and not base_url:
         _fail("--backend openai needs --base-url (e.g. http://localhost:8000/v1 for vllm serve)")
-    for name, v in (("--n", n), ("--max-tokens", max_tokens), ("--shard-size", shard_size)):
+    for name, v in (("--responses", n), ("--max-tokens", max_tokens), ("--shard-size", shard_size)):
         if v < 1:
             _fail(f"{name} must be at least 1, got {v}")
     if limit is not None and limit < 1:
@@ -398,9 +536,7 @@ def harvest_cmd(
 
         shard_spec = ShardSpec.parse(shard) if shard is not None else None
         oracles = parse_oracles(oracle)
-        opts = _harvest_score_options(workers, timeout, memory_mb, prm_model, prm_batch_size, prm_step_mode,
-                                      prm_dtype, prm_device, prm_max_length, judge_model, judge_backend,
-                                      judge_base_url, judge_api_key_env, judge_samples, judge_max_tokens, progress)
+        opts = _score_options(scoring)
         queries = load_queries(dataset, task=task, limit=limit, id_column=id_column, problem_column=problem_column,
                                answer_column=answer_column, split=split)
         tasks = sorted({q.task for q in queries})
@@ -455,29 +591,20 @@ def harvest_cmd(
 
 
 @app.command("score")
+@_with_scoring_options
 def score_cmd(
-    pool: Path = typer.Argument(..., help="Pool directory with a text column (written by ttc harvest)."),
-    oracle: List[str] = typer.Option(..., metavar="NAME", help="gt (math answers), exec (lcb-exec programs), prm, "
-                                     "judge; repeat or comma-separate. Re-scoring replaces an oracle's columns."),
-    workers: Optional[int] = _HARVEST_WORKERS, timeout: Optional[float] = _HARVEST_TIMEOUT,
-    memory_mb: int = _HARVEST_MEMORY, prm_model: Optional[str] = _HARVEST_PRM_MODEL,
-    prm_batch_size: int = _HARVEST_PRM_BATCH, prm_step_mode: str = _HARVEST_PRM_STEPS,
-    prm_dtype: Optional[str] = _HARVEST_PRM_DTYPE, prm_device: Optional[str] = _HARVEST_PRM_DEVICE,
-    prm_max_length: Optional[int] = _HARVEST_PRM_MAXLEN, judge_model: Optional[str] = _HARVEST_JUDGE_MODEL,
-    judge_backend: str = _HARVEST_JUDGE_BACKEND, judge_base_url: Optional[str] = _HARVEST_JUDGE_URL,
-    judge_api_key_env: str = _HARVEST_JUDGE_KEY, judge_samples: int = _HARVEST_JUDGE_SAMPLES,
-    judge_max_tokens: int = _HARVEST_JUDGE_TOKENS,
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bars."),
+    pool: Path = typer.Argument(..., metavar="POOL", help="Pool directory with a text column (written by ttc harvest)."),
+    oracle: List[str] = typer.Option(..., metavar="NAME[,NAME...]", callback=_names("oracle", ORACLES),
+                                     help=f"Oracles: {', '.join(ORACLES)} (gt: math answers, exec: lcb-exec programs); "
+                                     "repeat or comma-separate. Re-scoring replaces an oracle's columns."),
+    scoring: dict = None,
 ):
     """Add oracle columns to a pool (answer/correct, score_prm_*, score_judge), recording each oracle in pool.json.
     Scoring again replaces the oracle's columns; an interrupted scoring resumes with the same options."""
     from harvest.scoring import score_pool
 
     try:
-        opts = _harvest_score_options(workers, timeout, memory_mb, prm_model, prm_batch_size, prm_step_mode,
-                                      prm_dtype, prm_device, prm_max_length, judge_model, judge_backend,
-                                      judge_base_url, judge_api_key_env, judge_samples, judge_max_tokens, progress)
-        _harvest_print_scores(score_pool(pool, oracle, opts), pool)
+        _harvest_print_scores(score_pool(pool, oracle, _score_options(scoring)), pool)
     except KeyboardInterrupt:
         typer.echo(f"interrupted; rerun the same command to finish scoring {pool}", err=True)
         raise typer.Exit(130)
@@ -543,22 +670,30 @@ def synth_cmd(
 
 @app.command("theory")
 def theory_cmd(
-    n: str = typer.Option("10,20,50,100,200,500,1000", "--n", help="Query counts of the synthetic pools (p_i = i/n)."),
+    ctx: typer.Context,
+    sizes: str = typer.Option("10,20,50,100,200,500,1000", help="Query counts of the synthetic pools (p_i = i/n)."),
+    n_option: Optional[str] = typer.Option(None, "--n", hidden=True, help="Deprecated: --sizes."),
     delta: float = typer.Option(0.1, help="Budget needed to cover every query with probability 1 - delta."),
-    trials: int = typer.Option(200, help="Seeds (permutations) per pool size."),
+    seeds: int = typer.Option(200, help="Number of seeds (permutations) per pool size."),
+    trials: Optional[int] = typer.Option(None, hidden=True, help="Deprecated: --seeds."),
+    seed_start: int = typer.Option(0, help="First seed; also the seed of the pools."),
+    seed: Optional[int] = typer.Option(None, hidden=True, help="Deprecated: --seed-start."),
     m: int = typer.Option(4, "--m", help="Explore-then-commit: first-stage responses per query."),
     depth: int = typer.Option(64, help="Pool depth: query i holds max(m+1, ceil(depth / p_i)) responses."),
-    seed: int = typer.Option(0, help="Seed of the pools and first seed of the trials."),
-    engine: str = typer.Option("check", help="check: the engine confirms each budget (passes at B, fails at B-1); "
-                               "bisect: full bisection over B with the engine (slow); off: closed forms only."),
+    engine: TheoryEngine = typer.Option(TheoryEngine("check"), help="check: the engine confirms each budget (passes "
+                                        "at B, fails at B-1); bisect: full bisection over B with the engine (slow); "
+                                        "off: closed forms only."),
     out: Optional[Path] = typer.Option(None, "--out", help="Directory for theory.png and theory.csv."),
 ):
     """Measure the budget uniform, elimination and explore-then-commit need to cover every query with
     probability 1 - delta as n grows, against the spec's rates n max 1/p_i, sum 1/p_i, sum max(m, 1/p_i)."""
     from replay.theory import TheorySetting, run_theory
 
-    run_theory(TheorySetting(ns=tuple(_ints(n, "--n")), delta=delta, trials=trials, m=m, depth=depth, seed=seed,
-                             engine=engine), out=out)
+    sizes = _renamed(ctx, "sizes", "n_option", "--sizes", "--n")
+    seeds = _renamed(ctx, "seeds", "trials", "--seeds", "--trials")
+    seed_start = _renamed(ctx, "seed_start", "seed", "--seed-start", "--seed")
+    run_theory(TheorySetting(ns=tuple(_ints(sizes, "--sizes")), delta=delta, trials=seeds, m=m, depth=depth,
+                             seed=seed_start, engine=_value(engine)), out=out)
 
 
 def main():  # pragma: no cover

@@ -43,7 +43,7 @@ def main():
         d = Path(d)
         write_pool(d, args.queries, args.responses)
         size_mb = (d / "samples.parquet").stat().st_size / 2**20
-        cmd = ["ttc", "replay", "--pool", str(d), "--seeds", str(args.seeds), "--score", "rm", "--gamma", "0.9",
+        cmd = ["ttc", "replay", str(d), "--seeds", str(args.seeds), "--score", "rm", "--gamma", "0.9",
                "--budgets", "4,8,16,32"]
         t = time.perf_counter()
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)

@@ -679,6 +679,9 @@ def _first_score(out: Path) -> str:
     return cols[0] if cols else "gt"
 
 
+OPTION_FLAGS = {"per_query": "--responses"}  # an importer keyword -> its `ttc import` option, where they differ
+
+
 def import_pool(fmt: str, src, out, options: dict | None = None) -> Path:
     """Run one adapter and validate what it wrote (a pool that does not load is an adapter bug)."""
     import inspect
@@ -698,11 +701,12 @@ def import_pool(fmt: str, src, out, options: dict | None = None) -> Path:
     options = dict(options or {})
     accepted = inspect.signature(IMPORTERS[fmt][0]).parameters
     for name, value in options.items():
+        flag = OPTION_FLAGS.get(name, f"--{name.replace('_', '-')}")
         if name not in accepted:
-            raise PoolError(f"{fmt} does not take --{name.replace('_', '-')}")
+            raise PoolError(f"{fmt} does not take {flag}")
         if name in ("limit", "per_query", "workers") and value is not None and (
                 isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise PoolError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
+            raise PoolError(f"{flag} must be a positive integer, got {value!r}")
         if name == "timeout" and not (isinstance(value, (int, float)) and value > 0):
             raise PoolError(f"--timeout must be a positive number of seconds, got {value!r}")
     try:

@@ -281,7 +281,7 @@ def plan_harvest(out: Path, queries: Sequence[Query], spec: HarvestSpec, shard: 
         dup = next(i for k, i in enumerate(ids) if i in ids[:k])
         raise HarvestError(f"the data set lists query_id {dup!r} more than once; query ids must be unique")
     if spec.sampling.n < 1 or spec.sampling.n >= SEED_SPACING:
-        raise HarvestError(f"--n must be between 1 and {SEED_SPACING - 1}, got {spec.sampling.n}")
+        raise HarvestError(f"--responses must be between 1 and {SEED_SPACING - 1}, got {spec.sampling.n}")
     spec.dataset = {**spec.dataset, "n_queries": len(queries), "digest": dataset_digest(queries)}
     mine = split_shard(queries, shard)
     if out.exists() and not out.is_dir():

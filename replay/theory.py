@@ -92,19 +92,19 @@ class TheorySetting:
 
     def check(self):
         if not self.ns or any(n < 2 for n in self.ns):
-            raise PoolError(f"--n takes query counts >= 2, got {list(self.ns)}")
+            raise PoolError(f"--sizes takes query counts >= 2, got {list(self.ns)}")
         if len(set(self.ns)) != len(self.ns):
-            raise PoolError(f"--n lists a size twice: {list(self.ns)}")
+            raise PoolError(f"--sizes lists a size twice: {list(self.ns)}")
         if not 0.0 < self.delta < 1.0:
             raise PoolError(f"--delta must be in (0, 1), got {self.delta}")
         if self.trials < 1:
-            raise PoolError(f"--trials must be >= 1, got {self.trials}")
+            raise PoolError(f"--seeds must be >= 1, got {self.trials}")
         if self.m < 1:
             raise PoolError(f"--m (two-stage's first stage per query) must be >= 1, got {self.m}")
         if self.depth < 1:
             raise PoolError(f"--depth must be >= 1, got {self.depth}")
         if self.seed < 0:
-            raise PoolError(f"--seed must be >= 0, got {self.seed}")
+            raise PoolError(f"--seed-start must be >= 0, got {self.seed}")
         if self.engine not in ENGINE_MODES:
             raise PoolError(f"--engine must be one of {', '.join(ENGINE_MODES)}, got {self.engine!r}")
 

@@ -168,7 +168,7 @@ def test_sc_share_parameters(tmp_path):
 
 def test_math500_with_score_column(tmp_path):
     out = tmp_path / "runs.parquet"
-    r = ok(replay("--pool", MATH, "--score", "conf", "--out", out))
+    r = ok(replay(MATH, "--score", "conf", "--out", out))
     assert "math500-llama3.1-8b-48" in r.stdout
     df = pl.read_parquet(out)
     assert set(df["score"]) == {"score_conf"}
@@ -177,7 +177,7 @@ def test_math500_with_score_column(tmp_path):
 
 
 def test_math500_entropy_needs_answers():
-    r = replay("--pool", MATH, "--score", "conf", "--policy", "entropy")
+    r = replay(MATH, "--score", "conf", "--policy", "entropy")
     assert_clean_error(r, r"entropy needs an 'answer' column")
 
 
@@ -187,12 +187,13 @@ def test_math500_entropy_needs_answers():
     (["--eliminate", "sc-beta", "--policy", "ucb"], r"ucb\(eliminate=sc-beta\) needs an 'answer' column"),
 ])
 def test_math500_answer_options_refused(args, pattern):
-    assert_clean_error(replay("--pool", MATH, "--score", "conf", *args), pattern)
+    assert_clean_error(replay(MATH, "--score", "conf", *args), pattern)
 
 
 def test_help_lists_options():
     r = ok(runner.invoke(app, ["replay", "--help"]))
-    for opt in ("--pool", "--policy", "--budgets", "--seeds", "--score", "--select", "--eliminate", "--unit",
+    assert "POOL" in r.stdout
+    for opt in ("--policy", "--budgets", "--seeds", "--score", "--select", "--eliminate", "--unit",
                 "--out", "--per-query", "--threads"):
         assert opt in r.stdout
 
@@ -202,8 +203,8 @@ def test_help_lists_options():
 @pytest.mark.parametrize("args, pattern", [
     (["--policy", "nope"], r"unknown policy 'nope'; choose from uniform, "),
     (["--policy", "ucb,nope"], r"unknown policy 'nope'"),
-    (["--select", "best"], r"unknown selection 'best'; choose bon, weighted or sc"),
-    (["--eliminate", "never"], r"unknown elimination rule 'never'"),
+    (["--select", "best"], r"Invalid value for '--select'.*'best' is not one of 'bon', 'weighted', 'sc'"),
+    (["--eliminate", "never"], r"Invalid value for '--eliminate'.*'never' is not one of 'threshold', "),
     (["--budgets", "4,x"], r"--budgets takes comma-separated numbers, got '4,x'"),
     (["--budgets", "0"], r"budgets must be positive"),
     (["--budgets", "-1"], r"budgets must be positive"),
@@ -233,19 +234,19 @@ def test_bad_input_default_pool(args, pattern):
 
 
 def test_nonexistent_pool(tmp_path):
-    assert_clean_error(replay("--pool", tmp_path / "nope"), r"pool directory .*nope does not exist")
+    assert_clean_error(replay(tmp_path / "nope"), r"pool directory .*nope does not exist")
 
 
 def test_pool_with_score_out_of_range(tmp_path):
     d = small_pool(tmp_path, score_rm=[0.1, 0.2, 1.5, 0.3, 0.4, 0.5])
-    assert_clean_error(replay("--pool", d, "--score", "rm"), r"column 'score_rm' has values outside \[0, 1\]")
+    assert_clean_error(replay(d, "--score", "rm"), r"column 'score_rm' has values outside \[0, 1\]")
     # every score column is validated on load (the pool contract), not only the one a run selects
-    assert_clean_error(replay("--pool", d, "--score", "gt"), r"column 'score_rm' has values outside \[0, 1\]")
+    assert_clean_error(replay(d, "--score", "gt"), r"column 'score_rm' has values outside \[0, 1\]")
 
 
 def test_pool_score_that_does_not_exist(tmp_path):
     d = small_pool(tmp_path, score_rm=[0.1] * 6)
-    assert_clean_error(replay("--pool", d, "--score", "prm"), r"score column 'prm' does not exist; available: score_rm")
+    assert_clean_error(replay(d, "--score", "prm"), r"score column 'prm' does not exist; available: score_rm")
 
 
 def test_score_gt_without_ground_truth(tmp_path):
@@ -253,23 +254,23 @@ def test_score_gt_without_ground_truth(tmp_path):
     d.mkdir()
     pl.DataFrame({"query_id": ["a", "a"], "sample_idx": [0, 1], "score_rm": [0.2, 0.9]}).write_parquet(
         d / "samples.parquet")
-    assert_clean_error(replay("--pool", d), r"--score gt needs a 'correct' column")
-    assert_clean_error(replay("--pool", d, "--score", "rm", "--policy", "oracle"), r"oracle needs ground truth")
-    ok(replay("--pool", d, "--score", "rm"))
+    assert_clean_error(replay(d), r"--score gt needs a 'correct' column")
+    assert_clean_error(replay(d, "--score", "rm", "--policy", "oracle"), r"oracle needs ground truth")
+    ok(replay(d, "--score", "rm"))
 
 
 def test_token_pool_units(tmp_path):
     d = small_pool(tmp_path, n_tokens=[10, 20, 30, 40, 50, 60])
     out = tmp_path / "runs.parquet"
-    ok(replay("--pool", d, "--unit", "tokens", "--budgets", "40", "--out", out))
+    ok(replay(d, "--unit", "tokens", "--budgets", "40", "--out", out))
     df = pl.read_parquet(out)
     assert set(df["unit"]) == {"tokens"} and df["tokens_used"].null_count() == 0
     assert (df["tokens_used"] <= 40 * 3).all()
-    assert_clean_error(replay("--pool", d, "--unit", "foo"), r"unknown budget unit 'foo'")
+    assert_clean_error(replay(d, "--unit", "foo"), r"'foo' is not one of 'samples', 'tokens', 'token-matched'")
 
 
 def test_unknown_unit_on_pool_without_tokens():
-    assert_clean_error(replay("--unit", "foo"), r"unknown budget unit 'foo'")
+    assert_clean_error(replay("--unit", "foo"), r"Invalid value for '--unit'")
 
 
 @pytest.mark.parametrize("conf", ["1.5", "-0.1"])
@@ -284,13 +285,13 @@ def test_out_is_a_directory(tmp_path):
 def test_pool_json_not_an_object(tmp_path):
     d = small_pool(tmp_path)
     (d / "pool.json").write_text("[1, 2]")
-    assert_clean_error(replay("--pool", d), r"pool\.json")
+    assert_clean_error(replay(d), r"pool\.json")
 
 
 def test_invalid_pool_json(tmp_path):
     d = small_pool(tmp_path)
     (d / "pool.json").write_text("{oops")
-    assert_clean_error(replay("--pool", d), r"pool\.json: not valid JSON")
+    assert_clean_error(replay(d), r"pool\.json: not valid JSON")
 
 
 # ------------------------------------------------------------------------------------- real subprocess runs
@@ -318,7 +319,7 @@ def test_subprocess_success(tmp_path):
     (["--budgets", "4,x"], r"--budgets takes comma-separated numbers"),
     (["--seeds", "0"], r"--seeds must be >= 1"),
     (["--rho", "1.5"], r"rho must be in \(0, 1\)"),
-    (["--pool", "does-not-exist"], r"pool directory does-not-exist does not exist"),
+    (["does-not-exist"], r"pool directory does-not-exist does not exist"),
 ])
 def test_subprocess_bad_input(tmp_path, args, pattern):
     p = run_ttc("--seeds", 2, "--budgets", 2, *args, cwd=tmp_path)
@@ -331,7 +332,7 @@ def test_subprocess_bad_input(tmp_path, args, pattern):
 
 def test_subprocess_bad_score_pool(tmp_path):
     d = small_pool(tmp_path, score_rm=[0.1, 0.2, 0.3, -0.5, 0.4, 0.5])
-    p = run_ttc("--seeds", 2, "--budgets", 2, "--pool", d, "--score", "score_rm", cwd=tmp_path)
+    p = run_ttc("--seeds", 2, "--budgets", 2, d, "--score", "score_rm", cwd=tmp_path)
     assert p.returncode == 2 and p.stderr.startswith("error:") and "Traceback" not in p.stderr, p.stderr
     assert "outside [0, 1]" in p.stderr
 
@@ -343,7 +344,7 @@ def test_subprocess_mismatched_sample_files(tmp_path):
         d / "samples" / "0.parquet")
     pl.DataFrame({"query_id": ["b"], "sample_idx": pl.Series([0], dtype=pl.Int32), "correct": [True]}).write_parquet(
         d / "samples" / "1.parquet")
-    p = run_ttc("--seeds", 2, "--budgets", 1, "--pool", d, cwd=tmp_path)
+    p = run_ttc("--seeds", 2, "--budgets", 1, d, cwd=tmp_path)
     assert "Traceback" not in p.stderr
     assert p.returncode == 2 and p.stderr.startswith("error:"), p.stderr
 
@@ -421,3 +422,126 @@ def test_out_of_range_numbers_are_bad_input_not_bugs(args, pattern):
 def test_version():
     r = ok(runner.invoke(app, ["--version"]))
     assert r.stdout.startswith("ttc ") and "python" in r.stdout and "numba" in r.stdout
+
+
+# ------------------------------------------------------------------- one command-line convention (issue 11)
+
+def test_pool_is_an_argument_and_defaults_to_the_embedded_pool(tmp_path):
+    out = tmp_path / "runs.parquet"
+    ok(replay(MATH, "--policy", "uniform", "--score", "conf", "--out", out))
+    assert set(pl.read_parquet(out)["score"]) == {"score_conf"}
+    r = ok(runner.invoke(app, ["info"]))  # info defaults to the embedded pool too
+    assert "lastletters-gpt35-40" in r.stdout
+
+
+def test_deprecated_pool_option_still_works_with_a_warning(tmp_path):
+    out = tmp_path / "runs.parquet"
+    r = ok(replay("--pool", MATH, "--policy", "uniform", "--score", "conf", "--out", out))
+    assert "warning: --pool is deprecated" in r.stderr
+    assert set(pl.read_parquet(out)["score"]) == {"score_conf"}
+    assert "--pool" not in ok(runner.invoke(app, ["replay", "--help"])).stdout  # hidden
+    assert_clean_error(replay(MATH, "--pool", MATH, "--policy", "uniform"), r"--pool is the old spelling")
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["replay", "--select", "best"], "--select"),
+    (["replay", "--eliminate", "never"], "--eliminate"),
+    (["replay", "--unit", "hours"], "--unit"),
+    (["replay", "--policy", "ucb,nope"], "--policy"),
+    (["report", "POOL", "--out", "OUT", "--select", "best"], "--select"),
+    (["import", "nope", "SRC", "--out", "OUT"], "FORMAT"),
+    (["harvest", "--dataset", "d", "--model", "m", "--responses", "2", "--max-tokens", "4", "--out", "o",
+      "--backend", "tgi"], "--backend"),
+    (["harvest", "--dataset", "d", "--model", "m", "--responses", "2", "--max-tokens", "4", "--out", "o",
+      "--template", "nope"], "--template"),
+    (["harvest", "--dataset", "d", "--model", "m", "--responses", "2", "--max-tokens", "4", "--out", "o",
+      "--task", "poetry"], "--task"),
+    (["harvest", "--dataset", "d", "--model", "m", "--responses", "2", "--max-tokens", "4", "--out", "o",
+      "--oracle", "gt,bleu"], "--oracle"),
+    (["score", "POOL", "--oracle", "bleu"], "--oracle"),
+    (["score", "POOL", "--oracle", "judge", "--judge-backend", "tgi"], "--judge-backend"),
+    (["score", "POOL", "--oracle", "prm", "--prm-step-mode", "sentence"], "--prm-step-mode"),
+    (["theory", "--engine", "maybe"], "--engine"),
+])
+def test_enumerations_are_refused_by_the_parser(tmp_path, argv, flag):
+    """A bad value of an enumeration never reaches the command (nothing is read or written): the parser refuses
+    it with exit status 2 in the same one-line form as any bad input, naming the option."""
+    argv = [str(tmp_path / a) if a in ("POOL", "OUT", "SRC") else a for a in argv]
+    r = runner.invoke(app, argv)
+    assert_clean_error(r, rf"Invalid value for '?{flag}")
+    assert "--help" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("command, flag, values", [
+    ("replay", "--select", ["bon", "weighted", "sc"]),
+    ("replay", "--eliminate", ["threshold", "sc-share", "sc-beta", "none"]),
+    ("replay", "--unit", ["samples", "tokens", "token-matched"]),
+    ("replay", "--policy", list(POLICIES)),
+    ("report", "--select", ["bon", "weighted", "sc"]),
+    ("harvest", "--backend", ["transformers", "vllm", "openai"]),
+    ("score", "--oracle", ["gt", "exec", "prm", "judge"]),
+    ("theory", "--engine", ["check", "bisect", "off"]),
+])
+def test_help_lists_the_choices(command, flag, values):
+    text = ok(runner.invoke(app, [command, "--help"], env={"COLUMNS": "400"})).stdout  # one line per option
+    line = next(ln for ln in text.splitlines() if re.match(rf"\W*\s{re.escape(flag)}\s", ln))
+    for v in values:
+        assert re.search(rf"[\s<|,]{re.escape(v)}[\s>|,.]", line), (flag, v, line)
+
+
+def test_the_cli_choices_are_the_registries():
+    """The names cli.py spells out (to keep numba and polars out of `ttc --help`) are the registries' names."""
+    import cli
+    from harvest.importers import IMPORTERS
+    from harvest.scoring import ORACLE_COLUMNS
+    from replay.engine import SELECT
+    from replay.policies import ELIMS, UNITS
+    from replay.theory import ENGINE_MODES
+
+    assert list(cli.POLICY_NAMES) == list(POLICIES)
+    assert sorted(cli.ELIMINATION_RULES) == sorted(ELIMS)
+    assert list(cli.SELECTIONS) == list(SELECT)
+    assert set(cli.BUDGET_UNITS) == set(UNITS) | {"token-matched"}
+    assert list(cli.ORACLES) == list(ORACLE_COLUMNS)
+    assert list(cli.IMPORT_FORMATS) == list(IMPORTERS)
+    assert list(cli.THEORY_ENGINES) == list(ENGINE_MODES)
+
+
+def test_harvest_and_score_share_one_declaration_of_the_scoring_options():
+    import typer.main
+
+    import cli
+
+    group = typer.main.get_command(app)
+    harvest, score = group.commands["harvest"], group.commands["score"]
+    h = {p.name: p for p in harvest.params}
+    s = {p.name: p for p in score.params}
+    shared = list(cli._SCORING)
+    assert len(shared) == 16
+    for name in shared:
+        assert h[name].opts == s[name].opts and h[name].default == s[name].default and h[name].help == s[name].help
+    assert set(s) - set(shared) == {"pool", "oracle"}
+
+
+@pytest.mark.parametrize("argv, new", [
+    (["import", "generic", "SRC", "--out", "OUT", "--per-query", "2"], "--responses"),
+    (["theory", "--n", "4"], "--sizes"),
+    (["theory", "--trials", "2"], "--seeds"),
+    (["theory", "--seed", "1"], "--seed-start"),
+    (["harvest", "--dataset", "SRC", "--model", "m", "--n", "2", "--max-tokens", "4", "--out", "OUT"], "--responses"),
+])
+def test_old_spellings_warn_and_are_hidden(tmp_path, argv, new):
+    """Old option names still parse (hidden from --help) and warn; giving the old and the new name is refused."""
+    old = next(a for a in argv if a in ("--per-query", "--n", "--trials", "--seed"))
+    argv = [str(tmp_path / a) if a in ("SRC", "OUT") else a for a in argv]
+    r = runner.invoke(app, argv)  # may fail later (no such source), but only after the warning
+    assert f"warning: {old} is deprecated; use {new}" in r.stderr, r.output
+    assert f" {old} " not in " ".join(ok(runner.invoke(app, [argv[0], "--help"])).stdout.split())
+    both = argv + [new, argv[argv.index(old) + 1]]
+    assert_clean_error(runner.invoke(app, both), rf"{old} is the old spelling of {new}")
+
+
+def test_harvest_needs_responses(tmp_path):
+    r = runner.invoke(app, ["harvest", "--dataset", "d", "--model", "m", "--max-tokens", "4", "--out", str(tmp_path)])
+    assert_clean_error(r, r"missing option --responses")

@@ -61,7 +61,7 @@ def math_source() -> Path:
 
 def harvest_args(model, out, dataset=None, *extra):
     return ["harvest", "--dataset", str(dataset or math_source()), "--limit", "4", "--model", str(model),
-            "--backend", "transformers", "--n", "4", "--max-tokens", "16", "--seed", "3", "--out", str(out),
+            "--backend", "transformers", "--responses", "4", "--max-tokens", "16", "--seed", "3", "--out", str(out),
             "--shard-size", "1", "--no-progress", *extra]
 
 
@@ -104,9 +104,9 @@ def test_harvest_score_info_replay_math(tiny, tiny_prm_dir, tmp_path):
     assert judge["model"] == str(tiny) and judge["backend"] == "transformers"
 
     ok(runner.invoke(app, ["info", str(pool)]))
-    ok(runner.invoke(app, ["replay", "--pool", str(pool), "--seeds", "5", "--budgets", "1,2"]))
+    ok(runner.invoke(app, ["replay", str(pool), "--seeds", "5", "--budgets", "1,2"]))
     for score in ("prm_min", "judge"):
-        ok(runner.invoke(app, ["replay", "--pool", str(pool), "--seeds", "5", "--budgets", "1,2", "--score", score,
+        ok(runner.invoke(app, ["replay", str(pool), "--seeds", "5", "--budgets", "1,2", "--score", score,
                                "--policy", "uniform,ucb"]))
 
     # scoring gt again replaces its columns and says so
@@ -128,7 +128,7 @@ def test_harvest_and_score_lcb_exec(tiny, tmp_path):
     assert df["correct"].dtype == pl.Boolean and df.height == 12
     assert read_meta(pool)["oracles"]["exec"]["task"] == "lcb-exec"
     assert load_pool(pool).n_queries == 3
-    ok(runner.invoke(app, ["replay", "--pool", str(pool), "--seeds", "5", "--budgets", "1,2"]))
+    ok(runner.invoke(app, ["replay", str(pool), "--seeds", "5", "--budgets", "1,2"]))
 
 
 def test_killed_harvest_resumes_to_the_uninterrupted_result(tiny, tmp_path):
@@ -280,7 +280,7 @@ def test_unreachable_server_is_a_one_line_error(tmp_path, monkeypatch):
     data = tmp_path / "q.jsonl"
     data.write_text('{"id": "a", "problem": "1+1", "answer": "2"}\n')
     r = runner.invoke(app, ["harvest", "--dataset", str(data), "--model", "m", "--backend", "openai",
-                            "--base-url", f"http://127.0.0.1:{port}/v1", "--n", "1", "--max-tokens", "4",
+                            "--base-url", f"http://127.0.0.1:{port}/v1", "--responses", "1", "--max-tokens", "4",
                             "--out", str(tmp_path / "pool")])
     assert r.exit_code == 1, r.output
     assert "error: BackendError:" in r.output and "Traceback" not in r.output

@@ -199,7 +199,7 @@ def test_bad_backend_output_and_bad_datasets_are_refused(tmp_path):
     dup = make_queries(3) + [make_queries(1)[0]]
     with pytest.raises(HarvestError, match="more than once"):
         plan_harvest(tmp_path / "dup", dup, spec())
-    with pytest.raises(HarvestError, match="--n"):
+    with pytest.raises(HarvestError, match="--responses"):
         plan_harvest(tmp_path / "n", make_queries(3), spec(n=SEED_SPACING))
 
 

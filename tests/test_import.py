@@ -61,7 +61,7 @@ def test_shared_dumps_import_into_valid_pools(tmp_path, fmt, rel, queries, per_q
     assert r.exit_code == 0, r.output
     p = load_pool(tmp_path / "pool")
     assert p.n_queries == queries and (p.sizes == per_query).all()
-    r = CliRunner().invoke(app, ["replay", "--pool", str(tmp_path / "pool"), "--seeds", "3", "--budgets", "2"])
+    r = CliRunner().invoke(app, ["replay", str(tmp_path / "pool"), "--seeds", "3", "--budgets", "2"])
     assert r.exit_code == 0, r.output
 
 

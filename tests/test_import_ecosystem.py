@@ -62,14 +62,14 @@ def test_livecodebench_codegen_has_no_answers_and_replays(tmp_path):
     assert p.correct.tolist() == [1, 0, 0, 0, 1]
     q = pl.read_parquet(tmp_path / "p" / "queries.parquet")
     assert q["difficulty"].to_list() == ["easy", "hard"] and "question_content" not in q.columns
-    rr = CliRunner().invoke(app, ["replay", "--pool", str(tmp_path / "p"), "--seeds", "3", "--budgets", "2",
+    rr = CliRunner().invoke(app, ["replay", str(tmp_path / "p"), "--seeds", "3", "--budgets", "2",
                                   "--policy", "uniform,ucb"])
     assert rr.exit_code == 0, rr.output
 
 
 def test_livecodebench_limit_and_per_query(tmp_path):
     r = _run("livecodebench", FIX / "livecodebench_codegen_eval_all.json", "--out", tmp_path / "p",
-             "--limit", "1", "--per-query", "1")
+             "--limit", "1", "--responses", "1")
     assert r.exit_code == 0, r.output
     p = load_pool(tmp_path / "p")
     assert p.query_ids == ["3000"] and p.sizes.tolist() == [1]
@@ -136,7 +136,7 @@ def test_search_and_learn_grades_extracts_and_aggregates_prm_steps(tmp_path):
     assert meta["math_verify_version"] == MATH_VERIFY_VERSION and meta["step_scores_clipped"] == 0
     for col in ("prm_min", "prm_last", "prm_prod"):
         load_pool(tmp_path / "p", score=col)
-    rr = CliRunner().invoke(app, ["replay", "--pool", str(tmp_path / "p"), "--seeds", "3", "--budgets", "2",
+    rr = CliRunner().invoke(app, ["replay", str(tmp_path / "p"), "--seeds", "3", "--budgets", "2",
                                   "--score", "prm_min", "--gamma", "0.9", "--unit", "tokens", "--policy", "uniform"])
     assert rr.exit_code == 0, rr.output
 
@@ -151,12 +151,12 @@ def test_search_and_learn_parquet_beam_search_shape_and_clipping(tmp_path):
     df = df.with_columns(pl.Series("scores", scores))
     df.write_parquet(tmp_path / "beam.parquet")
     r = _run("search-and-learn", tmp_path / "beam.parquet", "--out", tmp_path / "p", "--workers", "1",
-             "--per-query", "2")
+             "--responses", "2")
     assert r.exit_code == 0, r.output
     assert "warning: completion_tokens is not one count per completion" in r.output
     assert "warning: 2 of" in r.output and "clipped" in r.output
     out = _rows(tmp_path / "p")
-    assert "n_tokens" not in out.columns and out.height == 6  # --per-query 2
+    assert "n_tokens" not in out.columns and out.height == 6  # --responses 2
     row = out.filter(pl.col("query_id") == "test/algebra/9.json")
     assert row["score_prm_min"].to_list() == [0.9, 0.0] and row["score_prm_last"].to_list() == [0.9, 0.6]
     assert json.loads((tmp_path / "p" / "pool.json").read_text())["step_scores_clipped"] == 2
@@ -199,13 +199,13 @@ def test_llmonkeys_directory_math_and_gsm8k(tmp_path):
     assert a[0] == a[1] != a[2] and a[3] is None
     q = pl.read_parquet(tmp_path / "p" / "queries.parquet")
     assert dict(zip(q["query_id"], q["dataset"])) == {"2": "math", "3": "gsm8k", "10": "math"}
-    rr = CliRunner().invoke(app, ["replay", "--pool", str(tmp_path / "p"), "--seeds", "3", "--budgets", "2",
+    rr = CliRunner().invoke(app, ["replay", str(tmp_path / "p"), "--seeds", "3", "--budgets", "2",
                                   "--select", "sc", "--policy", "uniform,entropy"])
     assert rr.exit_code == 0, rr.output
 
 
 def test_llmonkeys_limit_takes_files_in_numeric_order_and_refuses_ungraded(tmp_path):
-    r = _run("llmonkeys", FIX / "llmonkeys", "--out", tmp_path / "p", "--limit", "2", "--per-query", "3")
+    r = _run("llmonkeys", FIX / "llmonkeys", "--out", tmp_path / "p", "--limit", "2", "--responses", "3")
     if r.exit_code != 0 and "math_answer" in r.output:
         pytest.skip("harvest/oracles/math_answer.py is not there yet")
     assert r.exit_code == 0, r.output

@@ -50,7 +50,7 @@ def test_toy_humaneval_truncates_runs_and_hashes(tmp_path):
     assert b"split()" not in text and b"return a" not in text  # figure-only: no code text in the pool
     p = load_pool(tmp_path / "p")
     assert p.query_ids == ["ToyEval/0", "ToyEval/1", "ToyEval/2"] and p.has_answers and not p.has_tokens
-    rr = CliRunner().invoke(app, ["replay", "--pool", str(tmp_path / "p"), "--seeds", "3", "--budgets", "2",
+    rr = CliRunner().invoke(app, ["replay", str(tmp_path / "p"), "--seeds", "3", "--budgets", "2",
                                   "--select", "sc"])
     assert rr.exit_code == 0, rr.output
     assert humaneval_answer("  return  a\n") == "return a" and humaneval_answer(" \n ") is None
@@ -78,7 +78,7 @@ def test_humaneval_source_errors(tmp_path):
 def test_shared_codegen_dump_first_tasks(tmp_path):
     if not SHARED.exists():
         pytest.skip(f"{SHARED} not present (../shared/data is only beside the project on the team's machines)")
-    r = _run(SHARED, "--out", tmp_path / "p", "--limit", "2", "--per-query", "10")
+    r = _run(SHARED, "--out", tmp_path / "p", "--limit", "2", "--responses", "10")
     assert r.exit_code == 0, r.output
     p = load_pool(tmp_path / "p")
     assert p.query_ids == ["HumanEval/0", "HumanEval/1"] and p.sizes.tolist() == [10, 10]

@@ -131,7 +131,7 @@ def _one_line_error(r, expected):
 
 @pytest.mark.parametrize("args, command", [
     (lambda tmp: ["report", "DEFAULT", "--out", tmp / "out"], "ttc report"),
-    (lambda tmp: ["theory", "--n", "10,20", "--trials", "5", "--out", tmp / "out"], "ttc theory --out"),
+    (lambda tmp: ["theory", "--sizes", "10,20", "--seeds", "5", "--out", tmp / "out"], "ttc theory --out"),
     (lambda tmp: ["info", "DEFAULT", "--plot", tmp / "out" / "c.png"], "ttc info --plot"),
 ])
 def test_plot_commands_without_matplotlib(monkeypatch, tmp_path, args, command):

@@ -115,7 +115,7 @@ def test_measure_rows_and_rates():
 
 
 def test_cli_fast_setting(tmp_path):
-    r = runner.invoke(app, ["theory", "--n", "5,10", "--trials", "20", "--out", str(tmp_path / "th")])
+    r = runner.invoke(app, ["theory", "--sizes", "5,10", "--seeds", "20", "--out", str(tmp_path / "th")])
     assert r.exit_code == 0, r.output
     assert "= engine (2 replays)" in r.output and "slope measured" in r.output and "disagree" not in r.output
     assert (tmp_path / "th" / "theory.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -123,13 +123,13 @@ def test_cli_fast_setting(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--n", "1,5"], "--n takes query counts >= 2"),
-    (["--n", "5,x"], "--n takes comma-separated numbers"),
-    (["--n", "5,5"], "--n lists a size twice"),
+    (["--sizes", "1,5"], "--sizes takes query counts >= 2"),
+    (["--sizes", "5,x"], "--sizes takes comma-separated numbers"),
+    (["--sizes", "5,5"], "--sizes lists a size twice"),
     (["--delta", "0"], "--delta must be in (0, 1)"),
-    (["--trials", "0"], "--trials must be >= 1"),
+    (["--seeds", "0"], "--seeds must be >= 1"),
     (["--m", "0"], "--m"),
-    (["--engine", "maybe"], "--engine must be one of"),
+    (["--engine", "maybe"], "Invalid value for '--engine'"),
 ])
 def test_cli_bad_arguments(args, message):
     r = runner.invoke(app, ["theory", *args])
@@ -140,5 +140,5 @@ def test_cli_bad_arguments(args, message):
 def test_cli_out_is_a_file(tmp_path):
     f = tmp_path / "x"
     f.write_text("")
-    r = runner.invoke(app, ["theory", "--n", "4", "--trials", "2", "--out", str(f)])
+    r = runner.invoke(app, ["theory", "--sizes", "4", "--seeds", "2", "--out", str(f)])
     assert r.exit_code == 2 and "is a file" in r.output
