@@ -14,7 +14,7 @@ import polars as pl
 
 from .kernel import (CAPPED, CONFIG, COVERED, ELIM, EXH, EXHAUSTED, F_ANSWERED, F_CAPPED, F_COVERED, F_EXHAUSTED,
                      F_SEL, N, SAMPLES, TOKENS, PoolArrays, Scratch, _grid, answer_offsets, new_state, run_one,
-                     selected_mask)
+                     selections)
 from .policies import REGISTRY, SELECTION_RULES, RunConfig
 from .pool import Pool, PoolError
 from .tables import make_tables
@@ -210,8 +210,9 @@ def outcome(P: PoolArrays, W: Scratch) -> dict:
     """A finished run's per-query outcomes and totals, as arrays."""
     n = len(P.off) - 1
     qi = W.qi
-    sel = np.array([[selected_mask(qi, W.si, P.aoff, P.correct, i) & f > 0 for f in F_SEL] for i in range(n)],
-                   dtype=bool).reshape(n, 3)
+    bits = np.empty(n, np.int64)
+    selections(qi, W.si, P.aoff, P.correct, bits)
+    sel = np.stack([(bits & f) > 0 for f in F_SEL], axis=1).reshape(n, 3)
     return {
         "n_drawn": qi[:, N].copy(), "answered": qi[:, ELIM].astype(bool), "covered": qi[:, COVERED].astype(bool),
         "exhausted_q": qi[:, EXH].astype(bool), "capped": qi[:, CAPPED].astype(bool),

@@ -268,42 +268,49 @@ def restore_identity(off, perm, qgen, hs, epoch):
                 perm[j] = j
 
 
-@njit(cache=True, inline="always")
-def draw_at(off, perm, qgen, hs, epoch, i, k):
-    """Global index of the k-th response query i receives (advancing its lazy Fisher-Yates when qgen has rows)."""
-    if qgen.shape[0] == 0:
-        return perm[off[i] + k]
-    a = off[i]
-    if qgen[i, 1] != epoch:
-        qgen[i, 0] = 0
-        qgen[i, 1] = epoch
-    g = qgen[i, 0]
-    if g <= k:
-        m = off[i + 1] - a
-        h = hs[i]
-        while g <= k:
-            j = a + swap_index(h, g, m)
-            x = perm[a + g]
-            perm[a + g] = perm[j]
-            perm[j] = x
-            g += 1
-        qgen[i, 0] = g
-    return perm[a + k]
-
-
 @njit(cache=True)
 def stable_argsort(keys, m):
-    """Indices that sort keys[:m] ascending, ties in index order (a bottom-up merge sort; np.argsort's mergesort
-    alone cost ~3 s of the first run's compile, measured)."""
-    a = np.arange(m)
+    """Indices that sort keys[:m] (non-negative integers) ascending, ties in index order. A counting sort when the
+    keys span at most 4 m + 64 values (sample costs: at most the pool size), else a merge sort over insertion-
+    sorted runs of 16 (token costs). np.argsort's mergesort alone cost ~3 s of the first run's compile."""
+    out = np.empty(m, np.int64)
+    if m == 0:
+        return out
+    lo = keys[0]
+    hi = keys[0]
+    for t in range(m):
+        lo = min(lo, keys[t])
+        hi = max(hi, keys[t])
+    if hi - lo <= 4 * m + 64:
+        start = np.zeros(hi - lo + 2, np.int64)
+        for t in range(m):
+            start[keys[t] - lo + 1] += 1
+        for v in range(hi - lo + 1):
+            start[v + 1] += start[v]
+        for t in range(m):
+            v = keys[t] - lo
+            out[start[v]] = t
+            start[v] += 1
+        return out
+    a = out
+    for t in range(m):
+        a[t] = t
+    for lo_ in range(0, m, 16):  # insertion sort within runs of 16 (stable)
+        for p in range(lo_ + 1, min(lo_ + 16, m)):
+            x = a[p]
+            q = p
+            while q > lo_ and keys[a[q - 1]] > keys[x]:
+                a[q] = a[q - 1]
+                q -= 1
+            a[q] = x
     b = np.empty(m, np.int64)
-    width = 1
+    width = 16
     while width < m:
-        for lo in range(0, m, 2 * width):
-            mid = min(lo + width, m)
-            hi = min(lo + 2 * width, m)
-            x, y, k = lo, mid, lo
-            while x < mid and y < hi:
+        for lo_ in range(0, m, 2 * width):
+            mid = min(lo_ + width, m)
+            hi_ = min(lo_ + 2 * width, m)
+            x, y, k = lo_, mid, lo_
+            while x < mid and y < hi_:
                 if keys[a[y]] < keys[a[x]]:
                     b[k] = a[y]
                     y += 1
@@ -315,7 +322,7 @@ def stable_argsort(keys, m):
                 b[k] = a[x]
                 x += 1
                 k += 1
-            while y < hi:
+            while y < hi_:
                 b[k] = a[y]
                 y += 1
                 k += 1
@@ -328,7 +335,8 @@ def stable_argsort(keys, m):
 def oracle_candidates(P, W, epoch, unit, cost, first, cand):
     """The oracle's once-per-run plan: the queries with a correct response in their pool, in rank order, with
     the position of their first correct draw and its cost (responses or tokens up to it). Returns how many."""
-    off, correct, tok = P.off, P.correct, P.tok
+    off, correct, tok, perm, qgen, hs = P.off, P.correct, P.tok, W.perm, W.qgen, W.hs
+    lazy = qgen.shape[0] > 0
     c = 0
     for pos in range(off.shape[0] - 1):
         i = W.order[pos]
@@ -340,8 +348,22 @@ def oracle_candidates(P, W, epoch, unit, cost, first, cand):
         if not solvable:
             continue
         toks = 0
-        for k in range(off[i + 1] - off[i]):
-            j = draw_at(off, W.perm, W.qgen, W.hs, epoch, i, k)
+        a = off[i]
+        m = off[i + 1] - a
+        g = 0  # (lazy) the query's Fisher-Yates steps made so far this seed
+        if lazy:
+            if qgen[i, 1] != epoch:
+                qgen[i, 1] = epoch
+                qgen[i, 0] = 0
+            g = qgen[i, 0]
+        for k in range(m):
+            if lazy and k == g:  # step k puts the k-th draw at position k (as run_one's pull)
+                jj = a + swap_index(hs[i], k, m)
+                x = perm[a + k]
+                perm[a + k] = perm[jj]
+                perm[jj] = x
+                g += 1
+            j = perm[a + k]
             toks += tok[j]
             if correct[j] == 1:
                 cost[c] = k + 1 if unit == UNIT_SAMPLES else toks
@@ -349,6 +371,8 @@ def oracle_candidates(P, W, epoch, unit, cost, first, cand):
                 cand[c] = i
                 c += 1
                 break
+        if lazy:
+            qgen[i, 0] = g
     return c
 
 
@@ -680,7 +704,7 @@ def run_one(P, W, cfg, budget, epoch):
     first = np.empty(n, np.int64)
     cand = np.empty(n, np.int64)
     c = oracle_candidates(P, W, epoch, unit, cost, first, cand) if policy == ORACLE else 0
-    by_cost = stable_argsort(cost, c)  # candidates are in rank order: ties keep smaller rank
+    by_cost = stable_argsort(cost, c) if policy == ORACLE else cost  # in rank order: ties keep smaller rank
     left = budget
 
     sp = 0  # streaming: position of the current query in the order
@@ -818,20 +842,22 @@ def run_one(P, W, cfg, budget, epoch):
 
 
 @njit(cache=True)
-def selected_mask(qi, si, aoff, correct, i):
-    """Which selections of query i pick a correct response: F_SEL bits (bon, weighted = largest summed score,
-    sc = majority; an answer's selected response is its first draw)."""
-    out = 0
-    j = qi[i, BEST_J]
-    if j >= 0 and correct[j] == 1:
-        out |= 16
-    a = qi[i, WLEAD]
-    if a >= 0 and correct[si[aoff[i] + 1 + a, FIRST_J]] == 1:
-        out |= 32
-    a = qi[i, LEAD]
-    if a >= 0 and correct[si[aoff[i] + 1 + a, FIRST_J]] == 1:
-        out |= 64
-    return out
+def selections(qi, si, aoff, correct, out):
+    """out[i]: which selections of query i pick a correct response, as F_SEL bits (bon = highest score,
+    weighted = largest summed score, sc = majority; an answer's selected response is its first draw). One call
+    per run: called per query, passing the arrays cost ~8 µs per 500-query run, measured."""
+    for i in range(qi.shape[0]):
+        bits = 0
+        j = qi[i, BEST_J]
+        if j >= 0 and correct[j] == 1:
+            bits |= 16
+        a = qi[i, WLEAD]
+        if a >= 0 and correct[si[aoff[i] + 1 + a, FIRST_J]] == 1:
+            bits |= 32
+        a = qi[i, LEAD]
+        if a >= 0 and correct[si[aoff[i] + 1 + a, FIRST_J]] == 1:
+            bits |= 64
+        out[i] = bits
 
 
 @njit(nogil=True, cache=True)
@@ -851,6 +877,7 @@ def _grid(P, qkeys, seeds, cfgs, budgets, out_f, out_i, pq_n, pq_flags, s_lo, s_
         hs = np.zeros(n, np.uint64)
         order = np.empty(n, np.int64)
         rank = np.empty(n, np.int64)
+        sel = np.empty(n, np.int64)
         W = Scratch(perm, qgen, hs, order, qi, qf, si, sf, tot)
         for s in range(s_lo, s_hi):
             epoch = np.int64(s + 1)
@@ -859,6 +886,7 @@ def _grid(P, qkeys, seeds, cfgs, budgets, out_f, out_i, pq_n, pq_flags, s_lo, s_
                 hs[i] = seed_stream(seeds[s], qkeys[i])
             for c in range(cfgs.shape[0]):
                 run_one(P, W, cfgs[c], budgets[c, s], epoch)
+                selections(qi, si, aoff, correct, sel)
                 cov = 0
                 acc0 = 0
                 acc1 = 0
@@ -867,14 +895,13 @@ def _grid(P, qkeys, seeds, cfgs, budgets, out_f, out_i, pq_n, pq_flags, s_lo, s_
                 for i in range(n):
                     cov += qi[i, COVERED]
                     answered += qi[i, ELIM]
-                    sel = selected_mask(qi, si, aoff, correct, i)
-                    acc0 += (sel >> 4) & 1
-                    acc1 += (sel >> 5) & 1
-                    acc2 += (sel >> 6) & 1
+                    acc0 += (sel[i] >> 4) & 1
+                    acc1 += (sel[i] >> 5) & 1
+                    acc2 += (sel[i] >> 6) & 1
                     if per_query:
                         pq_n[c, s, i] = qi[i, N]
                         pq_flags[c, s, i] = (qi[i, ELIM] * 1 + qi[i, COVERED] * 2 + qi[i, EXH] * 4
-                                             + qi[i, CAPPED] * 8 + sel)
+                                             + qi[i, CAPPED] * 8 + sel[i])
                 out_f[c, s, 0] = cov / n
                 out_f[c, s, 1] = acc0 / n
                 out_f[c, s, 2] = acc1 / n

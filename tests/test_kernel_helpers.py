@@ -39,3 +39,15 @@ def test_answer_offsets_give_each_query_one_slot_per_answer_id_plus_invalid():
     ans = np.array([0, 2, -1, 0, 1, -1, -1, -1, -1], np.int64)
     # query 0: ids 0..2 -> 1 + 3 slots; query 1: empty -> 1; query 2: ids 0..1 -> 3; query 3: invalid only -> 1
     assert answer_offsets(off, ans).tolist() == [0, 4, 5, 8, 9]
+
+
+def test_stable_argsort_equals_numpys_stable_sort():
+    """Both of its paths (counting sort for a narrow key range, merge sort for a wide one), ties in index order."""
+    from replay.kernel import stable_argsort
+
+    rng = np.random.default_rng(3)
+    for m in (0, 1, 2, 15, 16, 17, 33, 100, 1000):
+        for hi in (1, 5, 10**6, 10**12):
+            keys = rng.integers(0, hi, m + 3).astype(np.int64)
+            got = stable_argsort(keys, m)
+            assert got.tolist() == np.argsort(keys[:m], kind="stable").tolist(), (m, hi)
