@@ -7,9 +7,11 @@ call all live here, and any edit recompiles all of them (tests/test_kernel_modul
 `run_one` replays one policy configuration on one permutation, every exploration rule in one loop body. The
 per-step operations (pull responses for a query and fold them in, check elimination, compute an index) are
 closures inside it: numba inlines them with the arrays captured once, which keeps a draw at ~11-25 ns (the same
-code as separate @njit functions taking the arrays cost 3-10x more per call, measured; docs/performance.md has
-what else a draw's cost came down from). Each exploration rule is
-one branch built from those operations. docs/semantics.md is the contract, replay/reference.py the plain-Python twin.
+code as separate @njit functions taking the arrays cost 3-10x more per call, measured: a function called per
+query or per draw must take few arrays, or be written inline). Each exploration rule is one branch built from
+those operations; adding one is a code here and its branch in `run_one`, its entry in replay/policies.py's
+registry, its twin in replay/reference.py (the plain-Python test oracle) and its paragraph in docs/semantics.md,
+the contract.
 
 State is five arrays so that the kernels touch no Python objects: `qi` (per-query ints), `qf` (per-query floats),
 `si` and `sf` (per-answer slots: query i owns aoff[i] .. aoff[i + 1] - 1, slot aoff[i] counting invalid answers
