@@ -99,7 +99,7 @@ class _Received:
         if ready is None:
             return
         for i in range(len(self.sizes)):
-            while self.have[i] < min(int(ready(i)), int(self.sizes[i])):
+            for _ in range(min(int(ready(i)), int(self.sizes[i])) - int(self.have[i])):
                 self.take(i)
 
 
@@ -109,7 +109,8 @@ def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], 
              m_min: int = 3, conf: float = 0.95) -> dict:
     """Run one policy live. sizes[i] bounds the responses query i may receive (its pool size in replay; beyond it
     the query is exhausted); rank[i] is query i's position in the run's query order. Returns the engine's
-    outcome as plain lists and ints (replay.engine.outcome: per-query n_drawn, answered, covered, exhausted_q, capped, sel_*; totals),
+    outcome as plain lists and ints (replay.engine.outcome: per-query n_drawn, answered, covered, exhausted_q,
+    capped, sel_*; totals),
     plus `responses`: the responses each query was allocated, in order; `received`: how many responses the source
     gave (with a token budget a query's next response may be received and then not fit); `runs`: engine runs."""
     if policy not in LIVE_POLICIES:

@@ -91,11 +91,7 @@ SELECTION_RULES = {r.name: r for r in (
 POLICIES = {name: p.code for name, p in REGISTRY.items()}
 UNITS = {"samples": UNIT_SAMPLES, "tokens": UNIT_TOKENS}
 ELIMS = {name: r.code for name, r in ELIMINATION_RULES.items()}
-DEFAULT_LAMBDA = {name: p.lam for name, p in REGISTRY.items() if p.lam is not None}
 MAX_COUNT = 2**31  # bound on K and max_samples
-USES = {name: p.params for name, p in REGISTRY.items()}
-ELIM_PARAMS = {name: r.params for name, r in ELIMINATION_RULES.items()}
-NEEDS_ANSWERS = {name for name, p in REGISTRY.items() if "answers" in p.needs}
 
 
 def supported(pool, eliminate: str = "threshold") -> list[str]:
@@ -157,7 +153,8 @@ class RunConfig:
 
     @property
     def lam_value(self) -> float:
-        return self.lam if self.lam is not None else DEFAULT_LAMBDA.get(self.policy, 1.0)
+        default = REGISTRY[self.policy].lam
+        return self.lam if self.lam is not None else (1.0 if default is None else default)
 
     @property
     def kernel_unit(self) -> int:
@@ -173,17 +170,17 @@ class RunConfig:
         return r
 
     def used_params(self) -> tuple:
-        own = USES[self.policy]
+        own = REGISTRY[self.policy].params
         used = tuple(p for p in own if p != "gamma")
         if "eliminate" in used:
-            used = used + ELIM_PARAMS[self.eliminate]
+            used = used + ELIMINATION_RULES[self.eliminate].params
         if "gamma" in own and "gamma" not in used:
             used = used + ("gamma",)
         return used
 
     def needs_answers(self) -> bool:
         return "answers" in REGISTRY[self.policy].needs or (
-            "eliminate" in USES[self.policy] and "answers" in ELIMINATION_RULES[self.eliminate].needs)
+            "eliminate" in REGISTRY[self.policy].params and "answers" in ELIMINATION_RULES[self.eliminate].needs)
 
     def label(self) -> str:
         """The policy plus the parameters it uses that differ from the defaults, e.g. ucb(lam=2, K=4)."""
