@@ -8,6 +8,7 @@ import polars as pl
 
 from .exact import best_of_k, coverage_at_k
 from .extras import require
+from .outputs import save_figure
 from .pool import Pool, load_pool, resolve_score, sample_files
 
 GAMMAS = (0.5, 0.7, 0.9, 0.97, 1.0)
@@ -79,5 +80,5 @@ def plot_curves(info: dict, out: Path):
     ax.set_title(f"{info['name']}: uniform's exact curves ({info['queries']} queries)")
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
-    fig.savefig(out)
+    save_figure(fig, out, "info")
     plt.close(fig)

@@ -8,6 +8,8 @@ replay/reference.py, one `Policy` entry below, and its paragraph in docs/semanti
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -148,8 +150,13 @@ class RunConfig:
             raise ValueError(f"tau must be in [0, 1), got {self.tau}")
         if self.m_min < 1:
             raise ValueError(f"m_min must be >= 1, got {self.m_min}")
-        if self.eps < 0:
-            raise ValueError(f"eps must be >= 0, got {self.eps}")
+        # `not x >= 0` rather than `x < 0`: NaN fails every comparison and would otherwise pass as a valid value
+        if not 0.0 <= self.eps < math.inf:
+            raise ValueError(f"eps must be a finite number >= 0, got {self.eps}")
+        if self.lam is not None and not 0.0 <= self.lam < math.inf:
+            raise ValueError(f"lambda must be a finite number >= 0, got {self.lam}")
+        if not 0.0 <= self.gamma <= 1.0:
+            raise ValueError(f"gamma must be in [0, 1] (scores are), got {self.gamma}")
 
     @property
     def lam_value(self) -> float:

@@ -24,6 +24,7 @@ import polars as pl
 
 from .data import DEFAULT_POOL  # noqa: E402  (the embedded default pool, wherever ttc is installed)
 from .errors import InputError
+from .outputs import atomic_file, fsync_dir as _fsync_dir, fsync_path as _fsync, tmp_name, write_errors  # noqa: F401
 
 
 class PoolError(InputError):
@@ -202,58 +203,19 @@ def resolve_score(schema_names, score: str) -> str:
 # Writing: the one writer of pool files
 
 
-def tmp_name(path: Path) -> Path:
-    """The hidden name a file (or a whole pool directory) is written under, beside its destination, before the
-    rename; remove_stale_temps recognises what a killed writer left under such names."""
-    path = Path(path)
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
-
-
-def _fsync(path: Path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(path: Path):
-    """Makes a rename in `path` durable; skipped where directories cannot be opened (not on POSIX)."""
-    try:
-        _fsync(path)
-    except OSError:
-        pass
-
-
 def atomic_write_parquet(df: pl.DataFrame, path: Path, before_rename: Callable[[], None] | None = None):
     """Write to a hidden temporary file in the same directory, flush it to disk, then rename over `path`:
-    readers (and a resumed run) see the old file or the whole new one, never a torn one."""
-    path = Path(path)
-    tmp = tmp_name(path)
-    try:
+    readers (and a resumed run) see the old file or the whole new one, never a torn one (outputs.atomic_file)."""
+    with atomic_file(path) as tmp:
         df.write_parquet(tmp, compression="zstd", statistics=True)
-        _fsync(tmp)
         if before_rename is not None:
             before_rename()
-        os.replace(tmp, path)
-        _fsync_dir(path.parent)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def atomic_write_json(obj: Any, path: Path):
     """pool.json (or any JSON file of a pool) the same way: the old content or the whole new one."""
-    path = Path(path)
-    tmp = tmp_name(path)
-    try:
+    with atomic_file(path) as tmp:
         tmp.write_text(json.dumps(obj, indent=2, default=str) + "\n")
-        _fsync(tmp)
-        os.replace(tmp, path)
-        _fsync_dir(path.parent)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def remove_stale_temps(directory: Path) -> int:
@@ -280,20 +242,22 @@ def new_pool_dir(out: Path) -> Iterator[Path]:
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise PoolError(f"{out} exists and is not an empty directory; a pool is written only to a new one")
-    out.parent.mkdir(parents=True, exist_ok=True)
     tmp = tmp_name(out)
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
+    with write_errors(out):
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir()
     try:
         yield tmp
-        for f in sorted(tmp.rglob("*"), reverse=True):  # contents before the directories that hold them
-            _fsync(f)
-        _fsync(tmp)
-        if out.exists():
-            out.rmdir()  # empty (checked above); os.replace does not take a directory's place everywhere
-        os.replace(tmp, out)
-        _fsync_dir(out.parent)
+        with write_errors(out):
+            for f in sorted(tmp.rglob("*"), reverse=True):  # contents before the directories that hold them
+                _fsync(f)
+            _fsync(tmp)
+            if out.exists():
+                out.rmdir()  # empty (checked above); os.replace does not take a directory's place everywhere
+            os.replace(tmp, out)
+            _fsync_dir(out.parent)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -305,10 +269,11 @@ def write_pool(out: Path, samples: pl.DataFrame, meta: dict, queries: pl.DataFra
     atomically (new_pool_dir). `check` (e.g. load_pool) runs on the finished pool before the rename: if it
     raises, nothing is left behind."""
     with new_pool_dir(out) as tmp:
-        samples.write_parquet(tmp / "samples.parquet", compression="zstd", statistics=True)
-        if queries is not None:
-            queries.write_parquet(tmp / "queries.parquet", compression="zstd", statistics=True)
-        (tmp / "pool.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+        with write_errors(out):
+            samples.write_parquet(tmp / "samples.parquet", compression="zstd", statistics=True)
+            if queries is not None:
+                queries.write_parquet(tmp / "queries.parquet", compression="zstd", statistics=True)
+            (tmp / "pool.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
         if check is not None:
             check(tmp)
     return Path(out)

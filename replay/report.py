@@ -28,6 +28,7 @@ from .engine import SELECT, get_threads, replay, set_threads
 from .exact import best_of_k, coverage_at_k
 from .extras import check
 from .policies import RunConfig, in_grid, supported
+from .outputs import atomic_dir, check_output, write_errors
 from .pool import PoolError, load_pool
 from .run import ReplayRequest, build_configs, check_budget_totals, check_seeds, config_from_options
 from .summary import fmt_gain, fmt_mean_se, summarize, uniform_exact
@@ -63,6 +64,7 @@ class ReportRequest:
     max_samples: int = 0
     latex: bool = False
     threads: int | None = None
+    force: bool = False  # replace an --out directory that `ttc report` did not write
 
 
 @dataclass
@@ -98,8 +100,7 @@ def validate(req: ReportRequest):
         raise PoolError(f"--max-samples must be >= 0 (0 = the pool size), got {req.max_samples}")
     config_from_options("elimination", gamma=req.gamma, max_samples=req.max_samples)  # RunConfig's own range checks
     set_threads(req.threads)
-    if Path(req.out).exists() and not Path(req.out).is_dir():
-        raise PoolError(f"--out {req.out} is a file; give a directory for the report")
+    check_output(req.out, flag="--out", command="report", reads=req.pools, force=req.force, kind="dir")
 
 
 def supported_policies(pool) -> list[str]:
@@ -692,8 +693,6 @@ def run_report(req: ReportRequest, console: Console | None = None) -> Path:
     check("matplotlib", "ttc report")  # before any replay: every pool section draws figures
     for p in req.pools:  # every pool is checked before any replay
         _load(p, req.score)
-    out = Path(req.out)
-    out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     md = ["# ttc report", "",
           f"Generated {datetime.datetime.now().astimezone().isoformat(timespec='seconds')} by", "",
@@ -706,16 +705,17 @@ def run_report(req: ReportRequest, console: Console | None = None) -> Path:
           f"{', '.join(_b(b) for b in req.budgets)}",
           f"- {get_threads()} threads; results do not depend on the thread count",
           "- semantics: docs/semantics.md; every number of a table is also in that pool's `tables/*.csv`", ""]
-    taken: set = set()
-    for p in req.pools:
-        pool_name = load_pool(p, score=req.score).name
-        rel = _slug(pool_name, taken)
-        console.print(f"replaying {p} ...", highlight=False)
-        lines, info = pool_report(Path(p), req, out / rel, rel)
-        md += lines
-        console.print(f"  {rel}: engine {info['engine_s']:.1f} s, with tables and figures {info['total_s']:.1f} s",
-                      highlight=False)
-    report = out / "report.md"
-    report.write_text("\n".join(md).rstrip() + "\n")
+    with atomic_dir(req.out, "report") as out, write_errors(req.out):
+        taken: set = set()
+        for p in req.pools:
+            pool_name = load_pool(p, score=req.score).name
+            rel = _slug(pool_name, taken)
+            console.print(f"replaying {p} ...", highlight=False)
+            lines, info = pool_report(Path(p), req, out / rel, rel)
+            md += lines
+            console.print(f"  {rel}: engine {info['engine_s']:.1f} s, with tables and figures "
+                          f"{info['total_s']:.1f} s", highlight=False)
+        report = Path(req.out) / "report.md"
+        (out / "report.md").write_text("\n".join(md).rstrip() + "\n")
     console.print(f"wrote {report} ({time.perf_counter() - t0:.1f} s)", highlight=False)
     return report

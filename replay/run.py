@@ -2,20 +2,22 @@
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from .engine import SELECT, check_configs, get_threads, replay, set_threads
 from .exact import best_of_k, coverage_at_k
 from .errors import InputError
 from .policies import POLICIES, RunConfig, supported
+from .outputs import check_output, write_parquet
 from .pool import DEFAULT_POOL, PoolError, load_pool
+from .progress import progress
 from .summary import fmt_gain, fmt_mean_se, summarize
 
 
@@ -43,6 +45,7 @@ class ReplayRequest:
     per_query: Path | None = None
     curve: Path | None = None
     threads: int | None = None
+    force: bool = False  # replace --out / --per-query / --curve files that another command (or no ttc) wrote
 
 
 def config_from_options(policy: str, **params) -> RunConfig:
@@ -114,8 +117,10 @@ def validate_request(req: ReplayRequest):
     unknown = [p for p in req.policies if p not in POLICIES]
     if unknown:
         raise PoolError(f"unknown policy {unknown[0]!r}; choose from {', '.join(POLICIES)}")
-    if any(l < 0 for l in (req.lams or [])):
-        raise PoolError(f"--lambda must be >= 0, got {req.lams}")
+    if any(not 0 <= l < math.inf for l in (req.lams or [])):  # NaN fails both comparisons
+        raise PoolError(f"--lambda must be finite numbers >= 0, got {req.lams}")
+    if not 0 <= req.eps < math.inf:
+        raise PoolError(f"--eps must be a finite number >= 0, got {req.eps}")
     if any(not 0.0 <= g <= 1.0 for g in req.gammas):
         raise PoolError(f"--gamma must be in [0, 1] (scores are), got {req.gammas}")
     # Every value of every list, whichever policies use it: RunConfig checks the ranges.
@@ -123,9 +128,39 @@ def validate_request(req: ReplayRequest):
         config_from_options("elimination", unit=req.unit, eliminate=req.eliminate, K=K or 1, max_samples=ms or 0,
                             rho=rho if rho is not None else 0.5, tau=tau if tau is not None else 0.5,
                             m_min=req.m_min, eps=req.eps)
-    for name, target in (("--out", req.out), ("--per-query", req.per_query), ("--curve", req.curve)):
-        if target is not None and Path(target).is_dir():
-            raise PoolError(f"{name} {target} is a directory; give a file name (e.g. {Path(target) / 'runs.parquet'})")
+    targets = [(name, Path(t)) for name, t in (("--out", req.out), ("--per-query", req.per_query),
+                                                 ("--curve", req.curve)) if t is not None]
+    for name, target in targets:
+        check_output(target, flag=name, command="replay", reads=[req.pool or DEFAULT_POOL], force=req.force)
+    for (n1, t1), (n2, t2) in itertools.combinations(targets, 2):
+        if t1.resolve() == t2.resolve():
+            raise PoolError(f"{n1} and {n2} are the same file, {t1}")
+
+
+PER_QUERY_ROW_BYTES = 160  # peak memory per --per-query row (measured: 4.4M rows, 652 MB above a run without it)
+
+
+def _available_memory() -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def check_cost(req: ReplayRequest, rows: int, n_queries: int):
+    """Refuse, before the work, a --per-query table that cannot fit in memory (it is built whole, then written)."""
+    if req.per_query is None:
+        return
+    need = rows * req.seeds * n_queries * PER_QUERY_ROW_BYTES
+    have = _available_memory()
+    if have is not None and need > 0.8 * have:
+        raise PoolError(f"--per-query would hold {rows * req.seeds * n_queries:,} rows ({rows} configurations x "
+                        f"budgets, {req.seeds:,} seeds, {n_queries:,} queries; about {need / 2**30:.1f} GiB) and "
+                        f"this machine has {have / 2**30:.1f} GiB available: use fewer seeds, budgets or policies")
 
 
 def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -144,15 +179,15 @@ def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.D
     if req.curve and not pool.has_gt:
         raise PoolError("--curve needs ground truth (a 'correct' column), and this pool has none")
 
+    rows = len(configs) * len(req.budgets)
+    check_cost(req, rows, pool.n_queries)
     console.print(f"[bold]{pool.name}[/]: {pool.n_queries} queries, {pool.off[-1]} responses "
                   f"({pool.sizes.min()}–{pool.sizes.max()} per query); score {pool.score_name}, select "
-                  f"{req.select}, eliminate {req.eliminate}, unit {req.unit}, {req.seeds} seeds", highlight=False)
-    with Progress(TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TextColumn("seeds"),
-                  TimeRemainingColumn(), console=console, transient=True,
-                  disable=not console.is_terminal) as bar:
-        task = bar.add_task("replay", total=req.seeds)
+                  f"{req.select}, eliminate {req.eliminate}, unit {req.unit}, {req.seeds} seeds"
+                  + (f"; {rows * req.seeds:,} runs" if rows * req.seeds >= 100_000 else ""), highlight=False)
+    with progress(req.seeds, "replaying", "seeds", console=console) as bar:
         df, pq = replay(pool, configs, req.budgets, seeds, select=req.select, conf=req.conf,
-                        per_query=req.per_query is not None, progress=lambda k: bar.advance(task, k))
+                        per_query=req.per_query is not None, progress=bar.advance)
     curves = (coverage_at_k(pool) if pool.has_gt else None,
               best_of_k(pool) if pool.has_gt and (req.select == "bon" or req.curve) else None)
     summary = summarize(df, pool, req.select, curves)
@@ -165,18 +200,15 @@ def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.D
                       f"{worst['exhausted']:.1f} queries per run); those runs are not faithful to live sampling",
                       highlight=False)
     if req.out:
-        req.out.parent.mkdir(parents=True, exist_ok=True)
-        df.write_parquet(req.out)
+        write_parquet(df, req.out, "replay")
         console.print(f"wrote {df.height} runs to {req.out}", highlight=False)
     if req.per_query and pq is not None:
-        req.per_query.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_parquet(req.per_query)
+        write_parquet(pq, req.per_query, "replay")
         console.print(f"wrote {pq.height} per-query rows to {req.per_query}", highlight=False)
     if req.curve:
-        req.curve.parent.mkdir(parents=True, exist_ok=True)
         cov = curves[0]
-        pl.DataFrame({"k": np.arange(1, len(cov) + 1), "coverage": cov, "best_of_k": curves[1]}).write_parquet(
-            req.curve)
+        write_parquet(pl.DataFrame({"k": np.arange(1, len(cov) + 1), "coverage": cov, "best_of_k": curves[1]}),
+                      req.curve, "replay")
         console.print(f"wrote uniform's exact curves for k = 1..{len(cov)} to {req.curve}", highlight=False)
     return df, summary
 
@@ -214,10 +246,8 @@ def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, grow
     set_threads(threads)
     spec = BenchSpec(n=queries, size=responses, budgets=tuple(budgets), seeds=seeds, repeats=repeats,
                      reference_seeds=reference_seeds)
-    with Progress(TextColumn("benchmarking"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                  console=console, transient=True, disable=not console.is_terminal) as bar:
-        task = bar.add_task("bench", total=len(spec.policies) * len(budgets))
-        df, info = bench(spec, progress=lambda: bar.advance(task))
+    with progress(len(spec.policies) * len(budgets), "benchmarking", console=console) as bar:
+        df, info = bench(spec, progress=bar.advance)
     console.print(f"[bold]ttc bench[/]: synthetic pool {queries} queries x {responses} responses, "
                   f"{get_threads()} threads, median of {repeats} repeats; first call (compile or cache "
                   f"load) {info['warmup_s']:.2f} s", highlight=False)
@@ -248,12 +278,12 @@ def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, grow
     return df
 
 
-def run_info(path: Path, plot: Path | None = None, console: Console | None = None) -> dict:
+def run_info(path: Path, plot: Path | None = None, console: Console | None = None, force: bool = False) -> dict:
     from .info import plot_curves, pool_info
 
     console = console or _console()
-    if plot is not None and Path(plot).is_dir():
-        raise PoolError(f"--plot {plot} is a directory; give a file name (e.g. {Path(plot) / 'curves.png'})")
+    if plot is not None:
+        check_output(plot, flag="--plot", command="info", reads=[path], force=force)
     info = pool_info(path)
     lo, med, hi = info["per_query"]
     console.print(f"[bold]{info['name']}[/]: {info['queries']} queries, {info['responses']} responses "
@@ -293,7 +323,6 @@ def run_info(path: Path, plot: Path | None = None, console: Console | None = Non
             t.add_row(f"{r['gamma']:g}", f"{r['flagged']:.3f}", f"{r['precision']:.3f}", f"{r['recall']:.3f}")
         console.print(t)
     if plot is not None:
-        Path(plot).parent.mkdir(parents=True, exist_ok=True)
         plot_curves(info, Path(plot))
         console.print(f"wrote {plot}", highlight=False)
     return info

@@ -341,15 +341,14 @@ def _meta(spec: SynthSpec, a: dict) -> dict:
 def write_synth(out, spec: SynthSpec) -> tuple[Path, dict]:
     """Write the pool and check that it loads (every score column included); refuses a non-empty --out, leaves
     nothing behind on failure (the pool format's atomic writer checks the pool before renaming it into place)."""
+    from .outputs import check_new_pool
     from .pool import PoolError, load_pool, write_pool
 
-    out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise SynthError(f"{out} exists and is not an empty directory; choose a new --out")
+    out = check_new_pool(Path(out))  # before generating
     samples, queries, meta = generate(spec)
     try:
-        write_pool(out, samples, meta, queries, check=load_pool)
-    except (PoolError, OSError) as e:
+        write_pool(out, samples, meta, queries, check=load_pool)  # a failing disk: OutputError, one line
+    except PoolError as e:
         raise SynthError(f"could not write a valid pool to {out}: {e}") from None
     return out, meta
 

@@ -62,6 +62,7 @@ import polars as pl
 
 from .engine import run_grid
 from .extras import check, require
+from .outputs import atomic_dir, check_output, write_errors
 from .policies import RunConfig
 from .pool import Pool, PoolError
 from .rng import permutation, query_order
@@ -374,15 +375,14 @@ def plot(df: pl.DataFrame, setting: TheorySetting, out: Path):
     plt.close(fig)
 
 
-def run_theory(setting: TheorySetting, out: Path | None = None, console=None) -> pl.DataFrame:
+def run_theory(setting: TheorySetting, out: Path | None = None, console=None, force: bool = False) -> pl.DataFrame:
     from rich.console import Console
     from rich.table import Table
 
     setting.check()
     console = console or Console(width=None if Console().is_terminal else 150)
-    if out is not None and out.exists() and not out.is_dir():
-        raise PoolError(f"--out {out} is a file; give a directory (theory.png and theory.csv go there)")
     if out is not None:  # before the measurements, not after them
+        check_output(out, flag="--out", command="theory", force=force, kind="dir")
         check("matplotlib", "ttc theory --out")
     console.print(
         f"[bold]ttc theory[/]: p_i = i/n, pools of max(m+1, ceil({setting.depth}/p_i)) responses per query with "
@@ -445,8 +445,8 @@ def run_theory(setting: TheorySetting, out: Path | None = None, console=None) ->
                       "the numbers above are not trustworthy", highlight=False)
     console.print(f"wall time {wall:.1f} s", highlight=False)
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        df.write_csv(out / "theory.csv")
-        plot(df, setting, out / "theory.png")
+        with atomic_dir(out, "theory") as tmp, write_errors(out):
+            df.write_csv(tmp / "theory.csv")
+            plot(df, setting, tmp / "theory.png")
         console.print(f"wrote {out / 'theory.png'} and {out / 'theory.csv'}", highlight=False)
     return df

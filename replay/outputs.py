@@ -1,0 +1,289 @@
+"""Where a command's results go: checked before the work starts, written atomically, and never over something the
+user did not ask to replace (issue 13).
+
+The rules every command follows:
+- `check_output` runs before any work: the destination is refused if it lies in (or holds) a pool the command
+  reads, if it exists and was not written by the same command (unless `--force`), or if its directory cannot be
+  written (read-only file system, permissions); so a six-minute run never ends in a refusal to write.
+- `atomic_file` / `atomic_dir` write to a hidden temporary name beside the destination, flush it to disk and rename
+  it into place: a reader, or a killed run, sees the old output or the whole new one, never a torn file. A failed
+  write (disk full, the file system turned read-only) removes the temporary, leaves the old output as it was, and
+  ends as one `error:` line (OutputError, exit status 2).
+- Each output says which command wrote it: parquet files in their key-value metadata (`ttc.command`), PNG figures
+  in their `Software` text chunk, directories in a `.ttc-output.json` marker. That is how "the same command's
+  output" is recognised; anything else is replaced only with `--force`.
+
+Pool directories have their own writer (replay/pool.py: write_pool, new_pool_dir), which only ever creates a new
+pool; it uses `write_errors` below for the same one-line errors.
+
+This module imports only the standard library at load time (polars when writing parquet), so the command line can
+check destinations before it imports the engine."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from .errors import InputError
+
+MARK = "ttc.command"  # parquet key-value metadata: the command that wrote the file
+DIR_MARK = ".ttc-output.json"  # in a directory a command wrote (report, theory)
+
+
+class OutputError(InputError):
+    """A destination that cannot or must not be written: one `error:` line, exit status 2."""
+
+
+def tmp_name(path: Path) -> Path:
+    """The hidden name an output is written under, beside its destination, before the rename (a killed writer's
+    leftovers are recognisable by it: replay/pool.py remove_stale_temps)."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
+
+
+def fsync_path(path: Path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(path: Path):
+    """Makes a rename in `path` durable; skipped where directories cannot be opened (not on POSIX)."""
+    try:
+        fsync_path(path)
+    except OSError:
+        pass
+
+
+def _reason(e: BaseException) -> str:
+    if isinstance(e, OSError):
+        return e.strerror or str(e)
+    msg = str(e)  # polars reports its I/O errors as ComputeError("... underlying IO error: <strerror> (os error N)")
+    tail = msg.rsplit("IO error:", 1)[-1].strip()
+    return tail or msg
+
+
+def _is_io_error(e: BaseException) -> bool:
+    return isinstance(e, OSError) or (type(e).__name__ in ("ComputeError", "PolarsError") and "os error" in str(e))
+
+
+@contextmanager
+def write_errors(path: Path, what: str = "") -> Iterator[None]:
+    """Turn a failure of the file system while writing `path` (disk full, read-only, no permission) into one
+    OutputError line; anything else is not the file system's and propagates as it is."""
+    try:
+        yield
+    except Exception as e:
+        if _is_io_error(e):
+            raise OutputError(f"cannot write {what + ' ' if what else ''}{path}: {_reason(e)}; nothing was written "
+                              f"there") from None
+        raise
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Which command wrote an existing output
+
+
+def _png_software(path: Path) -> str | None:
+    """The `Software` tEXt chunk of a PNG (matplotlib writes it from savefig's metadata), without an imaging
+    library."""
+    try:
+        with open(path, "rb") as f:
+            if f.read(8) != b"\x89PNG\r\n\x1a\n":
+                return None
+            while True:
+                head = f.read(8)
+                if len(head) < 8:
+                    return None
+                size, kind = struct.unpack(">I4s", head)
+                if kind == b"tEXt" and size < 1 << 16:
+                    key, _, value = f.read(size).partition(b"\0")
+                    if key == b"Software":
+                        return value.decode("latin-1")
+                    f.seek(4, os.SEEK_CUR)
+                elif kind in (b"IDAT", b"IEND"):
+                    return None  # text chunks written by matplotlib come before the image data
+                else:
+                    f.seek(size + 4, os.SEEK_CUR)
+    except OSError:
+        return None
+
+
+def written_by(path: Path) -> str | None:
+    """The ttc command that wrote `path` (e.g. "replay"), or None when it was not written by ttc (or by a version
+    before outputs were marked)."""
+    path = Path(path)
+    try:
+        if path.is_dir():
+            mark = path / DIR_MARK
+            return json.loads(mark.read_text()).get("command") if mark.is_file() else None
+        if path.suffix == ".parquet":
+            import polars as pl
+
+            return pl.read_parquet_metadata(path).get(MARK)
+        if path.suffix == ".png":
+            software = _png_software(path) or ""
+            return software[4:] if software.startswith("ttc ") else None
+    except Exception:  # unreadable, or not what its name says: certainly not a ttc output
+        return None
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Before the work
+
+
+def _inside(child: Path, parent: Path) -> bool:
+    return child == parent or parent in child.parents
+
+
+def _probe_writable(directory: Path, flag: str, path: Path):
+    """Create and remove a file where the output will go (in the nearest directory that exists): the only test that
+    also holds for root on a read-only file system and for ACLs."""
+    d = directory
+    while not d.exists():
+        d = d.parent
+    if not d.is_dir():
+        raise OutputError(f"{flag} {path}: {d} is a file, so nothing can be written under it")
+    probe = d / f".ttc-probe-{os.getpid()}"
+    try:
+        probe.touch()
+        probe.unlink()
+    except OSError as e:
+        raise OutputError(f"cannot write {flag} {path}: {d}: {_reason(e)}") from None
+
+
+def check_output(path: Path, *, flag: str, command: str, reads: Sequence[Path] = (), force: bool = False,
+                 kind: str = "file") -> Path:
+    """Refuse, before any work, a destination the command must not or cannot write (the module docstring's rules).
+    `kind` is "file" or "dir"; `reads` are the pools (or files) the command reads."""
+    path = Path(path)
+    here = path.resolve()
+    if kind == "file" and path.is_dir():
+        raise OutputError(f"{flag} {path} is a directory; give a file name (e.g. {path / 'out.parquet'})")
+    if kind == "dir" and path.exists() and not path.is_dir():
+        raise OutputError(f"{flag} {path} is a file; give a directory")
+    for r in reads:
+        r = Path(r).resolve()
+        if _inside(here, r):
+            raise OutputError(f"{flag} {path} is inside {r}, which this command reads; write somewhere else")
+        if kind == "dir" and _inside(r, here):
+            raise OutputError(f"{flag} {path} holds {r}, which this command reads; write somewhere else")
+    if path.exists() and not force:
+        empty_dir = path.is_dir() and not any(path.iterdir())
+        owner = written_by(path)
+        if not empty_dir and owner != command:
+            who = f"was written by `ttc {owner}`, not" if owner else "was not written by"
+            raise OutputError(f"{flag} {path} exists and {who} `ttc {command}`; pass --force to replace it")
+    _probe_writable(path.parent, flag, path)
+    return path
+
+
+def check_new_pool(path: Path, *, flag: str = "--out", reads: Sequence[Path] = ()) -> Path:
+    """A pool is only ever written to a new (or empty) directory, outside what the command reads; refused before
+    the work, like check_output."""
+    path = Path(path)
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise OutputError(f"{flag} {path} exists and is not an empty directory; a pool is written only to a new one")
+    for r in reads:
+        r = Path(r).resolve()
+        if _inside(path.resolve(), r):
+            raise OutputError(f"{flag} {path} is inside {r}, which this command reads; write somewhere else")
+    _probe_writable(path.parent, flag, path)
+    return path
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Writing
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def clear_stale(path: Path) -> int:
+    """Remove the temporaries of `path` that writers killed before their rename left beside it (their process is
+    gone); a live writer's temporary is left alone."""
+    n = 0
+    for t in Path(path).parent.glob(f".{Path(path).name}.tmp-*"):
+        pid = t.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not _alive(int(pid)) and not t.is_dir():
+            t.unlink(missing_ok=True)
+            n += 1
+    return n
+
+
+@contextmanager
+def atomic_file(path: Path) -> Iterator[Path]:
+    """Yield a temporary path beside `path` for the block to write; on success flush it and rename it over `path`.
+    On any failure the temporary is removed and `path` keeps its old content."""
+    path = Path(path)
+    tmp = tmp_name(path)
+    if path.parent.is_dir():
+        clear_stale(path)
+    try:
+        with write_errors(path):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            yield tmp
+            fsync_path(tmp)
+            os.replace(tmp, path)
+            fsync_dir(path.parent)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def write_parquet(df, path: Path, command: str):
+    """A data frame to `path`, atomically, marked as `command`'s output."""
+    with atomic_file(path) as tmp:
+        df.write_parquet(tmp, compression="zstd", statistics=True, metadata={MARK: command})
+
+
+def save_figure(fig, path: Path, command: str):
+    """A matplotlib figure to `path`, atomically, marked as `command`'s output (PNG text chunk)."""
+    path = Path(path)
+    with atomic_file(path) as tmp:
+        fig.savefig(tmp, format=path.suffix.lstrip(".") or "png",
+                    metadata={"Software": f"ttc {command}"} if path.suffix in ("", ".png") else None)
+
+
+@contextmanager
+def atomic_dir(path: Path, command: str) -> Iterator[Path]:
+    """Build a whole output directory (a report) in a hidden temporary directory beside `path`; on success it
+    replaces `path` in two renames (the old one is removed after), so `path` holds the old output or the whole new
+    one. check_output decides beforehand whether `path` may be replaced."""
+    path = Path(path)
+    tmp = tmp_name(path)
+    old = path.with_name(f".{path.name}.old-{os.getpid()}")
+    with write_errors(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir()
+    try:
+        yield tmp
+        with write_errors(path):
+            (tmp / DIR_MARK).write_text(json.dumps({"command": command}) + "\n")
+            for f in sorted(tmp.rglob("*"), reverse=True):  # contents before the directories that hold them
+                fsync_path(f)
+            fsync_path(tmp)
+            if path.exists():
+                os.replace(path, old)
+            os.replace(tmp, path)
+            fsync_dir(path.parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,70 @@
+"""The one progress display of ttc's long commands.
+
+In a terminal it is a rich bar (done / total, time left) that disappears when the work ends; when the output is a
+file or a pipe (a batch job, CI, `ttc ... | tee log`) a bar would fill the log with control codes, so it becomes a
+plain line on stderr at most every `every_s` seconds, with the rate and the time left, and nothing at all for work
+that ends within the first interval. Either way the caller only calls `advance(k)`."""
+from __future__ import annotations
+
+import sys
+import time
+
+
+def _duration(s: float) -> str:
+    s = int(round(s))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
+class progress:  # noqa: N801 (used as a context manager, like open)
+    """`with progress(total, "replaying", "seeds") as p: ... p.advance(k)`."""
+
+    def __init__(self, total: int, label: str, unit: str = "", console=None, enabled: bool = True,
+                 every_s: float = 10.0, stream=None):
+        self.total, self.label, self.unit = int(total), label, unit
+        self.console, self.enabled, self.every_s = console, enabled, every_s
+        self.stream = stream if stream is not None else sys.stderr
+        self.done = 0
+        self._bar = None
+
+    def __enter__(self) -> "progress":
+        self.t0 = self._last = time.perf_counter()
+        if not self.enabled:
+            return self
+        terminal = self.console.is_terminal if self.console is not None else self.stream.isatty()
+        if terminal:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            columns = [TextColumn(self.label), BarColumn(), MofNCompleteColumn()]
+            if self.unit:
+                columns.append(TextColumn(self.unit))
+            self._bar = Progress(*columns, TimeRemainingColumn(), transient=True,
+                                 console=self.console or Console(stderr=True))
+            self._bar.__enter__()
+            self._task = self._bar.add_task(self.label, total=self.total)
+        return self
+
+    def advance(self, k: int = 1):
+        self.done += k
+        if not self.enabled:
+            return
+        if self._bar is not None:
+            self._bar.advance(self._task, k)
+            return
+        now = time.perf_counter()
+        if now - self._last >= self.every_s and self.done < self.total:
+            self._last = now
+            elapsed = now - self.t0
+            left = elapsed * (self.total - self.done) / max(self.done, 1)
+            unit = f" {self.unit}" if self.unit else ""
+            print(f"{self.label}: {self.done:,}/{self.total:,}{unit} ({self.done / self.total:.0%}), "
+                  f"{_duration(elapsed)} elapsed, about {_duration(left)} left", file=self.stream, flush=True)
+
+    def __exit__(self, *exc):
+        if self._bar is not None:
+            self._bar.__exit__(*exc)
+        return False

@@ -1,0 +1,312 @@
+"""Outputs are checked before the work, written atomically, and never replace what the user did not ask to replace
+(issue 13; replay/outputs.py). The fault-injection tests run the real command line in a user and mount namespace
+(`unshare -rm`) where a tiny or read-only tmpfs stands in for a full or unwritable disk: on this machine the tests
+run as root, and root ignores permission bits, so only a file system that refuses the write tests the path."""
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from replay.outputs import (DIR_MARK, OutputError, atomic_dir, atomic_file, check_new_pool, check_output,
+                            write_parquet, written_by)
+from replay.policies import RunConfig
+from replay.pool import DEFAULT_POOL
+
+TTC = shutil.which("ttc")
+
+
+def _tree_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    for f in sorted(Path(path).rglob("*")):
+        if f.is_file():
+            h.update(str(f.relative_to(path)).encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def _ttc(*args, cwd=None, timeout=300) -> subprocess.CompletedProcess:
+    return subprocess.run([TTC, *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=timeout)
+
+
+def _one_error_line(r: subprocess.CompletedProcess, pattern: str):
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr, r.stderr
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
+    import re
+    assert re.search(pattern, lines[0]), lines[0]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# check_output and the writers, in-process
+
+
+def test_nan_and_infinite_parameters_are_refused_by_runconfig():
+    for kw in ({"lam": math.nan}, {"lam": math.inf}, {"eps": math.nan}, {"eps": math.inf}, {"gamma": math.nan}):
+        with pytest.raises(ValueError):
+            RunConfig("ucb", **kw)
+
+
+def test_own_output_is_replaced_other_files_need_force(tmp_path):
+    out = tmp_path / "runs.parquet"
+    check_output(out, flag="--out", command="replay")  # new: fine
+    write_parquet(pl.DataFrame({"a": [1]}), out, "replay")
+    assert written_by(out) == "replay"
+    check_output(out, flag="--out", command="replay")  # its own earlier output: fine
+    with pytest.raises(OutputError, match=r"written by `ttc replay`, not `ttc report`"):
+        check_output(out, flag="--out", command="report")
+    alien = tmp_path / "mine.parquet"
+    pl.DataFrame({"a": [1]}).write_parquet(alien)  # a user's file, no mark
+    with pytest.raises(OutputError, match=r"exists and was not written by `ttc replay`; pass --force"):
+        check_output(alien, flag="--out", command="replay")
+    check_output(alien, flag="--out", command="replay", force=True)
+    text = tmp_path / "notes.txt"
+    text.write_text("precious")
+    with pytest.raises(OutputError, match="pass --force"):
+        check_output(text, flag="--out", command="replay")
+
+
+def test_destination_inside_or_holding_what_is_read_is_refused(tmp_path):
+    pool = tmp_path / "pool"
+    pool.mkdir()
+    with pytest.raises(OutputError, match="which this command reads"):
+        check_output(pool / "samples.parquet", flag="--out", command="replay", reads=[pool], force=True)
+    with pytest.raises(OutputError, match="holds"):  # replacing tmp_path would remove the pool
+        check_output(tmp_path, flag="--out", command="report", reads=[pool], force=True, kind="dir")
+    with pytest.raises(OutputError, match="which this command reads"):
+        check_new_pool(pool / "merged", reads=[pool])
+    with pytest.raises(OutputError, match="is a directory"):
+        check_output(pool, flag="--out", command="replay")
+
+
+def test_atomic_file_keeps_the_old_content_when_the_write_fails(tmp_path):
+    out = tmp_path / "x.parquet"
+    write_parquet(pl.DataFrame({"v": [1, 2]}), out, "replay")
+    before = out.read_bytes()
+    for exc in (RuntimeError("boom"), KeyboardInterrupt()):
+        with pytest.raises(type(exc)):
+            with atomic_file(out) as tmp:
+                tmp.write_bytes(b"half a fi")
+                raise exc
+        assert out.read_bytes() == before
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["x.parquet"]  # no temporary left
+
+
+def test_atomic_dir_replaces_a_directory_whole_and_marks_it(tmp_path):
+    out = tmp_path / "report"
+    with atomic_dir(out, "report") as d:
+        (d / "a.txt").write_text("1")
+    assert (out / "a.txt").read_text() == "1" and written_by(out) == "report"
+    with pytest.raises(RuntimeError):
+        with atomic_dir(out, "report") as d:
+            (d / "b.txt").write_text("2")
+            raise RuntimeError("halfway")
+    assert sorted(p.name for p in out.iterdir()) == [DIR_MARK, "a.txt"]
+    with atomic_dir(out, "report") as d:
+        (d / "b.txt").write_text("2")
+    assert sorted(p.name for p in out.iterdir()) == [DIR_MARK, "b.txt"]  # replaced, not merged
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The command line
+
+
+def test_replay_out_into_the_pool_it_reads_is_refused_and_the_pool_is_intact(tmp_path):
+    pool = tmp_path / "pool"
+    shutil.copytree(DEFAULT_POOL, pool)
+    digest = _tree_digest(pool)
+    r = _ttc("replay", pool, "--seeds", 2, "--out", pool / "samples.parquet", "--force")
+    _one_error_line(r, r"is inside .*pool, which this command reads")
+    assert _tree_digest(pool) == digest
+
+
+def test_replay_refuses_to_overwrite_a_foreign_file_before_running(tmp_path):
+    precious = tmp_path / "precious.parquet"
+    pl.DataFrame({"x": [1, 2, 3]}).write_parquet(precious)
+    before = precious.read_bytes()
+    r = _ttc("replay", "--seeds", 2, "--out", precious)
+    _one_error_line(r, r"exists and was not written by `ttc replay`; pass --force")
+    assert precious.read_bytes() == before
+    assert "queries" not in r.stdout  # refused before the run started
+    r = _ttc("replay", "--seeds", 2, "--budgets", 4, "--out", precious, "--force")
+    assert r.returncode == 0, r.stderr
+    assert pl.read_parquet(precious)["seed"].n_unique() == 2
+    r = _ttc("replay", "--seeds", 3, "--budgets", 4, "--out", precious)  # now ttc replay's own: replaced
+    assert r.returncode == 0, r.stderr
+    assert pl.read_parquet(precious)["seed"].n_unique() == 3
+
+
+def test_report_refuses_a_directory_it_did_not_write(tmp_path):
+    d = tmp_path / "mine"
+    d.mkdir()
+    (d / "thesis.tex").write_text("precious")
+    r = _ttc("report", DEFAULT_POOL, "--out", d, "--seeds", 2, "--budgets", 4)
+    _one_error_line(r, r"exists and was not written by `ttc report`; pass --force")
+    assert (d / "thesis.tex").read_text() == "precious"
+
+
+def test_per_query_past_the_memory_is_refused_before_the_run(tmp_path):
+    r = _ttc("replay", "--seeds", 10_000_000, "--per-query", tmp_path / "pq.parquet", timeout=120)
+    _one_error_line(r, r"--per-query would hold 220,000,000,000 rows .* GiB\) and this machine has .* GiB available")
+    assert not (tmp_path / "pq.parquet").exists()
+
+
+def test_progress_lines_when_not_a_terminal():
+    from replay.progress import progress
+
+    import io
+
+    out = io.StringIO()
+    with progress(10, "replaying", "seeds", every_s=0.0, stream=out) as p:
+        for _ in range(10):
+            p.advance(1)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 9 and lines[0].startswith("replaying: 1/10 seeds (10%)") and "left" in lines[-1]
+    out = io.StringIO()
+    with progress(10, "replaying", every_s=3600.0, stream=out) as p:  # short work: nothing printed
+        p.advance(10)
+    assert out.getvalue() == ""
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Faults: a full disk, a read-only file system, a kill in the middle of a write
+
+
+def _namespaces() -> bool:
+    if shutil.which("unshare") is None or sys.platform != "linux":
+        return False
+    r = subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt && true"],
+                       capture_output=True)
+    return r.returncode == 0
+
+
+needs_ns = pytest.mark.skipif(not _namespaces(), reason="needs unprivileged user and mount namespaces (unshare -rm) "
+                              "to mount a small tmpfs as a full or read-only disk")
+
+
+def _in_tmpfs(mount: Path, size: str, cmd: list, ro: bool = False, prepare: str = "",
+              after: str = "") -> subprocess.CompletedProcess:
+    """Run `cmd` with a fresh tmpfs of `size` at `mount` (read-only with ro), in its own mount namespace; the
+    shell prints the tmpfs's listing after the command, so the test sees what was left there."""
+    mount.mkdir(parents=True, exist_ok=True)
+    script = (f"mount -t tmpfs -o size={size} tmpfs {mount} && {prepare} "
+              + (f"mount -o remount,ro {mount} && " if ro else "")
+              + '"$@"; rc=$?; ' + after + ' echo "LEFT:$(ls -A ' + str(mount) + ' | tr "\\n" " ")"; exit $rc')
+    return subprocess.run(["unshare", "-rm", "sh", "-c", script, "sh", *map(str, cmd)], capture_output=True,
+                          text=True, timeout=600)
+
+
+def _left(r) -> list[str]:
+    return [l for l in r.stdout.splitlines() if l.startswith("LEFT:")][-1][5:].split()
+
+
+def _error_line(r) -> str:
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in r.stderr, r.stderr
+    return lines[0]
+
+
+@needs_ns
+def test_full_disk_replay_out(tmp_path):
+    mnt = tmp_path / "disk"
+    r = _in_tmpfs(mnt, "8k", [TTC, "replay", "--seeds", 200, "--out", mnt / "runs.parquet"])
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "No space left on device" in _error_line(r)
+    assert _left(r) == []  # nothing half-written, no temporary
+
+
+@needs_ns
+def test_full_disk_keeps_the_earlier_output(tmp_path):
+    """The earlier output of the same command survives a failed replacement, byte for byte."""
+    mnt = tmp_path / "disk"
+    first = f"{TTC} replay --seeds 2 --budgets 4 --out {mnt}/runs.parquet >/dev/null && sha256sum {mnt}/runs.parquet && "
+    r = _in_tmpfs(mnt, "24k", [TTC, "replay", "--seeds", 400, "--out", mnt / "runs.parquet"], prepare=first,
+                  after=f"sha256sum {mnt}/runs.parquet;")
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "No space left on device" in _error_line(r)
+    digests = [l.split()[0] for l in r.stdout.splitlines() if l.endswith("runs.parquet")]
+    assert len(digests) == 2 and digests[0] == digests[1]
+    assert _left(r) == ["runs.parquet"]
+
+
+@needs_ns
+@pytest.mark.parametrize("cmd", [
+    ["replay", "--seeds", 2, "--out", "{mnt}/runs.parquet"],
+    ["replay", "--seeds", 2, "--curve", "{mnt}/curve.parquet"],
+    ["info", "--plot", "{mnt}/curves.png"],
+    ["report", "{pool}", "--out", "{mnt}/report", "--seeds", 2, "--budgets", 4],
+    ["synth", "--out", "{mnt}/synth", "--queries", 5, "--responses", 4],
+    ["theory", "--sizes", 4, "--seeds", 2, "--out", "{mnt}/theory"],
+    ["import", "generic", "{src}", "--out", "{mnt}/imported", "--correct", "correct"],
+])
+def test_read_only_destination_is_refused_before_the_work(tmp_path, cmd):
+    mnt = tmp_path / "ro"
+    src = tmp_path / "dump.parquet"
+    pl.DataFrame({"query_id": ["a", "a", "b"], "correct": [True, False, True]}).write_parquet(src)
+    args = [str(a).format(mnt=mnt, pool=DEFAULT_POOL, src=src) for a in cmd]
+    t0 = time.perf_counter()
+    r = _in_tmpfs(mnt, "1m", [TTC, *args], ro=True)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "Read-only file system" in _error_line(r)
+    assert _left(r) == []
+    assert "wrote" not in r.stdout
+    if cmd[0] in ("replay", "report"):
+        assert "seeds" not in r.stdout  # refused before any replay started
+    assert time.perf_counter() - t0 < 120
+
+
+@needs_ns
+@pytest.mark.parametrize("cmd", [
+    ["report", "{pool}", "--out", "{mnt}/report", "--seeds", 2, "--budgets", 4],
+    ["synth", "--out", "{mnt}/synth", "--queries", 400, "--responses", 64],
+    ["info", "--plot", "{mnt}/curves.png"],
+])
+def test_full_disk_other_commands(tmp_path, cmd):
+    mnt = tmp_path / "disk"
+    args = [str(a).format(mnt=mnt, pool=DEFAULT_POOL) for a in cmd]
+    r = _in_tmpfs(mnt, "16k", [TTC, *args])
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "No space left on device" in _error_line(r)
+    assert _left(r) == []
+
+
+_WRITER = textwrap.dedent("""
+    import sys, numpy as np, polars as pl
+    from replay.outputs import write_parquet
+    out, k = sys.argv[1], 0
+    rng = np.random.default_rng(0)
+    while True:  # rewrite a large file forever, each version with its number in every row
+        k += 1
+        write_parquet(pl.DataFrame({"version": np.full(2_000_000, k), "x": rng.random(2_000_000)}), out, "replay")
+        print(k, flush=True)
+""")
+
+
+def test_sigkill_in_the_middle_of_writes_leaves_a_whole_file(tmp_path):
+    """Killed at arbitrary moments while rewriting a 30 MB file: what is there is always one whole version."""
+    out = tmp_path / "big.parquet"
+    for delay in (0.9, 1.7, 2.6):
+        p = subprocess.Popen([sys.executable, "-c", _WRITER, str(out)], stdout=subprocess.PIPE, text=True)
+        time.sleep(delay)
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        if out.exists():
+            v = pl.read_parquet(out)["version"]
+            assert v.n_unique() == 1 and len(v) == 2_000_000
+    assert out.exists(), "the writer never finished a version; raise the delays"
+    # the next write clears what killed writers left (their temporaries) beside the file
+    write_parquet(pl.DataFrame({"a": [1]}), out, "replay")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.parquet"]
