@@ -108,6 +108,9 @@ def validate_request(req: ReplayRequest):
         raise PoolError(f"unknown budget unit {req.unit!r}; choose samples, tokens or token-matched")
     if req.select not in SELECT:
         raise PoolError(f"unknown selection {req.select!r}; choose bon, weighted or sc")
+    if not req.budgets or any(not 0 < b < math.inf for b in req.budgets):
+        raise PoolError(f"--budgets must be finite and positive (average samples or tokens per query), got "
+                        f"{req.budgets}")
     if req.seeds < 1:
         raise PoolError(f"--seeds must be >= 1, got {req.seeds}")
     check_seeds(req.seed_start, req.seeds)
@@ -241,8 +244,8 @@ def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, grow
     console = console or _console()
     if queries < 1 or responses < 1 or seeds < 1 or repeats < 1 or reference_seeds < 0:
         raise PoolError("--queries, --responses, --seeds and --repeats must be >= 1, --reference-seeds >= 0")
-    if any(b <= 0 for b in budgets) or any(n < 1 for n in growth):
-        raise PoolError("budgets and growth sizes must be positive")
+    if any(not 0 < b < math.inf for b in budgets) or any(n < 1 for n in growth):
+        raise PoolError(f"budgets must be finite and positive and growth sizes >= 1, got {budgets} and {growth}")
     set_threads(threads)
     spec = BenchSpec(n=queries, size=responses, budgets=tuple(budgets), seeds=seeds, repeats=repeats,
                      reference_seeds=reference_seeds)

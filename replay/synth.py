@@ -120,11 +120,12 @@ class SynthSpec:
         if self.wrong_answers < 1:
             raise SynthError(f"--wrong-answers must be >= 1 (distinct wrong answers per query), got "
                              f"{self.wrong_answers}")
-        if not self.answer_skew >= 0:
+        if not 0 <= self.answer_skew < math.inf:
             raise SynthError(f"--answer-skew must be >= 0 (0 = wrong answers equally likely), got {self.answer_skew}")
-        if not self.tokens >= 0 or not self.tokens_sigma >= 0 or not self.tokens_wrong > 0:
-            raise SynthError(f"--tokens must be >= 0 (0 = no token column), --tokens-sigma >= 0 and --tokens-wrong "
-                             f"> 0; got {self.tokens}, {self.tokens_sigma}, {self.tokens_wrong}")
+        # bounded so that every lognormal token count fits the pool's integer column (NaN fails every comparison)
+        if not (0 <= self.tokens <= 1e6 and 0 <= self.tokens_sigma <= 3 and 0 < self.tokens_wrong <= 100):
+            raise SynthError(f"--tokens must be in [0, 1e6] (0 = no token column), --tokens-sigma in [0, 3] and "
+                             f"--tokens-wrong in (0, 100]; got {self.tokens}, {self.tokens_sigma}, {self.tokens_wrong}")
         if self.seed < 0:
             raise SynthError(f"--seed must be >= 0, got {self.seed}")
 

@@ -310,3 +310,31 @@ def test_sigkill_in_the_middle_of_writes_leaves_a_whole_file(tmp_path):
     # the next write clears what killed writers left (their temporaries) beside the file
     write_parquet(pl.DataFrame({"a": [1]}), out, "replay")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.parquet"]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Every numeric option: a non-finite value is one error line, before the work
+
+
+@pytest.mark.parametrize("args", [
+    ["synth", "--out", "{tmp}/s", "--tokens", "inf"],  # a traceback-free but wrong refusal before ("negative values")
+    ["synth", "--out", "{tmp}/s", "--answer-skew", "inf"],
+    ["synth", "--out", "{tmp}/s", "--tokens-sigma", "nan"],
+    ["bench", "--budgets", "nan", "--queries", "5", "--responses", "4", "--seeds", "1", "--repeats", "1",
+     "--reference-seeds", "0", "--growth", ""],  # a traceback before
+    ["theory", "--sizes", "4", "--seeds", "2", "--delta", "nan"],
+    ["report", str(DEFAULT_POOL), "--out", "{tmp}/r", "--gamma", "nan"],
+    ["report", str(DEFAULT_POOL), "--out", "{tmp}/r", "--budgets", "inf"],
+    ["replay", "--budgets", "nan"],
+    ["replay", "--conf", "nan", "--eliminate", "sc-beta"],
+    ["replay", "--gamma", "nan"],
+])
+def test_non_finite_options_are_refused(tmp_path, args):
+    from typer.testing import CliRunner
+
+    import cli
+
+    r = CliRunner().invoke(cli.app, [a.format(tmp=tmp_path) for a in args])
+    assert r.exit_code == 2, r.output
+    assert "Traceback" not in r.output and r.output.strip().startswith("error: "), r.output
+    assert not any(tmp_path.iterdir())
