@@ -30,7 +30,7 @@ import polars as pl
 
 from replay.errors import InputError
 from replay.pool import (PoolError, atomic_write_json, atomic_write_parquet, column, load_pool, new_pool_dir,
-                         remove_stale_temps)
+                         remove_stale_temps, verify_file)
 
 from .types import Backend, Query, Response, Sampling
 
@@ -620,6 +620,9 @@ def merge_pools(inputs: Sequence[Path], out: Path, *, allow_missing: bool = Fals
         total = f" (data set: {n_data} queries, merged: {len(owner)})" if n_data is not None else ""
         raise HarvestError("incomplete: " + "; ".join(parts) + total + "; --allow-missing merges anyway")
 
+    for p in inputs:  # a damaged part is refused before anything is copied (score would trip on it later)
+        for f in part_files(p):
+            verify_file(f)
     try:
         with new_pool_dir(out) as tmp:
             (tmp / "samples").mkdir()

@@ -200,7 +200,7 @@ def test_replay_and_info_accept_the_pool(tmp_path):
     (["--score-dist", "normal"], "unknown --score-dist"),
     (["--wrong-answers", "0"], "--wrong-answers must be >= 1"),
     (["--queries", "0"], "--queries and --responses must be >= 1"),
-    (["--tokens", "-5"], "--tokens must be >= 0"),
+    (["--tokens", "-5"], "--tokens must be in [0, 1e6]"),
 ])
 def test_bad_arguments(tmp_path, args, message):
     r = runner.invoke(app, ["synth", "--out", str(tmp_path / "p"), *args])
