@@ -5,8 +5,11 @@ local change and a live allocation driver can call a backend round by round with
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
+
+from replay.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,19 @@ class Sampling:
     top_p: float = 1.0
     max_tokens: int = 2048
     seed: int = 0
+
+    def __post_init__(self):
+        # Checked when the run is described, before any model loads or file is written: a refusal from the
+        # engine after the weights loaded would leave a directory that blocks the corrected run. NaN fails every
+        # comparison, hence `not lo <= x <= hi` rather than `x < lo`.
+        if self.n < 1:
+            raise InputError(f"--responses must be at least 1, got {self.n}")
+        if self.max_tokens < 1:
+            raise InputError(f"--max-tokens must be at least 1, got {self.max_tokens}")
+        if not 0.0 <= self.temperature < math.inf:
+            raise InputError(f"--temperature must be a finite number >= 0 (0 = greedy), got {self.temperature}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise InputError(f"--top-p must be in (0, 1], got {self.top_p}")
 
 
 @dataclass(frozen=True)

@@ -338,3 +338,33 @@ def test_non_finite_options_are_refused(tmp_path, args):
     assert r.exit_code == 2, r.output
     assert "Traceback" not in r.output and r.output.strip().startswith("error: "), r.output
     assert not any(tmp_path.iterdir())
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Harvest: every sampling parameter is refused before a model loads or a file is written
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--temperature", "-1"], r"--temperature must be a finite number >= 0"),
+    (["--temperature", "nan"], r"--temperature must be a finite number >= 0 \(0 = greedy\), got nan"),  # traceback
+    (["--temperature", "inf"], r"--temperature must be a finite number >= 0"),
+    (["--top-p", "0"], r"--top-p must be in \(0, 1\], got 0"),
+    (["--top-p", "nan"], r"--top-p must be in \(0, 1\]"),
+    (["--top-p", "1.5"], r"--top-p must be in \(0, 1\]"),
+])
+def test_harvest_sampling_refused_before_the_model_loads(tmp_path, args, message):
+    from typer.testing import CliRunner
+
+    import cli
+
+    data = Path(__file__).parent / "fixtures" / "harvest_pipeline" / "math_small.jsonl"
+    out = tmp_path / "pool"
+    # the model does not exist: a refusal that came after loading it would be a different error
+    r = CliRunner().invoke(cli.app, ["harvest", "--dataset", str(data), "--model", str(tmp_path / "no-such-model"),
+                                     "--backend", "transformers", "--out", str(out), "-n", "2", "--max-tokens", "4",
+                                     *args])
+    assert r.exit_code == 2, r.output
+    assert "Traceback" not in r.output and r.output.strip().startswith("error: "), r.output
+    import re
+    assert re.search(message, r.output), r.output
+    assert not out.exists()  # nothing left to block the corrected run
