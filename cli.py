@@ -139,10 +139,11 @@ def _value(choice):
 
 
 # ------------------------------------------------------------------------------- the enumerated options' values
-# Registries that import nothing heavy are read directly. The others sit behind numba or polars (replay.policies,
-# replay.engine, replay.theory, harvest.scoring, harvest.importers) and would add about a second to every start of
+# Registries that import nothing heavy are read directly: harvest's oracles, backends and import formats
+# (harvest/registry.py, standard library only), data set tasks, PRM step modes and prompt templates. The others sit
+# behind numba or polars (replay.policies, replay.engine, replay.theory) and would add about a second to every start of
 # ttc, `--help` included; their names are spelled here, and tests/test_cli.py holds each list to its registry.
-from harvest.backends import BACKENDS  # noqa: E402
+from harvest import registry as harvest_registry  # noqa: E402
 from harvest.datasets import TASKS  # noqa: E402
 from harvest.prm import STEP_MODES  # noqa: E402
 from harvest.prompts import TEMPLATES  # noqa: E402
@@ -151,9 +152,9 @@ POLICY_NAMES = ("uniform", "elimination", "ucb", "gap", "gap-literal", "entropy"
 ELIMINATION_RULES = ("threshold", "sc-share", "sc-beta", "none")  # replay.policies.ELIMS
 SELECTIONS = ("bon", "weighted", "sc")  # replay.engine.SELECT
 BUDGET_UNITS = ("samples", "tokens", "token-matched")  # replay.policies.UNITS and token-matched (replay/run.py)
-ORACLES = ("gt", "exec", "prm", "judge")  # harvest.scoring.ORACLE_COLUMNS
-IMPORT_FORMATS = ("lastletters-esc", "math500-ivt", "qwen-math-rm", "humaneval", "search-and-learn", "llmonkeys",
-                  "livecodebench", "generic")  # harvest.importers.IMPORTERS
+ORACLES = tuple(harvest_registry.ORACLES)
+BACKENDS = tuple(harvest_registry.BACKENDS)
+IMPORT_FORMATS = tuple(harvest_registry.IMPORTERS)
 THEORY_ENGINES = ("check", "bisect", "off")  # replay.theory.ENGINE_MODES
 
 
@@ -183,6 +184,17 @@ def _names(what: str, allowed: tuple[str, ...]):
                 raise typer.BadParameter(f"unknown {what} {n!r}; choose from {', '.join(allowed)}", param=param)
         return names
     return callback
+
+
+def _described(entries: dict) -> str:
+    """`name: doc; ...` of harvest registry entries (oracles, backends, import formats), for --help."""
+    return "; ".join(f"{name}: {e.doc}" for name, e in entries.items())
+
+
+def _formats_taking(option: str) -> str:
+    """The import formats that take an option (harvest/registry.py), for the start of its --help."""
+    return ", ".join(harvest_registry.taking(harvest_registry.IMPORTERS, option))
+
 
 
 # ---------------------------------------------------------------------------------------------------------- replay
@@ -235,9 +247,11 @@ def replay_cmd(
 @app.command("import")
 def import_cmd(
     ctx: typer.Context,
-    fmt: ImportFormat = typer.Argument(..., metavar="FORMAT", help="The dump's format (the README's table)."),
+    fmt: ImportFormat = typer.Argument(..., metavar="FORMAT", help=f"The dump's format (the README's table): "
+                                       f"{_described(harvest_registry.IMPORTERS)}."),
     source: Path = typer.Argument(..., help="The dump as published: a file (generic: .parquet, .csv, .jsonl), or a "
-                                  "directory for humaneval and llmonkeys."),
+                                  "directory for " + " and ".join(n for n, i in harvest_registry.IMPORTERS.items()
+                                                                  if i.directory) + "."),
     out: Path = typer.Option(..., "--out", help="Pool directory to write (new or empty)."),
     query_id: str = typer.Option("query_id", help="generic: the query id column."),
     correct: Optional[str] = typer.Option(None, help="generic: the ground-truth column (bool or 0/1)."),
@@ -246,13 +260,13 @@ def import_cmd(
     n_tokens: Optional[str] = typer.Option(None, help="generic: the token-count column."),
     sample_idx: Optional[str] = typer.Option(None, help="generic: the generation-order column (default: row order)."),
     hash_answers: bool = typer.Option(False, help="generic: store answers as hashes (no third-party text)."),
-    limit: Optional[int] = typer.Option(None, help="humaneval, search-and-learn, llmonkeys, livecodebench: only the "
-                                        "first N queries (a quick look before a long import)."),
-    responses: Optional[int] = typer.Option(None, help="humaneval, search-and-learn, llmonkeys, livecodebench: only "
-                                            "the first M responses of each query."),
+    limit: Optional[int] = typer.Option(None, help=f"{_formats_taking('limit')}: only the first N queries (a quick "
+                                        "look before a long import)."),
+    responses: Optional[int] = typer.Option(None, help=f"{_formats_taking('per_query')}: only the first M responses "
+                                            "of each query."),
     per_query: Optional[int] = typer.Option(None, hidden=True, help="Deprecated: --responses."),
-    workers: Optional[int] = typer.Option(None, help="humaneval, search-and-learn: processes that run tests or grade "
-                                          "answers (default: all cores)."),
+    workers: Optional[int] = typer.Option(None, help=f"{_formats_taking('workers')}: processes that run tests or "
+                                          "grade answers (default: all cores)."),
     timeout: Optional[float] = typer.Option(None, help="humaneval: seconds per program (default 10); "
                                             "search-and-learn: seconds per math-verify grade (default 5)."),
 ):
@@ -264,14 +278,16 @@ def import_cmd(
 
     fmt = _value(fmt)
     responses = _renamed(ctx, "responses", "per_query", "--responses", "--per-query")
-    options = {k: v for k, v in (("limit", limit), ("per_query", responses), ("workers", workers),
-                                 ("timeout", timeout)) if v is not None}
-    if fmt == "generic":
-        pairs = [s.split("=", 1) for s in (score or [])]
-        if any(len(p) != 2 or not p[0] or not p[1] for p in pairs):
-            _fail("--score takes NAME=COLUMN, e.g. --score prm=prm_min")
-        options.update({"query_id": query_id, "correct": correct, "answer": answer, "scores": dict(pairs),
-                        "n_tokens": n_tokens, "sample_idx": sample_idx, "hash_answers": hash_answers})
+    pairs = [s.split("=", 1) for s in (score or [])]
+    if any(len(p) != 2 or not p[0] or not p[1] for p in pairs):
+        _fail("--score takes NAME=COLUMN, e.g. --score prm=prm_min")
+    # the importer's keywords: those its registry entry takes, and any other given, which import_pool refuses
+    values = {"query_id": query_id, "correct": correct, "answer": answer, "scores": dict(pairs) if pairs else None,
+              "n_tokens": n_tokens, "sample_idx": sample_idx, "hash_answers": hash_answers, "limit": limit,
+              "per_query": responses, "workers": workers, "timeout": timeout}
+    defaults = {"query_id": "query_id", "hash_answers": False}
+    takes = harvest_registry.IMPORTERS[fmt].options
+    options = {k: v for k, v in values.items() if v is not None and (k in takes or v != defaults.get(k))}
     pool = import_pool(fmt, source, out, options)
     p = load_pool(pool)
     for w in p.meta.get("warnings", []):
@@ -345,18 +361,21 @@ def report_cmd(
 
 # --------------------------------------------------------------------------------- harvest, score, merge (GPU box)
 
-_HARVEST_BACKEND_OPTIONS = {  # parameter -> (flag, keyword of the backend class, backends it applies to)
-    "batch_size": ("--batch-size", "batch_size", ("transformers",)),
-    "device": ("--device", "device", ("transformers",)),
-    "tensor_parallel_size": ("--tensor-parallel-size", "tensor_parallel_size", ("vllm",)),
-    "data_parallel_size": ("--data-parallel-size", "data_parallel_size", ("vllm",)),
-    "gpu_memory_utilization": ("--gpu-memory-utilization", "gpu_memory_utilization", ("vllm",)),
-    "prefix_caching": ("--prefix-caching", "enable_prefix_caching", ("vllm",)),
-    "max_model_len": ("--max-model-len", "max_model_len", ("vllm",)),
-    "base_url": ("--base-url", "base_url", ("openai",)),
-    "api_key_env": ("--api-key-env", "api_key_env", ("openai",)),
-    "concurrency": ("--concurrency", "concurrency", ("openai",)),
-}
+_BACKEND_PANEL = "Backend (--backend)"
+
+
+def _backend_option(o) -> tuple:
+    """(type, typer option) of a backend option of harvest/registry.py; its help names the backends that take it."""
+    takes = harvest_registry.taking(harvest_registry.BACKENDS, o.param)
+    required = [b for b in takes if o.param in harvest_registry.BACKENDS[b].required]
+    text = f"{', '.join(takes)}: {o.help}" + (f" Required with --backend {' or '.join(required)}." if required else "")
+    return (Optional[o.type] if o.default is None else o.type,
+            typer.Option(o.default, o.flag, help=text, rich_help_panel=_BACKEND_PANEL))
+
+
+# The options of `ttc harvest` that reach a backend's constructor, declared in harvest/registry.py: parameter ->
+# (type, option).
+_BACKEND_OPTIONS = {param: _backend_option(o) for param, o in harvest_registry.BACKEND_OPTIONS.items()}
 
 _PANEL = "Scoring (--oracle)"
 # The options `ttc harvest --oracle` and `ttc score` share, declared once: parameter -> (type, option).
@@ -393,21 +412,32 @@ _SCORING = {
 }
 
 
+def _option_group(group: dict, arg: str):
+    """A decorator giving a command the options of `group` (parameter -> (type, option)), after its own, and handing
+    them to it as one dict, the keyword `arg`."""
+    def decorate(command):
+        sig = inspect.signature(command, eval_str=True)
+        own = [p for p in sig.parameters.values() if p.name != arg]
+        shared = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation)
+                  for name, (annotation, option) in group.items()]
+
+        @functools.wraps(command)
+        def wrapper(**kwargs):
+            return command(**{k: v for k, v in kwargs.items() if k not in group},
+                           **{arg: {name: kwargs[name] for name in group}})
+
+        wrapper.__signature__ = sig.replace(parameters=own + shared)
+        wrapper.__annotations__ = {p.name: p.annotation for p in own + shared}
+        return wrapper
+    return decorate
+
+
 def _with_scoring_options(command):
     """Give a command the options of _SCORING, after its own, and hand them to it as one dict, `scoring`."""
-    sig = inspect.signature(command, eval_str=True)
-    own = [p for p in sig.parameters.values() if p.name != "scoring"]
-    shared = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation)
-              for name, (annotation, option) in _SCORING.items()]
+    return _option_group(_SCORING, "scoring")(command)
 
-    @functools.wraps(command)
-    def wrapper(**kwargs):
-        return command(**{k: v for k, v in kwargs.items() if k not in _SCORING},
-                       scoring={name: kwargs[name] for name in _SCORING})
 
-    wrapper.__signature__ = sig.replace(parameters=own + shared)
-    wrapper.__annotations__ = {p.name: p.annotation for p in own + shared}
-    return wrapper
+_with_backend_options = _option_group(_BACKEND_OPTIONS, "backend_options")
 
 
 def _score_options(scoring: dict):
@@ -416,10 +446,19 @@ def _score_options(scoring: dict):
 
     s = dict(scoring)
     judge_backend = _value(s["judge_backend"])
-    if judge_backend == "openai" and not s["judge_base_url"]:
-        _fail("--judge-backend openai needs --judge-base-url (e.g. http://localhost:8000/v1)")
-    backend_kw = ({"base_url": s["judge_base_url"], "api_key_env": s["judge_api_key_env"], "chat": True}
-                  if judge_backend == "openai" else {})
+    entry = harvest_registry.BACKENDS[judge_backend]
+    # the judge's backend options are the backend options of harvest/registry.py spelled --judge-<flag> (_SCORING)
+    backend_kw: dict = {"chat": True} if entry.chat == "server" else {}
+    for param, o in harvest_registry.BACKEND_OPTIONS.items():
+        flag, value = "--judge-" + o.flag[2:], s.get("judge_" + param, o.default)
+        if param not in entry.options:
+            if value != o.default:
+                applies = harvest_registry.taking(harvest_registry.BACKENDS, param)
+                _fail(f"{flag} applies to --judge-backend {' or '.join(applies)}, not {judge_backend}")
+        elif value is not None:
+            backend_kw[o.keyword] = value
+        elif param in entry.required:
+            _fail(f"--judge-backend {judge_backend} needs {flag} ({o.help.rstrip('.')})")
     return ScoreOptions(workers=s["workers"], timeout_s=s["timeout"], memory_mb=s["memory_mb"],
                         prm_model=s["prm_model"], prm_batch_size=s["prm_batch_size"],
                         prm_step_mode=_value(s["prm_step_mode"]), prm_dtype=s["prm_dtype"],
@@ -431,10 +470,10 @@ def _score_options(scoring: dict):
 
 def _harvest_print_scores(results, pool):
     from replay.pool import load_pool
-    from harvest.scoring import ORACLE_COLUMNS
 
     for r in results:
-        cols = ", ".join(ORACLE_COLUMNS[r.oracle])
+        columns = harvest_registry.ORACLES[r.oracle].columns
+        cols = ", ".join(columns)
         if r.status == "skipped":
             typer.echo(f"{r.oracle}: already scored with these settings ({cols})")
             continue
@@ -445,7 +484,7 @@ def _harvest_print_scores(results, pool):
         typer.echo(f"{r.oracle}: scored {s.get('responses', 0):,} responses{detail} -> {cols}"
                    + (" (replaced the existing columns)" if r.replaced else "")
                    + (" (resumed an interrupted scoring)" if r.status == "resumed" else ""))
-        for col in ORACLE_COLUMNS[r.oracle]:
+        for col in columns:
             if col == "correct" or col.startswith("score_"):
                 load_pool(pool, score="gt" if col == "correct" else col)  # replay must accept what was written
 
@@ -463,6 +502,7 @@ def _harvest_release(backend):
 
 
 @app.command("harvest")
+@_with_backend_options
 @_with_scoring_options
 def harvest_cmd(
     ctx: typer.Context,
@@ -474,8 +514,8 @@ def harvest_cmd(
                                             help="Responses per query (required)."),
     n_option: Optional[int] = typer.Option(None, "--n", hidden=True, help="Deprecated: --responses."),
     max_tokens: int = typer.Option(..., help="Most tokens per response (a response cut here has no answer)."),
-    backend: Backend = typer.Option(Backend("vllm"), help="vllm (GPU), transformers (CPU or GPU, small models) or "
-                                    "openai (HTTP)."),
+    backend: Backend = typer.Option(Backend("vllm"), help=f"The generation backend: "
+                                    f"{_described(harvest_registry.BACKENDS)}."),
     template: Optional[Template] = typer.Option(None, help="Prompt template (default: by task and data set)."),
     chat: Optional[bool] = typer.Option(None, "--chat/--no-chat", help="Apply the model's chat template (default: "
                                         "when the tokenizer has one; openai: --chat sends chat requests)."),
@@ -486,28 +526,16 @@ def harvest_cmd(
     limit: Optional[int] = typer.Option(None, help="Only the first K queries of the data set."),
     shard_size: int = typer.Option(32, help="Queries per part file (a crash loses at most one part)."),
     oracle: Optional[List[str]] = typer.Option(None, metavar="NAME[,NAME...]", callback=_names("oracle", ORACLES),
-                                               help=f"Score right after generating: {', '.join(ORACLES)} (repeat "
-                                               "or comma-separate)."),
+                                               help=f"Score right after generating (repeat or comma-separate): "
+                                               f"{_described(harvest_registry.ORACLES)}."),
     task: Optional[Task] = typer.Option(None, help="Task of a file's queries (default: detected)."),
     id_column: Optional[str] = typer.Option(None, help="File column holding the query id."),
     problem_column: Optional[str] = typer.Option(None, help="File column holding the problem text."),
     answer_column: Optional[str] = typer.Option(None, help="File column holding the gold answer."),
     split: Optional[str] = typer.Option(None, help="Hub data set split."),
     revision: Optional[str] = typer.Option(None, help="Model revision (commit, branch or tag)."),
-    dtype: Optional[str] = typer.Option(None, help="Model dtype, e.g. bfloat16 (default: the backend's)."),
-    device: Optional[str] = typer.Option(None, help="transformers: device (default cuda when available)."),
-    batch_size: int = typer.Option(16, help="transformers: sample rows decoded together."),
-    tensor_parallel_size: int = typer.Option(1, help="vllm: GPUs per model replica."),
-    data_parallel_size: int = typer.Option(1, help="vllm: model replicas (each on its own GPUs)."),
-    gpu_memory_utilization: float = typer.Option(0.9, help="vllm: share of GPU memory the engine may take."),
-    prefix_caching: bool = typer.Option(True, "--prefix-caching/--no-prefix-caching", help="vllm: reuse the KV "
-                                        "cache of shared prompt prefixes."),
-    max_model_len: Optional[int] = typer.Option(None, help="vllm: context length (default: the model's)."),
-    base_url: Optional[str] = typer.Option(None, help="openai: server URL ending in /v1."),
-    api_key_env: str = typer.Option("OPENAI_API_KEY", help="openai: environment variable holding the API key."),
-    concurrency: int = typer.Option(8, help="openai: requests in flight."),
-    trust_remote_code: bool = typer.Option(False, help="Allow model code from the hub (transformers, vllm)."),
     scoring: dict = None,
+    backend_options: dict = None,
 ):
     """Generate N responses per query and write them as a pool (resumable part files), optionally scored."""
     from harvest.pipeline import HarvestSpec, ShardSpec, plan_harvest, run_harvest
@@ -519,12 +547,16 @@ def harvest_cmd(
     if n is None:
         _fail("missing option --responses (-n): the number of responses per query")
     progress = scoring["progress"]
-    for param, (flag, _, applies) in _HARVEST_BACKEND_OPTIONS.items():
+    entry = harvest_registry.BACKENDS[backend]
+    for param, o in harvest_registry.BACKEND_OPTIONS.items():  # an option that does not apply is refused, not ignored
         src = ctx.get_parameter_source(param)
-        if backend not in applies and src is not None and src.name == "COMMANDLINE":
-            _fail(f"{flag} applies to --backend {' or '.join(applies)}, not {backend}")
-    if backend == "openai" and not base_url:
-        _fail("--backend openai needs --base-url (e.g. http://localhost:8000/v1 for vllm serve)")
+        if param not in entry.options and src is not None and src.name == "COMMANDLINE":
+            applies = harvest_registry.taking(harvest_registry.BACKENDS, param)
+            _fail(f"{o.flag.split('/')[0]} applies to --backend {' or '.join(applies)}, not {backend}")
+    for param in entry.required:
+        if backend_options[param] is None:
+            o = harvest_registry.BACKEND_OPTIONS[param]
+            _fail(f"--backend {backend} needs {o.flag} ({o.help.rstrip('.')})")
     for name, v in (("--responses", n), ("--max-tokens", max_tokens), ("--shard-size", shard_size)):
         if v < 1:
             _fail(f"{name} must be at least 1, got {v}")
@@ -561,19 +593,17 @@ def harvest_cmd(
         typer.echo(f"{out}: {where} queries ({name} prompts); {len(plan.done)} already written, {len(pending)} to "
                    f"generate ({len(pending) * n:,} responses)")
         if pending:
-            if backend == "openai":
-                kw = {"model": model, "revision": revision, "chat": bool(chat)}
-            else:
-                kw = {"model": model, "revision": revision, "trust_remote_code": trust_remote_code,
-                      "dtype": dtype if dtype is not None else ("auto" if backend == "vllm" else None)}
-            for param, (_, key, applies) in _HARVEST_BACKEND_OPTIONS.items():
-                if backend in applies:
-                    kw[key] = ctx.params[param]
+            kw = {"model": model, "revision": revision}
+            if entry.chat == "server":  # the server applies the chat template; --chat picks its chat endpoint
+                kw["chat"] = bool(chat)
+            for param in entry.options:  # None: the backend's own default
+                if backend_options[param] is not None:
+                    kw[harvest_registry.BACKEND_OPTIONS[param].keyword] = backend_options[param]
             from harvest.backends import make_backend
 
             gen = make_backend(backend, **kw)
             tok = getattr(gen, "tokenizer", None)
-            render_chat = False if backend == "openai" else chat
+            render_chat = False if entry.chat == "server" else chat
             res = run_harvest(plan, gen, lambda q: render(name, q, tok, chat=render_chat), shard_size=shard_size,
                               progress=progress, stop=info.get("stop") or ())
             typer.echo(f"wrote {res.written_now} queries, {res.responses:,} responses, {res.tokens:,} tokens in "
@@ -595,8 +625,8 @@ def harvest_cmd(
 def score_cmd(
     pool: Path = typer.Argument(..., metavar="POOL", help="Pool directory with a text column (written by ttc harvest)."),
     oracle: List[str] = typer.Option(..., metavar="NAME[,NAME...]", callback=_names("oracle", ORACLES),
-                                     help=f"Oracles: {', '.join(ORACLES)} (gt: math answers, exec: lcb-exec programs); "
-                                     "repeat or comma-separate. Re-scoring replaces an oracle's columns."),
+                                     help=f"Oracles (repeat or comma-separate; re-scoring replaces an oracle's "
+                                     f"columns): {_described(harvest_registry.ORACLES)}."),
     scoring: dict = None,
 ):
     """Add oracle columns to a pool (answer/correct, score_prm_*, score_judge), recording each oracle in pool.json.

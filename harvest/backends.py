@@ -1,5 +1,7 @@
 """Generation backends behind `harvest.types.Backend`: transformers (CPU/GPU, small models and tests), vLLM
-(offline engine, the GPU path) and any OpenAI-compatible HTTP server (`vllm serve`, hosted APIs).
+(offline engine, the GPU path) and any OpenAI-compatible HTTP server (`vllm serve`, hosted APIs) through the `openai`
+client. Each is declared in harvest/registry.py's BACKENDS (name, class, command-line options, needs, extra);
+make_backend builds them from there.
 
 Seeding, the same in all three: prompt i comes with its own seed s_i, and its j-th sample is drawn with seed
 s_i + j. That is how vLLM itself seeds the n children of one request (`ParentRequest` gives child j the seed
@@ -22,10 +24,8 @@ backends share the rule, so a prompt is the same token sequence on both.
 """
 from __future__ import annotations
 
-import json
 import os
 import threading
-import time
 import traceback
 import warnings
 from collections.abc import Sequence
@@ -476,15 +476,21 @@ def _vllm_worker(conn: Any, gpus: list[str], llm_kwargs: dict) -> None:  # pragm
 
 
 class OpenAIBackend:
-    """An OpenAI-compatible server: POST {base_url}/completions (or /chat/completions with chat=True), base_url
-    ending in /v1 as for the openai client.
+    """An OpenAI-compatible server (`vllm serve`, a hosted API) through the official `openai` client: its completions
+    endpoint, or chat completions with chat=True; base_url ends in /v1, as for the client.
 
     Each prompt's n samples go out as requests of `n_per_request` choices (default 1): the request for samples
-    j .. j+k-1 carries seed s_i + j, so a vLLM server draws exactly the samples one request with n and seed s_i
-    would. Requests run on `concurrency` threads; 429, 5xx and connection errors are retried `max_retries` times
-    with exponential backoff (backoff_s * 2^attempt, capped at 60 s, or the server's Retry-After); other errors
-    fail at once. The API key is read from the environment variable `api_key_env` and only ever sent in the
-    Authorization header (no header when the variable is unset, as for a local `vllm serve`).
+    j .. j+k-1 carries seed s_i + j (in the client's `extra_body`, with any other server parameters given as
+    `extra_body`, e.g. vLLM's top_k), so a vLLM server draws exactly the samples one request with n and seed s_i
+    would. Requests run on `concurrency` threads sharing one client; once a request has failed for good, the queued
+    ones are not sent. Retries, backoff and timeouts are the client's: connection errors, timeouts, 408, 409, 429 and
+    5xx are retried `max_retries` times with exponential backoff (from 0.5 s, doubling up to 8 s, with jitter; or the
+    server's Retry-After), other errors fail at once, and `timeout_s` bounds each attempt.
+
+    The API key is read from the environment variable `api_key_env` and handed to the client, which sends it only in
+    the Authorization header; when the variable is unset the placeholder "EMPTY" goes instead (what a local `vllm
+    serve` without --api-key expects; the client refuses to run without a key and would otherwise fall back to
+    OPENAI_API_KEY, a key meant for another server).
 
     Token counts: with one choice per request, `usage.completion_tokens` (the server's count, EOS included on
     vLLM); with several, usage only gives their sum, so each choice is re-tokenized with `tokenizer` (+1 for the
@@ -492,16 +498,23 @@ class OpenAIBackend:
     which. Chat mode sends the prompt as one user message and lets the server apply the chat template: render
     prompts without one (no tokenizer, or chat=False)."""
 
+    RETRIED = "connection errors, timeouts, HTTP 408, 409, 429 and 5xx"
+
     def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY", concurrency: int = 8,
                  max_retries: int = 5, timeout_s: float = 600.0, *, chat: bool = False,
-                 n_per_request: int | None = 1, tokenizer: Any = None, backoff_s: float = 1.0,
-                 extra_body: dict[str, Any] | None = None, revision: str | None = None):
+                 n_per_request: int | None = 1, tokenizer: Any = None, extra_body: dict[str, Any] | None = None,
+                 revision: str | None = None):
         if concurrency < 1:
             raise InputError(f"concurrency must be at least 1, got {concurrency}")
         if max_retries < 0:
             raise InputError(f"max_retries must be >= 0, got {max_retries}")
+        if not timeout_s > 0:
+            raise InputError(f"the request timeout must be a positive number of seconds, got {timeout_s}")
         if n_per_request is not None and n_per_request < 1:
             raise InputError(f"n_per_request must be at least 1 (or None: all n in one request), got {n_per_request}")
+        if "seed" in (extra_body or {}):
+            raise InputError("extra_body may not set seed: each request carries its own (s_i + j)")
+        openai = _require_openai()
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.api_key_env = api_key_env
@@ -510,14 +523,15 @@ class OpenAIBackend:
         self.timeout_s = timeout_s
         self.chat = chat
         self.n_per_request = n_per_request
-        self.backoff_s = backoff_s
         self.extra_body = dict(extra_body or {})
         self.revision = revision
         if isinstance(tokenizer, (str, os.PathLike)):
             tokenizer = _load_tokenizer(str(tokenizer), revision)
         self.tokenizer = tokenizer
         self.url = self.base_url + ("/chat/completions" if chat else "/completions")
-        self._local = threading.local()
+        self._key = os.environ.get(api_key_env) or None
+        self._client = openai.OpenAI(base_url=self.base_url, api_key=self._key or "EMPTY", max_retries=max_retries,
+                                     timeout=timeout_s)
 
     @property
     def token_count(self) -> str:
@@ -532,12 +546,12 @@ class OpenAIBackend:
         return {
             "backend": "openai", "model": self.model, "revision": self.revision, "base_url": self.base_url,
             "endpoint": self.url, "chat": self.chat, "concurrency": self.concurrency,
-            "max_retries": self.max_retries, "n_per_request": self.n_per_request,
-            "token_count": self.token_count, "token_count_rule": how[self.token_count],
-            "extra_body": self.extra_body, "api_key_env": self.api_key_env,
-            "api_key_set": bool(os.environ.get(self.api_key_env)),
+            "max_retries": self.max_retries, "retried": self.RETRIED, "timeout_s": self.timeout_s,
+            "n_per_request": self.n_per_request, "token_count": self.token_count,
+            "token_count_rule": how[self.token_count], "extra_body": self.extra_body, "api_key_env": self.api_key_env,
+            "api_key_set": self._key is not None,
             "sampler": "server-side; request for samples j.. of prompt i carries seed s_i + j",
-            "versions": {"requests": package_version("requests")},
+            "versions": {"openai": package_version("openai")},
         }
 
     def generate(self, prompts: Sequence[str], sampling: Sampling, seeds: Sequence[int], *,
@@ -566,66 +580,59 @@ class OpenAIBackend:
                 f.result()
         return [list(r) for r in results]  # type: ignore[arg-type]
 
-    def _session(self):
-        import requests
-
-        s = getattr(self._local, "session", None)
-        if s is None:
-            s = self._local.session = requests.Session()
-        return s
+    def close(self) -> None:
+        self._client.close()
 
     def _request(self, prompt: str, sampling: Sampling, seed: int, m: int,
                  stop: Sequence[str] | None) -> list[Response]:
-        import requests
+        import openai
 
-        body: dict[str, Any] = {"model": self.model, "n": m, "temperature": sampling.temperature,
-                                "top_p": sampling.top_p, "max_tokens": sampling.max_tokens, "seed": seed}
-        if self.chat:
-            body["messages"] = [{"role": "user", "content": prompt}]
-        else:
-            body["prompt"] = prompt
+        kw: dict[str, Any] = {"model": self.model, "n": m, "temperature": sampling.temperature,
+                              "top_p": sampling.top_p, "max_tokens": sampling.max_tokens,
+                              "extra_body": {**self.extra_body, "seed": seed}}
         if stop:
-            body["stop"] = list(stop)
-        body.update(self.extra_body)
-        headers = {"Content-Type": "application/json"}
-        key = os.environ.get(self.api_key_env)
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        last = ""
-        for attempt in range(self.max_retries + 1):
-            wait = None
-            try:
-                resp = self._session().post(self.url, data=json.dumps(body), headers=headers, timeout=self.timeout_s)
-            except (requests.ConnectionError, requests.Timeout) as e:
-                last = f"{type(e).__name__}"
+            kw["stop"] = list(stop)
+        try:
+            if self.chat:
+                resp = self._client.chat.completions.create(messages=[{"role": "user", "content": prompt}], **kw)
             else:
-                if resp.status_code == 200:
-                    return self._parse(resp, m)
-                last = f"HTTP {resp.status_code}: {resp.text[:200]!r}"
-                if resp.status_code != 429 and resp.status_code < 500:
-                    raise BackendError(f"{self.url} refused the request ({last})")
-                ra = resp.headers.get("Retry-After")
-                if ra and ra.strip().replace(".", "", 1).isdigit():
-                    wait = float(ra)
-            if attempt < self.max_retries:
-                time.sleep(min(60.0, wait if wait is not None else self.backoff_s * 2 ** attempt))
-        raise BackendError(f"{self.url}: no answer after {self.max_retries + 1} attempts (last: {last})")
+                resp = self._client.completions.create(prompt=prompt, **kw)
+        except openai.APIStatusError as e:
+            last = self._redact(f"HTTP {e.status_code}: {e.response.text[:200]!r}")
+            if e.status_code in (408, 409, 429) or e.status_code >= 500:
+                raise BackendError(f"{self.url}: no answer after {self._attempts(e)} (last: {last})") from None
+            raise BackendError(f"{self.url} refused the request ({last})") from None
+        except openai.APIConnectionError as e:
+            cause = type(e.__cause__).__name__ if e.__cause__ is not None else ""
+            last = type(e).__name__ + (f" ({cause})" if cause else "")
+            raise BackendError(f"{self.url}: no answer after {self._attempts(e)} (last: {last})") from None
+        return self._parse(resp, m)
+
+    def _attempts(self, e: Exception) -> str:
+        """How many attempts the client made: its retry-count header on the last request, or its limit."""
+        try:
+            n = int(e.request.headers.get("x-stainless-retry-count")) + 1  # type: ignore[attr-defined]
+        except (AttributeError, TypeError, ValueError):
+            n = self.max_retries + 1
+        return f"{n} attempt{'s' if n != 1 else ''}"
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self._key, "<api key>") if self._key else text
 
     def _parse(self, resp: Any, m: int) -> list[Response]:
         try:
-            data = resp.json()
-            choices = sorted(data["choices"], key=lambda c: c.get("index", 0))
-        except (ValueError, KeyError, TypeError) as e:
+            choices = sorted(resp.choices, key=lambda c: c.index or 0)
+            if self.chat:
+                texts = [(c.message.content if c.message is not None else None) or "" for c in choices]
+            else:
+                texts = [c.text or "" for c in choices]
+            reasons = [str(c.finish_reason or "unknown") for c in choices]
+            usage = getattr(resp.usage, "completion_tokens", None) if resp.usage is not None else None
+        except (AttributeError, TypeError) as e:
             raise BackendError(f"{self.url}: malformed response ({type(e).__name__}: {str(e)[:100]})") from None
         if len(choices) != m:
             raise BackendError(f"{self.url}: {len(choices)} choices for n={m}")
-        if self.chat:
-            texts = [(c.get("message") or {}).get("content") or "" for c in choices]
-        else:
-            texts = [c.get("text") or "" for c in choices]
-        reasons = [str(c.get("finish_reason") or "unknown") for c in choices]
         if m == 1:
-            usage = (data.get("usage") or {}).get("completion_tokens")
             if not isinstance(usage, int):
                 raise BackendError(f"{self.url}: the response has no usage.completion_tokens to count tokens with")
             counts = [usage]
@@ -637,15 +644,30 @@ class OpenAIBackend:
         return [Response(text=t, n_tokens=c, finish_reason=r) for t, c, r in zip(texts, counts, reasons)]
 
 
-# ------------------------------------------------------------------------------------------------------ factory
+def _require_openai():
+    """The openai package, or MissingExtra naming the extra that brings it (harvest/registry.py)."""
+    from replay.extras import MissingExtra
 
-BACKENDS = {"transformers": TransformersBackend, "vllm": VLLMBackend, "openai": OpenAIBackend}
+    from .registry import BACKENDS
+
+    try:
+        import openai
+    except ModuleNotFoundError as e:
+        if e.name is None or e.name.split(".")[0] != "openai":
+            raise
+        raise MissingExtra(f"the openai backend needs openai: pip install 'ttc[{BACKENDS['openai'].extra}]'") from None
+    return openai
+
+
+# ------------------------------------------------------------------------------------------------------ factory
 
 
 def make_backend(name: str, **kw: Any):
-    """The backend called `name`, built from keyword arguments (see each class)."""
+    """The backend called `name` in harvest/registry.py's BACKENDS, built from keyword arguments (see each class)."""
+    from .registry import BACKENDS
+
     try:
-        cls = BACKENDS[name]
+        entry = BACKENDS[name]
     except KeyError:
         raise InputError(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}") from None
-    return cls(**kw)
+    return entry.load()(**kw)

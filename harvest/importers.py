@@ -4,6 +4,10 @@ Each adapter reads the dump as published (see ../shared/data/README.md) and writ
 stored as short hashes of the normalised answer: equality is all self-consistency and entropy need, and no
 third-party text ends up in the pool.
 
+Each format is declared once in harvest/registry.py's IMPORTERS (name, adapter function, SOURCE, what it derives,
+the `ttc import` options it takes, whether SOURCE is a directory, its extra); import_pool runs an adapter through
+its entry.
+
 Importing is producing pools, so this lives in harvest/ (it needs harvest's oracles: math grading, the code sandbox);
 replay/ never imports it. The format itself is replay/pool.py's: samples_frame types the columns as the contract
 says, write_pool writes the pool atomically, and import_pool refuses what load_pool would refuse.
@@ -23,6 +27,9 @@ import polars as pl
 
 from replay.errors import InputError
 from replay.pool import PoolError, atomic_write_json, load_pool, samples_frame, write_pool
+
+from .registry import IMPORTERS
+from .registry import flag as option_flag
 
 
 def answer_hash(normalised: str | None) -> str | None:
@@ -655,21 +662,6 @@ def import_humaneval(src: Path, out: Path, limit: int | None = None, per_query: 
     return write_pool(out, samples_frame(cols), meta, queries)
 
 
-IMPORTERS = {
-    "lastletters-esc": (import_lastletters, "ESC's GPT-3.5 last-letter dump (T0.7.jsonl)"),
-    "math500-ivt": (import_math500_llama, "MATH-500 x 48 Llama-3.1-8B correctness + logprob (pool.jsonl)"),
-    "qwen-math-rm": (import_qwen_math_rm, "Qwen2.5-Math reward-model example (math_cot_100.jsonl)"),
-    "humaneval": (import_humaneval, "HumanEval completions run against the tests (a directory, e.g. CodeT's dump)"),
-    "search-and-learn": (import_search_and_learn, "a HuggingFace search-and-learn result table (JSONL / Parquet)"),
-    "llmonkeys": (import_llmonkeys, "Large Language Monkeys per-problem YAML files (a directory)"),
-    "livecodebench": (import_livecodebench, "LiveCodeBench evaluated output (..._eval_all.json)"),
-    "generic": (import_generic, "a CSV / JSONL / Parquet table mapped with the column flags"),
-}
-
-# Formats whose SOURCE may be a directory (the others take one file).
-DIRECTORY_FORMATS = {"humaneval", "llmonkeys"}
-
-
 def _has_gt(out: Path) -> bool:
     return "correct" in pl.read_parquet_schema(out / "samples.parquet")
 
@@ -679,19 +671,16 @@ def _first_score(out: Path) -> str:
     return cols[0] if cols else "gt"
 
 
-OPTION_FLAGS = {"per_query": "--responses"}  # an importer keyword -> its `ttc import` option, where they differ
-
-
 def import_pool(fmt: str, src, out, options: dict | None = None) -> Path:
-    """Run one adapter and validate what it wrote (a pool that does not load is an adapter bug)."""
-    import inspect
-
+    """Run one adapter, as harvest/registry.py's IMPORTERS declares it, and validate what it wrote (a pool that does
+    not load is an adapter bug). `options` are the adapter's keywords, refused unless its entry takes them."""
     from replay.extras import MissingExtra
 
     if fmt not in IMPORTERS:
         raise PoolError(f"unknown import format {fmt!r}; choose from {', '.join(IMPORTERS)}")
+    entry = IMPORTERS[fmt]
     src, out = Path(src), Path(out)
-    if fmt in DIRECTORY_FORMATS:
+    if entry.directory:
         if not src.exists():
             raise PoolError(f"{src} does not exist")
     elif not src.is_file():
@@ -699,10 +688,9 @@ def import_pool(fmt: str, src, out, options: dict | None = None) -> Path:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise PoolError(f"{out} exists and is not an empty directory; choose a new --out")
     options = dict(options or {})
-    accepted = inspect.signature(IMPORTERS[fmt][0]).parameters
     for name, value in options.items():
-        flag = OPTION_FLAGS.get(name, f"--{name.replace('_', '-')}")
-        if name not in accepted:
+        flag = option_flag(name)
+        if name not in entry.options:
             raise PoolError(f"{fmt} does not take {flag}")
         if name in ("limit", "per_query", "workers") and value is not None and (
                 isinstance(value, bool) or not isinstance(value, int) or value < 1):
@@ -710,7 +698,7 @@ def import_pool(fmt: str, src, out, options: dict | None = None) -> Path:
         if name == "timeout" and not (isinstance(value, (int, float)) and value > 0):
             raise PoolError(f"--timeout must be a positive number of seconds, got {value!r}")
     try:
-        IMPORTERS[fmt][0](src, out, **options)
+        entry.load()(src, out, **options)
         load_pool(out, score="gt" if _has_gt(out) else _first_score(out))  # validates every score column too
     except MissingExtra:  # an optional dependency (pyyaml, math-verify) is missing: its one-line message as it is
         shutil.rmtree(out, ignore_errors=True)
@@ -724,11 +712,11 @@ def import_pool(fmt: str, src, out, options: dict | None = None) -> Path:
     except (KeyError, TypeError, ValueError, AttributeError, UnicodeDecodeError, json.JSONDecodeError,
             pl.exceptions.PolarsError) as e:
         shutil.rmtree(out, ignore_errors=True)
-        raise PoolError(f"{src} does not look like {fmt} ({IMPORTERS[fmt][1]}): {type(e).__name__}: {e}") from None
+        raise PoolError(f"{src} does not look like {fmt} ({entry.doc}): {type(e).__name__}: {e}") from None
     except Exception as e:
         if type(e).__module__.startswith("yaml"):  # a YAML syntax error: PyYAML's exceptions are not ValueErrors
             shutil.rmtree(out, ignore_errors=True)
-            raise PoolError(f"{src} does not look like {fmt} ({IMPORTERS[fmt][1]}): "
+            raise PoolError(f"{src} does not look like {fmt} ({entry.doc}): "
                             f"{str(e).splitlines()[0]}") from None
         shutil.rmtree(out, ignore_errors=True)
         raise

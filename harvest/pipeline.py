@@ -157,18 +157,33 @@ class HarvestSpec:
     template: dict
     dataset: dict           # source, task, limit (n_queries and digest are filled in by plan_harvest)
     revision: str | None = None
+    weights: dict | None = None  # harvest/fingerprint.py: weights, tokenizer, config digests and the dtype
 
     def generation(self) -> dict:
-        return {"model": self.model, "revision": self.revision, "backend": self.backend,
-                "sampling": asdict(self.sampling), "seed_rule": SEED_RULE, "template": self.template,
-                "dataset": self.dataset}
+        gen = {"model": self.model, "revision": self.revision, "backend": self.backend,
+               "sampling": asdict(self.sampling), "seed_rule": SEED_RULE, "template": self.template,
+               "dataset": self.dataset}
+        if self.weights is not None:
+            gen["weights"] = self.weights
+        return gen
 
 
-def comparable_generation(gen: dict) -> dict:
+def comparable_generation(gen: dict, other: dict | None = None) -> dict:
     """The generation block without where the data set was read from: the same data read from another path
-    (another node's copy, a hub download) is the same data, and the digest says whether it is."""
+    (another node's copy, a hub download) is the same data, and the digest says whether it is.
+
+    With `other` (the block it is compared with), the weights fingerprint is compared only as far as both sides
+    know it: a pool written before fingerprints has none, and a hub model that was not in the local cache when a
+    run started is known by name and revision only (its dtype still counts)."""
     ds = {k: v for k, v in (gen.get("dataset") or {}).items() if k not in ("source", "path")}
-    return {**gen, "dataset": ds}
+    out = {**gen, "dataset": ds}
+    if other is not None:
+        mine, theirs = gen.get("weights"), other.get("weights")
+        if mine is None or theirs is None:
+            out.pop("weights", None)
+        elif any(w.get("source") == "hub" and w.get("commit") is None for w in (mine, theirs)):
+            out["weights"] = {"dtype": mine.get("dtype")}
+    return out
 
 
 def _diff(a: Any, b: Any, path: str = "") -> list[str]:
@@ -295,7 +310,8 @@ def plan_harvest(out: Path, queries: Sequence[Query], spec: HarvestSpec, shard: 
         if meta.get("format") != FORMAT or "generation" not in meta:
             raise HarvestError(f"--out {out} holds a pool this harvest did not write (merged, imported or older "
                                "format); choose a new directory")
-        diffs = _diff(comparable_generation(meta["generation"]), comparable_generation(spec.generation()))
+        old_gen, new_gen = meta["generation"], spec.generation()
+        diffs = _diff(comparable_generation(old_gen, new_gen), comparable_generation(new_gen, old_gen))
         old_shard = meta.get("shard")
         new_shard = None if shard is None else {"index": shard.index, "count": shard.count}
         old_shard = None if old_shard is None else {"index": old_shard.get("index"), "count": old_shard.get("count")}
@@ -563,7 +579,8 @@ def merge_pools(inputs: Sequence[Path], out: Path, *, allow_missing: bool = Fals
         metas.append(m)
     ref, ref_path = metas[0], inputs[0]
     for p, m in zip(inputs[1:], metas[1:]):
-        diffs = _diff(comparable_generation(ref["generation"]), comparable_generation(m["generation"]))
+        diffs = _diff(comparable_generation(ref["generation"], m["generation"]),
+                      comparable_generation(m["generation"], ref["generation"]))
         if diffs:
             raise HarvestError(f"{p} was generated with another configuration than {ref_path}: " + "; ".join(diffs[:6]))
         rc, mc = (ref.get("shard") or {}).get("count"), (m.get("shard") or {}).get("count")

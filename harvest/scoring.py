@@ -1,10 +1,14 @@
 """Oracle columns for an existing pool: which oracle applies to which task, what it needs, and rewriting the sample
 files without ever leaving a torn one.
 
-Each oracle owns a fixed set of columns (ORACLE_COLUMNS). Scoring replaces those columns in every part file
-(temporary file, then rename) and records the oracle's configuration in pool.json under `oracles`. Progress is
-recorded too (`scoring_in_progress`: the configuration and the parts already rewritten), so an interrupted
-`ttc score` rerun with the same options skips the finished parts; with other options it starts over.
+What each oracle is (the columns it owns, the tasks it grades, what it needs, the options it reads) is declared once in
+harvest/registry.py's ORACLES; what it does is its implementation class below (an `OracleImpl`), which the entry
+names. Scoring dispatches through the entry: nothing here switches on an oracle's name.
+
+Scoring replaces an oracle's columns in every part file (temporary file, then rename) and records the oracle's
+configuration in pool.json under `oracles`. Progress is recorded too (`scoring_in_progress`: the configuration and
+the parts already rewritten), so an interrupted `ttc score` rerun with the same options skips the finished parts; with
+other options it starts over.
 
 Answers follow one rule for both ground-truth oracles: the extracted final answer, normalised, or null when
 there is none or the response was cut off (finish_reason "length"): a truncated response has not answered.
@@ -24,20 +28,13 @@ from replay.pool import (SCORE, PoolError, atomic_write_json, atomic_write_parqu
                          sample_files)
 
 from .pipeline import RUNTIME_KEYS, SAMPLE_SCHEMA, HarvestError, library_versions, now, query_from_row, read_meta
+from .registry import ORACLES
 from .types import Query
 
-ORACLE_COLUMNS: dict[str, tuple[str, ...]] = {
-    "gt": ("answer", "correct"),
-    "exec": ("answer", "correct"),
-    "prm": ("score_prm_min", "score_prm_last", "score_prm_prod", "prm_steps"),
-    "judge": ("score_judge",),
-}
-ORACLE_TASKS: dict[str, tuple[str, ...] | None] = {"gt": ("math",), "exec": ("lcb-exec",), "prm": None,
-                                                   "judge": None}
 # the oracle columns' types: the pool format's (replay/pool.py), plus prm_steps, a harvest-only column replay ignores
 EXTRA_TYPES = {"prm_steps": pl.List(pl.Float64)}
 COLUMN_TYPES = {name: EXTRA_TYPES[name] if name in EXTRA_TYPES else column(name).dtype
-                for cols in ORACLE_COLUMNS.values() for name in cols}
+                for o in ORACLES.values() for name in o.columns}  # a PoolError here: give the new column its type
 COLUMN_ORDER = list(SAMPLE_SCHEMA) + list(COLUMN_TYPES)
 ANSWER_RULE = "null when no final answer is found or finish_reason == 'length' (truncated)"
 
@@ -83,12 +80,16 @@ def parse_oracles(items: Sequence[str] | None) -> list[str]:
             name = name.strip()
             if not name:
                 continue
-            if name not in ORACLE_COLUMNS:
-                raise HarvestError(f"unknown oracle {name!r}; choose from {', '.join(ORACLE_COLUMNS)}")
+            if name not in ORACLES:
+                raise HarvestError(f"unknown oracle {name!r}; choose from {', '.join(ORACLES)}")
             if name not in names:
                 names.append(name)
-    if {"gt", "exec"} <= set(names):
-        raise HarvestError("--oracle gt and exec both write 'answer' and 'correct'; a pool takes one of them")
+    for i, a in enumerate(names):  # two oracles that write one column cannot both score a pool
+        for b in names[i + 1:]:
+            shared = [c for c in ORACLES[a].columns if c in ORACLES[b].columns]
+            if shared:
+                raise HarvestError(f"--oracle {a} and {b} both write {' and '.join(repr(c) for c in shared)}; a pool "
+                                   "takes one of them")
     return names
 
 
@@ -139,29 +140,27 @@ def open_pool(pool: Path) -> ScoringPool:
 
 def check_applicable(queries: Sequence[Query], oracle: str, opts: ScoreOptions):
     """Refuse an oracle that cannot score these queries, before any model is loaded (ttc harvest --oracle checks
-    this before generating)."""
+    this before generating): the tasks and needs its registry entry declares, then its own checks."""
+    entry = ORACLES[oracle]
     tasks = sorted({q.task for q in queries})
-    allowed = ORACLE_TASKS[oracle]
-    if allowed is not None:
-        wrong = [t for t in tasks if t not in allowed]
+    if entry.tasks is not None:
+        wrong = [t for t in tasks if t not in entry.tasks]
         if wrong:
-            hint = {"math": "gt", "lcb-exec": "exec"}
-            alt = [f"{t}: --oracle {hint[t]}" for t in wrong if t in hint]
-            raise HarvestError(f"oracle {oracle!r} grades task {' / '.join(allowed)}, but this pool holds "
+            graders: dict[str, str] = {}  # task -> the first oracle that gives ground truth for it
+            for name, o in ORACLES.items():
+                for t in (o.tasks or ()) if "gt" in o.gives else ():
+                    graders.setdefault(t, name)
+            alt = [f"{t}: --oracle {graders[t]}" for t in wrong if t in graders]
+            raise HarvestError(f"oracle {oracle!r} grades task {' / '.join(entry.tasks)}, but this pool holds "
                                f"{', '.join(repr(t) for t in wrong)} queries"
-                               + (f" (use {'; '.join(alt)})" if alt else "; ground truth exists for math and lcb-exec"))
-    if oracle in ("gt", "exec", "judge"):
+                               + (f" (use {'; '.join(alt)})" if alt else
+                                  f"; ground truth exists for {' and '.join(graders)}"))
+    if "gold" in entry.needs:
         nogold = [q.query_id for q in queries if q.gold is None or not str(q.gold).strip()]
         if nogold:
             raise HarvestError(f"oracle {oracle!r} needs gold answers, and {len(nogold)} queries have none "
                                f"(e.g. {nogold[0]!r})")
-    if oracle == "exec":
-        bad = [q.query_id for q in queries if not q.fields.get("code") or not q.fields.get("input")]
-        if bad:
-            raise HarvestError(f"oracle 'exec' needs each query's code and input, missing for {len(bad)} queries "
-                               f"(e.g. {bad[0]!r})")
-    if oracle == "judge" and not opts.judge_model and opts.judge_factory is None:
-        raise HarvestError("oracle 'judge' needs --judge-model (and --judge-backend)")
+    implementation(oracle).check(queries, opts)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -174,38 +173,8 @@ def _digest(text: str) -> str:
 
 def oracle_config(oracle: str, opts: ScoreOptions) -> dict:
     """The settings that decide an oracle's columns (model, rules, limits), without runtime details."""
-    cfg: dict[str, Any] = {"columns": list(ORACLE_COLUMNS[oracle])}
-    if oracle == "gt":
-        from .oracles import math_answer
-
-        cfg.update({"task": "math", "answer": "normalize_answer(extract_answer(text)); " + ANSWER_RULE,
-                    "grader": "harvest.oracles.math_answer.grade_many: math-verify verify(parse(gold), "
-                              "parse(answer)), gold first, in worker processes; a timeout counts incorrect",
-                    "timeout_s": opts.timeout_s if opts.timeout_s is not None else 5.0,
-                    "math_verify": getattr(math_answer, "MATH_VERIFY_VERSION", None)})
-    elif oracle == "exec":
-        cfg.update({"task": "lcb-exec", "answer": "extract_lcb_answer(text) ([ANSWER] ... [/ANSWER] literal); "
-                    + ANSWER_RULE,
-                    "grader": "harvest.oracles.code_exec.grade_lcb: the function and the completed assertion in a "
-                              "sandboxed process; timeout, memory limit or error counts incorrect",
-                    "timeout_s": opts.timeout_s if opts.timeout_s is not None else 10.0,
-                    "memory_mb": opts.memory_mb})
-    elif oracle == "prm":
-        from . import prm
-
-        cfg.update({"model": opts.prm_model or prm.PRM_DEFAULT, "revision": opts.prm_revision,
-                    "step_mode": opts.prm_step_mode, "dtype": opts.prm_dtype or "auto (bf16 on CUDA, fp32 on CPU)",
-                    "max_length": opts.prm_max_length, "aggregates": {"score_prm_min": "min", "score_prm_last":
-                    "last", "score_prm_prod": "product"}, "empty": "a response with no steps scores 0.0",
-                    "input": "the query's problem (not the rendered prompt) and the response text"})
-    elif oracle == "judge":
-        from . import judge
-
-        template = getattr(judge, "JUDGE_TEMPLATE", "")
-        cfg.update({"model": opts.judge_model, "backend": opts.judge_backend, "samples": opts.judge_samples,
-                    "options": dict(sorted(opts.judge_options.items())),
-                    "template_digest": _digest(str(template)),
-                    "score": "share of the judge's verdicts saying the final answer matches the gold one"})
+    cfg: dict[str, Any] = {"columns": list(ORACLES[oracle].columns)}
+    cfg.update(implementation(oracle).config(opts))
     return cfg
 
 
@@ -225,9 +194,14 @@ def canonical(df: pl.DataFrame) -> pl.DataFrame:
     return df.select(known + rest)
 
 
+def _column_type(name: str) -> pl.DataType:
+    """An oracle column's type: the pool format's, or EXTRA_TYPES' for a harvest-only column."""
+    return EXTRA_TYPES[name] if name in EXTRA_TYPES else column(name).dtype
+
+
 def _with_columns(df: pl.DataFrame, cols: dict[str, list]) -> pl.DataFrame:
     df = df.drop([c for c in cols if c in df.columns])
-    return canonical(df.with_columns([pl.Series(name, values, dtype=COLUMN_TYPES[name])
+    return canonical(df.with_columns([pl.Series(name, values, dtype=_column_type(name))
                                       for name, values in cols.items()]))
 
 
@@ -240,49 +214,7 @@ def _check_scores(name: str, values: Sequence[float], part: Path):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# The oracles
-
-
-def response_answer(oracle: str, text: str | None, finish_reason: str | None) -> str | None:
-    """The `answer` an oracle reads from one response ("gt": the normalised boxed / final answer; "exec": the
-    [ANSWER] literal); None when there is none or the response was cut at max_tokens (ANSWER_RULE)."""
-    if finish_reason == "length":
-        return None
-    if oracle == "gt":
-        from .oracles.math_answer import extract_answer, normalize_answer
-
-        raw = extract_answer(text or "")
-        return None if raw is None else normalize_answer(raw)
-    from .oracles.code_exec import extract_lcb_answer
-
-    a = extract_lcb_answer(text or "")
-    return None if a is None or not a.strip() else a.strip()
-
-
-def _answers(oracle: str, df: pl.DataFrame) -> list[str | None]:
-    fr = df["finish_reason"].to_list() if "finish_reason" in df.columns else [None] * df.height
-    return [response_answer(oracle, t, f) for t, f in zip(df["text"].to_list(), fr)]
-
-
-def _grade_unique(oracle: str, pairs: list[tuple[str, str]], sp: ScoringPool, cfg: dict,
-                  opts: ScoreOptions) -> dict[tuple[str, str], bool]:
-    if not pairs:
-        return {}
-    if oracle == "gt":
-        from .oracles.math_answer import grade_many
-
-        verdicts = grade_many([a for _, a in pairs], [sp.queries[q].gold for q, _ in pairs], workers=opts.workers,
-                              timeout_s=cfg["timeout_s"], progress=opts.progress)
-    else:
-        from .oracles.code_exec import grade_lcb
-
-        qs = [sp.queries[q] for q, _ in pairs]
-        verdicts = grade_lcb([q.fields["code"] for q in qs], [q.fields["input"] for q in qs], [a for _, a in pairs],
-                             workers=opts.workers, timeout_s=cfg["timeout_s"], memory_mb=cfg["memory_mb"],
-                             progress=opts.progress)
-    if len(verdicts) != len(pairs):
-        raise HarvestError(f"the {oracle} grader returned {len(verdicts)} verdicts for {len(pairs)} answers")
-    return {p: bool(v) for p, v in zip(pairs, verdicts)}
+# The oracles: one implementation class each, named by its registry entry
 
 
 class _Recorder:
@@ -313,99 +245,241 @@ class _Recorder:
         atomic_write_json(self.sp.meta, self.sp.path / "pool.json")
 
 
-def _score_truth(oracle: str, sp: ScoringPool, todo: list[Path], rec: _Recorder, opts: ScoreOptions) -> dict:
-    answers: dict[Path, list] = {}
-    qids: dict[Path, list] = {}
-    unique: dict[tuple[str, str], None] = {}
-    for part in todo:
-        df = pl.read_parquet(part, columns=[c for c in ("query_id", "text", "finish_reason")
-                                            if c in pl.read_parquet_schema(part)])
-        unknown = set(df["query_id"].unique().to_list()) - set(sp.queries)
-        if unknown:
-            raise HarvestError(f"{part} holds query {min(unknown)!r}, which queries.parquet does not list")
-        answers[part] = _answers(oracle, df)
-        qids[part] = df["query_id"].to_list()
-        for q, a in zip(qids[part], answers[part]):
-            if a is not None:
-                unique[(q, a)] = None
-    verdict = _grade_unique(oracle, list(unique), sp, rec.cfg, opts)
-    n = n_valid = n_correct = 0
-    for part in todo:
-        correct = [a is not None and verdict[(q, a)] for q, a in zip(qids[part], answers[part])]
-        df = pl.read_parquet(part)
-        atomic_write_parquet(_with_columns(df, {"answer": answers[part], "correct": correct}), part)
-        rec.mark(part)
-        n += len(correct)
-        n_valid += sum(a is not None for a in answers[part])
-        n_correct += sum(correct)
-    return {"responses": n, "answered": n_valid, "correct": n_correct, "distinct_answers_graded": len(unique)}
+class OracleImpl:
+    """What an oracle does; its registry entry (`self.entry`, harvest/registry.py) says what it is. config: the settings
+    that decide its columns (recorded in pool.json, compared on resume); check: refusals beyond the entry's tasks and
+    needs, before any model loads; score: rewrite the parts in `todo` (marking each done in `rec`) and return a
+    summary; runtime: fields added to pool.json's runtime record."""
+
+    def __init__(self, entry):
+        self.entry = entry
+
+    def config(self, opts: ScoreOptions) -> dict:
+        return {}
+
+    def check(self, queries: Sequence[Query], opts: ScoreOptions) -> None:
+        return None
+
+    def score(self, sp: ScoringPool, todo: list[Path], rec: _Recorder, opts: ScoreOptions) -> dict:
+        raise NotImplementedError
+
+    def runtime(self, summary: dict, opts: ScoreOptions) -> dict:
+        return {}
 
 
-def _make_prm(opts: ScoreOptions):
-    if opts.prm_factory is not None:
-        return opts.prm_factory(opts)
-    from .prm import PRM_DEFAULT, PRMScorer
-
-    return PRMScorer(opts.prm_model or PRM_DEFAULT, device=opts.prm_device, dtype=opts.prm_dtype,
-                     batch_size=opts.prm_batch_size, step_mode=opts.prm_step_mode, max_length=opts.prm_max_length,
-                     revision=opts.prm_revision, progress=opts.progress)
+def implementation(oracle: str) -> OracleImpl:
+    """The implementation of a registered oracle."""
+    entry = ORACLES[oracle]
+    return entry.load()(entry)
 
 
-def _score_prm(sp: ScoringPool, todo: list[Path], rec: _Recorder, opts: ScoreOptions) -> dict:
-    from .prm import aggregate
-
-    scorer = _make_prm(opts)
-    n = truncated = no_steps = 0
-    for part in todo:
-        df = pl.read_parquet(part)
-        problems = [sp.queries[q].problem for q in df["query_id"].to_list()]
-        steps = scorer.score(problems, [t or "" for t in df["text"].to_list()])
-        if len(steps) != df.height:
-            raise HarvestError(f"the PRM returned {len(steps)} score lists for {df.height} responses")
-        agg = [aggregate(s) for s in steps]
-        cols = {"score_prm_min": [a["min"] for a in agg], "score_prm_last": [a["last"] for a in agg],
-                "score_prm_prod": [a["prod"] for a in agg], "prm_steps": [[float(x) for x in s] for s in steps]}
-        for name in ("score_prm_min", "score_prm_last", "score_prm_prod"):
-            _check_scores(name, cols[name], part)
-        atomic_write_parquet(_with_columns(df, cols), part)
-        rec.mark(part)
-        stats = getattr(scorer, "stats", {}) or {}
-        n += df.height
-        truncated += int(stats.get("truncated", 0))
-        no_steps += int(stats.get("no_steps", sum(1 for s in steps if not s)))
-    info = scorer.info() if hasattr(scorer, "info") else {}
-    return {"responses": n, "no_steps": no_steps, "truncated": truncated, "scorer": info}
+def response_answer(oracle: str, text: str | None, finish_reason: str | None) -> str | None:
+    """The `answer` a ground-truth oracle reads from one response ("gt": the normalised boxed / final answer;
+    "exec": the [ANSWER] literal); None when there is none or the response was cut at max_tokens (ANSWER_RULE)."""
+    if finish_reason == "length":
+        return None
+    return implementation(oracle).answer(text or "")
 
 
-def _make_judge_backend(opts: ScoreOptions):
-    if opts.judge_factory is not None:
-        return opts.judge_factory(opts)
-    from .backends import make_backend
+class TruthOracle(OracleImpl):
+    """Ground truth: an answer extracted from each response (`answer`), graded once per distinct (query, answer)
+    (`grade`), written as `answer` and `correct`."""
 
-    return make_backend(opts.judge_backend, model=opts.judge_model, **opts.judge_backend_options)
+    def answer(self, text: str) -> str | None:
+        raise NotImplementedError
+
+    def grade(self, pairs: list[tuple[str, str]], sp: ScoringPool, cfg: dict, opts: ScoreOptions) -> list:
+        raise NotImplementedError
+
+    def score(self, sp: ScoringPool, todo: list[Path], rec: _Recorder, opts: ScoreOptions) -> dict:
+        answers: dict[Path, list] = {}
+        qids: dict[Path, list] = {}
+        unique: dict[tuple[str, str], None] = {}
+        for part in todo:
+            df = pl.read_parquet(part, columns=[c for c in ("query_id", "text", "finish_reason")
+                                                if c in pl.read_parquet_schema(part)])
+            unknown = set(df["query_id"].unique().to_list()) - set(sp.queries)
+            if unknown:
+                raise HarvestError(f"{part} holds query {min(unknown)!r}, which queries.parquet does not list")
+            fr = df["finish_reason"].to_list() if "finish_reason" in df.columns else [None] * df.height
+            answers[part] = [None if f == "length" else self.answer(t or "") for t, f in zip(df["text"].to_list(), fr)]
+            qids[part] = df["query_id"].to_list()
+            for q, a in zip(qids[part], answers[part]):
+                if a is not None:
+                    unique[(q, a)] = None
+        pairs = list(unique)
+        verdicts = self.grade(pairs, sp, rec.cfg, opts) if pairs else []
+        if len(verdicts) != len(pairs):
+            raise HarvestError(f"the {self.entry.name} grader returned {len(verdicts)} verdicts for {len(pairs)} "
+                               "answers")
+        verdict = {p: bool(v) for p, v in zip(pairs, verdicts)}
+        n = n_valid = n_correct = 0
+        for part in todo:
+            correct = [a is not None and verdict[(q, a)] for q, a in zip(qids[part], answers[part])]
+            df = pl.read_parquet(part)
+            atomic_write_parquet(_with_columns(df, {"answer": answers[part], "correct": correct}), part)
+            rec.mark(part)
+            n += len(correct)
+            n_valid += sum(a is not None for a in answers[part])
+            n_correct += sum(correct)
+        return {"responses": n, "answered": n_valid, "correct": n_correct, "distinct_answers_graded": len(unique)}
 
 
-def _score_judge(sp: ScoringPool, todo: list[Path], rec: _Recorder, opts: ScoreOptions) -> dict:
-    from .judge import judge_details
+class MathAnswerOracle(TruthOracle):
+    """gt: the boxed / final answer, normalised, graded with math-verify against the gold answer."""
 
-    backend = _make_judge_backend(opts)
-    n = unparseable = 0
-    for part in todo:
-        df = pl.read_parquet(part)
-        qs = [sp.queries[q] for q in df["query_id"].to_list()]
-        res = judge_details(backend, [q.problem for q in qs], [q.gold for q in qs],
-                            [t or "" for t in df["text"].to_list()], samples=opts.judge_samples, **opts.judge_options)
-        if len(res.scores) != df.height:
-            raise HarvestError(f"the judge returned {len(res.scores)} scores for {df.height} responses")
-        scores = [float(s) for s in res.scores]
-        _check_scores("score_judge", scores, part)
-        atomic_write_parquet(_with_columns(df, {"score_judge": scores}), part)
-        rec.mark(part)
-        n += df.height
-        unparseable += res.n_unparseable
-    info = backend.info() if hasattr(backend, "info") else {}
-    return {"responses": n, "verdicts": n * opts.judge_samples, "unparseable_verdicts": unparseable,
-            "backend": info}
+    def answer(self, text: str) -> str | None:
+        from .oracles.math_answer import extract_answer, normalize_answer
+
+        raw = extract_answer(text)
+        return None if raw is None else normalize_answer(raw)
+
+    def config(self, opts: ScoreOptions) -> dict:
+        from .oracles import math_answer
+
+        return {"task": "math", "answer": "normalize_answer(extract_answer(text)); " + ANSWER_RULE,
+                "grader": "harvest.oracles.math_answer.grade_many: math-verify verify(parse(gold), "
+                          "parse(answer)), gold first, in worker processes; a timeout counts incorrect",
+                "timeout_s": opts.timeout_s if opts.timeout_s is not None else 5.0,
+                "math_verify": getattr(math_answer, "MATH_VERIFY_VERSION", None)}
+
+    def grade(self, pairs, sp, cfg, opts):
+        from .oracles.math_answer import grade_many
+
+        return grade_many([a for _, a in pairs], [sp.queries[q].gold for q, _ in pairs], workers=opts.workers,
+                          timeout_s=cfg["timeout_s"], progress=opts.progress)
+
+
+class CodeExecOracle(TruthOracle):
+    """exec: the [ANSWER] literal, run as the completed assertion of the query's function in the sandbox."""
+
+    def answer(self, text: str) -> str | None:
+        from .oracles.code_exec import extract_lcb_answer
+
+        a = extract_lcb_answer(text)
+        return None if a is None or not a.strip() else a.strip()
+
+    def check(self, queries, opts):
+        bad = [q.query_id for q in queries if not q.fields.get("code") or not q.fields.get("input")]
+        if bad:
+            raise HarvestError(f"oracle {self.entry.name!r} needs each query's code and input, missing for {len(bad)} "
+                               f"queries (e.g. {bad[0]!r})")
+
+    def config(self, opts: ScoreOptions) -> dict:
+        return {"task": "lcb-exec", "answer": "extract_lcb_answer(text) ([ANSWER] ... [/ANSWER] literal); "
+                + ANSWER_RULE,
+                "grader": "harvest.oracles.code_exec.grade_lcb: the function and the completed assertion in a "
+                          "sandboxed process; timeout, memory limit or error counts incorrect",
+                "timeout_s": opts.timeout_s if opts.timeout_s is not None else 10.0,
+                "memory_mb": opts.memory_mb}
+
+    def grade(self, pairs, sp, cfg, opts):
+        from .oracles.code_exec import grade_lcb
+
+        qs = [sp.queries[q] for q, _ in pairs]
+        return grade_lcb([q.fields["code"] for q in qs], [q.fields["input"] for q in qs], [a for _, a in pairs],
+                         workers=opts.workers, timeout_s=cfg["timeout_s"], memory_mb=cfg["memory_mb"],
+                         progress=opts.progress)
+
+
+class PRMOracle(OracleImpl):
+    """prm: per-step process rewards of each response given its query's problem; min, last and product."""
+
+    AGGREGATES = {"score_prm_min": "min", "score_prm_last": "last", "score_prm_prod": "prod"}
+
+    def config(self, opts: ScoreOptions) -> dict:
+        from . import prm
+
+        return {"model": opts.prm_model or prm.PRM_DEFAULT, "revision": opts.prm_revision,
+                "step_mode": opts.prm_step_mode, "dtype": opts.prm_dtype or "auto (bf16 on CUDA, fp32 on CPU)",
+                "max_length": opts.prm_max_length, "aggregates": {"score_prm_min": "min", "score_prm_last":
+                "last", "score_prm_prod": "product"}, "empty": "a response with no steps scores 0.0",
+                "input": "the query's problem (not the rendered prompt) and the response text"}
+
+    @staticmethod
+    def make_scorer(opts: ScoreOptions):
+        if opts.prm_factory is not None:
+            return opts.prm_factory(opts)
+        from .prm import PRM_DEFAULT, PRMScorer
+
+        return PRMScorer(opts.prm_model or PRM_DEFAULT, device=opts.prm_device, dtype=opts.prm_dtype,
+                         batch_size=opts.prm_batch_size, step_mode=opts.prm_step_mode, max_length=opts.prm_max_length,
+                         revision=opts.prm_revision, progress=opts.progress)
+
+    def score(self, sp: ScoringPool, todo: list[Path], rec: _Recorder, opts: ScoreOptions) -> dict:
+        from .prm import aggregate
+
+        scorer = self.make_scorer(opts)
+        n = truncated = no_steps = 0
+        for part in todo:
+            df = pl.read_parquet(part)
+            problems = [sp.queries[q].problem for q in df["query_id"].to_list()]
+            steps = scorer.score(problems, [t or "" for t in df["text"].to_list()])
+            if len(steps) != df.height:
+                raise HarvestError(f"the PRM returned {len(steps)} score lists for {df.height} responses")
+            agg = [aggregate(s) for s in steps]
+            cols = {name: [a[key] for a in agg] for name, key in self.AGGREGATES.items()}
+            cols["prm_steps"] = [[float(x) for x in s] for s in steps]
+            for name in self.AGGREGATES:
+                _check_scores(name, cols[name], part)
+            atomic_write_parquet(_with_columns(df, cols), part)
+            rec.mark(part)
+            stats = getattr(scorer, "stats", {}) or {}
+            n += df.height
+            truncated += int(stats.get("truncated", 0))
+            no_steps += int(stats.get("no_steps", sum(1 for s in steps if not s)))
+        info = scorer.info() if hasattr(scorer, "info") else {}
+        return {"responses": n, "no_steps": no_steps, "truncated": truncated, "scorer": info}
+
+    def runtime(self, summary: dict, opts: ScoreOptions) -> dict:
+        return {"device": (summary.get("scorer") or {}).get("device"), "batch_size": opts.prm_batch_size}
+
+
+class JudgeOracle(OracleImpl):
+    """judge: the share of a judge model's verdicts saying the response's final answer matches the gold one."""
+
+    def check(self, queries, opts):
+        if not opts.judge_model and opts.judge_factory is None:
+            raise HarvestError(f"oracle {self.entry.name!r} needs --judge-model (and --judge-backend)")
+
+    def config(self, opts: ScoreOptions) -> dict:
+        from . import judge
+
+        template = getattr(judge, "JUDGE_TEMPLATE", "")
+        return {"model": opts.judge_model, "backend": opts.judge_backend, "samples": opts.judge_samples,
+                "options": dict(sorted(opts.judge_options.items())), "template_digest": _digest(str(template)),
+                "score": "share of the judge's verdicts saying the final answer matches the gold one"}
+
+    @staticmethod
+    def make_backend(opts: ScoreOptions):
+        if opts.judge_factory is not None:
+            return opts.judge_factory(opts)
+        from .backends import make_backend
+
+        return make_backend(opts.judge_backend, model=opts.judge_model, **opts.judge_backend_options)
+
+    def score(self, sp: ScoringPool, todo: list[Path], rec: _Recorder, opts: ScoreOptions) -> dict:
+        from .judge import judge_details
+
+        backend = self.make_backend(opts)
+        n = unparseable = 0
+        for part in todo:
+            df = pl.read_parquet(part)
+            qs = [sp.queries[q] for q in df["query_id"].to_list()]
+            res = judge_details(backend, [q.problem for q in qs], [q.gold for q in qs],
+                                [t or "" for t in df["text"].to_list()], samples=opts.judge_samples,
+                                **opts.judge_options)
+            if len(res.scores) != df.height:
+                raise HarvestError(f"the judge returned {len(res.scores)} scores for {df.height} responses")
+            scores = [float(s) for s in res.scores]
+            _check_scores("score_judge", scores, part)
+            atomic_write_parquet(_with_columns(df, {"score_judge": scores}), part)
+            rec.mark(part)
+            n += df.height
+            unparseable += res.n_unparseable
+        info = backend.info() if hasattr(backend, "info") else {}
+        return {"responses": n, "verdicts": n * opts.judge_samples, "unparseable_verdicts": unparseable,
+                "backend": info}
 
 
 @dataclass
@@ -424,7 +498,7 @@ def score_pool(pool: Path, oracles: Sequence[str], opts: ScoreOptions | None = N
     opts = opts or ScoreOptions()
     oracles = parse_oracles(oracles)
     if not oracles:
-        raise HarvestError("no oracle given; choose from " + ", ".join(ORACLE_COLUMNS))
+        raise HarvestError("no oracle given; choose from " + ", ".join(ORACLES))
     sp = open_pool(pool)
     for o in oracles:
         check_applicable(list(sp.queries.values()), o, opts)
@@ -432,7 +506,7 @@ def score_pool(pool: Path, oracles: Sequence[str], opts: ScoreOptions | None = N
     results = []
     for o in oracles:
         cfg = configs[o]
-        have = [set(pl.read_parquet_schema(p).names()) >= set(ORACLE_COLUMNS[o]) for p in sp.parts]
+        have = [set(pl.read_parquet_schema(p).names()) >= set(ORACLES[o].columns) for p in sp.parts]
         recorded = (sp.meta.get("oracles") or {}).get(o)
         if skip_scored and all(have) and _comparable(recorded) == _comparable(cfg):
             results.append(ScoreResult(o, "skipped", False, {}))
@@ -441,18 +515,12 @@ def score_pool(pool: Path, oracles: Sequence[str], opts: ScoreOptions | None = N
         t0 = time.monotonic()
         rec = _Recorder(sp, o, cfg)
         todo = [p for p in sp.parts if sp.rel(p) not in rec.done]
-        if o in ("gt", "exec"):
-            summary = _score_truth(o, sp, todo, rec, opts)
-        elif o == "prm":
-            summary = _score_prm(sp, todo, rec, opts)
-        else:
-            summary = _score_judge(sp, todo, rec, opts)
+        impl = implementation(o)
+        summary = impl.score(sp, todo, rec, opts)
         record = {**cfg, "scored": now(), "seconds": round(time.monotonic() - t0, 3),
                   "versions": library_versions(), "runtime": {**summary, "workers": opts.workers,
-                                                              "parts_resumed": rec.resumed}}
-        if o == "prm":
-            record["runtime"]["device"] = (summary.get("scorer") or {}).get("device")
-            record["runtime"]["batch_size"] = opts.prm_batch_size
+                                                              "parts_resumed": rec.resumed,
+                                                              **impl.runtime(summary, opts)}}
         rec.finish(record)
         results.append(ScoreResult(o, "resumed" if rec.resumed else "scored", replaced, summary))
     return results

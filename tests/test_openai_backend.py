@@ -1,5 +1,6 @@
-"""OpenAIBackend against a real HTTP server process on loopback (tests/fixtures/harvest/fake_openai_server.py):
-retries, authorization, the concurrency limit, seeds per request, token counting and the chat endpoint."""
+"""OpenAIBackend (the official `openai` client) against a real HTTP server process on loopback
+(tests/fixtures/harvest/fake_openai_server.py): retries and backoff, authorization, the concurrency limit, seeds per
+request, extra_body, token counting and the chat endpoint."""
 from __future__ import annotations
 
 import json
@@ -7,13 +8,16 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
-import requests
 
-from harvest.backends import BackendError, OpenAIBackend, make_backend
-from harvest.types import Sampling
+pytest.importorskip("openai")
+
+from harvest.backends import BackendError, OpenAIBackend, make_backend  # noqa: E402
+from harvest.types import Sampling  # noqa: E402
+from replay.extras import MissingExtra  # noqa: E402
 
 SERVER = Path(__file__).parent / "fixtures" / "harvest" / "fake_openai_server.py"
 KEY = "sk-test-0123456789abcdef"
@@ -45,11 +49,11 @@ def key(monkeypatch):
 
 
 def stats(url: str) -> dict:
-    return requests.get(url + "/stats", timeout=10).json()
+    with urllib.request.urlopen(url + "/stats", timeout=10) as r:
+        return json.load(r)
 
 
 def backend(url: str, **kw) -> OpenAIBackend:
-    kw.setdefault("backoff_s", 0.01)
     return OpenAIBackend(url + "/v1", "tiny", api_key_env=ENV, **kw)
 
 
@@ -70,6 +74,17 @@ def test_retries_a_503_then_returns_every_sample(start_server, key):
         ("p two", 200 + j, 1) for j in range(3)]
     assert all(b["temperature"] == 0.7 and b["top_p"] == 0.9 and b["max_tokens"] == 6 and b["model"] == "tiny"
                for b in bodies)
+
+
+def test_rate_limits_are_retried_after_the_servers_retry_after(start_server, key):
+    """429 is retried, after the server's Retry-After rather than the client's shorter first backoff (0.5 s)."""
+    url = start_server("--fail-first", "2", "--fail-status", "429", "--retry-after", "1")
+    t = time.perf_counter()
+    rows = backend(url, max_retries=2).generate(["alpha"], Sampling(n=1, max_tokens=4), [3])
+    st = stats(url)
+    assert st["failed"] == 2 and st["served"] == 1 and len(rows[0]) == 1
+    gap = st["failed_at"][1] - st["failed_at"][0]
+    assert gap >= 0.95 and time.perf_counter() - t >= 2 * 0.95
 
 
 def test_concurrency_limit_holds(start_server, key):
@@ -106,6 +121,15 @@ def test_seeds_split_over_requests_match_one_request_with_n(start_server, key):
     assert counted == per_sample                                    # re-tokenized + EOS equals the server's usage
 
 
+def test_extra_body_reaches_the_server_and_never_replaces_the_seed(start_server, key):
+    url = start_server()
+    backend(url, extra_body={"top_k": 20, "repetition_penalty": 1.1}).generate(["alpha"], Sampling(n=2), [40])
+    bodies = sorted(stats(url)["bodies"], key=lambda b: b["seed"])
+    assert [(b["seed"], b["top_k"], b["repetition_penalty"]) for b in bodies] == [(40, 20, 1.1), (41, 20, 1.1)]
+    with pytest.raises(ValueError, match="extra_body may not set seed"):
+        backend(url, extra_body={"seed": 1})
+
+
 def test_chat_endpoint(start_server, key):
     url = start_server()
     chat = backend(url, chat=True).generate(["alpha"], S, [9])
@@ -125,11 +149,13 @@ def test_stop_strings_are_sent(start_server, key):
 def test_wrong_or_missing_key_fails_at_once_without_leaking_it(start_server, monkeypatch):
     url = start_server()
     monkeypatch.setenv(ENV, "sk-wrong-secret-value")
-    with pytest.raises(BackendError, match="HTTP 401") as err:
+    with pytest.raises(BackendError, match="refused the request.*HTTP 401") as err:
         backend(url, max_retries=3, concurrency=1).generate(["a", "b", "c"], Sampling(n=1, max_tokens=3), [1, 2, 3])
     assert "sk-wrong-secret-value" not in str(err.value)
     assert stats(url)["requests"] == 1                              # not retried, and the queued requests dropped
+    # unset: a placeholder goes, never the key in OPENAI_API_KEY (which the client would fall back to)
     monkeypatch.delenv(ENV)
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
     b = backend(url)
     assert b.info()["api_key_set"] is False
     with pytest.raises(BackendError, match="HTTP 401"):
@@ -139,9 +165,13 @@ def test_wrong_or_missing_key_fails_at_once_without_leaking_it(start_server, mon
 
 def test_gives_up_after_max_retries(start_server, key):
     url = start_server("--fail-first", "100")
-    with pytest.raises(BackendError, match="3 attempts.*HTTP 503"):
+    with pytest.raises(BackendError, match="no answer after 3 attempts.*HTTP 503"):
         backend(url, max_retries=2).generate(["alpha"], Sampling(n=1, max_tokens=3), [1])
-    assert stats(url)["requests"] == 3
+    st = stats(url)
+    assert st["requests"] == 3
+    # the client's backoff: 0.5 s then 1 s, each less up to 25 % jitter, so the waits grow and last >= 1.1 s in all
+    first, second = (b - a for a, b in zip(st["failed_at"], st["failed_at"][1:]))
+    assert first >= 0.35 and second >= 0.7 and first + second >= 1.1
 
 
 def test_connection_errors_are_retried_with_backoff(key):
@@ -149,17 +179,31 @@ def test_connection_errors_are_retried_with_backoff(key):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]                                   # nothing listens there once closed
     t = time.perf_counter()
-    with pytest.raises(BackendError, match="3 attempts.*ConnectionError"):
-        backend(f"http://127.0.0.1:{port}", max_retries=2, backoff_s=0.1).generate(["a"], Sampling(n=1), [1])
-    assert time.perf_counter() - t >= 0.1 + 0.2                     # backoff 0.1, then 0.2
+    with pytest.raises(BackendError, match="no answer after 3 attempts.*ConnectionError"):
+        backend(f"http://127.0.0.1:{port}", max_retries=2).generate(["a"], Sampling(n=1), [1])
+    assert time.perf_counter() - t >= 0.375 + 0.75                  # backoff 0.5 s then 1 s, less up to 25 % jitter
+    t = time.perf_counter()
+    with pytest.raises(BackendError, match="no answer after 1 attempt "):
+        backend(f"http://127.0.0.1:{port}", max_retries=0).generate(["a"], Sampling(n=1), [1])
+    assert time.perf_counter() - t < 0.35                           # no retry, no wait
 
 
 def test_info_records_settings_but_never_the_key(key):
-    b = make_backend("openai", base_url="http://127.0.0.1:1/v1/", model="tiny", api_key_env=ENV, concurrency=4)
+    b = make_backend("openai", base_url="http://127.0.0.1:1/v1/", model="tiny", api_key_env=ENV, concurrency=4,
+                     max_retries=7, timeout_s=30)
     info = b.info()
     assert info["backend"] == "openai" and info["endpoint"] == "http://127.0.0.1:1/v1/completions"
     assert info["concurrency"] == 4 and info["token_count"] == "usage" and info["api_key_set"] is True
-    assert info["versions"]["requests"] and b.tokenizer is None
+    assert info["max_retries"] == 7 and info["timeout_s"] == 30
+    assert b._client.max_retries == 7 and b._client.timeout == 30           # the client's own retries and timeout
+    assert info["versions"]["openai"] and b.tokenizer is None
     assert KEY not in json.dumps(info)
-    with pytest.raises(ValueError, match="concurrency"):
-        OpenAIBackend("http://x/v1", "m", concurrency=0)
+    for bad in ({"concurrency": 0}, {"max_retries": -1}, {"timeout_s": 0}):
+        with pytest.raises(ValueError, match=next(iter(bad)).split("_")[0]):
+            OpenAIBackend("http://x/v1", "m", **bad)
+
+
+def test_without_the_openai_package_it_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "openai", None)             # as if not installed
+    with pytest.raises(MissingExtra, match=r"pip install 'ttc\[openai\]'"):
+        make_backend("openai", base_url="http://127.0.0.1:1/v1", model="tiny")
