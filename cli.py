@@ -196,6 +196,8 @@ def _formats_taking(option: str) -> str:
     return ", ".join(harvest_registry.taking(harvest_registry.IMPORTERS, option))
 
 
+_FORCE_HELP = ("Replace existing outputs that were not written by this command (by default only its own earlier "
+               "output is replaced).")
 
 # ---------------------------------------------------------------------------------------------------------- replay
 
@@ -228,6 +230,7 @@ def replay_cmd(
     per_query: Optional[Path] = typer.Option(None, help="Write the per-query allocation of every run to this Parquet file."),
     curve: Optional[Path] = typer.Option(None, help="Write uniform's exact curves (coverage@k, best-of-k) to this Parquet file."),
     threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores); results do not depend on it."),
+    force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
 ):
     """Replay allocation policies over a cached pool at many budgets and seeds; print mean ± standard error."""
     from replay.run import ReplayRequest, run_replay
@@ -238,7 +241,7 @@ def replay_cmd(
         score=score, eliminate=_value(eliminate), gammas=_floats(gamma, "--gamma"), select=_value(select),
         unit=_value(unit), Ks=_ints(k, "--K"), lams=_floats(lam, "--lambda") if lam else None, eps=eps,
         max_samples=_ints(max_samples, "--max-samples"), rhos=_floats(rho, "--rho"), taus=_floats(tau, "--tau"),
-        m_min=m_min, conf=conf, out=out, per_query=per_query, curve=curve, threads=threads)
+        m_min=m_min, conf=conf, out=out, per_query=per_query, curve=curve, threads=threads, force=force)
     run_replay(req)
 
 
@@ -276,7 +279,10 @@ def import_cmd(
     from harvest.importers import import_pool
     from replay.pool import load_pool
 
+    from replay.outputs import check_new_pool
+
     fmt = _value(fmt)
+    check_new_pool(out, reads=[source])  # before reading the dump (and grading it)
     responses = _renamed(ctx, "responses", "per_query", "--responses", "--per-query")
     pairs = [s.split("=", 1) for s in (score or [])]
     if any(len(p) != 2 or not p[0] or not p[1] for p in pairs):
@@ -305,12 +311,13 @@ def info_cmd(
     pool: Optional[Path] = typer.Argument(None, metavar="POOL", show_default=False,
                                           help="Pool directory (default: the embedded data/lastletters-gpt35-40)."),
     plot: Optional[Path] = typer.Option(None, help="Write uniform's exact curves as a PNG."),
+    force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
 ):
     """What to check before trusting a pool: sizes, columns, difficulty, exact curves, score-vs-truth agreement."""
     from replay.pool import DEFAULT_POOL
     from replay.run import run_info
 
-    run_info(pool if pool is not None else DEFAULT_POOL, plot)
+    run_info(pool if pool is not None else DEFAULT_POOL, plot, force=force)
 
 
 # ----------------------------------------------------------------------------------------------------------- bench
@@ -349,13 +356,14 @@ def report_cmd(
     max_samples: int = typer.Option(0, help="Per-query cap of the adaptive policies (0 = the pool size)."),
     latex: bool = typer.Option(False, "--latex", help="Also write every table as LaTeX (tables/*.tex)."),
     threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores); results do not depend on it."),
+    force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
 ):
     """The study in one command: curves, policy x budget tables, parameter sweeps, hard subsets and allocation."""
     from replay.report import ReportRequest, run_report
 
     req = ReportRequest(pools=pools, out=out, budgets=_floats(budgets, "--budgets"), seeds=seeds,
                         seed_start=seed_start, score=score, select=_value(select), gamma=gamma,
-                        max_samples=max_samples, latex=latex, threads=threads)
+                        max_samples=max_samples, latex=latex, threads=threads, force=force)
     run_report(req)
 
 
@@ -582,10 +590,20 @@ def harvest_cmd(
               "columns": {"id": id_column, "problem": problem_column, "answer": answer_column}}
         if Path(dataset).expanduser().is_file():
             ds["path"] = str(Path(dataset).expanduser().resolve())
+        device = backend_options.get("device")
+        if device and str(device).startswith("cuda"):
+            import torch
+
+            if not torch.cuda.is_available():
+                _fail(f"--device {device}: torch {torch.__version__} sees no CUDA device on this machine; use "
+                      "--device cpu, or install a CUDA build of torch")
+        from harvest.fingerprint import model_fingerprint
+
         spec = HarvestSpec(model=model, backend=backend, revision=revision, dataset=ds,
                            sampling=Sampling(n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
                                              seed=seed),
-                           template={**info, "chat_option": chat})
+                           template={**info, "chat_option": chat},
+                           weights=model_fingerprint(model, revision, backend, dtype=backend_options.get("dtype")))
         plan = plan_harvest(out, queries, spec, shard_spec)
         pending = plan.pending
         where = f"shard {shard_spec} holds {len(plan.queries)} of {len(queries)}" if shard_spec else \
@@ -650,7 +668,9 @@ def merge_cmd(
     """Join harvest shards into one pool, refusing mixed configurations, duplicate queries and (unless
     --allow-missing) missing ones."""
     from harvest.pipeline import merge_pools
+    from replay.outputs import check_new_pool
 
+    check_new_pool(out, reads=shards)
     rep = merge_pools(shards, out, allow_missing=allow_missing)
     typer.echo(f"merged {len(shards)} director{'y' if len(shards) == 1 else 'ies'} into {out}: {rep.queries:,} "
                f"queries, {rep.responses:,} responses")
@@ -714,6 +734,7 @@ def theory_cmd(
                                         "at B, fails at B-1); bisect: full bisection over B with the engine (slow); "
                                         "off: closed forms only."),
     out: Optional[Path] = typer.Option(None, "--out", help="Directory for theory.png and theory.csv."),
+    force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
 ):
     """Measure the budget uniform, elimination and explore-then-commit need to cover every query with
     probability 1 - delta as n grows, against the spec's rates n max 1/p_i, sum 1/p_i, sum max(m, 1/p_i)."""
@@ -723,7 +744,7 @@ def theory_cmd(
     seeds = _renamed(ctx, "seeds", "trials", "--seeds", "--trials")
     seed_start = _renamed(ctx, "seed_start", "seed", "--seed-start", "--seed")
     run_theory(TheorySetting(ns=tuple(_ints(sizes, "--sizes")), delta=delta, trials=seeds, m=m, depth=depth,
-                             seed=seed_start, engine=_value(engine)), out=out)
+                             seed=seed_start, engine=_value(engine)), out=out, force=force)
 
 
 def main():  # pragma: no cover

@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 import polars as pl
 
 from replay.pool import (SCORE, PoolError, atomic_write_json, atomic_write_parquet, column, remove_stale_temps,
-                         sample_files)
+                         sample_files, verify_file)
 
 from .pipeline import RUNTIME_KEYS, SAMPLE_SCHEMA, HarvestError, library_versions, now, query_from_row, read_meta
 from .registry import ORACLES
@@ -387,6 +387,27 @@ class PRMOracle(OracleImpl):
 
     AGGREGATES = {"score_prm_min": "min", "score_prm_last": "last", "score_prm_prod": "prod"}
 
+    def check(self, queries, opts):
+        """The PRM must be loadable before any generation starts (it used to be found missing after hours of
+        generating): a local directory, or a hub name whose config this machine has or can download."""
+        if opts.prm_factory is not None:
+            return
+        from . import prm
+
+        name = opts.prm_model or prm.PRM_DEFAULT
+        if Path(name).expanduser().is_dir():
+            return
+        if Path(name).expanduser().exists() or name.startswith((".", "/", "~")):
+            raise HarvestError(f"--prm-model {name}: not a model directory")
+        try:
+            from transformers import AutoConfig
+
+            AutoConfig.from_pretrained(name, revision=opts.prm_revision)
+        except Exception as e:
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+            raise HarvestError(f"--prm-model {name}: cannot be found or downloaded here ({first}); give a local "
+                               "directory or a hub name this machine can reach") from None
+
     def config(self, opts: ScoreOptions) -> dict:
         from . import prm
 
@@ -515,6 +536,8 @@ def score_pool(pool: Path, oracles: Sequence[str], opts: ScoreOptions | None = N
         t0 = time.monotonic()
         rec = _Recorder(sp, o, cfg)
         todo = [p for p in sp.parts if sp.rel(p) not in rec.done]
+        for p in todo:  # a damaged part is one error line here, not a traceback (or wrong scores) later
+            verify_file(p)
         impl = implementation(o)
         summary = impl.score(sp, todo, rec, opts)
         record = {**cfg, "scored": now(), "seconds": round(time.monotonic() - t0, 3),

@@ -180,7 +180,11 @@ def test_bad_input_is_a_clean_error(tiny, tmp_path):
     assert not (tmp_path / "p").exists()          # nothing was written by refused runs
     clean_error(runner.invoke(app, ["score", str(REPO / "data" / "math500-llama3.1-8b-48"), "--oracle", "gt"]),
                 "no 'text' column")
-    clean_error(runner.invoke(app, ["merge", str(tmp_path), "--out", str(tmp_path / "m")]), "no harvest pool.json")
+    (tmp_path / "notapool").mkdir()
+    clean_error(runner.invoke(app, ["merge", str(tmp_path / "notapool"), "--out", str(tmp_path / "m")]),
+                "no harvest pool.json")
+    clean_error(runner.invoke(app, ["merge", str(tmp_path), "--out", str(tmp_path / "m")]),  # would write inside it
+                "which this command reads")
 
 
 def test_ctrl_c_keeps_finished_parts_and_says_how_to_resume(tmp_path, monkeypatch):
@@ -289,3 +293,36 @@ def test_unreachable_server_is_a_one_line_error(tmp_path, monkeypatch):
                             "--out", str(tmp_path / "pool")])
     assert r.exit_code == 1, r.output
     assert "error: BackendError:" in r.output and "Traceback" not in r.output
+
+
+def test_resume_refuses_another_dtype_or_other_weights_and_checks_before_loading(tmp_path):
+    """Issue 13: a resume with another --dtype, or with other weights at the same path, mixed two distributions
+    in one pool; --device cuda without CUDA and a missing PRM were found only after loading or generating."""
+    import torch
+
+    model = make_tiny_model(tmp_path / "model", chat=True, seed=1)
+    out = tmp_path / "pool"
+    ok(runner.invoke(app, harvest_args(model, out, None, "--limit", "2", "--dtype", "float32")))
+    gen = read_meta(out)["generation"]["weights"]
+    assert gen["dtype"] == "float32" and gen["source"] == "directory" and gen["weights"] and gen["tokenizer"]
+    clean_error(runner.invoke(app, harvest_args(model, out, None, "--dtype", "bfloat16")),
+                'weights.dtype: "float32" vs "bfloat16"')
+    make_tiny_model(model, chat=True, seed=2)  # a new checkpoint written over the old one
+    clean_error(runner.invoke(app, harvest_args(model, out, None, "--dtype", "float32")), "weights.weights: ")
+    if not torch.cuda.is_available():
+        clean_error(runner.invoke(app, harvest_args(model, tmp_path / "cuda", None, "--device", "cuda")),
+                    "sees no CUDA device")
+        assert not (tmp_path / "cuda").exists()
+    clean_error(runner.invoke(app, harvest_args(model, tmp_path / "prm", None, "--oracle", "prm", "--prm-model",
+                                                str(tmp_path / "no-such-prm"))), "--prm-model")
+    assert not (tmp_path / "prm").exists()  # refused before generating
+
+
+def test_score_refuses_a_damaged_part(tiny, tmp_path):
+    from test_harvest_pipeline import _flip_until_silent
+
+    out = tmp_path / "pool"
+    ok(runner.invoke(app, harvest_args(tiny, out)))
+    _flip_until_silent(part_files(out)[1], tmp_path)
+    r = runner.invoke(app, ["score", str(out), "--oracle", "gt", "--no-progress"])
+    clean_error(r, "is damaged: its content does not match the checksum")
