@@ -40,13 +40,13 @@ def _load_cache() -> dict:
 
 
 def _save_cache(cache: dict):
-    path = _cache_path()
+    """A cache: losing it costs a re-hash, never a wrong answer; so a failed write is ignored."""
+    from replay.outputs import atomic_file
+
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        tmp.write_text(json.dumps(cache))
-        os.replace(tmp, path)  # a cache: losing it costs a re-hash, never a wrong answer
-    except OSError:
+        with atomic_file(_cache_path()) as tmp:
+            tmp.write_text(json.dumps(cache))
+    except (OSError, ValueError):  # OutputError is a ValueError
         pass
 
 
