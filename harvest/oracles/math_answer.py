@@ -19,8 +19,9 @@ Two different notions of "same answer" live here on purpose:
 
 * `grade` / `grade_many` decide correctness with math-verify (symbolic and numeric equivalence, sets, intervals,
   relations). math-verify's own timeouts use `signal.alarm`, which only works in a process's main thread and cannot
-  interrupt long C-level work (huge integer powers), so grading runs in worker processes that are killed and
-  replaced when a grade overruns: a hung or crashing grade counts False and never stalls the rest.
+  interrupt long C-level work (huge integer powers), so grading runs in worker processes (pebble's ProcessPool)
+  that are killed and replaced when a grade overruns: a hung or crashing grade counts False and never stalls the
+  rest.
 """
 from __future__ import annotations
 
@@ -30,8 +31,6 @@ import os
 import re
 import signal
 import threading
-import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from importlib import metadata
@@ -261,9 +260,10 @@ def _mv_grade(pred: str, gold: str, timeout: int) -> bool:
     return bool(verify(gold_p, pred_p, timeout_seconds=timeout))
 
 
-def _worker_main(conn, grade_fn: GradeFn, memory_mb: int) -> None:
-    """Grading worker: import math-verify once, then grade (pred, gold) pairs one message at a time."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+def _worker_init(memory_mb: int) -> None:
+    """A grading worker: Ctrl-C is the parent's to handle; an address-space cap so a runaway grade (sympy on a
+    huge expression) dies alone; math-verify imported before the first grade."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         import resource
 
@@ -272,23 +272,20 @@ def _worker_main(conn, grade_fn: GradeFn, memory_mb: int) -> None:
     except (ImportError, ValueError, OSError):  # pragma: no cover - best effort
         pass
     try:
-        import math_verify  # noqa: F401  (warm the import before announcing readiness)
+        import math_verify  # noqa: F401
     except ImportError:  # pragma: no cover - every grade then fails and counts False
         pass
-    conn.send(("ready", None))
-    while True:
-        try:
-            msg = conn.recv()
-        except (EOFError, OSError):
-            return
-        if msg is None:
-            return
-        idx, pred, gold, inner_timeout = msg
-        try:
-            ok = bool(grade_fn(pred, gold, inner_timeout))
-        except BaseException:  # noqa: BLE001 - any failure of a grade is a wrong answer, never a crash
-            ok = False
-        conn.send((idx, ok))
+
+
+def _safe_grade(grade_fn: GradeFn, pred: str, gold: str, inner_timeout: int) -> bool:
+    try:
+        return bool(grade_fn(pred, gold, inner_timeout))
+    except BaseException:  # noqa: BLE001 - any failure of a grade is a wrong answer, never a crash
+        return False
+
+
+def _probe() -> bool:
+    return True
 
 
 _CTX = None
@@ -317,153 +314,70 @@ def _mp_context():
 
 _STARTUP_S = 120.0  # generous: the first worker may have to start the forkserver and import sympy
 _WORKER_MEMORY_MB = 4096
-_MAX_STARTUP_FAILURES = 3
-
-
-class _Worker:
-    def __init__(self, ctx, grade_fn: GradeFn):
-        self.conn, child = ctx.Pipe(duplex=True)
-        self.proc = ctx.Process(target=_worker_main, args=(child, grade_fn, _WORKER_MEMORY_MB), daemon=True)
-        self.proc.start()
-        child.close()
-        self.started = time.monotonic()
-        self.ready = False
-        self.task: int | None = None
-        self.deadline = math.inf
-
-    def kill(self) -> None:
-        try:
-            self.proc.kill()
-        except (OSError, ValueError):  # pragma: no cover - already gone
-            pass
-        self.proc.join(timeout=5)
-        self.conn.close()
-
-    def stop(self) -> None:
-        try:
-            self.conn.send(None)
-        except (OSError, ValueError):
-            pass
-        self.proc.join(timeout=2)
-        if self.proc.is_alive():
-            self.kill()
-        else:
-            self.conn.close()
 
 
 class _GradePool:
-    """Worker processes that grade (pred, gold) pairs one at a time each. A pair whose worker overruns its
-    deadline or dies counts False and the worker is replaced; the pool survives between `run` calls."""
+    """Grading processes (pebble's ProcessPool: a task that overruns its timeout, or whose worker dies, is cut
+    and its worker replaced by the library). A grade that overruns, raises or takes its worker down counts
+    False; nothing stalls the batch. The pool survives between `run` calls."""
 
     def __init__(self, grade_fn: GradeFn, workers: int):
+        import pebble
+
         self.grade_fn = grade_fn
         self.size = max(1, workers)
-        self.ctx = _mp_context()
-        self.pool: list[_Worker] = []
         self.pid = os.getpid()
+        self.pool = pebble.ProcessPool(max_workers=self.size, initializer=_worker_init,
+                                       initargs=(_WORKER_MEMORY_MB,), context=_mp_context())
+        self._checked = False
 
-    def _spawn(self) -> _Worker:
-        return _Worker(self.ctx, self.grade_fn)
-
-    def run(self, pairs: list[tuple[str, str]], timeout_s: float, progress: bool = False) -> list[bool]:
-        from multiprocessing.connection import wait
-
-        results = [False] * len(pairs)
-        if not pairs:
-            return results
-        inner = max(1, math.ceil(timeout_s))  # math-verify's own alarms take whole seconds
-        hard = float(timeout_s) + 1.0          # wall clock per grade, with a little slack for IPC
-        while len(self.pool) < min(self.size, len(pairs)):
-            self.pool.append(self._spawn())
-        pool = self.pool
-        pending = deque(range(len(pairs)))
-        startup_failures = 0
-        bar = _Progress(len(pairs)) if progress else None
-        done = 0
-
-        def finish(i: int, ok: bool) -> None:
-            nonlocal done
-            results[i] = ok
-            done += 1
-            if bar:
-                bar.advance()
-
-        def replace(k: int) -> None:
-            pool[k].kill()
-            pool[k] = self._spawn()
+    def _check_start(self):
+        """Workers that die at startup would make every grade a silent False: one probe task first."""
+        if self._checked:
+            return
+        from concurrent.futures import TimeoutError as FutureTimeout
 
         try:
-            while done < len(pairs):
-                for w in pool:
-                    if w.ready and w.task is None and pending:
-                        i = pending.popleft()
-                        w.task, w.deadline = i, time.monotonic() + hard
-                        w.conn.send((i, pairs[i][0], pairs[i][1], inner))
-                now = time.monotonic()
-                wake = min(w.deadline if w.ready else w.started + _STARTUP_S for w in pool)
-                ready = wait([w.conn for w in pool], timeout=max(0.0, wake - now))
-                now = time.monotonic()
-                for k, w in enumerate(pool):
-                    if w.conn in ready:
+            self.pool.schedule(_probe, timeout=_STARTUP_S).result()
+        except (FutureTimeout, Exception) as e:
+            raise RuntimeError("math grading workers do not start (traceback above, if any); a script that grades "
+                               f"needs the usual `if __name__ == '__main__':` guard ({type(e).__name__})") from None
+        self._checked = True
+
+    def run(self, pairs: list[tuple[str, str]], timeout_s: float, progress: bool = False) -> list[bool]:
+        from concurrent.futures import wait
+
+        from replay.progress import progress as progress_display
+
+        if not pairs:
+            return []
+        self._check_start()
+        inner = max(1, math.ceil(timeout_s))  # math-verify's own alarms take whole seconds
+        hard = float(timeout_s) + 1.0          # wall clock per grade, with a little slack for IPC
+        results = [False] * len(pairs)
+        try:
+            with progress_display(len(pairs), "grading", "answers", enabled=progress) as bar:
+                futures = {self.pool.schedule(_safe_grade, args=(self.grade_fn, p, g, inner), timeout=hard): i
+                           for i, (p, g) in enumerate(pairs)}
+                pending = set(futures)
+                while pending:
+                    done, pending = wait(pending, timeout=1.0)
+                    for f in done:
                         try:
-                            kind, val = w.conn.recv()
-                        except (EOFError, OSError):  # the worker died (crash, os._exit, OOM kill)
-                            if w.task is None:
-                                startup_failures += 1
-                                if startup_failures >= _MAX_STARTUP_FAILURES:
-                                    raise RuntimeError(
-                                        "math grading workers die at startup (traceback above); a script that "
-                                        "grades needs the usual `if __name__ == '__main__':` guard") from None
-                            else:
-                                finish(w.task, False)
-                            replace(k)
-                            continue
-                        if kind == "ready":
-                            w.ready = True
-                            startup_failures = 0
-                        else:
-                            w.task, w.deadline = None, math.inf
-                            finish(kind, bool(val))
-                    elif w.task is not None and now >= w.deadline:  # hung: kill it, count False
-                        finish(w.task, False)
-                        replace(k)
-                    elif not w.ready and now >= w.started + _STARTUP_S:
-                        raise RuntimeError(f"a math grading worker did not start within {_STARTUP_S:.0f} s")
+                            results[futures[f]] = bool(f.result())
+                        except Exception:  # TimeoutError (cut), ProcessExpired (the worker died): a wrong answer
+                            results[futures[f]] = False
+                    bar.advance(len(done))
         except BaseException:
             self.close()
             raise
-        finally:
-            if bar:
-                bar.close()
         return results
 
     def close(self) -> None:
         if os.getpid() != self.pid:  # inherited across a fork: the workers are the parent's to stop
-            self.pool = []
             return
-        for w in self.pool:
-            if w.ready and w.task is None:
-                w.stop()
-            else:
-                w.kill()
-        self.pool = []
-
-
-class _Progress:
-    """A rich progress bar on stderr (rich is a core dependency of the CLI)."""
-
-    def __init__(self, total: int):
-        from rich.progress import Progress
-
-        self._p = Progress(transient=False)
-        self._p.start()
-        self._task = self._p.add_task("grading", total=total)
-
-    def advance(self) -> None:
-        self._p.advance(self._task)
-
-    def close(self) -> None:
-        self._p.stop()
+        self.pool.stop()
+        self.pool.join(timeout=10)
 
 
 _SHARED: _GradePool | None = None
