@@ -29,6 +29,7 @@ from typing import Any, Callable, Sequence
 import polars as pl
 
 from replay.errors import InputError
+from replay.progress import progress as progress_display
 from replay.pool import (PoolError, atomic_write_json, atomic_write_parquet, column, load_pool, new_pool_dir,
                          remove_stale_temps, verify_file)
 
@@ -375,50 +376,6 @@ def _responses_frame(batch: Sequence[Query], responses: list[list[Response]], n:
     return pl.DataFrame(cols, schema=SAMPLE_SCHEMA)
 
 
-class _Progress:
-    """A rich progress bar with responses/s, tokens/s and ETA on a terminal; one plain line per part elsewhere
-    (batch logs such as Slurm's, where a live bar prints nothing useful)."""
-
-    def __init__(self, total: int, label: str, enabled: bool):
-        from rich.console import Console
-
-        self.console = Console(stderr=True)
-        self.enabled = enabled
-        self.live = enabled and self.console.is_terminal
-        self.total, self.done, self.responses, self.tokens = total, 0, 0, 0
-        self.t0 = time.monotonic()
-        self.bar = None
-        if self.live:
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                                       TimeRemainingColumn)
-
-            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                TextColumn("queries  {task.fields[rates]}"), TimeElapsedColumn(),
-                                TextColumn("ETA"), TimeRemainingColumn(), console=self.console)
-            self.task = self.bar.add_task(label, total=total, rates="")
-            self.bar.start()
-
-    def rates(self) -> str:
-        dt = max(time.monotonic() - self.t0, 1e-9)
-        return f"{self.responses / dt:,.1f} responses/s, {self.tokens / dt:,.0f} tokens/s"
-
-    def advance(self, queries: int, responses: int, tokens: int, part: str):
-        self.done += queries
-        self.responses += responses
-        self.tokens += tokens
-        if self.bar is not None:
-            self.bar.update(self.task, advance=queries, rates=self.rates())
-        elif self.enabled:
-            dt = time.monotonic() - self.t0
-            eta = dt / self.done * (self.total - self.done) if self.done else float("nan")
-            self.console.print(f"{part}: {self.done}/{self.total} queries, {self.rates()}, elapsed {dt:,.0f} s, "
-                               f"ETA {eta:,.0f} s", highlight=False)
-
-    def close(self):
-        if self.bar is not None:
-            self.bar.stop()
-
-
 @dataclass
 class HarvestResult:
     out: Path
@@ -487,7 +444,9 @@ def run_harvest(plan: HarvestPlan, backend: Backend, prompt_fn: Callable[[Query]
     pending = plan.pending
     next_part = max((_part_number(p) for p in part_files(out)), default=-1) + 1
     crash_at = os.environ.get(CRASH_ENV)
-    bar = _Progress(len(pending), f"{out.name}" + (f" shard {plan.shard}" if plan.shard else ""), progress)
+    # a line per part when the output is a log (every_s=0): Slurm-style logs then show steady progress
+    bar = progress_display(len(pending), f"{out.name}" + (f" shard {plan.shard}" if plan.shard else ""), "queries",
+                           enabled=progress, every_s=0.0, rates=("responses", "tokens")).__enter__()
     t0 = time.monotonic()
     n_resp = n_tok = 0
     parts_this_run = 0
@@ -521,9 +480,9 @@ def run_harvest(plan: HarvestPlan, backend: Backend, prompt_fn: Callable[[Query]
             run_record.update(queries_written=len(written) - len(plan.done), responses=n_resp, tokens=n_tok)
             meta["queries_written"] = len(written)
             atomic_write_json(meta, out / "pool.json")  # progress survives even a hard kill
-            bar.advance(len(batch), df.height, tok, part.name)
+            bar.advance(len(batch), responses=df.height, tokens=tok)
     finally:
-        bar.close()
+        bar.__exit__(None, None, None)
         # whatever happened, queries.parquet lists exactly the written queries and pool.json says how far it got
         write_queries()
         meta["complete"] = len(written) == len(plan.queries)

@@ -233,7 +233,10 @@ class PRMScorer:
         self.last_dropped = [n - ids.count(self.sep_id) for ids, n in encoded]
         todo = sorted((i for i, (ids, _) in enumerate(encoded) if self.sep_id in ids),
                       key=lambda i: -len(encoded[i][0]))     # longest first: less padding, OOM shows up at once
-        with _progress_bar(len(todo), self.progress) as advance, torch.inference_mode():
+        from replay.progress import progress
+
+        with progress(len(todo), "PRM scoring", "responses", enabled=self.progress) as bar, torch.inference_mode():
+            advance = bar.advance
             for start in range(0, len(todo), self.batch_size):
                 batch = todo[start:start + self.batch_size]
                 width = len(encoded[batch[0]][0])
@@ -273,25 +276,3 @@ class PRMScorer:
                 "step_mode": self.step_mode, "separator": STEP_SEPARATOR, "system_prompt": self.system_prompt,
                 "max_length": self.max_length, "truncation": "right, at step boundaries (steps past the cut unscored)",
                 "transformers": transformers.__version__, "torch": torch.__version__}
-
-
-class _progress_bar:
-    """A rich progress bar over responses (the project's progress style); a no-op when disabled."""
-
-    def __init__(self, total: int, enabled: bool):
-        self.total, self.enabled, self._bar = total, enabled and total > 0, None
-
-    def __enter__(self):
-        if not self.enabled:
-            return lambda n: None
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-        self._bar = Progress(TextColumn("PRM scoring"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                             transient=True)
-        self._bar.__enter__()
-        task = self._bar.add_task("prm", total=self.total)
-        return lambda n: self._bar.advance(task, n)
-
-    def __exit__(self, *exc):
-        if self._bar is not None:
-            self._bar.__exit__(*exc)
-        return False

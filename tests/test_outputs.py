@@ -174,7 +174,14 @@ def test_progress_lines_when_not_a_terminal():
         for _ in range(10):
             p.advance(1)
     lines = out.getvalue().splitlines()
-    assert len(lines) == 9 and lines[0].startswith("replaying: 1/10 seeds (10%)") and "left" in lines[-1]
+    assert len(lines) == 10 and lines[0].startswith("replaying: 1/10 seeds (10%)") and "left" in lines[-1]
+    assert lines[-1].startswith("replaying: 10/10 seeds (100%)")
+    out = io.StringIO()
+    with progress(4, "generating", "queries", every_s=0.0, stream=out, rates=("responses", "tokens")) as p:
+        for _ in range(4):
+            p.advance(1, responses=8, tokens=100)
+    assert p.amounts == {"responses": 32, "tokens": 400}
+    assert "responses/s" in out.getvalue() and "tokens/s" in out.getvalue()
     out = io.StringIO()
     with progress(10, "replaying", every_s=3600.0, stream=out) as p:  # short work: nothing printed
         p.advance(10)
