@@ -145,7 +145,8 @@ def _value(choice):
 # ttc, `--help` included; their names are spelled here, and tests/test_cli.py holds each list to its registry.
 from harvest import registry as harvest_registry  # noqa: E402
 from harvest.datasets import TASKS  # noqa: E402
-from harvest.prm import STEP_MODES  # noqa: E402
+from harvest.oracles.sandbox import MODES as SANDBOX_MODES  # noqa: E402
+from harvest.prm import ENGINES as PRM_ENGINES, STEP_MODES  # noqa: E402
 from harvest.prompts import TEMPLATES  # noqa: E402
 
 POLICY_NAMES = ("uniform", "elimination", "ucb", "gap", "gap-literal", "entropy", "two-stage", "streaming", "oracle")
@@ -171,6 +172,8 @@ Backend = _choice("Backend", BACKENDS)
 Template = _choice("Template", TEMPLATES)
 Task = _choice("Task", TASKS)
 StepMode = _choice("StepMode", STEP_MODES)
+PrmEngine = _choice("PrmEngine", PRM_ENGINES)
+SandboxMode = _choice("SandboxMode", SANDBOX_MODES)
 TheoryEngine = _choice("TheoryEngine", THEORY_ENGINES)
 
 
@@ -405,6 +408,9 @@ _SCORING = {
                                                rich_help_panel=_PANEL)),
     "prm_max_length": (Optional[int], typer.Option(None, help="prm: longest input in tokens (default: the model's "
                                                    "context).", rich_help_panel=_PANEL)),
+    "prm_engine": (PrmEngine, typer.Option(PrmEngine("auto"), help="prm: transformers (CPU), vllm (vLLM's pooling "
+                                           "runner on a GPU), or auto (vllm where it is installed and CUDA is "
+                                           "there).", rich_help_panel=_PANEL)),
     "judge_model": (Optional[str], typer.Option(None, help="judge: the judge model (hub name, path, or served name).",
                                                 rich_help_panel=_PANEL)),
     "judge_backend": (Backend, typer.Option(Backend("vllm"), help="judge: the backend that runs the judge.",
@@ -471,6 +477,7 @@ def _score_options(scoring: dict):
                         prm_model=s["prm_model"], prm_batch_size=s["prm_batch_size"],
                         prm_step_mode=_value(s["prm_step_mode"]), prm_dtype=s["prm_dtype"],
                         prm_device=s["prm_device"], prm_max_length=s["prm_max_length"],
+                        prm_engine=_value(s["prm_engine"]),
                         judge_model=s["judge_model"], judge_backend=judge_backend, judge_backend_options=backend_kw,
                         judge_samples=s["judge_samples"], judge_options={"max_tokens": s["judge_max_tokens"]},
                         progress=s["progress"])

@@ -35,6 +35,23 @@ STEP_SEPARATOR = "<extra_0>"
 PRM_SYSTEM_PROMPT = "Please reason step by step, and put your final answer within \\boxed{}."
 STEP_MODES = ("step", "blank")
 LOADERS = ("auto", "transformers", "native")
+ENGINES = ("auto", "transformers", "vllm")  # --prm-engine: auto = vllm where it is installed and CUDA is there
+
+
+def resolve_engine(engine: str, device: str | None = None) -> str:
+    """The engine `auto` stands for on this machine: vLLM's pooling runner on a GPU box that has vLLM, else
+    transformers (the CPU path)."""
+    if engine not in ENGINES:
+        raise InputError(f"--prm-engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if engine != "auto":
+        return engine
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None or (device is not None and not str(device).startswith("cuda")):
+        return "transformers"
+    import torch
+
+    return "vllm" if torch.cuda.is_available() else "transformers"
 
 # "Step 3:" / "**Step 3:**" / "## Step 3." / "- Step 3)" at the start of a line.
 _STEP_MARKER = re.compile(r"^[ \t>#*_-]*step[ \t]+\d+[ \t]*[*_]*[ \t]*[:.)]", re.IGNORECASE | re.MULTILINE)
@@ -276,3 +293,93 @@ class PRMScorer:
                 "step_mode": self.step_mode, "separator": STEP_SEPARATOR, "system_prompt": self.system_prompt,
                 "max_length": self.max_length, "truncation": "right, at step boundaries (steps past the cut unscored)",
                 "transformers": transformers.__version__, "torch": torch.__version__}
+
+
+class VLLMPRMScorer(PRMScorer):
+    """The GPU path: the same PRM served by vLLM's pooling runner, which scores a response's steps with STEP pooling
+    (the model's two-label head at every `<extra_0>` token, softmaxed; label 1 = the step is correct), batched and
+    paged by the engine instead of padded batches. The input is exactly PRMScorer's (the same chat, the same step
+    split, the same cut at max_length), given to vLLM as token ids, so the two paths score the same tokens; the
+    transformers path stays for the CPU and the tests."""
+
+    def __init__(self, model: str = PRM_DEFAULT, *, dtype: Any = None, step_mode: str = "step",
+                 max_length: int | None = None, revision: str | None = None,
+                 system_prompt: str = PRM_SYSTEM_PROMPT, progress: bool = True, tokenizer: Any = None,
+                 **engine_kwargs: Any):
+        from replay.extras import require
+
+        vllm = require("vllm", "PRM scoring with --prm-engine vllm")
+        if step_mode not in STEP_MODES:
+            raise InputError(f"step mode must be one of {', '.join(STEP_MODES)}, got {step_mode!r}")
+        self.step_mode, self.system_prompt, self.progress, self.revision = step_mode, system_prompt, progress, revision
+        self.model_name, self.loader = model, "vllm"
+        if tokenizer is None:
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(model, revision=revision, trust_remote_code=True)
+        self.tokenizer = tokenizer
+        if not getattr(tokenizer, "chat_template", None):
+            raise InputError("the PRM tokenizer has no chat template")
+        self.sep_id = tokenizer.convert_tokens_to_ids(STEP_SEPARATOR)
+        if tokenizer.encode(STEP_SEPARATOR, add_special_tokens=False) != [self.sep_id] or self.sep_id is None:
+            raise InputError(f"the PRM tokenizer does not encode {STEP_SEPARATOR!r} as one token; "
+                             "is this a Qwen2.5-Math-PRM tokenizer?")
+        kw = {"model": model, "revision": revision, "trust_remote_code": True, **engine_kwargs}
+        if dtype is not None:
+            kw["dtype"] = str(dtype).removeprefix("torch.")
+        if max_length is not None:
+            kw["max_model_len"] = int(max_length)
+        try:
+            self.llm = vllm.LLM(runner="pooling", **kw)
+        except TypeError:  # vLLM before 0.10 names the pooling runner a task
+            self.llm = vllm.LLM(task="reward", **kw)
+        if max_length is None:  # the engine's context, so _encode cuts where vLLM would refuse
+            config = getattr(getattr(self.llm, "llm_engine", None), "model_config", None)
+            max_length = getattr(config, "max_model_len", None) or 4096
+        self.max_length = int(max_length)
+        self.dtype = kw.get("dtype", "auto")
+        self.last_dropped = []
+        self.stats = {}
+
+    def score(self, problems: Sequence[str], responses: Sequence[str]) -> list[list[float]]:
+        from replay.progress import progress
+
+        if len(problems) != len(responses):
+            raise ValueError(f"{len(problems)} problems but {len(responses)} responses")
+        encoded = [self._encode(p, r) for p, r in zip(problems, responses)]
+        results: list[list[float]] = [[] for _ in encoded]
+        self.last_dropped = [n - ids.count(self.sep_id) for ids, n in encoded]
+        todo = [i for i, (ids, _) in enumerate(encoded) if self.sep_id in ids]
+        reward = getattr(self.llm, "reward", None) or self.llm.encode
+        with progress(len(todo), "PRM scoring (vLLM)", "responses", enabled=self.progress) as bar:
+            step = 1024  # one engine call per block: vLLM schedules inside it; the bar moves between blocks
+            for start in range(0, len(todo), step):
+                block = todo[start:start + step]
+                outs = reward([{"prompt_token_ids": encoded[i][0]} for i in block], use_tqdm=False)
+                for i, out in zip(block, outs):
+                    data = out.outputs.data
+                    rows = data.tolist() if hasattr(data, "tolist") else list(data)
+                    want = encoded[i][0].count(self.sep_id)
+                    if len(rows) != want or any(len(r) != 2 for r in rows):
+                        raise RuntimeError(f"vLLM returned {len(rows)} step scores for response {i}, which has "
+                                           f"{want} steps in its input (is the pooler STEP at {STEP_SEPARATOR!r}?)")
+                    probs = [float(r[1]) for r in rows]
+                    if not all(0.0 <= p <= 1.0 for p in probs):
+                        raise RuntimeError(f"vLLM returned step scores outside [0, 1] for response {i}: is the "
+                                           "pooler applying softmax?")
+                    results[i] = probs
+                bar.advance(len(block))
+        self.stats = {"responses": len(encoded), "no_steps": sum(1 for _, n in encoded if n == 0),
+                      "truncated": sum(1 for d in self.last_dropped if d > 0),
+                      "dropped_steps": sum(self.last_dropped)}
+        return results
+
+    def info(self) -> dict[str, Any]:
+        from .backends import package_version
+
+        return {"model": self.model_name, "revision": self.revision, "engine": "vllm", "loader": "vllm pooling",
+                "pooling": f"STEP at {STEP_SEPARATOR}: softmax over the two labels, label 1",
+                "dtype": self.dtype, "step_mode": self.step_mode, "separator": STEP_SEPARATOR,
+                "system_prompt": self.system_prompt, "max_length": self.max_length,
+                "truncation": "right, at step boundaries (steps past the cut unscored)",
+                "vllm": package_version("vllm"), "transformers": package_version("transformers")}

@@ -71,12 +71,14 @@ ORACLES = {o.name: o for o in (
            ("answer", "correct"), tasks=("lcb-exec",), needs=frozenset({"gold", "code"}),
            gives=frozenset({"gt", "answers"}), options=("workers", "timeout", "memory_mb")),
     Oracle("prm", "harvest.scoring:PRMOracle", "a process reward model's per-step scores",
-           "a process reward model (default `Qwen/Qwen2.5-Math-PRM-7B`, bf16 on CUDA) scores each step (\"Step k:\" "
+           "a process reward model (default `Qwen/Qwen2.5-Math-PRM-7B`, bf16 on CUDA; vLLM's pooling runner where "
+           "vLLM and CUDA are there, else transformers: `--prm-engine`) scores each step (\"Step k:\" "
            "markers, or blank lines with `--prm-step-mode blank`); min, last and product of the step probabilities; "
            "no steps = 0",
            ("score_prm_min", "score_prm_last", "score_prm_prod", "prm_steps"), needs=frozenset({"model"}),
            gives=frozenset({"scores"}),
-           options=("prm_model", "prm_batch_size", "prm_step_mode", "prm_dtype", "prm_device", "prm_max_length"),
+           options=("prm_model", "prm_engine", "prm_batch_size", "prm_step_mode", "prm_dtype", "prm_device",
+                    "prm_max_length"),
            extra="harvest"),
     Oracle("judge", "harvest.scoring:JudgeOracle", "an LLM judge's verdict on the final answer against the gold one",
            "a judge model asked whether the response's final answer matches the gold one; the share of yes verdicts "

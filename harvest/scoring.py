@@ -51,6 +51,7 @@ class ScoreOptions:
     prm_device: str | None = None
     prm_revision: str | None = None
     prm_max_length: int | None = None
+    prm_engine: str = "auto"            # harvest.prm.ENGINES: transformers (CPU, tests) or vllm (pooling, GPU)
     judge_model: str | None = None
     judge_backend: str = "vllm"
     judge_backend_options: dict = field(default_factory=dict)
@@ -411,18 +412,24 @@ class PRMOracle(OracleImpl):
     def config(self, opts: ScoreOptions) -> dict:
         from . import prm
 
-        return {"model": opts.prm_model or prm.PRM_DEFAULT, "revision": opts.prm_revision,
-                "step_mode": opts.prm_step_mode, "dtype": opts.prm_dtype or "auto (bf16 on CUDA, fp32 on CPU)",
-                "max_length": opts.prm_max_length, "aggregates": {"score_prm_min": "min", "score_prm_last":
-                "last", "score_prm_prod": "product"}, "empty": "a response with no steps scores 0.0",
-                "input": "the query's problem (not the rendered prompt) and the response text"}
+        cfg = {"model": opts.prm_model or prm.PRM_DEFAULT, "revision": opts.prm_revision,
+               "step_mode": opts.prm_step_mode, "dtype": opts.prm_dtype or "auto (bf16 on CUDA, fp32 on CPU)",
+               "max_length": opts.prm_max_length, "aggregates": {"score_prm_min": "min", "score_prm_last":
+               "last", "score_prm_prod": "product"}, "empty": "a response with no steps scores 0.0",
+               "input": "the query's problem (not the rendered prompt) and the response text"}
+        if opts.prm_factory is None and prm.resolve_engine(opts.prm_engine, opts.prm_device) == "vllm":
+            cfg["engine"] = "vllm pooling (STEP)"  # absent: transformers, as every pool scored before recorded
+        return cfg
 
     @staticmethod
     def make_scorer(opts: ScoreOptions):
         if opts.prm_factory is not None:
             return opts.prm_factory(opts)
-        from .prm import PRM_DEFAULT, PRMScorer
+        from .prm import PRM_DEFAULT, PRMScorer, VLLMPRMScorer, resolve_engine
 
+        if resolve_engine(opts.prm_engine, opts.prm_device) == "vllm":
+            return VLLMPRMScorer(opts.prm_model or PRM_DEFAULT, dtype=opts.prm_dtype, step_mode=opts.prm_step_mode,
+                                 max_length=opts.prm_max_length, revision=opts.prm_revision, progress=opts.progress)
         return PRMScorer(opts.prm_model or PRM_DEFAULT, device=opts.prm_device, dtype=opts.prm_dtype,
                          batch_size=opts.prm_batch_size, step_mode=opts.prm_step_mode, max_length=opts.prm_max_length,
                          revision=opts.prm_revision, progress=opts.progress)

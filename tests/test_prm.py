@@ -6,8 +6,10 @@ tokenizer (byte-level BPE with the ChatML specials, "<extra_0>" and a chat templ
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -289,3 +291,24 @@ def test_remote_code_checkpoint_goes_through_automodel_and_falls_back(tmp_path, 
     assert scorer.score(PROBLEMS[:1], RESPONSES[:1])[0] == pytest.approx(want[0], abs=1e-5)
     with pytest.raises(ImportError):
         PRMScorer(str(path), device="cpu", progress=False, loader="transformers")
+
+
+def test_vllm_pooling_path_scores_what_the_transformers_path_scores(tmp_path, monkeypatch):
+    """The GPU path (vLLM's pooling runner, STEP pooling at <extra_0>) gets the same token ids and reads the same
+    label as the transformers path: against a stand-in vllm that pools the same checkpoint the way vLLM's STEP
+    pooler does, the per-step scores agree and empty / step-less responses are handled alike."""
+    from harvest.prm import VLLMPRMScorer
+
+    monkeypatch.syspath_prepend(str(Path(__file__).parent / "fixtures" / "harvest" / "fake_vllm"))
+    monkeypatch.delitem(sys.modules, "vllm", raising=False)
+    path = tiny_prm(tmp_path)
+    problems, responses = _pairs()
+    ref = PRMScorer(str(path), device="cpu", dtype="float32", batch_size=3, progress=False)
+    vl = VLLMPRMScorer(str(path), max_length=ref.max_length, progress=False)
+    assert vl.llm.kwargs["runner"] == "pooling" and vl.llm.kwargs["max_model_len"] == ref.max_length
+    want, got = ref.score(problems, responses), vl.score(problems, responses)
+    assert [len(w) for w in want] == [len(g) for g in got] and any(len(w) == 0 for w in want)
+    for w, g in zip(want, got):
+        assert np.allclose(w, g, atol=1e-5), (w, g)
+    assert vl.stats == ref.stats
+    assert vl.info()["engine"] == "vllm"
