@@ -82,3 +82,26 @@ def test_doc_command_parses(where, argv):
         except Exception as e:  # the parser's refusal: name the line
             message = e.format_message() if hasattr(e, "format_message") else str(e)
             pytest.fail(f"{where}: {type(e).__name__}: {message}")
+
+
+def test_the_command_reference_is_current():
+    """docs/cli.md is generated from --help (docs/make_cli_reference.py). Compared by what a reader looks up (the
+    commands, and each command's options and arguments), so a new rich or typer release that only changes the
+    box drawing does not fail the suite; regenerate the file when this fails."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_cli_reference", ROOT / "docs" / "make_cli_reference.py")
+    ref = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ref)
+
+    def sections(text: str) -> dict[str, set[str]]:
+        out, name = {}, "ttc"
+        for line in text.splitlines():
+            m = re.match(r"^## `ttc (\S+)`", line)
+            if m:
+                name = m.group(1)
+            out.setdefault(name, set()).update(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", line))
+        return out
+
+    current = (ROOT / "docs" / "cli.md").read_text()
+    assert sections(current) == sections(ref.render()), "docs/cli.md is stale: python docs/make_cli_reference.py"
