@@ -172,6 +172,7 @@ Backend = _choice("Backend", BACKENDS)
 Template = _choice("Template", TEMPLATES)
 Task = _choice("Task", TASKS)
 StepMode = _choice("StepMode", STEP_MODES)
+SandboxMode = _choice("SandboxMode", SANDBOX_MODES)
 PrmEngine = _choice("PrmEngine", PRM_ENGINES)
 SandboxMode = _choice("SandboxMode", SANDBOX_MODES)
 TheoryEngine = _choice("TheoryEngine", THEORY_ENGINES)
@@ -397,6 +398,10 @@ _SCORING = {
                                               "10 by default.", rich_help_panel=_PANEL)),
     "memory_mb": (int, typer.Option(512, "--memory-mb", help="exec: address-space limit of each program, in MiB.",
                                     rich_help_panel=_PANEL)),
+    "sandbox": (SandboxMode, typer.Option(SandboxMode("auto"), help="exec: isolation of the programs: auto (OS "
+                                          "namespaces where this machine gives them, else the in-process guard "
+                                          "only), strict (refuse to grade without namespaces), guard (the guard "
+                                          "only). pool.json records the level a run had.", rich_help_panel=_PANEL)),
     "prm_model": (Optional[str], typer.Option(None, help="prm: the process reward model (default "
                                               "Qwen/Qwen2.5-Math-PRM-7B).", rich_help_panel=_PANEL)),
     "prm_batch_size": (int, typer.Option(8, help="prm: responses per forward pass.", rich_help_panel=_PANEL)),
@@ -474,6 +479,7 @@ def _score_options(scoring: dict):
         elif param in entry.required:
             _fail(f"--judge-backend {judge_backend} needs {flag} ({o.help.rstrip('.')})")
     return ScoreOptions(workers=s["workers"], timeout_s=s["timeout"], memory_mb=s["memory_mb"],
+                        sandbox=_value(s["sandbox"]),
                         prm_model=s["prm_model"], prm_batch_size=s["prm_batch_size"],
                         prm_step_mode=_value(s["prm_step_mode"]), prm_dtype=s["prm_dtype"],
                         prm_device=s["prm_device"], prm_max_length=s["prm_max_length"],

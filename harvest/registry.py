@@ -69,7 +69,7 @@ ORACLES = {o.name: o for o in (
            "sandboxed process (`--timeout` 10 s, `--memory-mb` 512, an environment without secrets, a temporary "
            "directory)",
            ("answer", "correct"), tasks=("lcb-exec",), needs=frozenset({"gold", "code"}),
-           gives=frozenset({"gt", "answers"}), options=("workers", "timeout", "memory_mb")),
+           gives=frozenset({"gt", "answers"}), options=("workers", "timeout", "memory_mb", "sandbox")),
     Oracle("prm", "harvest.scoring:PRMOracle", "a process reward model's per-step scores",
            "a process reward model (default `Qwen/Qwen2.5-Math-PRM-7B`, bf16 on CUDA; vLLM's pooling runner where "
            "vLLM and CUDA are there, else transformers: `--prm-engine`) scores each step (\"Step k:\" "

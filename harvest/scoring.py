@@ -44,6 +44,7 @@ class ScoreOptions:
     workers: int | None = None          # processes for math-verify / the code sandbox (None: all cores)
     timeout_s: float | None = None      # per grade: gt 5 s, exec 10 s when None
     memory_mb: int = 512                # exec: address-space limit of each program
+    sandbox: str = "auto"               # exec: "auto", "strict" or "guard" (harvest/oracles/sandbox.py)
     prm_model: str | None = None        # None: harvest.prm.PRM_DEFAULT
     prm_batch_size: int = 8
     prm_step_mode: str = "step"
@@ -65,13 +66,19 @@ class ScoreOptions:
     def __post_init__(self):
         """Refuse out-of-range options before any model loads or grader starts (the command line's --workers,
         --timeout, ... land here)."""
+        from .oracles.sandbox import MIN_MEMORY_MB, MODES
+
         for flag, value in (("--workers", self.workers), ("--memory-mb", self.memory_mb),
                             ("--prm-batch-size", self.prm_batch_size), ("--prm-max-length", self.prm_max_length),
                             ("--judge-samples", self.judge_samples)):
             if value is not None and value < 1:
                 raise HarvestError(f"{flag} must be at least 1, got {value}")
-        if self.timeout_s is not None and not self.timeout_s > 0:
-            raise HarvestError(f"--timeout must be a positive number of seconds, got {self.timeout_s}")
+        if self.memory_mb < MIN_MEMORY_MB:  # below what the interpreter itself needs: every program would fail
+            raise HarvestError(f"--memory-mb must be at least {MIN_MEMORY_MB}, got {self.memory_mb}")
+        if self.timeout_s is not None and not 0 < self.timeout_s < float("inf"):
+            raise HarvestError(f"--timeout must be a positive, finite number of seconds, got {self.timeout_s}")
+        if self.sandbox not in MODES:
+            raise HarvestError(f"--sandbox must be one of {', '.join(MODES)}, got {self.sandbox!r}")
 
 
 def parse_oracles(items: Sequence[str] | None) -> list[str]:
@@ -367,12 +374,17 @@ class CodeExecOracle(TruthOracle):
                                f"queries (e.g. {bad[0]!r})")
 
     def config(self, opts: ScoreOptions) -> dict:
+        from .oracles.sandbox import isolation
+
         return {"task": "lcb-exec", "answer": "extract_lcb_answer(text) ([ANSWER] ... [/ANSWER] literal); "
                 + ANSWER_RULE,
                 "grader": "harvest.oracles.code_exec.grade_lcb: the function and the completed assertion in a "
                           "sandboxed process; timeout, memory limit or error counts incorrect",
                 "timeout_s": opts.timeout_s if opts.timeout_s is not None else 10.0,
-                "memory_mb": opts.memory_mb}
+                "memory_mb": opts.memory_mb,
+                # the isolation the programs get here ("namespaces" or "guard-only"); strict without namespaces
+                # is refused now, before any work
+                "sandbox": isolation(opts.sandbox)}
 
     def grade(self, pairs, sp, cfg, opts):
         from .oracles.code_exec import grade_lcb
@@ -380,6 +392,7 @@ class CodeExecOracle(TruthOracle):
         qs = [sp.queries[q] for q, _ in pairs]
         return grade_lcb([q.fields["code"] for q in qs], [q.fields["input"] for q in qs], [a for _, a in pairs],
                          workers=opts.workers, timeout_s=cfg["timeout_s"], memory_mb=cfg["memory_mb"],
+                         sandbox="strict" if cfg["sandbox"] == "namespaces" else "guard",  # the level recorded
                          progress=opts.progress)
 
 
