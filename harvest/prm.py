@@ -239,15 +239,25 @@ class PRMScorer:
             raise RuntimeError(f"expected {len(steps)} step separators in the PRM input, found {ids.count(self.sep_id)}")
         return ids[: self.max_length], len(steps)
 
+    def _prepare(self, problems: Sequence[str], responses: Sequence[str]):
+        """Every response's input ids, and the empty result lists the engine fills; steps cut by max_length are
+        counted in last_dropped."""
+        if len(problems) != len(responses):
+            raise ValueError(f"{len(problems)} problems but {len(responses)} responses")
+        encoded = [self._encode(p, r) for p, r in zip(problems, responses)]
+        self.last_dropped = [n - ids.count(self.sep_id) for ids, n in encoded]
+        return encoded, [[] for _ in encoded]
+
+    def _count(self, encoded):
+        self.stats = {"responses": len(encoded), "no_steps": sum(1 for _, n in encoded if n == 0),
+                      "truncated": sum(1 for d in self.last_dropped if d > 0),
+                      "dropped_steps": sum(self.last_dropped)}
+
     def score(self, problems: Sequence[str], responses: Sequence[str]) -> list[list[float]]:
         """Per-step rewards in [0, 1], one list per response (empty when it has no steps or none fit)."""
         import torch
 
-        if len(problems) != len(responses):
-            raise ValueError(f"{len(problems)} problems but {len(responses)} responses")
-        encoded = [self._encode(p, r) for p, r in zip(problems, responses)]
-        results: list[list[float]] = [[] for _ in encoded]
-        self.last_dropped = [n - ids.count(self.sep_id) for ids, n in encoded]
+        encoded, results = self._prepare(problems, responses)
         todo = sorted((i for i, (ids, _) in enumerate(encoded) if self.sep_id in ids),
                       key=lambda i: -len(encoded[i][0]))     # longest first: less padding, OOM shows up at once
         from replay.progress import progress
@@ -279,9 +289,7 @@ class PRMScorer:
                         raise RuntimeError(f"the PRM produced non-finite scores for response {i}")
                     results[i] = probs.cpu().tolist()
                 advance(len(batch))
-        self.stats = {"responses": len(encoded), "no_steps": sum(1 for _, n in encoded if n == 0),
-                      "truncated": sum(1 for d in self.last_dropped if d > 0),
-                      "dropped_steps": sum(self.last_dropped)}
+        self._count(encoded)
         return results
 
     def info(self) -> dict[str, Any]:
@@ -344,11 +352,7 @@ class VLLMPRMScorer(PRMScorer):
     def score(self, problems: Sequence[str], responses: Sequence[str]) -> list[list[float]]:
         from replay.progress import progress
 
-        if len(problems) != len(responses):
-            raise ValueError(f"{len(problems)} problems but {len(responses)} responses")
-        encoded = [self._encode(p, r) for p, r in zip(problems, responses)]
-        results: list[list[float]] = [[] for _ in encoded]
-        self.last_dropped = [n - ids.count(self.sep_id) for ids, n in encoded]
+        encoded, results = self._prepare(problems, responses)
         todo = [i for i, (ids, _) in enumerate(encoded) if self.sep_id in ids]
         reward = getattr(self.llm, "reward", None) or self.llm.encode
         with progress(len(todo), "PRM scoring (vLLM)", "responses", enabled=self.progress) as bar:
@@ -369,9 +373,7 @@ class VLLMPRMScorer(PRMScorer):
                                            "pooler applying softmax?")
                     results[i] = probs
                 bar.advance(len(block))
-        self.stats = {"responses": len(encoded), "no_steps": sum(1 for _, n in encoded if n == 0),
-                      "truncated": sum(1 for d in self.last_dropped if d > 0),
-                      "dropped_steps": sum(self.last_dropped)}
+        self._count(encoded)
         return results
 
     def info(self) -> dict[str, Any]:

@@ -260,10 +260,11 @@ def save_figure(fig, path: Path, command: str):
 
 
 @contextmanager
-def atomic_dir(path: Path, command: str) -> Iterator[Path]:
-    """Build a whole output directory (a report) in a hidden temporary directory beside `path`; on success it
-    replaces `path` in two renames (the old one is removed after), so `path` holds the old output or the whole new
-    one. check_output decides beforehand whether `path` may be replaced."""
+def atomic_dir(path: Path, command: str | None) -> Iterator[Path]:
+    """Build a whole output directory (a report, a pool) in a hidden temporary directory beside `path`; on success
+    it replaces `path` in two renames (the old one is removed after), so `path` holds the old output or the whole new
+    one. check_output decides beforehand whether `path` may be replaced. `command` is written in the directory's
+    marker; None writes none (a pool's files are its format's)."""
     path = Path(path)
     tmp = tmp_name(path)
     old = path.with_name(f".{path.name}.old-{os.getpid()}")
@@ -275,7 +276,8 @@ def atomic_dir(path: Path, command: str) -> Iterator[Path]:
     try:
         yield tmp
         with write_errors(path):
-            (tmp / DIR_MARK).write_text(json.dumps({"command": command}) + "\n")
+            if command is not None:
+                (tmp / DIR_MARK).write_text(json.dumps({"command": command}) + "\n")
             for f in sorted(tmp.rglob("*"), reverse=True):  # contents before the directories that hold them
                 fsync_path(f)
             fsync_path(tmp)

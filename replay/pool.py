@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ import polars as pl
 
 from .data import DEFAULT_POOL  # noqa: E402  (the embedded default pool, wherever ttc is installed)
 from .errors import InputError
-from .outputs import atomic_file, fsync_dir as _fsync_dir, fsync_path as _fsync, tmp_name, write_errors  # noqa: F401
+from .outputs import atomic_dir, atomic_file, tmp_name, write_errors  # noqa: F401
 
 
 class PoolError(InputError):
@@ -294,25 +293,8 @@ def new_pool_dir(out: Path) -> Iterator[Path]:
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise PoolError(f"{out} exists and is not an empty directory; a pool is written only to a new one")
-    tmp = tmp_name(out)
-    with write_errors(out):
-        out.parent.mkdir(parents=True, exist_ok=True)
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        tmp.mkdir()
-    try:
+    with atomic_dir(out, None) as tmp:
         yield tmp
-        with write_errors(out):
-            for f in sorted(tmp.rglob("*"), reverse=True):  # contents before the directories that hold them
-                _fsync(f)
-            _fsync(tmp)
-            if out.exists():
-                out.rmdir()  # empty (checked above); os.replace does not take a directory's place everywhere
-            os.replace(tmp, out)
-            _fsync_dir(out.parent)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 def write_pool(out: Path, samples: pl.DataFrame, meta: dict, queries: pl.DataFrame | None = None,
