@@ -691,6 +691,142 @@ def merge_cmd(
                    "given shards missing (listed in pool.json)", err=True)
 
 
+# ------------------------------------------------------------------------------------------------------------- run
+# `ttc run`: live allocation against a model (harvest/run.py). Its choices: the live policies (replay/live.py
+# LIVE_POLICIES: every policy but the hindsight oracle), the oracles it scores with live (harvest/run.py LIVE_ORACLES)
+# and the registry's others, which it refuses with the reason; tests/test_run_cli.py holds them to those lists.
+LIVE_POLICY_NAMES = tuple(p for p in POLICY_NAMES if p != "oracle")
+RUN_ORACLES = ("gt", "sc") + tuple(o for o in ORACLES if o != "gt")
+RunPolicy = _choice("RunPolicy", LIVE_POLICY_NAMES)
+RunOracle = _choice("RunOracle", RUN_ORACLES)
+RunUnit = _choice("RunUnit", ("samples", "tokens"))
+_RUN_PANEL = "Allocation (as in ttc replay)"
+
+
+@app.command("run")
+@_with_backend_options
+@_with_scoring_options
+def run_cmd(
+    ctx: typer.Context,
+    model: str = typer.Option(..., help="Hub name or local path (openai backend: the served model name)."),
+    out: Path = typer.Option(..., help="Directory for results.jsonl, results.parquet, run.json and the pool of "
+                             "every response (new, or a run of the same command to resume)."),
+    budget: float = typer.Option(..., help="Average budget per query, in responses (or tokens with --unit tokens); "
+                                 "the run spends round(budget x queries) in all, shared across the queries."),
+    max_tokens: int = typer.Option(..., help="Most tokens per response (a response cut here has no answer)."),
+    dataset: Optional[str] = typer.Option(None, help="The queries: math500, aime24, aime25 (HuggingFace hub), "
+                                          "hf:OWNER/NAME, or a JSONL / JSON / Parquet file, as ttc harvest reads them."),
+    batch: Optional[Path] = typer.Option(None, help="The queries as an OpenAI Batch API input file (JSONL of "
+                                         "chat-completion requests: custom_id, method, url, body.messages, as vllm "
+                                         "run-batch reads): custom_id is the query id, a top-level \"gold\" its gold "
+                                         "answer."),
+    policy: RunPolicy = typer.Option(RunPolicy("elimination"), help="The allocation policy (every replay policy "
+                                     "but the hindsight oracle).", rich_help_panel=_RUN_PANEL),
+    oracle: RunOracle = typer.Option(RunOracle("gt"), help="What scores each response: gt (the final answer graded "
+                                     "against the gold one) or sc (answer agreement, no gold needed). exec, prm and "
+                                     "judge are not run live yet (score the pool afterwards with ttc score)."),
+    unit: RunUnit = typer.Option(RunUnit("samples"), help="Budget unit.", rich_help_panel=_RUN_PANEL),
+    eliminate: Optional[Eliminate] = typer.Option(None, help="Elimination rule (default: threshold with gt, "
+                                                  "sc-share with sc).", rich_help_panel=_RUN_PANEL),
+    select: Optional[Select] = typer.Option(None, help="Which response each query returns (default: bon with gt, "
+                                            "sc with sc).", rich_help_panel=_RUN_PANEL),
+    gamma: float = typer.Option(1.0, help="Threshold gamma: eliminate when a score >= gamma.",
+                                rich_help_panel=_RUN_PANEL),
+    k: int = typer.Option(1, "--K", "-K", help="Responses per pull.", rich_help_panel=_RUN_PANEL),
+    lam: Optional[float] = typer.Option(None, "--lambda", help="Exploration bonus (default ucb 1, entropy 3).",
+                                        rich_help_panel=_RUN_PANEL),
+    eps: float = typer.Option(0.01, help="gap's epsilon.", rich_help_panel=_RUN_PANEL),
+    max_samples: int = typer.Option(0, help="Per-query cap of the adaptive policies (0: --max-per-query).",
+                                    rich_help_panel=_RUN_PANEL),
+    rho: float = typer.Option(0.5, help="two-stage: share of the budget spent in stage 1.",
+                              rich_help_panel=_RUN_PANEL),
+    tau: float = typer.Option(0.5, help="sc-share: the leading answer's share needed.", rich_help_panel=_RUN_PANEL),
+    m_min: int = typer.Option(3, help="sc-share: responses needed before it can stop.", rich_help_panel=_RUN_PANEL),
+    conf: float = typer.Option(0.95, help="sc-beta: confidence P(p1 > p2) needed to stop.",
+                               rich_help_panel=_RUN_PANEL),
+    max_per_query: int = typer.Option(256, help="Most responses one query may get (the pool size of a replay: a "
+                                      "query that wants more is exhausted).", rich_help_panel=_RUN_PANEL),
+    lookahead: int = typer.Option(1, help="Responses generated per query per backend call: more means fewer calls "
+                                  "and up to lookahead - 1 unused responses per query; decisions do not change."),
+    retries: int = typer.Option(2, help="Retries of a failed backend call, with exponential backoff from "
+                                "--retry-delay (the openai client also retries each request: --max-retries)."),
+    retry_delay: float = typer.Option(1.0, help="Seconds before the first retry; doubled for each next one."),
+    backend: Backend = typer.Option(Backend("vllm"), help=f"The generation backend: "
+                                    f"{_described(harvest_registry.BACKENDS)}."),
+    template: Optional[Template] = typer.Option(None, help="Prompt template of --dataset queries (default: by task "
+                                                "and data set)."),
+    chat: Optional[bool] = typer.Option(None, "--chat/--no-chat", help="Apply the model's chat template (default: "
+                                        "when the tokenizer has one; openai: --chat sends chat requests)."),
+    temperature: float = typer.Option(0.6, help="Sampling temperature."),
+    top_p: float = typer.Option(1.0, help="Nucleus sampling threshold."),
+    seed: int = typer.Option(0, help="Run seed: each response's seed (as ttc harvest derives it) and the query "
+                             "order (as ttc replay --seed-start derives it)."),
+    limit: Optional[int] = typer.Option(None, help="Only the first K queries of the data set."),
+    task: Optional[Task] = typer.Option(None, help="Task of a file's queries (default: detected)."),
+    id_column: Optional[str] = typer.Option(None, help="File column holding the query id."),
+    problem_column: Optional[str] = typer.Option(None, help="File column holding the problem text."),
+    answer_column: Optional[str] = typer.Option(None, help="File column holding the gold answer."),
+    split: Optional[str] = typer.Option(None, help="Hub data set split."),
+    revision: Optional[str] = typer.Option(None, help="Model revision (commit, branch or tag)."),
+    scoring: dict = None,
+    backend_options: dict = None,
+):
+    """Spend one budget across a batch of queries, live against a model, with an adaptive policy.
+
+    Each allocation round is one backend call, each response is scored as it comes, and the policy moves the budget
+    to the queries that need it. Writes one result per query (OpenAI Batch output JSONL and Parquet), run.json
+    (outcome and cost) and the pool of every response (ttc replay reads it). A killed run resumes when rerun."""
+    from harvest.live import LazyBackend
+    from harvest.run import RunRequest, backend_kwargs, execute, load_tokenizer, plan_run, report_lines
+    from harvest.types import Sampling
+
+    def given(name: str) -> bool:
+        src = ctx.get_parameter_source(name)
+        return src is not None and src.name == "COMMANDLINE"
+
+    for name in scoring:  # the scoring options ttc run reads: --timeout (a grade) and --progress
+        if name not in ("timeout", "progress") and given(name):
+            flag = next(p.opts[0] for p in ctx.command.params if p.name == name)
+            _fail(f"{flag} does not apply to ttc run (it grades gt answers one at a time in a warm process, with "
+                  f"--timeout per grade)")
+    backend = _value(backend)
+    kw = backend_kwargs(backend, model, revision, chat, backend_options,
+                        {p for p in backend_options if given(p)})
+    req = RunRequest(
+        out=out, model=model, backend=backend, budget=budget, dataset=dataset, batch=batch, policy=_value(policy),
+        unit=_value(unit), oracle=_value(oracle), K=k, eliminate=_value(eliminate), gamma=gamma, lam=lam, eps=eps,
+        max_samples=max_samples, rho=rho, tau=tau, m_min=m_min, conf=conf, select=_value(select),
+        max_per_query=max_per_query, lookahead=lookahead, retries=retries, retry_delay_s=retry_delay,
+        grade_timeout_s=scoring["timeout"] if scoring["timeout"] is not None else 5.0,
+        sampling=Sampling(n=1, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed),
+        template=_value(template), chat=chat, revision=revision, limit=limit, task=_value(task), id_column=id_column,
+        problem_column=problem_column, answer_column=answer_column, split=split,
+        backend_options={k2: v for k2, v in backend_options.items()}, progress=scoring["progress"])
+    plan = plan_run(req)
+    tok = load_tokenizer(backend, model, revision, kw)
+    prompt_len = None
+    if tok is not None:
+        from harvest.backends import encode_prompt
+
+        prompt_len = lambda p: len(encode_prompt(tok, p))  # noqa: E731
+    from harvest.backends import make_backend
+
+    gen = LazyBackend(lambda: make_backend(backend, **kw))
+    typer.echo(f"{out}: {len(plan.queries):,} queries, {plan.config.label()} with --oracle {req.oracle}, budget "
+               f"{budget:g} {req.unit}/query ({plan.budget_total:,} in all), {backend} {model}")
+    try:
+        outcome = execute(plan, gen, tok, prompt_len=prompt_len, argv=["ttc", *ctx.meta.get("ttc.argv", [])],
+                          echo=typer.echo)
+    except KeyboardInterrupt:
+        typer.echo(f"interrupted; what was generated is kept in {out}/pool: rerun the same command to resume",
+                   err=True)
+        raise typer.Exit(130)
+    finally:
+        _harvest_release(gen)
+    for line in report_lines(outcome):
+        typer.echo(line)
+
+
 @app.command("synth")
 def synth_cmd(
     out: Path = typer.Option(..., "--out", help="Pool directory to write (new or empty)."),

@@ -6,15 +6,35 @@ n children of one request), so a live run equals the replay of the harvested poo
 generation can run ahead in batches without changing a decision: `lookahead` responses of a query per call, and
 (batch=True) one call for every active query whose cached responses are used up, so a round-robin round is one
 backend call, not one per query.
+
+Faults (`ttc run`, harvest/run.py): a backend call that raises is retried `retries` times with exponential backoff
+(the openai backend's client also retries each HTTP request itself). A call that still fails is then examined: on
+the first call nothing has ever worked, so the run stops (BackendError; the environment is broken, and a rerun
+resumes); later, one prompt that worked before is tried again (a probe): if it fails too the backend is down and
+the run stops the same way; if it works the call's prompts are split in halves until the failing ones are found,
+and each of those queries is marked failed (replay.live.Unavailable: it keeps the responses it has, and the
+others go on).
 """
 from __future__ import annotations
 
-from typing import Callable, Sequence
+import time
+from typing import Any, Callable, Sequence
 
-from replay.live import Observed
+from replay.errors import InputError
+from replay.live import Observed, Unavailable
 
 from .pipeline import query_seed
 from .types import Backend, Query, Response, Sampling
+
+ORACLES = (None, "gt", "sc")
+# the answer extractor each task's responses are read with (harvest/scoring.py response_answer)
+ANSWER_RULES = {"math": "gt", "custom": "gt", "lcb-exec": "exec"}
+MAX_BACKOFF_S = 30.0
+
+
+def _message(e: BaseException) -> str:
+    text = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return f"{type(e).__name__}: {text}"[:500] if text else type(e).__name__
 
 
 class BackendSource:
@@ -23,67 +43,63 @@ class BackendSource:
     oracle None: every response counts as wrong, score 0, no answer (the policy sees only lengths: enough for
     token budgets and for tests); "gt": math answers extracted, normalised and graded with math-verify against
     the query's gold answer (score = correctness), as `ttc score --oracle gt` does (no answer when the response
-    was cut at max_tokens).
+    was cut at max_tokens); each distinct answer of a query is graded once. "sc" (answer agreement, for
+    self-consistency): the same answers, no grading and no gold needed; every score is 0, so only answer-based
+    rules mean anything (sc-share / sc-beta elimination, entropy, the sc selection).
 
     batch: when a query needs a response that is not cached, also generate `lookahead` responses for every other
     query the driver reports active whose cache is used up (replay.live.run_live reports them through `watch`).
     Each query is then topped up only after it consumed what it had, so at most `lookahead` responses per query
-    go unused, as without batching."""
+    go unused, as without batching.
+
+    Accounting: `calls` (backend calls that returned responses), `generated`, `completion_tokens`,
+    `prompt_tokens` (with `prompt_len`, the prompt's length in tokens, counted once per response generated),
+    `backend_s` and `score_s` (wall seconds in the backend and in scoring). on_call(records, failures), when given,
+    is called after every call with [(query index, first sample index, [(Response, Observed), ...]), ...] and the
+    queries marked failed in it ({index: message}), before the driver sees them (harvest/run.py writes them to
+    disk there). `fail` holds the queries known to have failed (a resumed run's), as {index: message}."""
 
     def __init__(self, backend: Backend, queries: Sequence[Query], prompt: Callable[[Query], str], sampling: Sampling,
-                 *, lookahead: int = 4, oracle: str | None = None, stop: Sequence[str] = (), batch: bool = True):
+                 *, lookahead: int = 4, oracle: str | None = None, stop: Sequence[str] = (), batch: bool = True,
+                 retries: int = 2, retry_delay_s: float = 1.0, grade_timeout_s: float = 5.0,
+                 prompt_len: Callable[[str], int] | None = None,
+                 on_call: Callable[[list, dict], None] | None = None):
         if lookahead < 1:
-            raise ValueError(f"lookahead must be >= 1, got {lookahead}")
-        if oracle not in (None, "gt"):
-            raise ValueError(f"unknown oracle {oracle!r} for a live source (None or 'gt')")
+            raise InputError(f"lookahead must be >= 1, got {lookahead}")
+        if oracle not in ORACLES:
+            raise InputError(f"unknown oracle {oracle!r} for a live source (None, 'gt' or 'sc')")
         if oracle == "gt" and any(q.gold is None for q in queries):
-            raise ValueError("oracle 'gt' needs a gold answer for every query")
+            raise InputError("oracle 'gt' needs a gold answer for every query")
+        if retries < 0 or not retry_delay_s >= 0:
+            raise InputError(f"retries must be >= 0 and the retry delay >= 0, got {retries} and {retry_delay_s}")
         self.backend, self.queries, self.prompt, self.sampling = backend, list(queries), prompt, sampling
         self.lookahead, self.oracle, self.stop, self.batch = lookahead, oracle, tuple(stop), batch
+        self.retries, self.retry_delay_s, self.grade_timeout_s = retries, retry_delay_s, grade_timeout_s
+        self.prompt_len, self.on_call = prompt_len, on_call
         self._prompts: dict[int, str] = {}
+        self._prompt_tokens: dict[int, int] = {}
         self._cache: list[list[tuple[Response, Observed]]] = [[] for _ in self.queries]
+        self._verdicts: list[dict[str, bool]] = [{} for _ in self.queries]
         self._next_k: Callable[[int], int | None] | None = None
-        self.calls = 0  # backend calls made (for cost accounting and tests)
+        self._good: int | None = None  # a query whose generation has worked (the probe of a failing call)
+        self.fail: dict[int, str] = {}
+        self.calls = 0  # backend calls that returned responses (for cost accounting and tests)
+        self.failed_calls = 0
+        self.generated = self.completion_tokens = self.prompt_tokens = 0
+        self.backend_s = self.score_s = 0.0
+
+    # ------------------------------------------------------------------------------------------------ the driver
 
     def watch(self, next_k: Callable[[int], int | None] | None):
         """The driver's view of the run: next_k(i) = the index of the next response query i would ask for, or
         None when it will ask for no more (answered, capped, or its pool size reached); None after the run."""
         self._next_k = next_k
 
-    def _generate(self, i: int, upto: int):
-        todo = [i]
-        if self.batch and self._next_k is not None:
-            for q in range(len(self.queries)):
-                k = self._next_k(q) if q != i else None
-                if k is not None and k >= len(self._cache[q]):
-                    todo.append(q)
-        # One call: query q's responses start at its cached count, with the seeds its pool samples have there.
-        count = max(self.lookahead, upto + 1 - len(self._cache[i]))
-        s = Sampling(n=count, temperature=self.sampling.temperature, top_p=self.sampling.top_p,
-                     max_tokens=self.sampling.max_tokens, seed=self.sampling.seed)
-        for q in todo:
-            if q not in self._prompts:
-                self._prompts[q] = self.prompt(self.queries[q])
-        seeds = [query_seed(self.sampling.seed, self.queries[q].query_id) + len(self._cache[q]) for q in todo]
-        out = self.backend.generate([self._prompts[q] for q in todo], s, seeds, stop=self.stop)
-        self.calls += 1
-        for q, responses in zip(todo, out):
-            for r in responses:
-                self._cache[q].append((r, self._score(self.queries[q], r)))
-
-    def _score(self, q: Query, r: Response) -> Observed:
-        if self.oracle is None:
-            return Observed(False, 0.0, None, r.n_tokens)
-        from .oracles.math_answer import grade
-        from .scoring import response_answer
-
-        answer = response_answer("gt", r.text, r.finish_reason)
-        ok = answer is not None and grade(answer, q.gold)
-        return Observed(ok, 1.0 if ok else 0.0, answer, r.n_tokens)
-
     def response(self, i: int, k: int) -> Observed:
-        if k >= len(self._cache[i]):
+        if k >= len(self._cache[i]) and i not in self.fail:
             self._generate(i, k)
+        if k >= len(self._cache[i]):
+            raise Unavailable(self.fail.get(i, "no response"))
         return self._cache[i][k][1]
 
     def ready(self, i: int) -> int:
@@ -93,3 +109,190 @@ class BackendSource:
     def text(self, i: int, k: int) -> str:
         """The text of a response already generated."""
         return self._cache[i][k][0].text
+
+    def item(self, i: int, k: int) -> tuple[Response, Observed]:
+        return self._cache[i][k]
+
+    def preload(self, i: int, items: Sequence[tuple[Response, Observed]]):
+        """Responses generated before (a resumed run's cache, in sample order)."""
+        if self._cache[i]:
+            raise ValueError(f"query {i} already holds responses")
+        self._cache[i] = list(items)
+        if items and self._good is None:
+            self._good = i
+        for r, o in items:
+            if o.answer is not None and self.oracle == "gt":
+                self._verdicts[i][o.answer] = bool(o.correct)
+
+    def prompt_of(self, i: int) -> str:
+        if i not in self._prompts:
+            self._prompts[i] = self.prompt(self.queries[i])
+        return self._prompts[i]
+
+    # -------------------------------------------------------------------------------------------- generation
+
+    def _generate(self, i: int, upto: int):
+        todo = [i]
+        if self.batch and self._next_k is not None:
+            for q in range(len(self.queries)):
+                k = self._next_k(q) if q != i else None
+                if k is not None and k >= len(self._cache[q]) and q not in self.fail:
+                    todo.append(q)
+        # One call: query q's responses start at its cached count, with the seeds its pool samples have there.
+        count = max(self.lookahead, upto + 1 - len(self._cache[i]))
+        got, failures = self._robust(todo, count)
+        records = []
+        t0 = time.perf_counter()
+        for q in todo:
+            if q not in got:
+                continue
+            start = len(self._cache[q])
+            items = list(zip(got[q], self._score(q, got[q])))
+            records.append((q, start, items))
+        self.score_s += time.perf_counter() - t0
+        for q, msg in failures.items():
+            self.fail[q] = msg
+        if self.on_call is not None:
+            self.on_call(records, failures)  # written down before the driver sees them
+        for q, start, items in records:
+            self._cache[q].extend(items)
+            if self._good is None:
+                self._good = q
+            self.generated += len(items)
+            self.completion_tokens += sum(r.n_tokens for r, _ in items)
+            self.prompt_tokens += len(items) * self._prompt_tokens.get(q, 0)
+
+    def _sampling(self, count: int) -> Sampling:
+        s = self.sampling
+        return Sampling(n=count, temperature=s.temperature, top_p=s.top_p, max_tokens=s.max_tokens, seed=s.seed)
+
+    def _call(self, todo: list[int], count: int, attempts: int) -> dict[int, list[Response]]:
+        """One backend call for `todo` (count responses each, continuing each query's seeds), tried `attempts`
+        times with exponential backoff."""
+        for q in todo:
+            p = self.prompt_of(q)
+            if self.prompt_len is not None and q not in self._prompt_tokens:
+                self._prompt_tokens[q] = int(self.prompt_len(p))
+        seeds = [query_seed(self.sampling.seed, self.queries[q].query_id) + len(self._cache[q]) for q in todo]
+        prompts = [self._prompts[q] for q in todo]
+        for attempt in range(attempts):
+            if attempt:
+                time.sleep(min(MAX_BACKOFF_S, self.retry_delay_s * 2 ** (attempt - 1)))
+            t0 = time.perf_counter()
+            try:
+                out = (self.backend.generate(prompts, self._sampling(count), seeds, stop=list(self.stop))
+                       if self.stop else self.backend.generate(prompts, self._sampling(count), seeds))
+            except InputError:
+                raise  # the user's input, not a fault: retrying changes nothing
+            except Exception as e:
+                self.backend_s += time.perf_counter() - t0
+                self.failed_calls += 1
+                error = e
+                continue
+            self.backend_s += time.perf_counter() - t0
+            if len(out) != len(todo) or any(len(rs) != count for rs in out):
+                raise RuntimeError(f"the backend returned {[len(rs) for rs in out]} responses for {len(todo)} "
+                                   f"prompts x {count}")
+            self.calls += 1
+            return dict(zip(todo, out))
+        raise error
+
+    def _robust(self, todo: list[int], count: int) -> tuple[dict[int, list[Response]], dict[int, str]]:
+        """The call for `todo`, with the module docstring's fault handling: (responses by query, failed queries)."""
+        from .backends import BackendError
+
+        try:
+            return self._call(todo, count, self.retries + 1), {}
+        except InputError:
+            raise
+        except Exception as e:
+            first = e
+        if self._good is None:
+            raise BackendError(f"the backend failed on the run's first call, {self.retries + 1} attempt(s): "
+                               f"{_message(first)}; nothing was recorded for this call, rerun to resume") from None
+        try:
+            self._call([self._good], 1, self.retries + 1)  # the probe: its response is not used
+            self.calls -= 1
+        except InputError:
+            raise
+        except Exception as e:
+            raise BackendError(f"the backend is failing (a prompt that worked before fails too): {_message(e)}; "
+                               f"what was generated is kept, rerun to resume") from None
+        got: dict[int, list[Response]] = {}
+        failures: dict[int, str] = {}
+
+        def split(part: list[int]):
+            try:
+                got.update(self._call(part, count, 1))
+            except InputError:
+                raise
+            except Exception as e:
+                if len(part) == 1:
+                    failures[part[0]] = f"{_message(e)} (after {self.retries + 1} attempts and an isolated retry)"
+                    return
+                split(part[:len(part) // 2])
+                split(part[len(part) // 2:])
+
+        if len(todo) == 1:
+            failures[todo[0]] = f"{_message(first)} (after {self.retries + 1} attempts)"
+        else:
+            split(todo[:len(todo) // 2])
+            split(todo[len(todo) // 2:])
+        return got, failures
+
+    # ----------------------------------------------------------------------------------------------- scoring
+
+    def _score(self, i: int, responses: Sequence[Response]) -> list[Observed]:
+        if self.oracle is None:
+            return [Observed(False, 0.0, None, r.n_tokens) for r in responses]
+        from .scoring import response_answer
+
+        q = self.queries[i]
+        rule = ANSWER_RULES.get(q.task, "gt")
+        out = []
+        for r in responses:
+            answer = response_answer(rule, r.text, r.finish_reason)
+            if self.oracle == "sc":
+                out.append(Observed(False, 0.0, answer, r.n_tokens))
+                continue
+            ok = False
+            if answer is not None:
+                cache = self._verdicts[i]
+                if answer not in cache:
+                    from .oracles.math_answer import grade
+
+                    cache[answer] = bool(grade(answer, q.gold, timeout_s=self.grade_timeout_s))
+                ok = cache[answer]
+            out.append(Observed(ok, 1.0 if ok else 0.0, answer, r.n_tokens))
+        return out
+
+
+class LazyBackend:
+    """A backend built on its first `generate` (a resumed or finished run that needs no new response never loads
+    the model). `factory()` builds it; info() before that says it was not loaded."""
+
+    def __init__(self, factory: Callable[[], Any]):
+        self._factory, self._backend = factory, None
+        self.load_s = 0.0  # seconds the first generate spent building the backend (loading the model)
+
+    @property
+    def loaded(self) -> bool:
+        return self._backend is not None
+
+    def get(self):
+        if self._backend is None:
+            t0 = time.perf_counter()
+            self._backend = self._factory()
+            self.load_s = time.perf_counter() - t0
+        return self._backend
+
+    def generate(self, *args, **kw):
+        return self.get().generate(*args, **kw)
+
+    def info(self) -> dict:
+        return self._backend.info() if self._backend is not None else {"loaded": False}
+
+    def close(self):
+        close = getattr(self._backend, "close", None)
+        if callable(close):
+            close()

@@ -16,16 +16,22 @@ equality matters. Two optional methods let a source work in batches: `watch(next
 next_k(i), which response each query would ask for next at the moment the run stopped (None: no more), so it can
 generate for every such query in one call; `ready(i)` says how many responses of query i it holds already, which
 the driver takes without stopping the run for each.
+
+A source that cannot produce a query's next response (its requests keep failing) raises `Unavailable`: the driver
+then gives that query the responses it received so far as its whole pool (its size becomes that count, so the
+engine marks it exhausted when a pull wants more) and runs again. The run is then exactly the replay of a pool in
+which that query holds only those responses, and every other query goes on as before.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
-from typing import Hashable, Protocol, Sequence
+from typing import Callable, Hashable, Protocol, Sequence
 
 import numpy as np
 
 from .engine import outcome, pool_arrays, scratch
-from .kernel import CAPPED, ELIM, EXH, N, NEED, run_one
+from .kernel import BEST_J, CAPPED, ELIM, EXH, FIRST_J, LEAD, N, NEED, SAMPLES, TOKENS, WLEAD, run_one
 from .policies import REGISTRY, RunConfig
 from .tables import make_tables
 
@@ -40,6 +46,11 @@ class Observed:
     score: float              # in [0, 1]
     answer: Hashable | None   # None = invalid / no answer
     n_tokens: int = 0
+
+
+class Unavailable(Exception):
+    """Raised by a source for a response it cannot produce (its requests keep failing): the query keeps what it has
+    received (run_live's module docstring). The message says why; run_live reports it in out["failed"]."""
 
 
 class ResponseSource(Protocol):
@@ -77,10 +88,30 @@ class _Received:
         self.have = np.zeros(len(sizes), np.int64)
         self.responses: list[list[Observed]] = [[] for _ in sizes]
         self._labels = [dict() for _ in sizes]  # answer -> per-query id, in order of first appearance
+        self.source_s = 0.0  # seconds spent inside the source (generation, scoring), not in the driver
+
+    def resized(self, i: int) -> "_Received":
+        """The same responses with query i's size cut to what it has received (it can get no more)."""
+        sizes = self.sizes.copy()
+        sizes[i] = self.have[i]
+        new = _Received(self.source, sizes)
+        new.source_s = self.source_s
+        for q, rs in enumerate(self.responses):
+            for r in rs:
+                new.put(q, r)
+        return new
 
     def take(self, i: int):
         k = int(self.have[i])
-        r = self.source.response(i, k)
+        t0 = time.perf_counter()
+        try:
+            r = self.source.response(i, k)
+        finally:
+            self.source_s += time.perf_counter() - t0
+        self.put(i, r)
+
+    def put(self, i: int, r: Observed):
+        k = int(self.have[i])
         if not 0.0 <= r.score <= 1.0:
             raise ValueError(f"query {i} response {k}: score {r.score} is outside [0, 1]")
         if r.n_tokens < 0:
@@ -99,20 +130,28 @@ class _Received:
         if ready is None:
             return
         for i in range(len(self.sizes)):
-            for _ in range(min(int(ready(i)), int(self.sizes[i])) - int(self.have[i])):
+            t0 = time.perf_counter()
+            count = int(ready(i))
+            self.source_s += time.perf_counter() - t0
+            for _ in range(min(count, int(self.sizes[i])) - int(self.have[i])):
                 self.take(i)
 
 
 def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], *, policy: str,
              budget_total: int, unit: str = "samples", K: int = 1, elim: str = "threshold", gamma: float = 1.0,
              lam: float | None = None, eps: float = 0.01, max_samples: int = 0, rho: float = 0.5, tau: float = 0.5,
-             m_min: int = 3, conf: float = 0.95) -> dict:
+             m_min: int = 3, conf: float = 0.95, on_run: Callable[[dict], None] | None = None) -> dict:
     """Run one policy live. sizes[i] bounds the responses query i may receive (its pool size in replay; beyond it
     the query is exhausted); rank[i] is query i's position in the run's query order. Returns the engine's
     outcome as plain lists and ints (replay.engine.outcome: per-query n_drawn, answered, covered, exhausted_q,
     capped, sel_*; totals),
-    plus `responses`: the responses each query was allocated, in order; `received`: how many responses the source
-    gave (with a token budget a query's next response may be received and then not fit); `runs`: engine runs."""
+    plus `responses`: the responses each query was allocated, in order; `selected`: for each selection rule (bon,
+    weighted, sc) the index, among its responses, of the one each query selects (-1: none); `failed`: query ->
+    the reason its source raised Unavailable (the query kept what it had); `sizes`: each query's final size;
+    `received`: how many responses the source gave (with a token budget a query's next response may be received
+    and then not fit); `runs`: engine runs; `source_s` / `driver_s`: seconds inside the source and in the driver
+    (engine runs and bookkeeping). on_run, when given, is called after every engine run with the state it
+    reached: {"samples", "tokens", "answered", "runs"} (a progress display)."""
     if policy not in LIVE_POLICIES:
         raise ValueError(f"policy {policy!r} cannot run live (choose from {', '.join(LIVE_POLICIES)})")
     cfg = RunConfig(policy, unit=unit, K=K, eliminate=elim, gamma=gamma, lam=lam, eps=eps, max_samples=max_samples,
@@ -124,6 +163,8 @@ def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], 
     if (sizes < 1).any():
         raise ValueError("every query must allow at least one response (sizes >= 1)")
     got = _Received(source, sizes)
+    failed: dict[int, str] = {}
+    t_start = time.perf_counter()
     tables = make_tables(int(sizes.max(initial=1)), conf, sc_beta=cfg.eliminate == "sc-beta")
     order = np.argsort(np.asarray(rank, np.int64), kind="stable")
     record = cfg.record()[0]
@@ -132,7 +173,7 @@ def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], 
     def next_k(i: int):
         qi = W.qi
         active = qi[i, ELIM] == 0 and qi[i, CAPPED] == 0 and qi[i, EXH] == 0
-        return int(qi[i, N]) if active and qi[i, N] < sizes[i] else None
+        return int(qi[i, N]) if active and qi[i, N] < got.sizes[i] else None
 
     if hasattr(source, "watch"):
         source.watch(next_k)
@@ -144,15 +185,44 @@ def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], 
             W = scratch(n, int(P.aoff[-1]), np.arange(len(got.correct)), order)
             run_one(P, W, record, np.int64(budget_total), np.int64(0))
             runs += 1
+            if on_run is not None:
+                on_run({"samples": int(W.tot[SAMPLES]), "tokens": int(W.tot[TOKENS]),
+                        "answered": int(W.qi[:, ELIM].sum()), "runs": runs})
             need = int(W.tot[NEED])
             if need == 0:
                 break
-            got.take(need - 1)
+            try:
+                got.take(need - 1)
+            except Unavailable as e:
+                failed[need - 1] = str(e) or type(e).__name__
+                got = got.resized(need - 1)
     finally:
         if hasattr(source, "watch"):
             source.watch(None)  # the run is over: nothing more to batch for
     out = {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in outcome(P, W).items()}
     out["responses"] = [got.responses[i][:int(out["n_drawn"][i])] for i in range(n)]
+    out["selected"] = _selected(P, W)
+    out["failed"] = failed
+    out["sizes"] = got.sizes.tolist()
     out["runs"] = runs
     out["received"] = int(got.have.sum())
+    out["source_s"] = got.source_s
+    out["driver_s"] = time.perf_counter() - t_start - got.source_s
+    return out
+
+
+def _selected(P, W) -> dict[str, list[int]]:
+    """The response each selection rule picks for each query, as its index among the query's responses (-1:
+    none), read from the engine's state exactly as replay.kernel.selections reads it for correctness: bon the
+    first response with the highest score, weighted and sc the first response of the leading answer."""
+    n = len(P.off) - 1
+    out: dict[str, list[int]] = {"bon": [], "weighted": [], "sc": []}
+    for i in range(n):
+        base = int(P.off[i])
+        j = int(W.qi[i, BEST_J])
+        out["bon"].append(j - base if j >= 0 and W.qi[i, N] > 0 else -1)
+        for rule, col in (("weighted", WLEAD), ("sc", LEAD)):
+            a = int(W.qi[i, col])
+            j = int(W.si[int(P.aoff[i]) + 1 + a, FIRST_J]) if a >= 0 else -1
+            out[rule].append(j - base if j >= 0 else -1)
     return out

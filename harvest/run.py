@@ -1,0 +1,928 @@
+"""`ttc run`: adaptive allocation against a real model, one shared budget across a batch of queries.
+
+A run reads its queries (a benchmark name or file, as `ttc harvest --dataset` reads them, or an OpenAI Batch API input
+file), spends a total budget over them with a live policy of replay/policies.py on the compiled engine
+(replay.live.run_live) and a generating source (harvest.live.BackendSource: one backend call per allocation round),
+and writes, under `--out DIR`:
+
+    DIR/results.jsonl        one line per query in the OpenAI Batch output shape (custom_id = query id)
+    DIR/results.parquet      the same, one row per query
+    DIR/run.json             the run's configuration, outcome and cost (responses, tokens, wall times)
+    DIR/pool/                every response generated, in the pool format with harvest's provenance (pool.json):
+                             `ttc info DIR/pool`, `ttc replay DIR/pool`, `ttc score DIR/pool` read it
+
+The pool is also the run's memory: each backend call's responses are written as one part file
+(pool/samples/part-XXXXX.parquet, atomically) before the policy sees them, and queries whose requests kept
+failing are recorded in pool.json before that. A killed run rerun with the same command reads them back and, since
+a live run is deterministic (the k-th response of a query is drawn with its sample seed, and the engine replays every
+decision from the start), ends with the same results as an uninterrupted one; a rerun with another configuration is
+refused, listing the differences. A finished run rerun rewrites the same results without loading the model.
+
+Query order and response order: queries are ranked as `ttc replay` ranks them for the seed
+(replay.rng.query_order), and each query's responses are taken in sample order (sample k drawn with the seed
+`ttc harvest` gives sample k). So a run against a backend that answers from a pool in replay's permutation for the
+seed (tests/fixtures/harvest/pool_openai_server.py) equals `ttc replay POOL --seed-start SEED --seeds 1` exactly.
+
+Everything the user can get wrong is refused (InputError, one `error:` line) by plan_run, before anything is
+written or a model loads.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from replay.errors import InputError
+
+from .types import Query, Response, Sampling
+
+FORMAT = "ttc-run/1"
+CRASH_ENV = "TTC_RUN_CRASH_AT_CALL"  # fault injection for the resume tests: die while writing this process's part K
+PART_PREFIX = "part-"
+# The oracles that score responses live. Others are refused with UNSUPPORTED's reason.
+LIVE_ORACLES = {
+    "gt": "ground truth: the final answer (\\boxed{} or 'the final answer is') graded with math-verify against the "
+          "gold answer; score = correctness (math queries with gold answers)",
+    "sc": "answer agreement (self-consistency): the same final answers, no grading and no gold answer; every score "
+          "is 0, so answers alone decide (--eliminate sc-share / sc-beta / none, --select sc)",
+}
+UNSUPPORTED = {
+    "exec": "code execution is not run live yet",
+    "prm": "a process reward model is not run live yet",
+    "judge": "an LLM judge is not run live yet",
+}
+DEFAULT_ELIMINATE = {"gt": "threshold", "sc": "sc-share"}
+DEFAULT_SELECT = {"gt": "bon", "sc": "sc"}
+SCORE_POLICIES = ("ucb", "gap", "gap-literal", "two-stage")  # they rank queries by scores, which sc does not give
+BATCH_URLS = ("/v1/chat/completions", "/v1/completions")
+BATCH_SAMPLING = {"temperature": "temperature", "top_p": "top_p", "max_tokens": "max_tokens",
+                  "max_completion_tokens": "max_tokens"}
+QUERY_ORDER_RULE = "replay.rng.query_order(query_keys(query ids), seed): the order ttc replay gives the seed"
+
+
+class RunError(InputError):
+    """A run that cannot go on as asked; one `error:` line."""
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The request
+
+
+@dataclass
+class RunRequest:
+    """Everything `ttc run` is given."""
+
+    out: Path
+    model: str
+    backend: str
+    sampling: Sampling                      # n is ignored (the budget decides); temperature, top_p, max_tokens, seed
+    budget: float                           # average per query, in `unit`
+    policy: str = "elimination"
+    dataset: str | None = None
+    batch: Path | None = None
+    unit: str = "samples"
+    oracle: str = "gt"
+    K: int = 1
+    eliminate: str | None = None            # None: the oracle's default
+    gamma: float = 1.0
+    lam: float | None = None
+    eps: float = 0.01
+    max_samples: int = 0
+    rho: float = 0.5
+    tau: float = 0.5
+    m_min: int = 3
+    conf: float = 0.95
+    select: str | None = None               # None: the oracle's default
+    max_per_query: int = 256
+    lookahead: int = 1
+    retries: int = 2
+    retry_delay_s: float = 1.0
+    grade_timeout_s: float = 5.0
+    template: str | None = None
+    chat: bool | None = None
+    revision: str | None = None
+    limit: int | None = None
+    task: str | None = None
+    id_column: str | None = None
+    problem_column: str | None = None
+    answer_column: str | None = None
+    split: str | None = None
+    backend_options: dict = field(default_factory=dict)   # keyword -> value, for the backend's constructor
+    progress: bool = True
+
+
+@dataclass
+class RunPlan:
+    req: RunRequest
+    queries: list[Query]
+    messages: list | None                  # batch input: each query's chat messages (or prompt string)
+    config: Any                            # replay.policies.RunConfig
+    budget_total: int
+    select: str
+    template: str | None                   # the prompt template (dataset input)
+    template_info: dict
+    generation: dict
+    allocation: dict
+    meta: dict                             # the existing pool.json of a resumed run ({} for a new one)
+    inputs: list[Path]
+
+    @property
+    def pool(self) -> Path:
+        return self.req.out / "pool"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Queries: a data set, or an OpenAI Batch API input file
+
+
+def _digest(parts) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    for p in parts:
+        h.update(p.encode("utf-8") + b"\0")
+    return h.hexdigest()
+
+
+def _content(value: Any, where: str) -> str:
+    """A message's content: a string, or a list of parts of which the text ones are joined."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(p, dict) for p in value):
+        texts = [p.get("text") for p in value if p.get("type") == "text"]
+        if len(texts) == len(value) and all(isinstance(t, str) for t in texts):
+            return "".join(texts)
+    raise RunError(f"{where}: a message's content must be a string or a list of text parts")
+
+
+def read_batch(path: Path, *, model: str, sampling: Sampling, oracle: str) -> tuple[list[Query], list]:
+    """Queries from an OpenAI Batch API input file (JSONL; one request per line: custom_id, method, url, body), as
+    `vllm run-batch` reads it: custom_id is the query id; body.messages (chat completions) or body.prompt
+    (completions) the prompt. A top-level "gold" is the gold answer (`--oracle gt` needs it on every line). Sampling
+    fields in a body must agree with the run's options, body.model with --model, body.n be 1: one run samples every
+    query alike, and the budget decides how many responses each gets. Returns the queries and, per query, its
+    messages (a list) or prompt (a string)."""
+    path = Path(path)
+    if not path.is_file():
+        raise RunError(f"--batch {path}: no such file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise RunError(f"--batch {path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    queries, messages, seen = [], [], {}
+    ignored: set[str] = set()
+    wanted = {"temperature": sampling.temperature, "top_p": sampling.top_p, "max_tokens": sampling.max_tokens}
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{n}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise RunError(f"{where}: not a JSON line ({e.msg})") from None
+        if not isinstance(row, dict):
+            raise RunError(f"{where}: each line must be a JSON object (a batch request)")
+        cid = row.get("custom_id")
+        if not isinstance(cid, str) or not cid.strip():
+            raise RunError(f"{where}: no custom_id (a non-empty string naming the request)")
+        if cid in seen:
+            raise RunError(f"{where}: custom_id {cid!r} is also on line {seen[cid]}; custom ids must be unique")
+        seen[cid] = n
+        if row.get("method") != "POST":
+            raise RunError(f"{where}: method must be \"POST\", got {row.get('method')!r}")
+        url = row.get("url")
+        if url not in BATCH_URLS:
+            raise RunError(f"{where}: url must be {' or '.join(BATCH_URLS)}, got {url!r}")
+        body = row.get("body")
+        if not isinstance(body, dict):
+            raise RunError(f"{where}: no body object")
+        if "model" in body and body["model"] != model:
+            raise RunError(f"{where}: body.model {body['model']!r} is not --model {model!r}; a run uses one model")
+        if body.get("n", 1) != 1:
+            raise RunError(f"{where}: body.n is {body['n']!r}; the budget decides how many responses each query "
+                           "gets, so n must be 1 or absent")
+        if "seed" in body:
+            raise RunError(f"{where}: body.seed is set; each response's seed is derived from --seed, the query and "
+                           "the sample (as ttc harvest does), so leave it out")
+        for key, option in BATCH_SAMPLING.items():
+            if key in body and body[key] != wanted[option]:
+                raise RunError(f"{where}: body.{key} is {body[key]!r} but --{option.replace('_', '-')} is "
+                               f"{wanted[option]!r}; one run samples every query alike (pass --"
+                               f"{option.replace('_', '-')} {body[key]})")
+        ignored |= set(body) - {"model", "messages", "prompt", "n", *BATCH_SAMPLING}
+        if url == "/v1/chat/completions":
+            msgs = body.get("messages")
+            if not isinstance(msgs, list) or not msgs or not all(isinstance(m, dict) for m in msgs):
+                raise RunError(f"{where}: body.messages must be a non-empty list of messages")
+            clean = []
+            for m in msgs:
+                role = m.get("role")
+                if role not in ("system", "developer", "user", "assistant"):
+                    raise RunError(f"{where}: a message's role must be system, developer, user or assistant, got "
+                                   f"{role!r}")
+                clean.append({"role": role, "content": _content(m.get("content"), where)})
+            if clean[-1]["role"] != "user":
+                raise RunError(f"{where}: the last message must be the user's (the model answers it)")
+            prompt: Any = clean
+            problem = clean[-1]["content"]
+        else:
+            prompt = body.get("prompt")
+            if not isinstance(prompt, str) or not prompt.strip():
+                raise RunError(f"{where}: body.prompt must be a non-empty string")
+            problem = prompt
+        gold = row.get("gold")
+        if gold is not None and not isinstance(gold, (str, int, float)):
+            raise RunError(f"{where}: gold must be a string or a number")
+        gold = None if gold is None or not str(gold).strip() else str(gold).strip()
+        if oracle == "gt" and gold is None:
+            raise RunError(f"{where}: --oracle gt needs a gold answer on every line (a top-level \"gold\"); "
+                           "without gold answers use --oracle sc")
+        queries.append(Query(query_id=cid.strip(), task="math" if oracle == "gt" else "custom", problem=problem,
+                             gold=gold, fields={"batch_line": n}))
+        messages.append(prompt)
+    if not queries:
+        raise RunError(f"--batch {path}: no requests")
+    if ignored:
+        print(f"warning: --batch {path}: ignored body fields {', '.join(sorted(ignored))}", file=sys.stderr)
+    return queries, messages
+
+
+def render_batch_prompt(prompt: Any, tokenizer: Any, *, chat: bool | None, server: bool) -> str:
+    """The text a backend completes for one batch request. Messages go through the model's chat template (a
+    tokenizer backend, unless --no-chat); a server backend (openai) gets the single user message as its prompt
+    (with --chat, the server applies the template). Several messages need a chat template here."""
+    if isinstance(prompt, str):
+        return prompt
+    from .prompts import has_chat_template
+
+    if not server and chat is not False and has_chat_template(tokenizer):
+        return tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
+    if len(prompt) == 1:
+        return prompt[0]["content"]
+    why = ("the openai backend sends each prompt as one user message" if server else
+           "--no-chat" if chat is False else "the model's tokenizer has no chat template")
+    raise RunError(f"a request holds {len(prompt)} messages, and {why}; give one user message per request, or "
+                   "use --backend transformers or vllm with a chat model")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Planning: every check before anything is written
+
+
+def _config(req: RunRequest, eliminate: str):
+    from replay.run import config_from_options
+
+    return config_from_options(req.policy, unit=req.unit, K=req.K, eliminate=eliminate, gamma=req.gamma, lam=req.lam,
+                               eps=req.eps, max_samples=req.max_samples, rho=req.rho, tau=req.tau, m_min=req.m_min)
+
+
+def check_oracle(req: RunRequest, cfg, select: str):
+    """What the oracle gives against what the policy, elimination rule and selection read."""
+    from replay.policies import ELIMINATION_RULES, REGISTRY
+
+    if req.oracle in UNSUPPORTED:
+        raise RunError(f"--oracle {req.oracle}: {UNSUPPORTED[req.oracle]} (ttc run scores with "
+                       f"{' or '.join(LIVE_ORACLES)}); run it, then score its pool: ttc score {req.out}/pool "
+                       f"--oracle {req.oracle}")
+    if req.oracle not in LIVE_ORACLES:
+        raise RunError(f"unknown oracle {req.oracle!r}; ttc run scores with {', '.join(LIVE_ORACLES)}")
+    if not REGISTRY[cfg.policy].live:
+        from replay.live import LIVE_POLICIES
+
+        raise RunError(f"--policy {cfg.policy} needs hindsight and cannot run live; choose from "
+                       f"{', '.join(LIVE_POLICIES)}")
+    if req.oracle == "sc":
+        if cfg.policy in SCORE_POLICIES:
+            raise RunError(f"--policy {cfg.policy} ranks queries by their scores, and --oracle sc gives none (every "
+                           f"score is 0); with sc use uniform, elimination, entropy or streaming")
+        if "eliminate" in cfg.used_params() and "gamma" in ELIMINATION_RULES[cfg.eliminate].params:
+            raise RunError(f"--eliminate {cfg.eliminate} compares scores with --gamma, and --oracle sc gives none; "
+                           "use --eliminate sc-share, sc-beta or none")
+        if select != "sc":
+            raise RunError(f"--select {select} picks by score, and --oracle sc gives none; use --select sc")
+
+
+def _inputs(req: RunRequest) -> list[Path]:
+    src = req.batch if req.batch is not None else Path(str(req.dataset)).expanduser()
+    return [Path(src)] if Path(src).is_file() else []
+
+
+def plan_run(req: RunRequest) -> RunPlan:
+    """Check the whole request and the output directory, read the queries, and compare with a run already in
+    `--out` (a resume); nothing is written and no model is loaded."""
+    from replay.outputs import check_output
+    from replay.policies import ELIMINATION_RULES, SELECTION_RULES
+
+    from .pipeline import SEED_RULE, SEED_SPACING, _diff, comparable_generation, dataset_digest, read_meta
+
+    if (req.dataset is None) == (req.batch is None):
+        raise RunError("give the queries as --dataset NAME|FILE or as --batch FILE (an OpenAI Batch API input file), "
+                       "one of the two")
+    if req.oracle in UNSUPPORTED or req.oracle not in LIVE_ORACLES:
+        check_oracle(req, None, "")
+    if not (math.isfinite(req.budget) and req.budget >= 1):
+        raise RunError(f"--budget must be at least 1 {req.unit[:-1]} per query on average (a budget below one "
+                       f"response per query leaves queries without any), got {req.budget}")
+    if not 1 <= req.max_per_query < SEED_SPACING:
+        raise RunError(f"--max-per-query must be between 1 and {SEED_SPACING - 1}, got {req.max_per_query}")
+    if req.unit == "samples" and req.budget > req.max_per_query:
+        raise RunError(f"--budget {req.budget:g} per query is more than --max-per-query {req.max_per_query}: not "
+                       f"even an even split fits; raise --max-per-query")
+    if req.unit not in ("samples", "tokens"):
+        raise RunError(f"--unit must be samples or tokens, got {req.unit!r}")
+    for flag, v in (("--lookahead", req.lookahead), ("--max-tokens", req.sampling.max_tokens)):
+        if v < 1:
+            raise RunError(f"{flag} must be at least 1, got {v}")
+    if req.retries < 0 or not 0 <= req.retry_delay_s < math.inf:
+        raise RunError(f"--retries must be >= 0 and --retry-delay a finite number >= 0, got {req.retries} and "
+                       f"{req.retry_delay_s}")
+    if not 0 < req.grade_timeout_s < math.inf:
+        raise RunError(f"--timeout must be a positive number of seconds, got {req.grade_timeout_s}")
+    if not 0.0 < req.conf < 1.0:
+        raise RunError(f"--conf must be in (0, 1), got {req.conf}")
+    if req.limit is not None and req.limit < 1:
+        raise RunError(f"--limit must be at least 1, got {req.limit}")
+    eliminate = req.eliminate or DEFAULT_ELIMINATE[req.oracle]
+    select = req.select or DEFAULT_SELECT[req.oracle]
+    if eliminate not in ELIMINATION_RULES or select not in SELECTION_RULES:
+        raise RunError(f"unknown --eliminate {eliminate!r} or --select {select!r}")
+    cfg = _config(req, eliminate)
+    check_oracle(req, cfg, select)
+    inputs = _inputs(req)
+    out = Path(req.out)
+    check_output(out, flag="--out", command="run", reads=inputs, kind="dir")
+
+    # the queries
+    from .prompts import default_template, template_info
+
+    messages = None
+    if req.batch is not None:
+        for flag, v in (("--template", req.template), ("--limit", req.limit), ("--task", req.task),
+                        ("--id-column", req.id_column), ("--problem-column", req.problem_column),
+                        ("--answer-column", req.answer_column), ("--split", req.split)):
+            if v is not None:
+                raise RunError(f"{flag} applies to --dataset; a --batch file carries its own prompts and ids")
+        queries, messages = read_batch(req.batch, model=req.model, sampling=req.sampling, oracle=req.oracle)
+        template = None
+        info = {"name": "batch-messages", "version": 1, "chat": True, "stop": [],
+                "description": "each request's messages (or prompt) as given; chat messages through the model's "
+                               "chat template (tokenizer backends) or sent as one user message (openai --chat)"}
+        dataset = {"source": str(req.batch), "kind": "openai-batch", "path": str(Path(req.batch).resolve()),
+                   "n_queries": len(queries),
+                   "digest": _digest(f"{q.query_id}\0{json.dumps(m, sort_keys=True)}\0{q.gold}"
+                                     for q, m in zip(queries, messages))}
+    else:
+        from .datasets import load_queries
+
+        queries = load_queries(req.dataset, task=req.task, limit=req.limit, id_column=req.id_column,
+                               problem_column=req.problem_column, answer_column=req.answer_column, split=req.split)
+        tasks = sorted({q.task for q in queries})
+        template = req.template or default_template(tasks[0], req.dataset)
+        info = template_info(template)
+        if info["task"] != "any" and tasks != [info["task"]]:
+            raise RunError(f"template {template!r} is for {info['task']} queries; this data set holds "
+                           f"{', '.join(tasks)}")
+        if req.oracle == "gt":
+            nogold = [q.query_id for q in queries if q.gold is None]
+            if nogold:
+                raise RunError(f"--oracle gt needs gold answers, and {len(nogold)} queries have none (e.g. "
+                               f"{nogold[0]!r}; name the column with --answer-column, or use --oracle sc)")
+            wrong = sorted({q.task for q in queries} - {"math"})
+            if wrong:
+                raise RunError(f"--oracle gt grades math answers, and this data set holds {', '.join(wrong)} queries"
+                               + (" (lcb-exec needs code execution, which ttc run does not run live yet)"
+                                  if "lcb-exec" in wrong else ""))
+        dataset = {"source": req.dataset, "task": req.task, "limit": req.limit, "split": req.split,
+                   "columns": {"id": req.id_column, "problem": req.problem_column, "answer": req.answer_column},
+                   "n_queries": len(queries), "digest": dataset_digest(queries)}
+        if Path(req.dataset).expanduser().is_file():
+            dataset["path"] = str(Path(req.dataset).expanduser().resolve())
+    n = len(queries)
+    if len({q.query_id for q in queries}) != n:
+        raise RunError("the queries' ids are not unique")
+    budget_total = int(round(req.budget * n))
+    from replay.run import MAX_BUDGET_TOTAL
+
+    if budget_total >= MAX_BUDGET_TOTAL:
+        raise RunError(f"--budget {req.budget:g} x {n:,} queries is beyond the largest total budget")
+    memory = n * req.max_per_query * 64  # bytes the driver's arrays take (replay/live.py: ~64 per response slot)
+    if memory > 8 * 2**30:
+        raise RunError(f"{n:,} queries x --max-per-query {req.max_per_query} would take about {memory / 2**30:.0f} "
+                       "GiB of driver memory; lower --max-per-query or split the queries")
+
+    from .fingerprint import model_fingerprint
+
+    s = req.sampling
+    generation = {"model": req.model, "revision": req.revision, "backend": req.backend,
+                  "sampling": {"temperature": s.temperature, "top_p": s.top_p, "max_tokens": s.max_tokens,
+                               "seed": s.seed},
+                  "seed_rule": SEED_RULE, "template": {**info, "chat_option": req.chat}, "dataset": dataset,
+                  "weights": model_fingerprint(req.model, req.revision, req.backend,
+                                               dtype=req.backend_options.get("dtype"))}
+    allocation = {"policy": cfg.policy, "config": cfg.label(), "unit": req.unit, "budget_per_query": req.budget,
+                  "budget_total": budget_total, "max_per_query": req.max_per_query, "oracle": req.oracle,
+                  "conf": req.conf if cfg.eliminate == "sc-beta" and "eliminate" in cfg.used_params() else None,
+                  "parameters": {p: getattr(cfg, p) for p in cfg.used_params()},
+                  "query_order": QUERY_ORDER_RULE, "response_order": "sample order (sample k: seed + k)"}
+    if req.oracle == "gt":
+        allocation["grader"] = {"grade": "harvest.oracles.math_answer.grade (math-verify, gold first)",
+                                "timeout_s": req.grade_timeout_s}
+
+    meta: dict = {}
+    pool = out / "pool"
+    if (pool / "pool.json").exists():
+        meta = read_meta(pool)
+        if meta.get("format") != FORMAT or "generation" not in meta or "allocation" not in meta:
+            raise RunError(f"--out {out} holds a pool that ttc run did not write; choose a new directory")
+        old = {"generation": comparable_generation(meta["generation"], generation), "allocation": meta["allocation"]}
+        new = {"generation": comparable_generation(generation, meta["generation"]), "allocation": allocation}
+        diffs = _diff(old, new)
+        if diffs:
+            raise RunError(f"--out {out} holds a run with another configuration; resume only with the same options, "
+                           "or choose a new directory. Differences (existing vs now): " + "; ".join(diffs[:6])
+                           + (f"; ... {len(diffs) - 6} more" if len(diffs) > 6 else ""))
+    return RunPlan(req=req, queries=queries, messages=messages, config=cfg, budget_total=budget_total, select=select,
+                   template=template, template_info=info, generation=generation, allocation=allocation, meta=meta,
+                   inputs=inputs)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Backends
+
+
+def backend_kwargs(backend: str, model: str, revision: str | None, chat: bool | None, options: dict,
+                   given: set[str] = frozenset()) -> dict:
+    """The keywords that build `backend` (harvest/registry.py BACKENDS) from the command line's backend options
+    (parameter -> value), as `ttc harvest` builds it: an option given on the command line that the backend does not
+    take is refused, a required one must be there, None means the backend's own default."""
+    from .registry import BACKEND_OPTIONS, BACKENDS, taking
+
+    if backend not in BACKENDS:
+        raise RunError(f"unknown backend {backend!r}; choose from {', '.join(BACKENDS)}")
+    entry = BACKENDS[backend]
+    for param, o in BACKEND_OPTIONS.items():
+        if param not in entry.options and param in given:
+            raise RunError(f"{o.flag.split('/')[0]} applies to --backend {' or '.join(taking(BACKENDS, param))}, "
+                           f"not {backend}")
+    for param in entry.required:
+        if options.get(param) is None:
+            o = BACKEND_OPTIONS[param]
+            raise RunError(f"--backend {backend} needs {o.flag} ({o.help.rstrip('.')})")
+    kw: dict = {"model": model, "revision": revision}
+    if entry.chat == "server":
+        kw["chat"] = bool(chat)
+    for param in entry.options:
+        if options.get(param) is not None:
+            kw[BACKEND_OPTIONS[param].keyword] = options[param]
+    device = kw.get("device")
+    if device and str(device).startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise RunError(f"--device {device}: torch {torch.__version__} sees no CUDA device on this machine; use "
+                           "--device cpu, or install a CUDA build of torch")
+    return kw
+
+
+def load_tokenizer(backend: str, model: str, revision: str | None, kw: dict):
+    """The model's tokenizer, to render prompts (chat template) and count prompt tokens before the model loads;
+    None for a server backend (the server holds it)."""
+    from .registry import BACKENDS
+
+    if BACKENDS[backend].chat == "server":
+        return None
+    from .backends import _load_tokenizer
+
+    return _load_tokenizer(model, revision, bool(kw.get("trust_remote_code", False)))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Executing
+
+
+@dataclass
+class RunOutcome:
+    out: Path
+    results: list[dict]          # one per query, the results.parquet row
+    summary: dict                # run.json
+    live: dict                   # replay.live.run_live's output
+    resumed: bool
+    generated_now: int
+
+
+def _part_number(p: Path) -> int:
+    try:
+        return int(p.stem[len(PART_PREFIX):])
+    except ValueError:
+        return -1
+
+
+def _read_cache(plan: RunPlan) -> dict[str, list[tuple[Response, Any]]]:
+    """The responses a previous process of this run wrote (part files), per query id in sample order."""
+    from replay.live import Observed
+    from replay.pool import PoolError, remove_stale_temps, verify_file
+
+    from .pipeline import part_files
+
+    remove_stale_temps(plan.pool / "samples")
+    remove_stale_temps(plan.pool)
+    ids = {q.query_id for q in plan.queries}
+    rows: dict[str, dict[int, tuple]] = {}
+    for f in part_files(plan.pool):
+        try:
+            df = verify_file(f)
+        except PoolError as e:
+            raise RunError(f"{e}; delete {f} and rerun to generate its responses again") from None
+        has_answer, has_correct = "answer" in df.columns, "correct" in df.columns
+        for r in df.iter_rows(named=True):
+            qid, k = r["query_id"], int(r["sample_idx"])
+            if qid not in ids:
+                raise RunError(f"{f} holds query {qid!r}, which this run's queries do not include")
+            if k in rows.setdefault(qid, {}):
+                raise RunError(f"{f} repeats sample {k} of query {qid!r}; delete one of the parts holding it")
+            answer = r["answer"] if has_answer else None
+            correct = bool(r["correct"]) if has_correct and r["correct"] is not None else False
+            score = 1.0 if correct and plan.req.oracle == "gt" else 0.0
+            rows[qid][k] = (Response(r["text"] or "", int(r["n_tokens"]), r["finish_reason"] or "unknown"),
+                            Observed(correct, score, answer, int(r["n_tokens"])))
+    cache = {}
+    for qid, by_k in rows.items():
+        if sorted(by_k) != list(range(len(by_k))):
+            missing = min(set(range(max(by_k) + 1)) - set(by_k))
+            raise RunError(f"query {qid!r}: sample {missing} is missing from {plan.pool / 'samples'} while later "
+                           "ones are there; delete the query's parts and rerun")
+        cache[qid] = [by_k[k] for k in range(len(by_k))]
+    return cache
+
+
+def _part_frame(plan: RunPlan, records) -> Any:
+    from replay.pool import samples_frame
+
+    cols: dict[str, list] = {"query_id": [], "sample_idx": [], "text": [], "n_tokens": [], "finish_reason": []}
+    if plan.req.oracle in ("gt", "sc"):
+        cols["answer"] = []
+    if plan.req.oracle == "gt":
+        cols["correct"] = []
+    for i, start, items in records:
+        qid = plan.queries[i].query_id
+        for m, (r, o) in enumerate(items):
+            cols["query_id"].append(qid)
+            cols["sample_idx"].append(start + m)
+            cols["text"].append(r.text)
+            cols["n_tokens"].append(int(r.n_tokens))
+            cols["finish_reason"].append(r.finish_reason)
+            if "answer" in cols:
+                cols["answer"].append(None if o.answer is None else str(o.answer))
+            if "correct" in cols:
+                cols["correct"].append(bool(o.correct))
+    return samples_frame(cols)
+
+
+def _now() -> str:
+    from .pipeline import now
+
+    return now()
+
+
+def execute(plan: RunPlan, backend: Any, tokenizer: Any = None, *, prompt_len: Callable[[str], int] | None = None,
+            argv: Sequence[str] | None = None, echo: Callable[[str], None] = print) -> RunOutcome:
+    """Run the plan: resume from what `--out` holds, allocate live, write the results, run.json and the pool.
+    `backend` is any harvest.types.Backend (a harvest.live.LazyBackend loads the model only when a response is
+    needed); `tokenizer` renders chat prompts; prompt_len(prompt) counts a prompt's tokens (None: not counted)."""
+    from replay.live import run_live
+    from replay.outputs import DIR_MARK
+    from replay.pool import atomic_write_json, atomic_write_parquet
+    from replay.progress import progress
+    from replay.rng import query_keys, query_order
+
+    from .live import BackendSource
+    from .pipeline import library_versions, part_files
+    from .prompts import render
+    from .registry import BACKENDS
+
+    req, out, pool = plan.req, Path(plan.req.out), plan.pool
+    queries = plan.queries
+    index = {q.query_id: i for i, q in enumerate(queries)}
+    t_start = time.perf_counter()
+
+    # ---- the directory, and what an earlier process of this run left in it
+    (pool / "samples").mkdir(parents=True, exist_ok=True)
+    if not (out / DIR_MARK).exists():
+        atomic_write_json({"command": "run"}, out / DIR_MARK)
+    cache = _read_cache(plan) if plan.meta else {}
+    meta = dict(plan.meta) if plan.meta else {"format": FORMAT, "created": _now(), "failures": {}, "runs": []}
+    meta.update({"format": FORMAT, "name": f"{out.name}/pool", "model": req.model, "dataset": plan.generation[
+        "dataset"].get("source"), "generation": plan.generation, "allocation": plan.allocation,
+        "expected_query_ids": [q.query_id for q in queries], "complete": False,
+        "layout": "samples/part-XXXXX.parquet: one backend call each (query_id, sample_idx, text, n_tokens, "
+                  "finish_reason, answer, correct); queries.parquet: the queries with a response"})
+    meta.setdefault("failures", {})
+    meta.setdefault("runs", [])
+    meta["versions"] = library_versions()
+    record = {"started": _now(), "argv": list(argv if argv is not None else sys.argv), "responses": 0,
+              "completion_tokens": 0, "prompt_tokens": 0, "backend_calls": 0, "backend_s": 0.0, "score_s": 0.0}
+    meta["runs"] = list(meta["runs"]) + [record]
+    atomic_write_json(meta, pool / "pool.json")
+    resumed = bool(cache) or bool(meta["failures"])
+
+    # ---- the source
+    entry = BACKENDS[req.backend]
+    server = entry.chat == "server"
+    if plan.messages is not None:
+        prompt_fn = lambda q: render_batch_prompt(plan.messages[index[q.query_id]], tokenizer,  # noqa: E731
+                                                  chat=req.chat, server=server)
+    else:
+        render_chat = False if server else req.chat
+        prompt_fn = lambda q: render(plan.template, q, tokenizer, chat=render_chat)  # noqa: E731
+    if plan.messages is not None:  # refuse a request the backend cannot take before any call
+        for m in plan.messages:
+            render_batch_prompt(m, tokenizer, chat=req.chat, server=server)
+    next_part = [max((_part_number(p) for p in part_files(pool)), default=-1) + 1]
+    written_now = [0]
+    crash_at = os.environ.get(CRASH_ENV)
+
+    def on_call(records, failures):
+        if failures:
+            for i, msg in failures.items():
+                meta["failures"][queries[i].query_id] = {"at": source.ready(i), "error": msg}
+            atomic_write_json(meta, pool / "pool.json")  # before the responses: a resume knows the failures
+        if records:
+            part = pool / "samples" / f"{PART_PREFIX}{next_part[0]:05d}.parquet"
+            hook = None
+            if crash_at is not None and int(crash_at) == written_now[0]:
+                hook = lambda: os._exit(75)  # noqa: E731  (a kill with the part written but not yet renamed)
+            atomic_write_parquet(_part_frame(plan, records), part, before_rename=hook)
+            next_part[0] += 1
+            written_now[0] += 1
+        record.update(responses=source.generated + sum(len(it) for _, _, it in records),
+                      completion_tokens=source.completion_tokens + sum(r.n_tokens for _, _, it in records
+                                                                       for r, _ in it),
+                      backend_calls=source.calls, backend_s=round(source.backend_s, 3),
+                      score_s=round(source.score_s, 3))
+        atomic_write_json(meta, pool / "pool.json")
+
+    source = BackendSource(backend, queries, prompt_fn, req.sampling, lookahead=req.lookahead, oracle=req.oracle,
+                           stop=plan.template_info.get("stop") or (), retries=req.retries,
+                           retry_delay_s=req.retry_delay_s, grade_timeout_s=req.grade_timeout_s,
+                           prompt_len=prompt_len, on_call=on_call)
+    for qid, items in cache.items():
+        source.preload(index[qid], items)
+    for qid, f in meta["failures"].items():
+        if qid in index:
+            source.fail[index[qid]] = f.get("error") or "failed"
+    cached = sum(len(v) for v in cache.values())
+    if resumed:
+        echo(f"{out}: resuming: {cached:,} responses of {len(cache):,} queries already generated"
+             + (f", {len(meta['failures'])} queries failed" if meta["failures"] else ""))
+
+    # ---- allocate
+    ids = [q.query_id for q in queries]
+    rank, _ = query_order(query_keys(ids), req.sampling.seed)
+    spent = [0]
+    unit_idx = "samples" if req.unit == "samples" else "tokens"
+    with progress(plan.budget_total, f"run ({len(queries)} queries)", req.unit, enabled=req.progress,
+                  rates=("responses", "tokens")) as bar:
+        def on_run(state):
+            delta = state[unit_idx] - spent[0]
+            made = source.generated - bar.amounts.get("responses", 0)
+            toks = source.completion_tokens - bar.amounts.get("tokens", 0)
+            if delta > 0 or made > 0:
+                bar.label = f"run ({state['answered']}/{len(queries)} answered)"
+                bar.advance(max(delta, 0), responses=made, tokens=toks)
+                spent[0] = state[unit_idx]
+
+        try:
+            live = run_live(source, [req.max_per_query] * len(queries), rank, policy=plan.config.policy,
+                            budget_total=plan.budget_total, unit=req.unit, K=plan.config.K,
+                            elim=plan.config.eliminate, gamma=plan.config.gamma, lam=plan.config.lam,
+                            eps=plan.config.eps, max_samples=plan.config.max_samples, rho=plan.config.rho,
+                            tau=plan.config.tau, m_min=plan.config.m_min, conf=req.conf, on_run=on_run)
+        finally:
+            record.update(finished=_now(), responses=source.generated, completion_tokens=source.completion_tokens,
+                          prompt_tokens=source.prompt_tokens if prompt_len is not None else None,
+                          backend_calls=source.calls, failed_calls=source.failed_calls,
+                          backend_s=round(source.backend_s, 3), score_s=round(source.score_s, 3),
+                          seconds=round(time.perf_counter() - t_start, 3))
+            atomic_write_json(meta, pool / "pool.json")
+
+    # ---- results
+    load_s = float(getattr(backend, "load_s", 0.0))  # a LazyBackend's model load, inside the first call's time
+    source.backend_s -= load_s
+    record.update(backend_s=round(source.backend_s, 3), load_s=round(load_s, 3))
+    results = _results(plan, source, live)
+    summary = _summary(plan, source, live, results, meta, record, time.perf_counter() - t_start)
+    _write_pool_end(plan, source, live, meta, backend, prompt_fn, tokenizer)
+    _write_results(plan, results, summary, meta)
+    return RunOutcome(out=out, results=results, summary=summary, live=live, resumed=resumed,
+                      generated_now=source.generated)
+
+
+STATUS = ("answered", "capped", "exhausted", "failed", "budget")
+
+
+def _results(plan: RunPlan, source, live: dict) -> list[dict]:
+    """One row per query (results.parquet; results.jsonl is built from it)."""
+    rows = []
+    rule = plan.select
+    gt = plan.req.oracle == "gt"
+    for i, q in enumerate(plan.queries):
+        n = int(live["n_drawn"][i])
+        items = [source.item(i, k) for k in range(n)]
+        k = int(live["selected"][rule][i])
+        failed = live["failed"].get(i)
+        status = ("answered" if live["answered"][i] else "capped" if live["capped"][i] else
+                  "failed" if failed else "exhausted" if live["exhausted_q"][i] else "budget")
+        plen = source._prompt_tokens.get(i) if source.prompt_len is not None else None
+        r, o = items[k] if k >= 0 else (None, None)
+        rows.append({
+            "query_id": q.query_id, "status": status, "answered": bool(live["answered"][i]),
+            "capped": bool(live["capped"][i]), "exhausted": bool(live["exhausted_q"][i]), "error": failed,
+            "responses": n, "generated": source.ready(i),
+            "completion_tokens": sum(int(it[0].n_tokens) for it in items),
+            "prompt_tokens": None if plen is None else plen * n,
+            "selected": k, "answer": None if o is None or o.answer is None else str(o.answer),
+            "text": None if r is None else r.text, "finish_reason": None if r is None else r.finish_reason,
+            "correct": (bool(live[f"sel_{rule}"][i]) if k >= 0 else False) if gt else None,
+            "covered": bool(live["covered"][i]) if gt else None,
+        })
+    return rows
+
+
+def _summary(plan: RunPlan, source, live: dict, results: list[dict], meta: dict, record: dict,
+             seconds: float) -> dict:
+    req = plan.req
+    n = len(plan.queries)
+    counts = {s: sum(r["status"] == s for r in results) for s in STATUS}
+    runs = meta.get("runs", [])
+
+    def total(key):
+        vals = [r.get(key, 0) for r in runs]
+        return None if any(v is None for v in vals) else round(sum(vals), 3)
+
+    gt = req.oracle == "gt"
+    return {
+        "format": FORMAT, "out": str(req.out), "model": req.model, "backend": req.backend,
+        "queries": n, "policy": plan.config.policy, "config": plan.config.label(), "oracle": req.oracle,
+        "select": plan.select, "unit": req.unit, "budget_per_query": req.budget, "budget_total": plan.budget_total,
+        "max_per_query": req.max_per_query, "seed": req.sampling.seed,
+        "spent": {"samples": int(live["samples_used"]), "tokens": int(live["tokens_used"])},
+        "outcome": {**counts, "coverage": sum(r["covered"] for r in results) / n if gt else None,
+                    "accuracy": sum(bool(r["correct"]) for r in results) / n if gt else None},
+        "cost": {  # the whole run, over every process that worked on it
+            "responses_generated": sum(source.ready(i) for i in range(n)),
+            "responses_used": int(sum(live["n_drawn"])),
+            "completion_tokens_generated": sum(int(source.item(i, k)[0].n_tokens) for i in range(n)
+                                               for k in range(source.ready(i))),
+            "completion_tokens_used": sum(r["completion_tokens"] for r in results),
+            "prompt_tokens": total("prompt_tokens"),
+            "backend_calls": total("backend_calls"), "backend_s": total("backend_s"), "score_s": total("score_s"),
+            "load_s": total("load_s"), "processes": len(runs)},
+        "this_process": {
+            "responses_generated": source.generated, "completion_tokens": source.completion_tokens,
+            "prompt_tokens": source.prompt_tokens if source.prompt_len is not None else None,
+            "backend_calls": source.calls, "failed_calls": source.failed_calls,
+            "backend_s": round(source.backend_s, 3), "score_s": round(source.score_s, 3),
+            "load_s": round(float(getattr(source.backend, "load_s", 0.0)), 3),
+            "engine_s": round(live["driver_s"], 3), "engine_runs": live["runs"], "wall_s": round(seconds, 3)},
+        "failures": {plan.queries[i].query_id: msg for i, msg in live["failed"].items()},
+        "started": (runs[0] if runs else record).get("started"), "finished": _now(),
+    }
+
+
+def _write_pool_end(plan: RunPlan, source, live: dict, meta: dict, backend, prompt_fn, tokenizer):
+    """queries.parquet (the queries with a response), the final pool.json (provenance, oracle record), and a
+    check that replay loads the pool."""
+    from replay.pool import atomic_write_json, atomic_write_parquet, load_pool
+
+    from .pipeline import promoted_fields, queries_frame
+
+    have = [q for i, q in enumerate(plan.queries) if source.ready(i) > 0]
+    prompts = {}
+    for i, q in enumerate(plan.queries):
+        if source.ready(i) > 0:
+            try:
+                prompts[q.query_id] = source.prompt_of(i)
+            except Exception:  # rendering needs the tokenizer; a prompt that cannot be rendered is left out
+                prompts[q.query_id] = None
+    if have:
+        atomic_write_parquet(queries_frame(have, prompts, promoted_fields(plan.queries),
+                                           str(plan.generation["dataset"].get("source"))),
+                             plan.pool / "queries.parquet")
+    info = getattr(backend, "info", None)
+    if callable(info):
+        try:
+            b = dict(info())
+            if b.get("loaded") is not False:
+                meta["backend"] = b
+        except Exception as e:  # provenance must not kill a run, but say it is missing
+            meta["backend"] = {"error": f"backend.info() failed: {type(e).__name__}: {e}"}
+    if plan.req.oracle == "gt":
+        from .scoring import ScoreOptions, oracle_config
+
+        meta["oracles"] = {"gt": {**oracle_config("gt", ScoreOptions(timeout_s=plan.req.grade_timeout_s)),
+                                  "scored": "live, one response at a time (ttc run)"}}
+    elif plan.req.oracle == "sc":
+        meta["oracles"] = {}
+        meta["answers"] = "answer column: the final answers ttc run --oracle sc compared (no ground truth)"
+    meta["complete"] = True
+    meta["queries_written"] = len(have)
+    meta["finished"] = _now()
+    atomic_write_json(meta, plan.pool / "pool.json")
+    if have and plan.req.oracle == "gt":
+        load_pool(plan.pool, score="gt")  # replay must read what was written
+
+
+def batch_line(plan: RunPlan, row: dict, created: int) -> dict:
+    """One result as a line of the OpenAI Batch output file."""
+    qid = row["query_id"]
+    rid = hashlib.blake2b(qid.encode("utf-8"), digest_size=8).hexdigest()
+    error = None
+    if row["error"]:
+        error = {"code": "backend_error", "message": row["error"]}
+    elif row["selected"] < 0:
+        error = {"code": "no_response", "message": "the budget ran out before this query got a response"}
+    response = None
+    if row["selected"] >= 0:
+        usage = {"prompt_tokens": row["prompt_tokens"], "completion_tokens": row["completion_tokens"],
+                 "total_tokens": None if row["prompt_tokens"] is None else row["prompt_tokens"]
+                 + row["completion_tokens"]}
+        body = {"id": f"chatcmpl-ttc-{rid}", "object": "chat.completion", "created": created,
+                "model": plan.req.model,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": row["text"]},
+                             "finish_reason": row["finish_reason"], "logprobs": None}],
+                "usage": usage,
+                "ttc": {k: row[k] for k in ("status", "answer", "responses", "generated", "selected", "correct",
+                                            "covered", "answered", "capped", "exhausted")} | {"select": plan.select}}
+        response = {"status_code": 200, "request_id": f"ttc-{rid}", "body": body}
+    return {"id": f"batch_req_ttc_{rid}", "custom_id": qid, "response": response, "error": error}
+
+
+def _write_results(plan: RunPlan, results: list[dict], summary: dict, meta: dict):
+    import polars as pl
+
+    from replay.outputs import atomic_file, write_parquet
+
+    out = Path(plan.req.out)
+    started = (meta.get("runs") or [{}])[0].get("started")
+    try:
+        from datetime import datetime
+
+        created = int(datetime.fromisoformat(started).timestamp())
+    except Exception:
+        created = int(time.time())
+    with atomic_file(out / "results.jsonl") as tmp:
+        with open(tmp, "w", encoding="utf-8") as f:
+            for row in results:
+                f.write(json.dumps(batch_line(plan, row, created), ensure_ascii=False) + "\n")
+    schema = {"query_id": pl.String, "status": pl.String, "answered": pl.Boolean, "capped": pl.Boolean,
+              "exhausted": pl.Boolean, "error": pl.String, "responses": pl.Int64, "generated": pl.Int64,
+              "completion_tokens": pl.Int64, "prompt_tokens": pl.Int64, "selected": pl.Int64, "answer": pl.String,
+              "text": pl.String, "finish_reason": pl.String, "correct": pl.Boolean, "covered": pl.Boolean}
+    write_parquet(pl.DataFrame(results, schema=schema), out / "results.parquet", "run")
+    with atomic_file(out / "run.json") as tmp:
+        tmp.write_text(json.dumps(summary, indent=2, default=str) + "\n")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# What the command prints
+
+
+def report_lines(o: RunOutcome) -> list[str]:
+    s = o.summary
+    oc, cost, me = s["outcome"], s["cost"], s["this_process"]
+    unit = s["unit"]
+    spent = s["spent"][unit]
+    lines = [f"{s['config']} with --oracle {s['oracle']}: budget {s['budget_per_query']:g} {unit}/query "
+             f"({s['budget_total']:,} in all) over {s['queries']:,} queries; spent {spent:,} "
+             f"({s['spent']['samples']:,} responses, {s['spent']['tokens']:,} tokens)",
+             f"queries: {oc['answered']:,} answered, {oc['budget']:,} stopped by the budget, {oc['capped']:,} capped, "
+             f"{oc['exhausted']:,} exhausted (--max-per-query), {oc['failed']:,} failed"
+             + (f"; coverage {oc['coverage']:.3f}, accuracy ({s['select']}) {oc['accuracy']:.3f}"
+                if oc["accuracy"] is not None else "")]
+    gen = cost["responses_generated"]
+    pt = cost["prompt_tokens"]
+    lines.append(f"cost: {gen:,} responses generated ({gen - cost['responses_used']:,} not used), "
+                 f"{cost['completion_tokens_generated']:,} completion tokens"
+                 + (f", {pt:,} prompt tokens" if pt is not None else ", prompt tokens not counted (no tokenizer)")
+                 + f"; {cost['backend_calls']:,} backend calls, backend {cost['backend_s']:,.1f} s, scoring "
+                 f"{cost['score_s']:,.1f} s" + (f" over {cost['processes']} processes" if cost["processes"] > 1
+                                                  else ""))
+    if me["responses_generated"]:
+        b = max(me["backend_s"], 1e-9)
+        lines.append(f"this process: {me['responses_generated']:,} responses in {me['backend_calls']:,} calls "
+                     f"({me['responses_generated'] / b:,.1f} responses/s, {me['completion_tokens'] / b:,.0f} "
+                     f"tokens/s of backend time); scheduling {me['engine_s']:.3f} s over {me['engine_runs']} engine "
+                     f"runs ({me['engine_s'] / b:.2%} of the backend time)")
+    else:
+        lines.append(f"this process generated nothing: every response was already in {o.out / 'pool'}")
+    if s["failures"]:
+        first = next(iter(s["failures"].items()))
+        lines.append(f"failed: {len(s['failures'])} queries kept what they had after their requests kept failing "
+                     f"(e.g. {first[0]!r}: {first[1]}); see results.jsonl")
+    lines.append(f"wrote {o.out}/results.jsonl, results.parquet, run.json and the pool {o.out}/pool "
+                 f"(ttc info {o.out}/pool)")
+    return lines

@@ -1,0 +1,446 @@
+"""`ttc run`'s own path (harvest/run.py: plan_run, execute) against a backend that answers from a pool: for every live
+policy, unit and oracle, the run equals `ttc replay`'s engine (replay.engine.replay, the grid every `ttc replay` runs)
+on the same pool and seed, query by query (responses, answered, capped, exhausted, covered, the selection's
+correctness) and in total; one backend call per allocation round; faults retried or isolated; bad input refused."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from harvest.pipeline import query_seed  # noqa: E402
+from harvest.run import RunError, RunRequest, execute, plan_run  # noqa: E402
+from harvest.types import Response, Sampling  # noqa: E402
+from replay.engine import replay  # noqa: E402
+from replay.errors import InputError  # noqa: E402
+from replay.live import LIVE_POLICIES  # noqa: E402
+from replay.policies import RunConfig  # noqa: E402
+from replay.pool import Pool  # noqa: E402
+from replay.rng import permutation  # noqa: E402
+
+SEED = 11
+
+
+class SynthPool:
+    """n queries x size responses: answers are numbers (the gold one correct, None = no answer), token counts
+    random; `path` a JSONL data set whose problems name the queries."""
+
+    def __init__(self, tmp: Path, n: int = 12, size: int = 10, seed: int = 0):
+        rng = np.random.default_rng(seed)
+        self.n, self.size = n, size
+        self.ids = [f"q{i:02d}" for i in range(n)]
+        self.gold = [str(int(g)) for g in rng.integers(1, 50, n)]
+        p = rng.uniform(0.0, 0.7, n)
+        p[rng.random(n) < 0.25] = 0.0  # some unsolvable
+        self.answers, self.tokens = [], []
+        for i in range(n):
+            row = []
+            for _ in range(size):
+                u = rng.random()
+                row.append(self.gold[i] if u < p[i] else None if u > 0.9 else str(int(rng.integers(50, 53))))
+            self.answers.append(row)
+            self.tokens.append([int(t) for t in rng.integers(1, 30, size)])
+        self.path = tmp / "queries.jsonl"
+        self.path.write_text("".join(json.dumps({"id": q, "problem": f"problem {q}", "answer": g}) + "\n"
+                                     for q, g in zip(self.ids, self.gold)))
+
+    def pool(self, gt: bool = True) -> Pool:
+        """The pool as replay sees it (answer ids dense per query, as load_pool ranks them)."""
+        off = np.arange(0, self.n * self.size + 1, self.size)
+        ans = []
+        for row in self.answers:
+            labels = sorted({a for a in row if a is not None})
+            ans += [-1 if a is None else labels.index(a) for a in row]
+        correct = [a == self.gold[i] for i, row in enumerate(self.answers) for a in row]
+        tok = [t for row in self.tokens for t in row]
+        if gt:
+            return Pool.from_arrays(off, correct=correct, ans=ans, tok=tok, query_ids=self.ids)
+        return Pool.from_arrays(off, score=np.zeros(len(tok)), ans=ans, tok=tok, query_ids=self.ids)
+
+
+class PoolBackend:
+    """A backend answering from a SynthPool: the request for sample k of a query (seed = query_seed + k) gets the
+    pool's response at position k of replay's permutation of that query for SEED. `fail` maps a query id to the
+    number of calls holding it that fail (None: every one); `fail_calls` fails whole calls (the first ones)."""
+
+    tokenizer = None
+
+    def __init__(self, sp: SynthPool, seed: int = SEED, fail: dict | None = None, fail_calls: int = 0):
+        self.sp, self.seed = sp, seed
+        pool = sp.pool()
+        self.perm = permutation(pool.off, pool.qkeys, seed)
+        self.by_prompt = {f"problem {q}": i for i, q in enumerate(sp.ids)}
+        self.fail, self.fail_calls = dict(fail or {}), fail_calls
+        self.calls = self.attempts = 0
+        self.prompts_per_call: list[int] = []
+
+    def info(self):
+        return {"backend": "pool", "seed": self.seed}
+
+    def generate(self, prompts, sampling, seeds, stop=None):
+        self.attempts += 1
+        if self.fail_calls > 0:
+            self.fail_calls -= 1
+            raise RuntimeError("injected: the whole call fails")
+        for p in prompts:
+            qid = self.sp.ids[self.by_prompt[p]]
+            left = self.fail.get(qid, 0)
+            if left is None or left > 0:
+                if left is not None:
+                    self.fail[qid] = left - 1
+                raise RuntimeError(f"injected: {qid} fails")
+        self.calls += 1
+        self.prompts_per_call.append(len(prompts))
+        out = []
+        for p, s in zip(prompts, seeds):
+            i = self.by_prompt[p]
+            k0 = s - query_seed(self.seed, self.sp.ids[i])
+            rows = []
+            for k in range(k0, k0 + sampling.n):
+                if k >= self.sp.size:  # beyond the pool: never used (the run's --max-per-query is the pool size)
+                    rows.append(Response("beyond the pool", 1, "stop"))
+                    continue
+                j = int(self.perm[i * self.sp.size + k]) - i * self.sp.size
+                a = self.sp.answers[i][j]
+                rows.append(Response("no answer here" if a is None else f"so the final answer is \\boxed{{{a}}}",
+                                     self.sp.tokens[i][j], "stop"))
+            out.append(rows)
+        return out
+
+
+def request(sp: SynthPool, out: Path, **kw) -> RunRequest:
+    base = dict(out=out, model="pool-model", backend="transformers", dataset=str(sp.path), template="plain",
+                sampling=Sampling(n=1, max_tokens=64, seed=SEED), budget=3.0, max_per_query=sp.size,
+                retry_delay_s=0.0, progress=False)
+    base.update(kw)
+    return RunRequest(**base)
+
+
+def run(sp, out, backend=None, **kw):
+    plan = plan_run(request(sp, out, **kw))
+    return execute(plan, backend or PoolBackend(sp), None, echo=lambda s: None)
+
+
+def replayed(sp: SynthPool, cfg: RunConfig, budget: float, select: str, gt: bool = True):
+    df, pq = replay(sp.pool(gt), [cfg], [budget], [SEED], select=select, per_query=True)
+    return df.row(0, named=True), {r["query_id"]: r for r in pq.iter_rows(named=True)}
+
+
+def assert_equal(o, sp, cfg, budget, select="bon", gt=True):
+    tot, per_query = replayed(sp, cfg, budget, select, gt)
+    by_id = {r["query_id"]: r for r in o.results}
+    for qid in sp.ids:
+        r, e = by_id[qid], per_query[qid]
+        assert r["responses"] == e["n_drawn"], (qid, cfg)
+        assert r["answered"] == e["answered"] and r["capped"] == e["capped"], (qid, cfg)
+        assert r["exhausted"] == e["exhausted"], (qid, cfg)
+        if gt:
+            assert r["covered"] == e["covered"] and r["correct"] == e["selected_correct"], (qid, cfg)
+    s = o.summary
+    assert s["spent"]["samples"] == tot["samples_used"] and s["spent"]["tokens"] == tot["tokens_used"]
+    assert s["outcome"]["answered"] == tot["answered"] and s["budget_total"] == tot["budget_total"]
+    if gt:
+        assert s["outcome"]["accuracy"] == pytest.approx(tot["accuracy"])
+        assert s["outcome"]["coverage"] == pytest.approx(tot["coverage"])
+
+
+@pytest.fixture(scope="module")
+def sp(tmp_path_factory):
+    return SynthPool(tmp_path_factory.mktemp("synth"))
+
+
+@pytest.mark.parametrize("unit", ["samples", "tokens"])
+@pytest.mark.parametrize("policy", LIVE_POLICIES)
+def test_every_live_policy_equals_replay(sp, tmp_path, policy, unit):
+    budget = 3.0 if unit == "samples" else 45.0
+    o = run(sp, tmp_path / "out", policy=policy, unit=unit, budget=budget)
+    assert_equal(o, sp, RunConfig(policy, unit=unit), budget)
+    # the selected response is the pool's: its answer is graded as the result says
+    for r in o.results:
+        if r["selected"] >= 0:
+            gold = sp.gold[sp.ids.index(r["query_id"])]
+            assert (r["answer"] == gold) == r["correct"]
+
+
+@pytest.mark.parametrize("policy, kw", [
+    ("ucb", dict(K=2, lam=0.5, max_samples=6)),
+    ("entropy", dict(K=2)),
+    ("gap", dict(gamma=0.5, eps=0.1)),
+    ("two-stage", dict(rho=0.25)),
+    ("elimination", dict(eliminate="sc-share", tau=0.5, m_min=2)),
+    ("streaming", dict(eliminate="sc-beta", max_samples=5)),
+])
+@pytest.mark.parametrize("select", ["bon", "sc", "weighted"])
+def test_parameters_and_selections_equal_replay(sp, tmp_path, policy, kw, select):
+    o = run(sp, tmp_path / "out", policy=policy, select=select, budget=4.0, **kw)
+    cfg = RunConfig(policy, **{k: v for k, v in kw.items()})
+    assert_equal(o, sp, cfg, 4.0, select)
+
+
+@pytest.mark.parametrize("policy, eliminate", [("uniform", None), ("elimination", "sc-share"),
+                                               ("elimination", "sc-beta"), ("entropy", "sc-beta"),
+                                               ("streaming", "sc-share")])
+def test_answer_agreement_equals_replay_without_ground_truth(sp, tmp_path, policy, eliminate):
+    """--oracle sc: no gold needed, answers alone decide; equal to replay of the pool without its correct
+    column; the selection is the majority answer (checked against the responses drawn)."""
+    o = run(sp, tmp_path / "out", policy=policy, oracle="sc", eliminate=eliminate, budget=4.0)
+    cfg = RunConfig(policy, eliminate=eliminate or "sc-share")
+    assert_equal(o, sp, cfg, 4.0, "sc", gt=False)
+    assert all(r["correct"] is None and r["covered"] is None for r in o.results)
+    samples = pl.read_parquet(tmp_path / "out" / "pool" / "samples")
+    assert "correct" not in samples.columns and "answer" in samples.columns
+    for r in o.results:
+        drawn = samples.filter((pl.col("query_id") == r["query_id"]) & (pl.col("sample_idx") < r["responses"]))
+        counts = drawn.drop_nulls("answer").group_by("answer").len()
+        if counts.height:
+            assert r["answer"] in counts.filter(pl.col("len") == counts["len"].max())["answer"].to_list()
+
+
+def test_one_backend_call_per_round(sp, tmp_path):
+    """Round-robin: each round's requests go to the backend in one call (not one per response), and a round holds
+    every query still active."""
+    backend = PoolBackend(sp)
+    o = run(sp, tmp_path / "u", backend, policy="uniform", budget=4.0)
+    assert backend.calls == 4 and backend.prompts_per_call == [sp.n] * 4
+    assert o.summary["cost"]["backend_calls"] == 4
+    backend = PoolBackend(sp)
+    o = run(sp, tmp_path / "e", backend, policy="elimination", budget=4.0)
+    rounds = max(r["responses"] for r in o.results)
+    assert backend.calls == rounds
+    assert backend.prompts_per_call == sorted(backend.prompts_per_call, reverse=True)  # answered queries leave
+    assert backend.prompts_per_call[0] == sp.n and backend.prompts_per_call[-1] < sp.n
+
+
+def test_lookahead_changes_the_calls_not_the_results(sp, tmp_path):
+    a = run(sp, tmp_path / "a", policy="ucb", budget=4.0, lookahead=1)
+    b = run(sp, tmp_path / "b", policy="ucb", budget=4.0, lookahead=3)
+    assert [(r["responses"], r["selected"], r["answer"]) for r in a.results] == \
+        [(r["responses"], r["selected"], r["answer"]) for r in b.results]
+    assert b.summary["cost"]["backend_calls"] < a.summary["cost"]["backend_calls"]
+    assert b.summary["cost"]["responses_generated"] > b.summary["cost"]["responses_used"]
+    assert all(r["generated"] - r["responses"] <= 3 for r in b.results)
+
+
+def test_outputs_are_the_batch_output_shape_and_the_pool_replays(sp, tmp_path):
+    from replay.pool import load_pool
+
+    o = run(sp, tmp_path / "out", policy="elimination", budget=3.0)
+    lines = [json.loads(x) for x in (tmp_path / "out" / "results.jsonl").read_text().splitlines()]
+    assert [x["custom_id"] for x in lines] == sp.ids
+    for x, r in zip(lines, o.results):
+        assert set(x) == {"id", "custom_id", "response", "error"}
+        if r["selected"] >= 0:
+            body = x["response"]["body"]
+            assert x["response"]["status_code"] == 200 and x["error"] is None
+            assert body["object"] == "chat.completion" and body["model"] == "pool-model"
+            assert body["choices"][0]["message"] == {"role": "assistant", "content": r["text"]}
+            assert body["usage"]["completion_tokens"] == r["completion_tokens"]
+            assert body["ttc"]["responses"] == r["responses"] and body["ttc"]["status"] == r["status"]
+    df = pl.read_parquet(tmp_path / "out" / "results.parquet")
+    assert df["query_id"].to_list() == sp.ids and df["responses"].to_list() == [r["responses"] for r in o.results]
+    pool = load_pool(tmp_path / "out" / "pool")
+    assert pool.off[-1] == o.summary["cost"]["responses_generated"] == sum(r["generated"] for r in o.results)
+    meta = json.loads((tmp_path / "out" / "pool" / "pool.json").read_text())
+    assert meta["generation"]["sampling"]["seed"] == SEED and meta["generation"]["template"]["name"] == "plain"
+    assert meta["allocation"]["policy"] == "elimination" and meta["complete"] is True
+    summary = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert summary["spent"]["samples"] <= summary["budget_total"] == 3 * sp.n
+    # the run's pool, read back through the live driver in sample order, gives the run's allocation again
+    from replay.live import PoolSource, run_live
+    from replay.rng import query_keys, query_order
+
+    samples = pl.read_parquet(tmp_path / "out" / "pool" / "samples").sort("query_id", "sample_idx")
+    sizes = samples.group_by("query_id", maintain_order=True).len()["len"].to_list()
+    off = np.concatenate([[0], np.cumsum(sizes)])
+    ids = samples["query_id"].unique(maintain_order=True).to_list()
+    assert ids == sp.ids
+    ans = samples["answer"].to_list()
+    labels = {a: k for k, a in enumerate(sorted({a for a in ans if a is not None}))}
+    src = PoolSource(off, samples["correct"].cast(pl.Int8).to_numpy(), samples["correct"].cast(pl.Float64).to_numpy(),
+                     np.array([-1 if a is None else labels[a] for a in ans]), samples["n_tokens"].to_numpy(),
+                     np.arange(len(ans)))
+    src.ready = lambda i: int(off[i + 1] - off[i])
+    again = run_live(src, [sp.size] * sp.n, query_order(query_keys(ids), SEED)[0], policy="elimination",
+                     budget_total=3 * sp.n)
+    assert again["n_drawn"] == [r["responses"] for r in o.results]
+
+
+def test_a_finished_run_rerun_rewrites_the_same_results_without_the_backend(sp, tmp_path):
+    a = run(sp, tmp_path / "out", policy="ucb", budget=4.0)
+    first = (tmp_path / "out" / "results.jsonl").read_text()
+
+    class Dead:
+        def generate(self, *a, **k):
+            raise AssertionError("a finished run must not generate")
+
+    b = run(sp, tmp_path / "out", Dead(), policy="ucb", budget=4.0)
+    assert b.resumed and b.generated_now == 0
+    assert (tmp_path / "out" / "results.jsonl").read_text() == first
+    assert b.summary["cost"]["processes"] == 2 and b.summary["this_process"]["backend_calls"] == 0
+    assert [r["responses"] for r in a.results] == [r["responses"] for r in b.results]
+
+
+def test_a_killed_run_resumes_to_the_same_results(sp, tmp_path):
+    """Killed after its third backend call (an exception out of the backend, as Ctrl-C would be): the rerun reads
+    the parts, generates only the rest, and ends exactly as an uninterrupted run."""
+    whole = run(sp, tmp_path / "whole", policy="entropy", budget=4.0)
+
+    class Killed(PoolBackend):
+        def generate(self, *a, **k):
+            if self.calls == 3:
+                raise KeyboardInterrupt
+            return super().generate(*a, **k)
+
+    with pytest.raises(KeyboardInterrupt):
+        run(sp, tmp_path / "cut", Killed(sp), policy="entropy", budget=4.0)
+    assert len(list((tmp_path / "cut" / "pool" / "samples").glob("part-*.parquet"))) == 3
+    assert not (tmp_path / "cut" / "results.jsonl").exists()
+    rest = PoolBackend(sp)
+    resumed = run(sp, tmp_path / "cut", rest, policy="entropy", budget=4.0)
+    assert resumed.resumed and rest.calls == whole.summary["cost"]["backend_calls"] - 3
+    keep = ("query_id", "status", "responses", "generated", "selected", "answer", "text", "correct", "covered")
+    assert [{k: r[k] for k in keep} for r in resumed.results] == [{k: r[k] for k in keep} for r in whole.results]
+    a = pl.read_parquet(tmp_path / "whole" / "pool" / "samples").sort("query_id", "sample_idx")
+    b = pl.read_parquet(tmp_path / "cut" / "pool" / "samples").sort("query_id", "sample_idx")
+    assert a.equals(b)
+
+
+def test_a_changed_configuration_on_resume_is_refused(sp, tmp_path):
+    run(sp, tmp_path / "out", policy="ucb", budget=4.0)
+    for kw, what in ((dict(policy="elimination"), "allocation.policy"), (dict(budget=5.0), "budget"),
+                     (dict(sampling=Sampling(n=1, max_tokens=64, seed=SEED + 1)), "sampling.seed"),
+                     (dict(oracle="sc", policy="entropy", eliminate="sc-share", select="sc"), "allocation.oracle")):
+        with pytest.raises(RunError, match=f"another configuration.*{what}"):
+            plan_run(request(sp, tmp_path / "out", **{"policy": "ucb", "budget": 4.0, **kw}))
+    plan_run(request(sp, tmp_path / "out", policy="ucb", budget=4.0, lookahead=4, retries=5))  # cost options may
+
+
+def test_transient_backend_failures_are_retried_and_change_nothing(sp, tmp_path):
+    clean = run(sp, tmp_path / "clean", policy="elimination", budget=4.0)
+    flaky = PoolBackend(sp, fail_calls=2)
+    o = run(sp, tmp_path / "flaky", flaky, policy="elimination", budget=4.0, retries=2)
+    assert flaky.attempts == flaky.calls + 2 and o.summary["this_process"]["failed_calls"] == 2
+    assert [r["responses"] for r in o.results] == [r["responses"] for r in clean.results]
+    assert [r["text"] for r in o.results] == [r["text"] for r in clean.results]
+
+
+def test_a_query_that_keeps_failing_keeps_what_it_has_and_the_others_go_on(sp, tmp_path):
+    """q03 fails from its third call on (after two responses): its result carries the error, it is exhausted at
+    two responses, and the run equals the engine on the pool where q03 holds only those two."""
+    from replay.engine import run_once
+    from replay.rng import query_keys, query_order
+
+    bad = "q03"
+
+    class Flaky(PoolBackend):
+        def generate(self, prompts, sampling, seeds, stop=None):
+            for p, s in zip(prompts, seeds):
+                if p == f"problem {bad}" and s - query_seed(self.seed, bad) >= 2:
+                    raise RuntimeError(f"injected: {bad} fails for good")
+            return super().generate(prompts, sampling, seeds, stop)
+
+    backend = Flaky(sp)
+    o = run(sp, tmp_path / "out", backend, policy="uniform", budget=5.0)
+    by_id = {r["query_id"]: r for r in o.results}
+    assert by_id[bad]["status"] == "failed" and "fails for good" in by_id[bad]["error"]
+    assert by_id[bad]["responses"] == 2 and by_id[bad]["exhausted"]
+    line = next(json.loads(x) for x in (tmp_path / "out" / "results.jsonl").read_text().splitlines()
+                if json.loads(x)["custom_id"] == bad)
+    assert line["error"]["code"] == "backend_error" and line["response"]["body"]["ttc"]["responses"] == 2
+    assert o.summary["failures"] == {bad: by_id[bad]["error"]}
+    # the engine on the pool in the run's order, q03 cut to its two responses
+    pool = sp.pool()
+    perm = permutation(pool.off, pool.qkeys, SEED)
+    keep = [perm[pool.off[i]:pool.off[i + 1]][:2 if sp.ids[i] == bad else None] for i in range(sp.n)]
+    idx = np.concatenate(keep)
+    off = np.concatenate([[0], np.cumsum([len(k) for k in keep])])
+    want = run_once(off, pool.correct[idx], pool.score[idx], _dense(pool.ans[idx], off), pool.tok[idx],
+                    np.arange(len(idx)), query_order(query_keys(sp.ids), SEED)[0], RunConfig("uniform"), 5 * sp.n)
+    assert [r["responses"] for r in o.results] == list(want["n_drawn"])
+    assert [r["exhausted"] for r in o.results] == list(want["exhausted_q"])
+    # the others got the budget q03 could not use
+    assert sum(r["responses"] for r in o.results) == 5 * sp.n
+    # a rerun resumes with the failure recorded: nothing is retried, the result is the same
+    again = run(sp, tmp_path / "out", PoolBackend(sp), policy="uniform", budget=5.0)
+    assert [r["responses"] for r in again.results] == [r["responses"] for r in o.results]
+    assert again.generated_now == 0
+
+
+def _dense(ans, off):
+    out = np.array(ans, copy=True)
+    for i in range(len(off) - 1):
+        seg = out[off[i]:off[i + 1]]
+        labels = sorted({a for a in seg if a >= 0})
+        out[off[i]:off[i + 1]] = [-1 if a < 0 else labels.index(a) for a in seg]
+    return out
+
+
+def test_a_backend_that_is_down_stops_the_run_resumably(sp, tmp_path):
+    from harvest.backends import BackendError
+
+    class Down(PoolBackend):
+        def generate(self, *a, **k):
+            if self.calls >= 2:
+                self.attempts += 1
+                raise ConnectionError("injected: the server is gone")
+            return super().generate(*a, **k)
+
+    with pytest.raises(BackendError, match="worked before fails too"):
+        run(sp, tmp_path / "out", Down(sp), policy="uniform", budget=4.0)
+    with pytest.raises(BackendError, match="first call"):
+        run(sp, tmp_path / "new", PoolBackend(sp, fail_calls=99), policy="uniform", budget=4.0)
+    o = run(sp, tmp_path / "out", PoolBackend(sp), policy="uniform", budget=4.0)
+    assert o.resumed and all(r["responses"] == 4 for r in o.results)
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(budget=0.5), "at least 1"),
+    (dict(budget=float("nan")), "at least 1"),
+    (dict(budget=20.0), "more than --max-per-query"),
+    (dict(policy="oracle"), "hindsight"),
+    (dict(oracle="prm"), "not run live yet"),
+    (dict(oracle="exec"), "not run live yet"),
+    (dict(oracle="sc", policy="ucb"), "ranks queries by their scores"),
+    (dict(oracle="sc", eliminate="threshold"), "compares scores"),
+    (dict(oracle="sc", select="bon"), "--select sc"),
+    (dict(dataset=None), "--dataset"),
+    (dict(batch=Path("x.jsonl")), "one of the two"),
+    (dict(max_per_query=0), "--max-per-query"),
+    (dict(lookahead=0), "--lookahead"),
+    (dict(K=0), "K must be"),
+    (dict(gamma=1.5), "gamma"),
+    (dict(template="aime-zeroshot", dataset="lcb"), None),
+])
+def test_bad_requests_are_refused_before_anything_is_written(sp, tmp_path, kw, message):
+    if kw.get("dataset") == "lcb":
+        kw = dict(dataset=str(HERE / "fixtures" / "harvest_pipeline" / "lcb_exec.jsonl"))
+        message = "math"
+    with pytest.raises(InputError, match=message):
+        plan_run(request(sp, tmp_path / "out", **kw))
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_missing_gold_answer_is_refused_for_ground_truth(tmp_path):
+    data = tmp_path / "q.jsonl"
+    data.write_text('{"id": "a", "problem": "p"}\n{"id": "b", "problem": "r"}\n')
+    sp = SynthPool(tmp_path)
+    with pytest.raises(InputError, match="gold answers"):
+        plan_run(request(sp, tmp_path / "out", dataset=str(data), template="plain"))
+    plan_run(request(sp, tmp_path / "out", dataset=str(data), oracle="sc"))  # answer agreement needs none
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_output_directory_another_command_wrote_is_refused(sp, tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "mine.txt").write_text("keep me")
+    with pytest.raises(InputError, match="was not written by `ttc run`"):
+        plan_run(request(sp, tmp_path / "out"))
+    with pytest.raises(InputError, match="inside"):
+        plan_run(request(sp, sp.path / "out"))
