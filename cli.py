@@ -275,6 +275,8 @@ def import_cmd(
                                           "grade answers (default: all cores)."),
     timeout: Optional[float] = typer.Option(None, help="humaneval: seconds per program (default 10); "
                                             "search-and-learn: seconds per math-verify grade (default 5)."),
+    sandbox: Optional[SandboxMode] = typer.Option(None, help=f"{_formats_taking('sandbox')}: isolation of the "
+                                                  "programs, as in ttc score (default auto)."),
 ):
     """Convert a sample dump into a pool. Named formats are public dumps and the outputs of search-and-learn, Large
     Language Monkeys and LiveCodeBench; `generic` maps any table: one row per response, or one row per query with
@@ -293,7 +295,7 @@ def import_cmd(
     # the importer's keywords: those its registry entry takes, and any other given, which import_pool refuses
     values = {"query_id": query_id, "correct": correct, "answer": answer, "scores": dict(pairs) if pairs else None,
               "n_tokens": n_tokens, "sample_idx": sample_idx, "hash_answers": hash_answers, "limit": limit,
-              "per_query": responses, "workers": workers, "timeout": timeout}
+              "per_query": responses, "workers": workers, "timeout": timeout, "sandbox": _value(sandbox)}
     defaults = {"query_id": "query_id", "hash_answers": False}
     takes = harvest_registry.IMPORTERS[fmt].options
     options = {k: v for k, v in values.items() if v is not None and (k in takes or v != defaults.get(k))}

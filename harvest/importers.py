@@ -25,7 +25,7 @@ from pathlib import Path
 
 import polars as pl
 
-from replay.errors import InputError
+from replay.errors import InputError, UserError
 from replay.pool import PoolError, atomic_write_json, load_pool, samples_frame, write_pool
 
 from .registry import IMPORTERS
@@ -596,13 +596,13 @@ def humaneval_answer(completion_body: str) -> str | None:
 
 def import_humaneval(src: Path, out: Path, limit: int | None = None, per_query: int | None = None,
                      workers: int | None = None, timeout: float = 10.0, memory_mb: int = 512,
-                     progress: bool = True) -> Path:
+                     progress: bool = True, sandbox: str = "auto") -> Path:
     """HumanEval completions without correctness (CodeT's CodeGen-16B dump): every completion is truncated at the
     HumanEval stop sequences, run as prompt + completion + test + check(entry_point) in a sandboxed subprocess with a
     timeout, and correct = the program exits cleanly. Answers are hashes of the whitespace-normalised completion."""
     try:
         from .oracles.code_exec import humaneval_program, humaneval_truncate
-        from .oracles.sandbox import run_many
+        from .oracles.sandbox import isolation, run_many
     except ImportError as e:
         raise SourceError(f"running HumanEval needs harvest/oracles/code_exec.py and sandbox.py ({e})") from None
     problems_file, completions_file = _humaneval_files(src)
@@ -631,7 +631,9 @@ def import_humaneval(src: Path, out: Path, limit: int | None = None, per_query: 
             cols["sample_idx"].append(k)
             cols["answer"].append(answer_hash(humaneval_answer(body)))
     t0 = time.perf_counter()
-    results = run_many(sources, workers=workers, timeout_s=timeout, memory_mb=memory_mb, progress=progress)
+    level = isolation(sandbox)  # strict without OS isolation is refused here, before any program runs
+    results = run_many(sources, workers=workers, timeout_s=timeout, memory_mb=memory_mb, progress=progress,
+                       sandbox="strict" if level == "namespaces" else "guard")
     wall = time.perf_counter() - t0
     cols["correct"] = [bool(r.passed) for r in results]
     statuses = {}
@@ -655,7 +657,7 @@ def import_humaneval(src: Path, out: Path, limit: int | None = None, per_query: 
                       "programs share an answer), null when empty; no token counts, no scores, no code text",
         "oracles": {"correct": "HumanEval unit tests, executed here"},
         "execution": {"programs": len(results), "statuses": statuses, "wall_s": round(wall, 1),
-                      "workers": workers, "timeout_s": timeout, "memory_mb": memory_mb},
+                      "workers": workers, "timeout_s": timeout, "memory_mb": memory_mb, "sandbox": level},
         "pass@1": round(pass1, 4),
     }
     queries = pl.DataFrame({"query_id": [p["task_id"] for p in problems], "dataset": ["HumanEval"] * len(problems)})
@@ -695,8 +697,8 @@ def import_pool(fmt: str, src, out, options: dict | None = None) -> Path:
         if name in ("limit", "per_query", "workers") and value is not None and (
                 isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise PoolError(f"{flag} must be a positive integer, got {value!r}")
-        if name == "timeout" and not (isinstance(value, (int, float)) and value > 0):
-            raise PoolError(f"--timeout must be a positive number of seconds, got {value!r}")
+        if name == "timeout" and not (isinstance(value, (int, float)) and 0 < value < math.inf):
+            raise PoolError(f"--timeout must be a positive, finite number of seconds, got {value!r}")
     try:
         entry.load()(src, out, **options)
         load_pool(out, score="gt" if _has_gt(out) else _first_score(out))  # validates every score column too
@@ -709,6 +711,9 @@ def import_pool(fmt: str, src, out, options: dict | None = None) -> Path:
     except PoolError as e:  # what was written is not a valid pool: say why and leave nothing behind
         shutil.rmtree(out, ignore_errors=True)
         raise PoolError(f"the imported pool is not valid: {e}") from None
+    except UserError:  # the project's own refusals (a full disk, --sandbox strict here, ...): their message as it is
+        shutil.rmtree(out, ignore_errors=True)
+        raise
     except (KeyError, TypeError, ValueError, AttributeError, UnicodeDecodeError, json.JSONDecodeError,
             pl.exceptions.PolarsError) as e:
         shutil.rmtree(out, ignore_errors=True)

@@ -219,7 +219,7 @@ IMPORTERS = {i.name: i for i in (
              "each completion truncated at the first `\\nclass`, `\\ndef`, `\\n#`, `\\nif`, `\\nprint`, run as prompt + "
              "completion + test + `check(entry_point)` in a sandboxed subprocess (`--timeout`, default 10 s); answer = "
              "hash of the whitespace-collapsed completion (a weak proxy: only textually identical programs agree)",
-             _SUBSET + ("workers", "timeout"), directory=True),
+             _SUBSET + ("workers", "timeout", "sandbox"), directory=True),
     Importer("search-and-learn", "harvest.importers:import_search_and_learn",
              "a HuggingFace search-and-learn result table (JSONL / Parquet)",
              "a [search-and-learn](https://github.com/huggingface/search-and-learn) result table (JSONL / Parquet: "

@@ -45,6 +45,9 @@ def test_toy_humaneval_truncates_runs_and_hashes(tmp_path):
     meta = json.loads((tmp_path / "p" / "pool.json").read_text())
     assert meta["execution"]["statuses"].get("timeout") == 1 and meta["execution"]["programs"] == 12
     assert meta["pass@1"] == 0.5  # 3 + 1 + 2 of 12
+    from harvest.oracles.sandbox import isolation
+
+    assert meta["execution"]["sandbox"] == isolation("auto")  # the isolation the programs had, recorded
     assert "pass@1 0.5000" in r.output
     text = (tmp_path / "p" / "samples.parquet").read_bytes() + (tmp_path / "p" / "queries.parquet").read_bytes()
     assert b"split()" not in text and b"return a" not in text  # figure-only: no code text in the pool
@@ -87,3 +90,20 @@ def test_shared_codegen_dump_first_tasks(tmp_path):
     # HumanEval/0 is among the easiest tasks: CodeGen-16B solves it in most samples; a harness that fails
     # everything (no truncation, a broken test call) would show 0 here
     assert p.correct[:10].sum() >= 3
+
+
+def test_humaneval_sandbox_and_timeout_options(tmp_path, monkeypatch):
+    """--timeout inf was refused with a misleading 'does not look like humaneval'; --sandbox strict where the
+    machine gives no OS isolation is its own one line, before any program runs."""
+    r = _run(FIX, "--out", tmp_path / "a", "--timeout", "inf")
+    assert r.exit_code == 2 and "--timeout must be a positive, finite number of seconds" in r.output, r.output
+    assert "does not look like" not in r.output
+    from harvest.oracles import sandbox
+
+    def unavailable(mode="auto"):
+        raise sandbox.SandboxUnavailable("--sandbox strict: this machine gives no OS isolation (test)")
+
+    monkeypatch.setattr(sandbox, "isolation", unavailable)
+    r = _run(FIX, "--out", tmp_path / "b", "--sandbox", "strict")
+    assert r.exit_code == 2 and r.output.startswith("error: --sandbox strict: this machine gives no OS isolation")
+    assert "does not look like" not in r.output and not (tmp_path / "b").exists()
