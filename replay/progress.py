@@ -9,6 +9,7 @@ Used by every long command: replay, bench, harvest, grading, PRM scoring."""
 from __future__ import annotations
 
 import sys
+import threading
 import time
 
 
@@ -34,6 +35,7 @@ class progress:  # noqa: N801 (used as a context manager, like open)
         self.amounts = dict.fromkeys(self.rates, 0)
         self._bar = None
         self._printed = False
+        self._lock = threading.Lock()  # workers' threads advance it (the code sandbox)
 
     def __enter__(self) -> "progress":
         self.t0 = self._last = time.perf_counter()
@@ -60,6 +62,10 @@ class progress:  # noqa: N801 (used as a context manager, like open)
         return ", ".join(f"{self.amounts[r] / dt:,.1f} {r}/s" for r in self.rates)
 
     def advance(self, k: int = 1, **amounts):
+        with self._lock:
+            self._advance(k, amounts)
+
+    def _advance(self, k: int, amounts: dict):
         self.done += k
         for name, v in amounts.items():
             self.amounts[name] = self.amounts.get(name, 0) + v

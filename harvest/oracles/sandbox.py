@@ -495,13 +495,9 @@ def run_many(sources: Sequence[str], *, workers: int | None = None, timeout_s: f
         jobs.put(i)
     results: list[ExecResult | None] = [None] * len(sources)
     stop = threading.Event()
-    bar = task = None
-    if progress:
-        from rich.progress import Progress
+    from replay.progress import progress as progress_display
 
-        bar = Progress()
-        bar.start()
-        task = bar.add_task("running programs", total=len(sources))
+    bar = progress_display(len(sources), "running programs", "programs", enabled=progress).__enter__()
 
     def work():
         runner = None
@@ -521,8 +517,7 @@ def run_many(sources: Sequence[str], *, workers: int | None = None, timeout_s: f
                 elif runner.proc.poll() is not None or runner.proc.stdin.closed:
                     runner = None  # it asked to be restarted (a scratch directory it could not clean)
                 results[i] = r
-                if bar is not None:
-                    bar.advance(task)
+                bar.advance(1)
         except BaseException:
             stop.set()
             raise
@@ -540,8 +535,7 @@ def run_many(sources: Sequence[str], *, workers: int | None = None, timeout_s: f
                 stop.set()
                 raise
     finally:
-        if bar is not None:
-            bar.stop()
+        bar.__exit__(None, None, None)
     return results  # type: ignore[return-value]
 
 
