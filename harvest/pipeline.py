@@ -29,6 +29,7 @@ from typing import Any, Callable, Sequence
 import polars as pl
 
 from replay.errors import InputError
+from replay.outputs import write_errors
 from replay.progress import progress as progress_display
 from replay.pool import (PoolError, atomic_write_json, atomic_write_parquet, column, load_pool, new_pool_dir,
                          remove_stale_temps, verify_file)
@@ -600,7 +601,7 @@ def merge_pools(inputs: Sequence[Path], out: Path, *, allow_missing: bool = Fals
         for f in part_files(p):
             verify_file(f)
     try:
-        with new_pool_dir(out) as tmp:
+        with new_pool_dir(out) as tmp, write_errors(out):  # a full disk while copying: one error line
             (tmp / "samples").mkdir()
             k = 0
             queries = []

@@ -375,3 +375,36 @@ def test_harvest_sampling_refused_before_the_model_loads(tmp_path, args, message
     import re
     assert re.search(message, r.output), r.output
     assert not out.exists()  # nothing left to block the corrected run
+
+
+@needs_ns
+def test_full_disk_merge(tmp_path):
+    from test_harvest_pipeline import shards
+
+    dirs = shards(tmp_path / "shards", count=2)
+    mnt = tmp_path / "disk"
+    r = _in_tmpfs(mnt, "12k", [TTC, "merge", *dirs, "--out", mnt / "merged"])
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "No space left on device" in _error_line(r)  # a traceback from the copy before
+    assert _left(r) == []
+
+
+@needs_ns
+def test_full_disk_while_scoring_leaves_every_part_whole(tmp_path):
+    """ttc score rewrites the pool's parts in place (its job): on a full disk, one error line, every part whole
+    (each is replaced only by a rename of a complete file), no temporary left, so a rerun resumes."""
+    from test_harvest_pipeline import harvest
+
+    pool = tmp_path / "src"
+    harvest(pool, shard_size=2)
+    used = sum(-(-f.stat().st_size // 4096) * 4096 for f in pool.rglob("*") if f.is_file())
+    mnt = tmp_path / "disk"
+    check = (f"{sys.executable} -c \"import sys; from pathlib import Path; from replay.pool import verify_file; "
+             f"[verify_file(p) for p in sorted(Path('{mnt}/pool/samples').glob('part-*.parquet'))]; "
+             f"tmps = list(Path('{mnt}/pool').rglob('.*tmp-*')); print('PARTS OK' if not tmps else tmps)\";")
+    r = _in_tmpfs(mnt, f"{used // 1024}k", [TTC, "score", mnt / "pool", "--oracle", "gt", "--no-progress"],
+                  prepare=f"cp -r {pool} {mnt}/pool && ", after=check)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "No space left on device" in _error_line(r)
+    assert "PARTS OK" in r.stdout
+    assert not [n for n in _left(r) if n != "pool"]
