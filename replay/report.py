@@ -30,7 +30,8 @@ from .extras import check
 from .policies import RunConfig, in_grid, supported
 from .outputs import atomic_dir, check_output, write_errors
 from .pool import PoolError, load_pool
-from .run import ReplayRequest, build_configs, check_budget_totals, check_seeds, config_from_options
+from .run import (ReplayRequest, build_configs, check_budget_totals, check_per_query_memory, check_seeds,
+                  config_from_options)
 from .summary import fmt_gain, fmt_mean_se, summarize, uniform_exact
 
 RHOS = (0.25, 0.5, 0.75)
@@ -347,6 +348,9 @@ def replay_pool(path: Path, req: ReportRequest, outdir: Path, rel: str) -> Runs:
     main_labels = {c.label() for c in main}
     var_list = list({c.label(): c for g in variants.values() for c in g if c.label() not in main_labels}.values())
 
+    # the allocation figure keeps every main run's per-query counts: refuse what cannot fit before replaying
+    check_per_query_memory(len(main) * len(budgets), len(seeds), pool.n_queries,
+                           "ttc report (its allocation table)")
     df_main, pq = replay(pool, main, budgets, seeds, select=req.select, per_query=True)
     df_var = replay(pool, var_list, budgets, seeds, select=req.select)[0] if var_list else df_main.clear()
     gamma = None

@@ -154,16 +154,19 @@ def _available_memory() -> int | None:
     return None
 
 
-def check_cost(req: ReplayRequest, rows: int, n_queries: int):
-    """Refuse, before the work, a --per-query table that cannot fit in memory (it is built whole, then written)."""
-    if req.per_query is None:
-        return
-    need = rows * req.seeds * n_queries * PER_QUERY_ROW_BYTES
+def check_per_query_memory(rows: int, seeds: int, n_queries: int, what: str = "--per-query"):
+    """Refuse, before the work, a per-query table that cannot fit in memory (it is built whole, then written)."""
+    need = rows * seeds * n_queries * PER_QUERY_ROW_BYTES
     have = _available_memory()
     if have is not None and need > 0.8 * have:
-        raise PoolError(f"--per-query would hold {rows * req.seeds * n_queries:,} rows ({rows} configurations x "
-                        f"budgets, {req.seeds:,} seeds, {n_queries:,} queries; about {need / 2**30:.1f} GiB) and "
-                        f"this machine has {have / 2**30:.1f} GiB available: use fewer seeds, budgets or policies")
+        raise PoolError(f"{what} would hold {rows * seeds * n_queries:,} rows ({rows} configurations x budgets, "
+                        f"{seeds:,} seeds, {n_queries:,} queries; about {need / 2**30:.1f} GiB) and this machine has "
+                        f"{have / 2**30:.1f} GiB available: use fewer seeds, budgets or policies")
+
+
+def check_cost(req: ReplayRequest, rows: int, n_queries: int):
+    if req.per_query is not None:
+        check_per_query_memory(rows, req.seeds, n_queries)
 
 
 def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:

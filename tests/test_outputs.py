@@ -408,3 +408,10 @@ def test_full_disk_while_scoring_leaves_every_part_whole(tmp_path):
     assert "No space left on device" in _error_line(r)
     assert "PARTS OK" in r.stdout
     assert not [n for n in _left(r) if n != "pool"]
+
+
+def test_report_past_the_memory_is_refused_before_replaying(tmp_path):
+    r = _ttc("report", DEFAULT_POOL, "--out", tmp_path / "rep", "--seeds", 1_000_000, "--budgets", 4, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "error: ttc report (its allocation table) would hold" in r.stderr and "GiB available" in r.stderr
+    assert not (tmp_path / "rep").exists() and list(tmp_path.iterdir()) == []
