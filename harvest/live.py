@@ -8,11 +8,11 @@ generation can run ahead in batches without changing a decision: `lookahead` res
 backend call, not one per query.
 
 Faults (`ttc run`, harvest/run.py): a backend call that raises is retried `retries` times with exponential backoff
-(the openai backend's client also retries each HTTP request itself). A call that still fails is then examined: on
-the first call nothing has ever worked, so the run stops (BackendError; the environment is broken, and a rerun
-resumes); later, one prompt that worked before is tried again (a probe): if it fails too the backend is down and
-the run stops the same way; if it works the call's prompts are split in halves until the failing ones are found,
-and each of those queries is marked failed (replay.live.Unavailable: it keeps the responses it has, and the
+(the openai backend's client also retries each HTTP request itself). A call that still fails is then examined: one
+prompt that worked before is tried again (a probe; before anything has worked, up to three of the call's prompts
+alone, kept when they work): if that fails too the backend is down, and the run stops (BackendError; a rerun
+resumes from what was written); if it works, the call's prompts are split in halves until the failing ones are
+found, and each of those queries is marked failed (replay.live.Unavailable: it keeps the responses it has, and the
 others go on).
 """
 from __future__ import annotations
@@ -129,6 +129,14 @@ class BackendSource:
             self._prompts[i] = self.prompt(self.queries[i])
         return self._prompts[i]
 
+    def prompt_tokens_of(self, i: int) -> int | None:
+        """Query i's prompt length in tokens (None without prompt_len)."""
+        if self.prompt_len is None:
+            return None
+        if i not in self._prompt_tokens:
+            self._prompt_tokens[i] = int(self.prompt_len(self.prompt_of(i)))
+        return self._prompt_tokens[i]
+
     # -------------------------------------------------------------------------------------------- generation
 
     def _generate(self, i: int, upto: int):
@@ -170,11 +178,9 @@ class BackendSource:
         """One backend call for `todo` (count responses each, continuing each query's seeds), tried `attempts`
         times with exponential backoff."""
         for q in todo:
-            p = self.prompt_of(q)
-            if self.prompt_len is not None and q not in self._prompt_tokens:
-                self._prompt_tokens[q] = int(self.prompt_len(p))
+            self.prompt_tokens_of(q)
         seeds = [query_seed(self.sampling.seed, self.queries[q].query_id) + len(self._cache[q]) for q in todo]
-        prompts = [self._prompts[q] for q in todo]
+        prompts = [self.prompt_of(q) for q in todo]
         for attempt in range(attempts):
             if attempt:
                 time.sleep(min(MAX_BACKOFF_S, self.retry_delay_s * 2 ** (attempt - 1)))
@@ -207,19 +213,32 @@ class BackendSource:
             raise
         except Exception as e:
             first = e
-        if self._good is None:
-            raise BackendError(f"the backend failed on the run's first call, {self.retries + 1} attempt(s): "
-                               f"{_message(first)}; nothing was recorded for this call, rerun to resume") from None
-        try:
-            self._call([self._good], 1, self.retries + 1)  # the probe: its response is not used
-            self.calls -= 1
-        except InputError:
-            raise
-        except Exception as e:
-            raise BackendError(f"the backend is failing (a prompt that worked before fails too): {_message(e)}; "
-                               f"what was generated is kept, rerun to resume") from None
         got: dict[int, list[Response]] = {}
         failures: dict[int, str] = {}
+        attempts = f"{self.retries + 1} attempt{'s' if self.retries else ''}"
+        if self._good is not None:
+            try:
+                self._call([self._good], 1, self.retries + 1)  # the probe: its response is not used
+                self.calls -= 1
+            except InputError:
+                raise
+            except Exception as e:
+                raise BackendError(f"the backend is failing (a prompt that worked before fails too): {_message(e)}; "
+                                   "what was generated is kept, rerun to resume") from None
+        else:  # nothing has worked yet: a few of the call's prompts alone, kept when they work
+            for q in dict.fromkeys([todo[0], todo[len(todo) // 2], todo[-1]]):
+                try:
+                    got.update(self._call([q], count, self.retries + 1))
+                    self._good = q
+                    break
+                except InputError:
+                    raise
+                except Exception as e:
+                    failures[q] = f"{_message(e)} (after {attempts}, and {attempts} alone)"
+            if self._good is None:
+                raise BackendError(f"the backend failed on the run's first call ({attempts}: {_message(first)}), "
+                                   f"and on {len(failures)} of its prompts alone; nothing was recorded for this "
+                                   "call, rerun to resume") from None
 
         def split(part: list[int]):
             try:
@@ -228,16 +247,16 @@ class BackendSource:
                 raise
             except Exception as e:
                 if len(part) == 1:
-                    failures[part[0]] = f"{_message(e)} (after {self.retries + 1} attempts and an isolated retry)"
+                    failures[part[0]] = f"{_message(e)} (after {attempts} and an isolated retry)"
                     return
                 split(part[:len(part) // 2])
                 split(part[len(part) // 2:])
 
-        if len(todo) == 1:
-            failures[todo[0]] = f"{_message(first)} (after {self.retries + 1} attempts)"
-        else:
-            split(todo[:len(todo) // 2])
-            split(todo[len(todo) // 2:])
+        rest = [q for q in todo if q not in got and q not in failures]
+        if len(todo) == 1 and rest:
+            failures[todo[0]] = f"{_message(first)} (after {attempts})"
+        elif rest:
+            split(rest)
         return got, failures
 
     # ----------------------------------------------------------------------------------------------- scoring

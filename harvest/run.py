@@ -609,6 +609,12 @@ def execute(plan: RunPlan, backend: Any, tokenizer: Any = None, *, prompt_len: C
     index = {q.query_id: i for i, q in enumerate(queries)}
     t_start = time.perf_counter()
 
+    entry = BACKENDS[req.backend]
+    server = entry.chat == "server"
+    if plan.messages is not None:  # a request the backend cannot take is refused before anything is written
+        for m in plan.messages:
+            render_batch_prompt(m, tokenizer, chat=req.chat, server=server)
+
     # ---- the directory, and what an earlier process of this run left in it
     (pool / "samples").mkdir(parents=True, exist_ok=True)
     if not (out / DIR_MARK).exists():
@@ -630,17 +636,12 @@ def execute(plan: RunPlan, backend: Any, tokenizer: Any = None, *, prompt_len: C
     resumed = bool(cache) or bool(meta["failures"])
 
     # ---- the source
-    entry = BACKENDS[req.backend]
-    server = entry.chat == "server"
     if plan.messages is not None:
         prompt_fn = lambda q: render_batch_prompt(plan.messages[index[q.query_id]], tokenizer,  # noqa: E731
                                                   chat=req.chat, server=server)
     else:
         render_chat = False if server else req.chat
         prompt_fn = lambda q: render(plan.template, q, tokenizer, chat=render_chat)  # noqa: E731
-    if plan.messages is not None:  # refuse a request the backend cannot take before any call
-        for m in plan.messages:
-            render_batch_prompt(m, tokenizer, chat=req.chat, server=server)
     next_part = [max((_part_number(p) for p in part_files(pool)), default=-1) + 1]
     written_now = [0]
     crash_at = os.environ.get(CRASH_ENV)
@@ -736,15 +737,16 @@ def _results(plan: RunPlan, source, live: dict) -> list[dict]:
         failed = live["failed"].get(i)
         status = ("answered" if live["answered"][i] else "capped" if live["capped"][i] else
                   "failed" if failed else "exhausted" if live["exhausted_q"][i] else "budget")
-        plen = source._prompt_tokens.get(i) if source.prompt_len is not None else None
-        r, o = items[k] if k >= 0 else (None, None)
+        plen = source.prompt_tokens_of(i) if n else None
+        back = k if k >= 0 else (0 if n else -1)  # no valid answer to select (sc, weighted): the first response
+        r, o = items[back] if back >= 0 else (None, None)
         rows.append({
             "query_id": q.query_id, "status": status, "answered": bool(live["answered"][i]),
             "capped": bool(live["capped"][i]), "exhausted": bool(live["exhausted_q"][i]), "error": failed,
             "responses": n, "generated": source.ready(i),
             "completion_tokens": sum(int(it[0].n_tokens) for it in items),
-            "prompt_tokens": None if plen is None else plen * n,
-            "selected": k, "answer": None if o is None or o.answer is None else str(o.answer),
+            "prompt_tokens": None if source.prompt_len is None else (plen or 0) * n,
+            "selected": k, "returned": back, "answer": None if o is None or o.answer is None else str(o.answer),
             "text": None if r is None else r.text, "finish_reason": None if r is None else r.finish_reason,
             "correct": (bool(live[f"sel_{rule}"][i]) if k >= 0 else False) if gt else None,
             "covered": bool(live["covered"][i]) if gt else None,
@@ -843,10 +845,10 @@ def batch_line(plan: RunPlan, row: dict, created: int) -> dict:
     error = None
     if row["error"]:
         error = {"code": "backend_error", "message": row["error"]}
-    elif row["selected"] < 0:
+    elif row["returned"] < 0:
         error = {"code": "no_response", "message": "the budget ran out before this query got a response"}
     response = None
-    if row["selected"] >= 0:
+    if row["returned"] >= 0:
         usage = {"prompt_tokens": row["prompt_tokens"], "completion_tokens": row["completion_tokens"],
                  "total_tokens": None if row["prompt_tokens"] is None else row["prompt_tokens"]
                  + row["completion_tokens"]}
@@ -855,8 +857,9 @@ def batch_line(plan: RunPlan, row: dict, created: int) -> dict:
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": row["text"]},
                              "finish_reason": row["finish_reason"], "logprobs": None}],
                 "usage": usage,
-                "ttc": {k: row[k] for k in ("status", "answer", "responses", "generated", "selected", "correct",
-                                            "covered", "answered", "capped", "exhausted")} | {"select": plan.select}}
+                "ttc": {k: row[k] for k in ("status", "answer", "responses", "generated", "selected", "returned",
+                                            "correct", "covered", "answered", "capped", "exhausted")}
+                | {"select": plan.select}}
         response = {"status_code": 200, "request_id": f"ttc-{rid}", "body": body}
     return {"id": f"batch_req_ttc_{rid}", "custom_id": qid, "response": response, "error": error}
 
@@ -880,8 +883,8 @@ def _write_results(plan: RunPlan, results: list[dict], summary: dict, meta: dict
                 f.write(json.dumps(batch_line(plan, row, created), ensure_ascii=False) + "\n")
     schema = {"query_id": pl.String, "status": pl.String, "answered": pl.Boolean, "capped": pl.Boolean,
               "exhausted": pl.Boolean, "error": pl.String, "responses": pl.Int64, "generated": pl.Int64,
-              "completion_tokens": pl.Int64, "prompt_tokens": pl.Int64, "selected": pl.Int64, "answer": pl.String,
-              "text": pl.String, "finish_reason": pl.String, "correct": pl.Boolean, "covered": pl.Boolean}
+              "completion_tokens": pl.Int64, "prompt_tokens": pl.Int64, "selected": pl.Int64, "returned": pl.Int64,
+              "answer": pl.String, "text": pl.String, "finish_reason": pl.String, "correct": pl.Boolean, "covered": pl.Boolean}
     write_parquet(pl.DataFrame(results, schema=schema), out / "results.parquet", "run")
     with atomic_file(out / "run.json") as tmp:
         tmp.write_text(json.dumps(summary, indent=2, default=str) + "\n")

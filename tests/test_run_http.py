@@ -1,0 +1,166 @@
+"""`ttc run --backend openai` through real HTTP against a loopback server that answers from a pool
+(tests/fixtures/harvest/pool_openai_server.py: the k-th response of a query for the seed is the pool's k-th in `ttc
+replay`'s permutation), with injected faults (HTTP 500s, dropped connections, a request that times out): the run
+equals `ttc replay POOL --seed-start SEED --seeds 1` query by query and in total, and the faults change nothing."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+pytest.importorskip("openai")
+
+from typer.testing import CliRunner  # noqa: E402
+
+from cli import app  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+SERVER = HERE / "fixtures" / "harvest" / "pool_openai_server.py"
+sys.path.insert(0, str(HERE))
+from test_run import SynthPool  # noqa: E402
+
+SEED = 5
+KEY = "test-key-run"
+runner = CliRunner()
+
+
+def write_pool(sp: SynthPool, out: Path) -> Path:
+    from replay.pool import samples_frame, write_pool as write
+
+    rows = {"query_id": [], "sample_idx": [], "answer": [], "correct": [], "n_tokens": []}
+    for i, q in enumerate(sp.ids):
+        for k in range(sp.size):
+            a = sp.answers[i][k]
+            rows["query_id"].append(q)
+            rows["sample_idx"].append(k)
+            rows["answer"].append(a)
+            rows["correct"].append(a == sp.gold[i])
+            rows["n_tokens"].append(sp.tokens[i][k])
+    queries = pl.DataFrame({"query_id": sp.ids, "problem": [f"problem {q}" for q in sp.ids], "gold": sp.gold})
+    return write(out, samples_frame(rows), {"name": "synth-for-http"}, queries=queries)
+
+
+class Server:
+    def __init__(self, pool: Path, *faults: str):
+        self.proc = subprocess.Popen([sys.executable, str(SERVER), "--pool", str(pool), "--seed", str(SEED),
+                                      "--key", KEY, *faults], stdout=subprocess.PIPE, text=True)
+        self.port = int(self.proc.stdout.readline())
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+
+    def stats(self) -> dict:
+        import urllib.request
+
+        return json.loads(urllib.request.urlopen(f"http://127.0.0.1:{self.port}/stats").read())
+
+    def close(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    d = tmp_path_factory.mktemp("http")
+    sp = SynthPool(d, n=10, size=8, seed=3)
+    return sp, write_pool(sp, d / "pool")
+
+
+def ok(r):
+    assert r.exit_code == 0, (r.exit_code, r.output)
+    return r
+
+
+def run_args(sp, url, out, *extra):
+    return ["run", "--dataset", str(sp.path), "--template", "plain", "--backend", "openai", "--base-url", url,
+            "--model", "pool-model", "--api-key-env", "TTC_RUN_TEST_KEY", "--max-tokens", "64", "--seed", str(SEED),
+            "--max-per-query", str(sp.size), "--retry-delay", "0", "--no-progress", "--out", str(out), *extra]
+
+
+@pytest.mark.parametrize("policy, unit, budget, extra", [
+    ("elimination", "samples", "3", []),
+    ("ucb", "tokens", "40", ["--lambda", "0.5"]),
+    ("two-stage", "samples", "4", ["--rho", "0.25"]),
+    ("streaming", "samples", "3", ["--max-samples", "5"]),
+])
+def test_run_over_http_equals_replay_despite_faults(setup, tmp_path, policy, unit, budget, extra):
+    sp, pool = setup
+    server = Server(pool, "--fail-every", "7", "--drop-every", "11", "--stall-every", "29", "--stall", "2.5")
+    try:
+        r = ok(runner.invoke(app, run_args(sp, server.url, tmp_path / "run", "--policy", policy, "--unit", unit,
+                                           "--budget", budget, "--request-timeout", "1", "--max-retries", "8",
+                                           "--concurrency", "4", *extra), env={"TTC_RUN_TEST_KEY": KEY}))
+        stats = server.stats()
+    finally:
+        server.close()
+    assert stats["failed"] > 0 and stats["dropped"] > 0, stats  # the faults happened and were retried
+    ok(runner.invoke(app, ["replay", str(pool), "--policy", policy, "--unit", unit, "--budgets", budget, "--seeds",
+                           "1", "--seed-start", str(SEED), "--per-query", str(tmp_path / "pq.parquet"), "--out",
+                           str(tmp_path / "r.parquet"), *extra]))
+    got = pl.read_parquet(tmp_path / "run" / "results.parquet").sort("query_id")
+    want = pl.read_parquet(tmp_path / "pq.parquet").sort("query_id")
+    assert got["query_id"].to_list() == want["query_id"].to_list()
+    assert got["responses"].to_list() == want["n_drawn"].to_list()
+    for a, b in (("answered", "answered"), ("exhausted", "exhausted"), ("capped", "capped"),
+                 ("covered", "covered"), ("correct", "selected_correct")):
+        assert got[a].to_list() == want[b].to_list(), a
+    total = pl.read_parquet(tmp_path / "r.parquet").row(0, named=True)
+    summary = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert summary["spent"]["samples"] == total["samples_used"]
+    assert summary["spent"]["tokens"] == total["tokens_used"]
+    assert summary["outcome"]["accuracy"] == pytest.approx(total["accuracy"])
+    assert "exhausted" in r.output and "backend calls" in r.output
+
+
+def test_a_query_the_server_always_refuses_is_recorded_and_the_others_go_on(setup, tmp_path):
+    """A 400 for one query (the client does not retry it): that query's result line carries the error, the run
+    goes on, and every other query is answered as without the fault."""
+    sp, pool = setup
+    clean = Server(pool)
+    try:
+        ok(runner.invoke(app, run_args(sp, clean.url, tmp_path / "clean", "--policy", "uniform", "--budget", "3"),
+                         env={"TTC_RUN_TEST_KEY": KEY}))
+    finally:
+        clean.close()
+    # one query's prompt is one the server does not hold: HTTP 400 for it, every time
+    data = tmp_path / "q.jsonl"
+    rows = [json.loads(x) for x in sp.path.read_text().splitlines()]
+    rows[2]["problem"] = "a prompt the server does not know"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    server = Server(pool)
+    try:
+        args = run_args(sp, server.url, tmp_path / "bad", "--policy", "uniform", "--budget", "3", "--max-retries", "1")
+        args[args.index("--dataset") + 1] = str(data)
+        r = ok(runner.invoke(app, args, env={"TTC_RUN_TEST_KEY": KEY}))
+    finally:
+        server.close()
+    bad = sp.ids[2]
+    lines = {json.loads(x)["custom_id"]: json.loads(x) for x in (tmp_path / "bad" / "results.jsonl").read_text()
+             .splitlines()}
+    assert lines[bad]["error"]["code"] == "backend_error" and lines[bad]["response"] is None
+    assert "1 failed" in r.output
+    a = pl.read_parquet(tmp_path / "clean" / "results.parquet").filter(pl.col("query_id") != bad)
+    b = pl.read_parquet(tmp_path / "bad" / "results.parquet").filter(pl.col("query_id") != bad)
+    # uniform: the failed query's budget goes to the others in the last round; the shared queries drew at least
+    # as much, the same responses first
+    assert all(y >= x for x, y in zip(a["responses"], b["responses"]))
+    assert b["responses"].sum() == 3 * sp.n
+
+
+def test_missing_server_option_and_bad_key_are_one_line(setup, tmp_path):
+    sp, pool = setup
+    args = run_args(sp, "http://127.0.0.1:9/v1", tmp_path / "o", "--budget", "2")
+    del args[args.index("--base-url"):args.index("--base-url") + 2]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 2 and "needs --base-url" in r.output and "Traceback" not in r.output
+    assert not (tmp_path / "o").exists()
+    server = Server(pool)
+    try:
+        r = runner.invoke(app, run_args(sp, server.url, tmp_path / "k", "--budget", "2"),
+                          env={"TTC_RUN_TEST_KEY": "wrong"})
+    finally:
+        server.close()
+    assert r.exit_code == 1 and "BackendError" in r.output and "first call" in r.output
+    assert "Traceback" not in r.output
