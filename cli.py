@@ -779,7 +779,8 @@ def run_cmd(
     to the queries that need it. Writes one result per query (OpenAI Batch output JSONL and Parquet), run.json
     (outcome and cost) and the pool of every response (ttc replay reads it). A killed run resumes when rerun."""
     from harvest.live import LazyBackend
-    from harvest.run import RunRequest, backend_kwargs, execute, load_tokenizer, plan_run, report_lines
+    from harvest.run import (RunRequest, backend_kwargs, effective_chat, execute, load_tokenizer, plan_run,
+                             report_lines)
     from harvest.types import Sampling
 
     def given(name: str) -> bool:
@@ -792,6 +793,7 @@ def run_cmd(
             _fail(f"{flag} does not apply to ttc run (it grades gt answers one at a time in a warm process, with "
                   f"--timeout per grade)")
     backend = _value(backend)
+    chat = effective_chat(backend, chat, batch)
     kw = backend_kwargs(backend, model, revision, chat, backend_options,
                         {p for p in backend_options if given(p)})
     req = RunRequest(

@@ -488,6 +488,15 @@ def backend_kwargs(backend: str, model: str, revision: str | None, chat: bool | 
     return kw
 
 
+def effective_chat(backend: str, chat: bool | None, batch: Path | None) -> bool | None:
+    """--chat as given; for a --batch file of chat requests sent to a server backend, chat requests by default."""
+    from .registry import BACKENDS
+
+    if chat is None and batch is not None and BACKENDS[backend].chat == "server":
+        return True
+    return chat
+
+
 def load_tokenizer(backend: str, model: str, revision: str | None, kw: dict):
     """The model's tokenizer, to render prompts (chat template) and count prompt tokens before the model loads;
     None for a server backend (the server holds it)."""

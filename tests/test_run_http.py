@@ -164,3 +164,32 @@ def test_missing_server_option_and_bad_key_are_one_line(setup, tmp_path):
         server.close()
     assert r.exit_code == 1 and "BackendError" in r.output and "first call" in r.output
     assert "Traceback" not in r.output
+
+
+def test_a_batch_file_goes_to_the_chat_endpoint_and_runs_as_its_data_set(setup, tmp_path):
+    """An OpenAI Batch file of the same queries (custom_id = id, one user message = the problem, a gold answer),
+    sent to the server as chat requests (the default for a batch file on the openai backend), allocates as the
+    data set does: the same responses, query by query."""
+    sp, pool = setup
+    batch = tmp_path / "batch.jsonl"
+    batch.write_text("".join(json.dumps({"custom_id": q, "method": "POST", "url": "/v1/chat/completions",
+                                         "body": {"model": "pool-model", "max_tokens": 64,
+                                                  "messages": [{"role": "user", "content": f"problem {q}"}]},
+                                         "gold": g}) + "\n" for q, g in zip(sp.ids, sp.gold)))
+    server = Server(pool)
+    try:
+        ok(runner.invoke(app, run_args(sp, server.url, tmp_path / "data", "--policy", "ucb", "--budget", "3"),
+                         env={"TTC_RUN_TEST_KEY": KEY}))
+        args = run_args(sp, server.url, tmp_path / "batch", "--policy", "ucb", "--budget", "3")
+        i = args.index("--dataset")
+        args[i:i + 2] = ["--batch", str(batch)]
+        del args[args.index("--template"):args.index("--template") + 2]
+        ok(runner.invoke(app, args, env={"TTC_RUN_TEST_KEY": KEY}))
+    finally:
+        server.close()
+    a = pl.read_parquet(tmp_path / "data" / "results.parquet")
+    b = pl.read_parquet(tmp_path / "batch" / "results.parquet")
+    assert a.select("query_id", "responses", "text", "correct").equals(b.select("query_id", "responses", "text",
+                                                                                 "correct"))
+    meta = json.loads((tmp_path / "batch" / "pool" / "pool.json").read_text())
+    assert meta["backend"]["chat"] is True and meta["generation"]["template"]["name"] == "batch-messages"
