@@ -753,6 +753,12 @@ def run_cmd(
     retries: int = typer.Option(2, help="Retries of a failed backend call, with exponential backoff from "
                                 "--retry-delay (the openai client also retries each request: --max-retries)."),
     retry_delay: float = typer.Option(1.0, help="Seconds before the first retry; doubled for each next one."),
+    stream: bool = typer.Option(False, "--stream", help="Read the --batch requests one at a time as they come (a "
+                                "growing file, or - for stdin) and run each with --policy streaming under a budget "
+                                "rate: query t may spend budget x (t + 1) minus what the earlier ones spent; each "
+                                "result is appended to results.jsonl when its query is done."),
+    stream_idle: float = typer.Option(0.0, help="--stream from a file: stop after this many seconds without a new "
+                                      "line (0: at the end of the file)."),
     backend: Backend = typer.Option(Backend("vllm"), help=f"The generation backend: "
                                     f"{_described(harvest_registry.BACKENDS)}."),
     template: Optional[Template] = typer.Option(None, help="Prompt template of --dataset queries (default: by task "
@@ -779,8 +785,8 @@ def run_cmd(
     to the queries that need it. Writes one result per query (OpenAI Batch output JSONL and Parquet), run.json
     (outcome and cost) and the pool of every response (ttc replay reads it). A killed run resumes when rerun."""
     from harvest.live import LazyBackend
-    from harvest.run import (RunRequest, backend_kwargs, effective_chat, execute, load_tokenizer, plan_run,
-                             report_lines)
+    from harvest.run import (RunRequest, backend_kwargs, effective_chat, execute, execute_stream, load_tokenizer,
+                             plan_run, report_lines)
     from harvest.types import Sampling
 
     def given(name: str) -> bool:
@@ -805,7 +811,8 @@ def run_cmd(
         sampling=Sampling(n=1, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed),
         template=_value(template), chat=chat, revision=revision, limit=limit, task=_value(task), id_column=id_column,
         problem_column=problem_column, answer_column=answer_column, split=split,
-        backend_options={k2: v for k2, v in backend_options.items()}, progress=scoring["progress"])
+        backend_options={k2: v for k2, v in backend_options.items()}, progress=scoring["progress"], stream=stream,
+        stream_idle_s=stream_idle)
     plan = plan_run(req)
     tok = load_tokenizer(backend, model, revision, kw)
     prompt_len = None
@@ -816,11 +823,16 @@ def run_cmd(
     from harvest.backends import make_backend
 
     gen = LazyBackend(lambda: make_backend(backend, **kw))
-    typer.echo(f"{out}: {len(plan.queries):,} queries, {plan.config.label()} with --oracle {req.oracle}, budget "
-               f"{budget:g} {req.unit}/query ({plan.budget_total:,} in all), {backend} {model}")
+    if stream:
+        typer.echo(f"{out}: requests from {batch} as they come, {plan.config.label()} with --oracle {req.oracle}, a "
+                   f"budget rate of {budget:g} {req.unit}/query, {backend} {model}", err=True)
+    else:
+        typer.echo(f"{out}: {len(plan.queries):,} queries, {plan.config.label()} with --oracle {req.oracle}, budget "
+                   f"{budget:g} {req.unit}/query ({plan.budget_total:,} in all), {backend} {model}")
     try:
-        outcome = execute(plan, gen, tok, prompt_len=prompt_len, argv=["ttc", *ctx.meta.get("ttc.argv", [])],
-                          echo=typer.echo)
+        run = execute_stream if stream else execute
+        outcome = run(plan, gen, tok, prompt_len=prompt_len, argv=["ttc", *ctx.meta.get("ttc.argv", [])],
+                      echo=typer.echo)
     except KeyboardInterrupt:
         typer.echo(f"interrupted; what was generated is kept in {out}/pool: rerun the same command to resume",
                    err=True)

@@ -64,6 +64,9 @@ BATCH_URLS = ("/v1/chat/completions", "/v1/completions")
 BATCH_SAMPLING = {"temperature": "temperature", "top_p": "top_p", "max_tokens": "max_tokens",
                   "max_completion_tokens": "max_tokens"}
 QUERY_ORDER_RULE = "replay.rng.query_order(query_keys(query ids), seed): the order ttc replay gives the seed"
+STREAM_RULE = ("query t (0-based, in the order they come) runs the streaming policy alone with the budget "
+               "round(budget x (t + 1)) minus what queries 0 .. t-1 spent: each query until answered, capped "
+               "(--max-samples) or that bank is spent")
 
 
 class RunError(InputError):
@@ -115,6 +118,8 @@ class RunRequest:
     split: str | None = None
     backend_options: dict = field(default_factory=dict)   # keyword -> value, for the backend's constructor
     progress: bool = True
+    stream: bool = False                    # queries one at a time from --batch FILE or - (stdin): execute_stream
+    stream_idle_s: float = 0.0              # a growing --batch FILE: stop after this long without a new line
 
 
 @dataclass
@@ -159,6 +164,74 @@ def _content(value: Any, where: str) -> str:
     raise RunError(f"{where}: a message's content must be a string or a list of text parts")
 
 
+def parse_batch_line(line: str, where: str, n: int, *, model: str, sampling: Sampling, oracle: str
+                     ) -> tuple[Query, Any, set[str]]:
+    """One request of an OpenAI Batch API input file (read_batch): its query, its messages (a list) or prompt (a
+    string), and the body fields ignored. RunError names `where` (FILE:LINE) and what is wrong."""
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise RunError(f"{where}: not a JSON line ({e.msg})") from None
+    if not isinstance(row, dict):
+        raise RunError(f"{where}: each line must be a JSON object (a batch request)")
+    cid = row.get("custom_id")
+    if not isinstance(cid, str) or not cid.strip():
+        raise RunError(f"{where}: no custom_id (a non-empty string naming the request)")
+    if row.get("method") != "POST":
+        raise RunError(f"{where}: method must be \"POST\", got {row.get('method')!r}")
+    url = row.get("url")
+    if url not in BATCH_URLS:
+        raise RunError(f"{where}: url must be {' or '.join(BATCH_URLS)}, got {url!r}")
+    body = row.get("body")
+    if not isinstance(body, dict):
+        raise RunError(f"{where}: no body object")
+    if "model" in body and body["model"] != model:
+        raise RunError(f"{where}: body.model {body['model']!r} is not --model {model!r}; a run uses one model")
+    if body.get("n", 1) != 1:
+        raise RunError(f"{where}: body.n is {body['n']!r}; the budget decides how many responses each query "
+                       "gets, so n must be 1 or absent")
+    if "seed" in body:
+        raise RunError(f"{where}: body.seed is set; each response's seed is derived from --seed, the query and "
+                       "the sample (as ttc harvest does), so leave it out")
+    wanted = {"temperature": sampling.temperature, "top_p": sampling.top_p, "max_tokens": sampling.max_tokens}
+    for key, option in BATCH_SAMPLING.items():
+        if key in body and body[key] != wanted[option]:
+            raise RunError(f"{where}: body.{key} is {body[key]!r} but --{option.replace('_', '-')} is "
+                           f"{wanted[option]!r}; one run samples every query alike (pass --"
+                           f"{option.replace('_', '-')} {body[key]})")
+    ignored = set(body) - {"model", "messages", "prompt", "n", *BATCH_SAMPLING}
+    if url == "/v1/chat/completions":
+        msgs = body.get("messages")
+        if not isinstance(msgs, list) or not msgs or not all(isinstance(m, dict) for m in msgs):
+            raise RunError(f"{where}: body.messages must be a non-empty list of messages")
+        clean = []
+        for m in msgs:
+            role = m.get("role")
+            if role not in ("system", "developer", "user", "assistant"):
+                raise RunError(f"{where}: a message's role must be system, developer, user or assistant, got "
+                               f"{role!r}")
+            clean.append({"role": role, "content": _content(m.get("content"), where)})
+        if clean[-1]["role"] != "user":
+            raise RunError(f"{where}: the last message must be the user's (the model answers it)")
+        prompt: Any = clean
+        problem = clean[-1]["content"]
+    else:
+        prompt = body.get("prompt")
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise RunError(f"{where}: body.prompt must be a non-empty string")
+        problem = prompt
+    gold = row.get("gold")
+    if gold is not None and not isinstance(gold, (str, int, float)):
+        raise RunError(f"{where}: gold must be a string or a number")
+    gold = None if gold is None or not str(gold).strip() else str(gold).strip()
+    if oracle == "gt" and gold is None:
+        raise RunError(f"{where}: --oracle gt needs a gold answer on every line (a top-level \"gold\"); "
+                       "without gold answers use --oracle sc")
+    query = Query(query_id=cid.strip(), task="math" if oracle == "gt" else "custom", problem=problem, gold=gold,
+                  fields={"batch_line": n})
+    return query, prompt, ignored
+
+
 def read_batch(path: Path, *, model: str, sampling: Sampling, oracle: str) -> tuple[list[Query], list]:
     """Queries from an OpenAI Batch API input file (JSONL; one request per line: custom_id, method, url, body), as
     `vllm run-batch` reads it: custom_id is the query id; body.messages (chat completions) or body.prompt
@@ -175,74 +248,17 @@ def read_batch(path: Path, *, model: str, sampling: Sampling, oracle: str) -> tu
         raise RunError(f"--batch {path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     queries, messages, seen = [], [], {}
     ignored: set[str] = set()
-    wanted = {"temperature": sampling.temperature, "top_p": sampling.top_p, "max_tokens": sampling.max_tokens}
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         where = f"{path}:{n}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise RunError(f"{where}: not a JSON line ({e.msg})") from None
-        if not isinstance(row, dict):
-            raise RunError(f"{where}: each line must be a JSON object (a batch request)")
-        cid = row.get("custom_id")
-        if not isinstance(cid, str) or not cid.strip():
-            raise RunError(f"{where}: no custom_id (a non-empty string naming the request)")
-        if cid in seen:
-            raise RunError(f"{where}: custom_id {cid!r} is also on line {seen[cid]}; custom ids must be unique")
-        seen[cid] = n
-        if row.get("method") != "POST":
-            raise RunError(f"{where}: method must be \"POST\", got {row.get('method')!r}")
-        url = row.get("url")
-        if url not in BATCH_URLS:
-            raise RunError(f"{where}: url must be {' or '.join(BATCH_URLS)}, got {url!r}")
-        body = row.get("body")
-        if not isinstance(body, dict):
-            raise RunError(f"{where}: no body object")
-        if "model" in body and body["model"] != model:
-            raise RunError(f"{where}: body.model {body['model']!r} is not --model {model!r}; a run uses one model")
-        if body.get("n", 1) != 1:
-            raise RunError(f"{where}: body.n is {body['n']!r}; the budget decides how many responses each query "
-                           "gets, so n must be 1 or absent")
-        if "seed" in body:
-            raise RunError(f"{where}: body.seed is set; each response's seed is derived from --seed, the query and "
-                           "the sample (as ttc harvest does), so leave it out")
-        for key, option in BATCH_SAMPLING.items():
-            if key in body and body[key] != wanted[option]:
-                raise RunError(f"{where}: body.{key} is {body[key]!r} but --{option.replace('_', '-')} is "
-                               f"{wanted[option]!r}; one run samples every query alike (pass --"
-                               f"{option.replace('_', '-')} {body[key]})")
-        ignored |= set(body) - {"model", "messages", "prompt", "n", *BATCH_SAMPLING}
-        if url == "/v1/chat/completions":
-            msgs = body.get("messages")
-            if not isinstance(msgs, list) or not msgs or not all(isinstance(m, dict) for m in msgs):
-                raise RunError(f"{where}: body.messages must be a non-empty list of messages")
-            clean = []
-            for m in msgs:
-                role = m.get("role")
-                if role not in ("system", "developer", "user", "assistant"):
-                    raise RunError(f"{where}: a message's role must be system, developer, user or assistant, got "
-                                   f"{role!r}")
-                clean.append({"role": role, "content": _content(m.get("content"), where)})
-            if clean[-1]["role"] != "user":
-                raise RunError(f"{where}: the last message must be the user's (the model answers it)")
-            prompt: Any = clean
-            problem = clean[-1]["content"]
-        else:
-            prompt = body.get("prompt")
-            if not isinstance(prompt, str) or not prompt.strip():
-                raise RunError(f"{where}: body.prompt must be a non-empty string")
-            problem = prompt
-        gold = row.get("gold")
-        if gold is not None and not isinstance(gold, (str, int, float)):
-            raise RunError(f"{where}: gold must be a string or a number")
-        gold = None if gold is None or not str(gold).strip() else str(gold).strip()
-        if oracle == "gt" and gold is None:
-            raise RunError(f"{where}: --oracle gt needs a gold answer on every line (a top-level \"gold\"); "
-                           "without gold answers use --oracle sc")
-        queries.append(Query(query_id=cid.strip(), task="math" if oracle == "gt" else "custom", problem=problem,
-                             gold=gold, fields={"batch_line": n}))
+        q, prompt, skipped = parse_batch_line(line, where, n, model=model, sampling=sampling, oracle=oracle)
+        if q.query_id in seen:
+            raise RunError(f"{where}: custom_id {q.query_id!r} is also on line {seen[q.query_id]}; custom ids must "
+                           "be unique")
+        seen[q.query_id] = n
+        ignored |= skipped
+        queries.append(q)
         messages.append(prompt)
     if not queries:
         raise RunError(f"--batch {path}: no requests")
@@ -307,6 +323,8 @@ def check_oracle(req: RunRequest, cfg, select: str):
 
 
 def _inputs(req: RunRequest) -> list[Path]:
+    if req.batch is not None and str(req.batch) == "-":
+        return []
     src = req.batch if req.batch is not None else Path(str(req.dataset)).expanduser()
     return [Path(src)] if Path(src).is_file() else []
 
@@ -322,6 +340,17 @@ def plan_run(req: RunRequest) -> RunPlan:
     if (req.dataset is None) == (req.batch is None):
         raise RunError("give the queries as --dataset NAME|FILE or as --batch FILE (an OpenAI Batch API input file), "
                        "one of the two")
+    if req.stream:
+        if req.batch is None:
+            raise RunError("--stream reads requests as they come from --batch FILE (a file that grows) or "
+                           "--batch - (stdin); --dataset is read whole")
+        if req.policy != "streaming":
+            raise RunError("--stream allocates each query as it comes, before the next is known: use --policy "
+                           "streaming (the per-query cap is --max-samples, the budget a rate per query)")
+        if not 0 <= req.stream_idle_s < math.inf:
+            raise RunError(f"--stream-idle must be a finite number of seconds >= 0, got {req.stream_idle_s}")
+    elif str(req.batch) == "-":
+        raise RunError("--batch - reads requests from stdin, which only --stream does")
     if req.oracle in UNSUPPORTED or req.oracle not in LIVE_ORACLES:
         check_oracle(req, None, "")
     if not (math.isfinite(req.budget) and req.budget >= 1):
@@ -360,7 +389,12 @@ def plan_run(req: RunRequest) -> RunPlan:
     from .prompts import default_template, template_info
 
     messages = None
-    if req.batch is not None:
+    if req.stream:
+        queries, messages, template = [], [], None
+        info = {"name": "batch-messages", "version": 1, "chat": True, "stop": [],
+                "description": "each request's messages (or prompt) as given, read as they come (--stream)"}
+        dataset = {"source": str(req.batch), "kind": "openai-batch-stream"}
+    elif req.batch is not None:
         for flag, v in (("--template", req.template), ("--limit", req.limit), ("--task", req.task),
                         ("--id-column", req.id_column), ("--problem-column", req.problem_column),
                         ("--answer-column", req.answer_column), ("--split", req.split)):
@@ -404,7 +438,7 @@ def plan_run(req: RunRequest) -> RunPlan:
     n = len(queries)
     if len({q.query_id for q in queries}) != n:
         raise RunError("the queries' ids are not unique")
-    budget_total = int(round(req.budget * n))
+    budget_total = int(round(req.budget * n))  # (--stream: 0, the budget is a rate per query)
     from replay.run import MAX_BUDGET_TOTAL
 
     if budget_total >= MAX_BUDGET_TOTAL:
@@ -428,6 +462,9 @@ def plan_run(req: RunRequest) -> RunPlan:
                   "conf": req.conf if cfg.eliminate == "sc-beta" and "eliminate" in cfg.used_params() else None,
                   "parameters": {p: getattr(cfg, p) for p in cfg.used_params()},
                   "query_order": QUERY_ORDER_RULE, "response_order": "sample order (sample k: seed + k)"}
+    if req.stream:
+        allocation.update(budget_total=None, query_order="the order the requests come in",
+                          stream=STREAM_RULE)
     if req.oracle == "gt":
         allocation["grader"] = {"grade": "harvest.oracles.math_answer.grade (math-verify, gold first)",
                                 "timeout_s": req.grade_timeout_s}
@@ -523,6 +560,38 @@ class RunOutcome:
     generated_now: int
 
 
+def _open_run(plan: RunPlan, argv: Sequence[str] | None) -> tuple[dict, dict, dict]:
+    """Create (or reopen) the run's directory: its marker, pool.json with this process's run record, and the
+    responses an earlier process wrote (by query id). Returns (meta, record, cache)."""
+    from replay.outputs import DIR_MARK
+    from replay.pool import atomic_write_json
+
+    from .pipeline import library_versions
+
+    req, out, pool = plan.req, Path(plan.req.out), plan.pool
+    (pool / "samples").mkdir(parents=True, exist_ok=True)
+    if not (out / DIR_MARK).exists():
+        atomic_write_json({"command": "run"}, out / DIR_MARK)
+    cache = _read_cache(plan) if plan.meta else {}
+    meta = dict(plan.meta) if plan.meta else {"format": FORMAT, "created": _now(), "failures": {}, "runs": []}
+    meta.update({"format": FORMAT, "name": f"{out.name}/pool", "model": req.model, "dataset": plan.generation[
+        "dataset"].get("source"), "generation": plan.generation, "allocation": plan.allocation,
+        "complete": False,
+        "layout": "samples/part-XXXXX.parquet: one backend call each (query_id, sample_idx, text, n_tokens, "
+                  "finish_reason, answer, correct); queries.parquet: the queries with a response"
+                  + ("; stream.jsonl: each finished query's result, in the order they came" if req.stream else "")})
+    if not req.stream:
+        meta["expected_query_ids"] = [q.query_id for q in plan.queries]
+    meta.setdefault("failures", {})
+    meta.setdefault("runs", [])
+    meta["versions"] = library_versions()
+    record = {"started": _now(), "argv": list(argv if argv is not None else sys.argv), "responses": 0,
+              "completion_tokens": 0, "prompt_tokens": 0, "backend_calls": 0, "backend_s": 0.0, "score_s": 0.0}
+    meta["runs"] = list(meta["runs"]) + [record]
+    atomic_write_json(meta, pool / "pool.json")
+    return meta, record, cache
+
+
 def _part_number(p: Path) -> int:
     try:
         return int(p.stem[len(PART_PREFIX):])
@@ -539,7 +608,7 @@ def _read_cache(plan: RunPlan) -> dict[str, list[tuple[Response, Any]]]:
 
     remove_stale_temps(plan.pool / "samples")
     remove_stale_temps(plan.pool)
-    ids = {q.query_id for q in plan.queries}
+    ids = None if plan.req.stream else {q.query_id for q in plan.queries}
     rows: dict[str, dict[int, tuple]] = {}
     for f in part_files(plan.pool):
         try:
@@ -549,7 +618,7 @@ def _read_cache(plan: RunPlan) -> dict[str, list[tuple[Response, Any]]]:
         has_answer, has_correct = "answer" in df.columns, "correct" in df.columns
         for r in df.iter_rows(named=True):
             qid, k = r["query_id"], int(r["sample_idx"])
-            if qid not in ids:
+            if ids is not None and qid not in ids:
                 raise RunError(f"{f} holds query {qid!r}, which this run's queries do not include")
             if k in rows.setdefault(qid, {}):
                 raise RunError(f"{f} repeats sample {k} of query {qid!r}; delete one of the parts holding it")
@@ -568,7 +637,7 @@ def _read_cache(plan: RunPlan) -> dict[str, list[tuple[Response, Any]]]:
     return cache
 
 
-def _part_frame(plan: RunPlan, records) -> Any:
+def _part_frame(plan: RunPlan, records, queries: Sequence[Query] | None = None) -> Any:
     from replay.pool import samples_frame
 
     cols: dict[str, list] = {"query_id": [], "sample_idx": [], "text": [], "n_tokens": [], "finish_reason": []}
@@ -577,7 +646,7 @@ def _part_frame(plan: RunPlan, records) -> Any:
     if plan.req.oracle == "gt":
         cols["correct"] = []
     for i, start, items in records:
-        qid = plan.queries[i].query_id
+        qid = (plan.queries if queries is None else queries)[i].query_id
         for m, (r, o) in enumerate(items):
             cols["query_id"].append(qid)
             cols["sample_idx"].append(start + m)
@@ -603,13 +672,12 @@ def execute(plan: RunPlan, backend: Any, tokenizer: Any = None, *, prompt_len: C
     `backend` is any harvest.types.Backend (a harvest.live.LazyBackend loads the model only when a response is
     needed); `tokenizer` renders chat prompts; prompt_len(prompt) counts a prompt's tokens (None: not counted)."""
     from replay.live import run_live
-    from replay.outputs import DIR_MARK
     from replay.pool import atomic_write_json, atomic_write_parquet
     from replay.progress import progress
     from replay.rng import query_keys, query_order
 
     from .live import BackendSource
-    from .pipeline import library_versions, part_files
+    from .pipeline import part_files
     from .prompts import render
     from .registry import BACKENDS
 
@@ -625,23 +693,7 @@ def execute(plan: RunPlan, backend: Any, tokenizer: Any = None, *, prompt_len: C
             render_batch_prompt(m, tokenizer, chat=req.chat, server=server)
 
     # ---- the directory, and what an earlier process of this run left in it
-    (pool / "samples").mkdir(parents=True, exist_ok=True)
-    if not (out / DIR_MARK).exists():
-        atomic_write_json({"command": "run"}, out / DIR_MARK)
-    cache = _read_cache(plan) if plan.meta else {}
-    meta = dict(plan.meta) if plan.meta else {"format": FORMAT, "created": _now(), "failures": {}, "runs": []}
-    meta.update({"format": FORMAT, "name": f"{out.name}/pool", "model": req.model, "dataset": plan.generation[
-        "dataset"].get("source"), "generation": plan.generation, "allocation": plan.allocation,
-        "expected_query_ids": [q.query_id for q in queries], "complete": False,
-        "layout": "samples/part-XXXXX.parquet: one backend call each (query_id, sample_idx, text, n_tokens, "
-                  "finish_reason, answer, correct); queries.parquet: the queries with a response"})
-    meta.setdefault("failures", {})
-    meta.setdefault("runs", [])
-    meta["versions"] = library_versions()
-    record = {"started": _now(), "argv": list(argv if argv is not None else sys.argv), "responses": 0,
-              "completion_tokens": 0, "prompt_tokens": 0, "backend_calls": 0, "backend_s": 0.0, "score_s": 0.0}
-    meta["runs"] = list(meta["runs"]) + [record]
-    atomic_write_json(meta, pool / "pool.json")
+    meta, record, cache = _open_run(plan, argv)
     resumed = bool(cache) or bool(meta["failures"])
 
     # ---- the source
@@ -734,33 +786,44 @@ def execute(plan: RunPlan, backend: Any, tokenizer: Any = None, *, prompt_len: C
 STATUS = ("answered", "capped", "exhausted", "failed", "budget")
 
 
+def _schema():
+    import polars as pl
+
+    return {"query_id": pl.String, "status": pl.String, "answered": pl.Boolean, "capped": pl.Boolean,
+            "exhausted": pl.Boolean, "error": pl.String, "responses": pl.Int64, "generated": pl.Int64,
+            "completion_tokens": pl.Int64, "prompt_tokens": pl.Int64, "selected": pl.Int64, "returned": pl.Int64,
+            "answer": pl.String, "text": pl.String, "finish_reason": pl.String, "correct": pl.Boolean,
+            "covered": pl.Boolean}
+
+
+
+def _result_row(q: Query, i: int, source, live: dict, rule: str, gt: bool) -> dict:
+    """Query i's result (a results.parquet row; results.jsonl is built from it)."""
+    n = int(live["n_drawn"][i])
+    items = [source.item(i, k) for k in range(n)]
+    k = int(live["selected"][rule][i])
+    failed = live["failed"].get(i)
+    status = ("answered" if live["answered"][i] else "capped" if live["capped"][i] else
+              "failed" if failed else "exhausted" if live["exhausted_q"][i] else "budget")
+    plen = source.prompt_tokens_of(i) if n else None
+    back = k if k >= 0 else (0 if n else -1)  # no valid answer to select (sc, weighted): the first response
+    r, o = items[back] if back >= 0 else (None, None)
+    return {
+        "query_id": q.query_id, "status": status, "answered": bool(live["answered"][i]),
+        "capped": bool(live["capped"][i]), "exhausted": bool(live["exhausted_q"][i]), "error": failed,
+        "responses": n, "generated": source.ready(i),
+        "completion_tokens": sum(int(it[0].n_tokens) for it in items),
+        "prompt_tokens": None if source.prompt_len is None else (plen or 0) * n,
+        "selected": k, "returned": back, "answer": None if o is None or o.answer is None else str(o.answer),
+        "text": None if r is None else r.text, "finish_reason": None if r is None else r.finish_reason,
+        "correct": (bool(live[f"sel_{rule}"][i]) if k >= 0 else False) if gt else None,
+        "covered": bool(live["covered"][i]) if gt else None,
+    }
+
+
 def _results(plan: RunPlan, source, live: dict) -> list[dict]:
-    """One row per query (results.parquet; results.jsonl is built from it)."""
-    rows = []
-    rule = plan.select
-    gt = plan.req.oracle == "gt"
-    for i, q in enumerate(plan.queries):
-        n = int(live["n_drawn"][i])
-        items = [source.item(i, k) for k in range(n)]
-        k = int(live["selected"][rule][i])
-        failed = live["failed"].get(i)
-        status = ("answered" if live["answered"][i] else "capped" if live["capped"][i] else
-                  "failed" if failed else "exhausted" if live["exhausted_q"][i] else "budget")
-        plen = source.prompt_tokens_of(i) if n else None
-        back = k if k >= 0 else (0 if n else -1)  # no valid answer to select (sc, weighted): the first response
-        r, o = items[back] if back >= 0 else (None, None)
-        rows.append({
-            "query_id": q.query_id, "status": status, "answered": bool(live["answered"][i]),
-            "capped": bool(live["capped"][i]), "exhausted": bool(live["exhausted_q"][i]), "error": failed,
-            "responses": n, "generated": source.ready(i),
-            "completion_tokens": sum(int(it[0].n_tokens) for it in items),
-            "prompt_tokens": None if source.prompt_len is None else (plen or 0) * n,
-            "selected": k, "returned": back, "answer": None if o is None or o.answer is None else str(o.answer),
-            "text": None if r is None else r.text, "finish_reason": None if r is None else r.finish_reason,
-            "correct": (bool(live[f"sel_{rule}"][i]) if k >= 0 else False) if gt else None,
-            "covered": bool(live["covered"][i]) if gt else None,
-        })
-    return rows
+    """One row per query, in input order."""
+    return [_result_row(q, i, source, live, plan.select, plan.req.oracle == "gt") for i, q in enumerate(plan.queries)]
 
 
 def _summary(plan: RunPlan, source, live: dict, results: list[dict], meta: dict, record: dict,
@@ -850,9 +913,12 @@ def _write_pool_end(plan: RunPlan, source, live: dict, meta: dict, backend, prom
 def batch_line(plan: RunPlan, row: dict, created: int) -> dict:
     """One result as a line of the OpenAI Batch output file."""
     qid = row["query_id"]
-    rid = hashlib.blake2b(qid.encode("utf-8"), digest_size=8).hexdigest()
+    rid = hashlib.blake2b(str(qid if qid is not None else f"line {row.get('line')}").encode("utf-8"),
+                          digest_size=8).hexdigest()
     error = None
-    if row["error"]:
+    if row["status"] == "invalid":  # --stream: a request line that could not be run
+        error = {"code": "invalid_request", "message": row["error"]}
+    elif row["error"]:
         error = {"code": "backend_error", "message": row["error"]}
     elif row["returned"] < 0:
         error = {"code": "no_response", "message": "the budget ran out before this query got a response"}
@@ -890,13 +956,280 @@ def _write_results(plan: RunPlan, results: list[dict], summary: dict, meta: dict
         with open(tmp, "w", encoding="utf-8") as f:
             for row in results:
                 f.write(json.dumps(batch_line(plan, row, created), ensure_ascii=False) + "\n")
-    schema = {"query_id": pl.String, "status": pl.String, "answered": pl.Boolean, "capped": pl.Boolean,
-              "exhausted": pl.Boolean, "error": pl.String, "responses": pl.Int64, "generated": pl.Int64,
-              "completion_tokens": pl.Int64, "prompt_tokens": pl.Int64, "selected": pl.Int64, "returned": pl.Int64,
-              "answer": pl.String, "text": pl.String, "finish_reason": pl.String, "correct": pl.Boolean, "covered": pl.Boolean}
-    write_parquet(pl.DataFrame(results, schema=schema), out / "results.parquet", "run")
+    write_parquet(pl.DataFrame(results, schema=_schema()), out / "results.parquet", "run")
     with atomic_file(out / "run.json") as tmp:
         tmp.write_text(json.dumps(summary, indent=2, default=str) + "\n")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# --stream: queries one at a time, as they come
+
+
+def stream_lines(src: Path | str, idle_s: float = 0.0, poll_s: float = 0.2):
+    """(line number, text) of each line of `src` as it comes: stdin ("-") until it closes; a file until its end,
+    or, with idle_s > 0, until it has not grown for idle_s seconds (the time spent on a line does not count)."""
+    if str(src) == "-":
+        for n, line in enumerate(sys.stdin, 1):
+            yield n, line.rstrip("\n")
+        return
+    try:
+        f = open(src, encoding="utf-8")
+    except OSError as e:
+        raise RunError(f"--batch {src}: {e.strerror}") from None
+    with f:
+        n, buf = 0, ""
+        last = time.monotonic()
+        while True:
+            chunk = f.readline()
+            if chunk:
+                buf += chunk
+                if buf.endswith("\n"):
+                    n += 1
+                    yield n, buf.rstrip("\n")
+                    buf, last = "", time.monotonic()
+                continue
+            if time.monotonic() - last >= idle_s:
+                if buf:
+                    yield n + 1, buf
+                return
+            time.sleep(poll_s)
+
+
+def _append(f, row: dict):
+    f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    f.flush()
+    os.fsync(f.fileno())
+
+
+def _read_rows(path: Path) -> list[dict]:
+    """The complete lines of an append-only JSONL file; a torn last line (a kill while appending) is dropped."""
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            break
+    return rows
+
+
+def execute_stream(plan: RunPlan, backend: Any, tokenizer: Any = None, *, lines=None,
+                   prompt_len: Callable[[str], int] | None = None, argv: Sequence[str] | None = None,
+                   echo: Callable[[str], None] = print) -> RunOutcome:
+    """--stream: each request of `lines` ((number, text) pairs; default stream_lines(--batch, --stream-idle)) runs
+    as it comes with the streaming policy alone, under a budget rate (STREAM_RULE), and its result is appended to
+    results.jsonl (and pool/stream.jsonl, the full row) as soon as it is done. A request line that cannot be run
+    (malformed, a repeated custom_id) gets an `invalid_request` error line and the stream goes on. A killed stream
+    rerun with the same input skips the lines already done and ends as an uninterrupted one; results.parquet and
+    run.json are written when the stream ends."""
+    from replay.live import run_live
+    from replay.outputs import atomic_file
+    from replay.pool import atomic_write_json, atomic_write_parquet
+
+    from .live import BackendSource
+    from .pipeline import part_files
+    from .registry import BACKENDS
+
+    req, out, pool = plan.req, Path(plan.req.out), plan.pool
+    cfg, rule, gt = plan.config, plan.select, req.oracle == "gt"
+    server = BACKENDS[req.backend].chat == "server"
+    lines = stream_lines(req.batch, req.stream_idle_s) if lines is None else lines
+    t_start = time.perf_counter()
+    meta, record, cache = _open_run(plan, argv)
+    state = pool / "stream.jsonl"
+    rows = _read_rows(state)
+    with atomic_file(state) as tmp:  # drop a torn last line
+        tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    runs = meta.get("runs") or [record]
+    started = runs[0].get("started")
+    try:
+        from datetime import datetime
+
+        created = int(datetime.fromisoformat(started).timestamp())
+    except Exception:
+        created = int(time.time())
+    with atomic_file(out / "results.jsonl") as tmp:  # the lines of the rows done, whole
+        tmp.write_text("".join(json.dumps(batch_line(plan, r, created), ensure_ascii=False) + "\n" for r in rows))
+    done_lines = max((r["line"] for r in rows), default=0)
+    seen = {r["query_id"] for r in rows if r["query_id"] is not None}
+    t = sum(r["status"] != "invalid" for r in rows)
+    unit = req.unit
+    spent = sum(r["responses"] if unit == "samples" else r["completion_tokens"] for r in rows)
+    if rows:
+        echo(f"{out}: resuming the stream after line {done_lines} ({t} queries done)")
+    next_part = [max((_part_number(p) for p in part_files(pool)), default=-1) + 1]
+    crash_at = os.environ.get(CRASH_ENV)
+    written = [0]
+    stats = {"generated": 0, "completion_tokens": 0, "prompt_tokens": 0, "calls": 0, "failed_calls": 0,
+             "backend_s": 0.0, "score_s": 0.0, "engine_s": 0.0, "runs": 0}
+    queries: list[Query] = []
+    prompts: dict[str, str] = {}
+    last_note = time.perf_counter()
+    with open(state, "a", encoding="utf-8") as fstate, open(out / "results.jsonl", "a", encoding="utf-8") as fout:
+        for n, text in lines:
+            if n <= done_lines or not text.strip():
+                continue
+            where = f"{req.batch}:{n}"
+            try:
+                q, prompt, _ = parse_batch_line(text, where, n, model=req.model, sampling=req.sampling,
+                                                oracle=req.oracle)
+                if q.query_id in seen:
+                    raise RunError(f"{where}: custom_id {q.query_id!r} came before; custom ids must be unique")
+                prompt_text = render_batch_prompt(prompt, tokenizer, chat=req.chat, server=server)
+            except RunError as e:
+                cid = None
+                try:
+                    cid = json.loads(text).get("custom_id")
+                    cid = cid if isinstance(cid, str) and cid.strip() and cid not in seen else None
+                except Exception:
+                    pass
+                row = {"query_id": cid, "status": "invalid", "answered": False, "capped": False, "exhausted": False,
+                       "error": str(e), "responses": 0, "generated": 0, "completion_tokens": 0,
+                       "prompt_tokens": None, "selected": -1, "returned": -1, "answer": None, "text": None,
+                       "finish_reason": None, "correct": None, "covered": None, "line": n}
+                _append(fstate, row)
+                _append(fout, batch_line(plan, row, created))
+                rows.append(row)
+                continue
+            seen.add(q.query_id)
+            one = [q]
+
+            def on_call(records, failures, one=one):
+                if failures:
+                    for i, msg in failures.items():
+                        meta["failures"][one[i].query_id] = {"at": source.ready(i), "error": msg}
+                    atomic_write_json(meta, pool / "pool.json")
+                if records:
+                    part = pool / "samples" / f"{PART_PREFIX}{next_part[0]:05d}.parquet"
+                    hook = None
+                    if crash_at is not None and int(crash_at) == written[0]:
+                        hook = lambda: os._exit(75)  # noqa: E731
+                    atomic_write_parquet(_part_frame(plan, records, one), part, before_rename=hook)
+                    next_part[0] += 1
+                    written[0] += 1
+
+            source = BackendSource(backend, one, lambda _q, text=prompt_text: text, req.sampling,
+                                   lookahead=req.lookahead, oracle=req.oracle, retries=req.retries,
+                                   retry_delay_s=req.retry_delay_s, grade_timeout_s=req.grade_timeout_s,
+                                   prompt_len=prompt_len, on_call=on_call)
+            if q.query_id in cache:
+                source.preload(0, cache[q.query_id])
+            if q.query_id in meta["failures"]:
+                source.fail[0] = meta["failures"][q.query_id].get("error") or "failed"
+            bank = int(round(req.budget * (t + 1))) - spent
+            live = run_live(source, [req.max_per_query], [0], policy="streaming", budget_total=bank, unit=unit,
+                            K=cfg.K, elim=cfg.eliminate, gamma=cfg.gamma, lam=cfg.lam, eps=cfg.eps,
+                            max_samples=cfg.max_samples, m_min=cfg.m_min, tau=cfg.tau, conf=req.conf)
+            row = {**_result_row(q, 0, source, live, rule, gt), "line": n}
+            _append(fstate, row)
+            _append(fout, batch_line(plan, row, created))
+            rows.append(row)
+            queries.append(q)
+            prompts[q.query_id] = prompt_text
+            t += 1
+            spent += int(live["samples_used"] if unit == "samples" else live["tokens_used"])
+            for key, v in (("generated", source.generated), ("completion_tokens", source.completion_tokens),
+                           ("prompt_tokens", source.prompt_tokens), ("calls", source.calls),
+                           ("failed_calls", source.failed_calls), ("backend_s", source.backend_s),
+                           ("score_s", source.score_s), ("engine_s", live["driver_s"]), ("runs", live["runs"])):
+                stats[key] += v
+            record.update(responses=stats["generated"], completion_tokens=stats["completion_tokens"],
+                          prompt_tokens=stats["prompt_tokens"] if prompt_len is not None else None,
+                          backend_calls=stats["calls"], backend_s=round(stats["backend_s"], 3),
+                          score_s=round(stats["score_s"], 3), queries_done=t)
+            atomic_write_json(meta, pool / "pool.json")
+            if req.progress and time.perf_counter() - last_note >= 10:
+                last_note = time.perf_counter()
+                b = max(stats["backend_s"], 1e-9)
+                print(f"stream: {t:,} queries, {spent:,} {unit} spent ({spent / t:.2f} per query, rate "
+                      f"{req.budget:g}), {sum(r['answered'] for r in rows):,} answered; "
+                      f"{stats['generated'] / b:,.1f} responses/s, {stats['completion_tokens'] / b:,.0f} tokens/s",
+                      file=sys.stderr, flush=True)
+
+    # ---- the end of the stream: the pool's queries, results.parquet, run.json
+    load_s = float(getattr(backend, "load_s", 0.0))
+    stats["backend_s"] -= load_s
+    record.update(finished=_now(), backend_s=round(stats["backend_s"], 3), load_s=round(load_s, 3),
+                  failed_calls=stats["failed_calls"], seconds=round(time.perf_counter() - t_start, 3))
+    _stream_pool_end(plan, queries, prompts, meta, backend)
+    import polars as pl
+
+    from replay.outputs import write_parquet
+
+    write_parquet(pl.DataFrame([{k: v for k, v in r.items() if k != "line"} for r in rows], schema=_schema()),
+                  out / "results.parquet", "run")
+    valid = [r for r in rows if r["status"] != "invalid"]
+    counts = {st: sum(r["status"] == st for r in valid) for st in STATUS}
+
+    def total(key):
+        vals = [r.get(key, 0) for r in meta.get("runs", [])]
+        return None if any(v is None for v in vals) else round(sum(vals), 3)
+
+    summary = {
+        "format": FORMAT, "stream": True, "out": str(out), "model": req.model, "backend": req.backend,
+        "queries": len(valid), "invalid_lines": len(rows) - len(valid), "policy": cfg.policy, "config": cfg.label(),
+        "oracle": req.oracle, "select": rule, "unit": unit, "budget_per_query": req.budget, "budget_total": None,
+        "rule": STREAM_RULE, "max_per_query": req.max_per_query, "seed": req.sampling.seed,
+        "spent": {"samples": sum(r["responses"] for r in valid),
+                  "tokens": sum(r["completion_tokens"] for r in valid)},
+        "outcome": {**counts, "coverage": sum(bool(r["covered"]) for r in valid) / len(valid) if gt and valid
+                    else None,
+                    "accuracy": sum(bool(r["correct"]) for r in valid) / len(valid) if gt and valid else None},
+        "cost": {"responses_generated": sum(r["generated"] for r in valid),
+                 "responses_used": sum(r["responses"] for r in valid),
+                 "completion_tokens_used": sum(r["completion_tokens"] for r in valid),
+                 "prompt_tokens": total("prompt_tokens"), "backend_calls": total("backend_calls"),
+                 "backend_s": total("backend_s"), "score_s": total("score_s"), "load_s": total("load_s"),
+                 "processes": len(meta.get("runs", []))},
+        "this_process": {"responses_generated": stats["generated"], "completion_tokens": stats["completion_tokens"],
+                         "prompt_tokens": stats["prompt_tokens"] if prompt_len is not None else None,
+                         "backend_calls": stats["calls"], "failed_calls": stats["failed_calls"],
+                         "backend_s": round(stats["backend_s"], 3), "score_s": round(stats["score_s"], 3),
+                         "load_s": round(load_s, 3), "engine_s": round(stats["engine_s"], 3),
+                         "engine_runs": stats["runs"], "wall_s": round(time.perf_counter() - t_start, 3)},
+        "failures": {r["query_id"]: r["error"] for r in valid if r["status"] == "failed"},
+        "started": started, "finished": _now(),
+    }
+    with atomic_file(out / "run.json") as tmp:
+        tmp.write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    return RunOutcome(out=out, results=rows, summary=summary, live={}, resumed=bool(done_lines),
+                      generated_now=stats["generated"])
+
+
+def _stream_pool_end(plan: RunPlan, queries: list[Query], prompts: dict, meta: dict, backend):
+    """queries.parquet: the queries of this process with a response, added to those an earlier process listed."""
+    import polars as pl
+
+    from replay.pool import atomic_write_json, atomic_write_parquet
+
+    from .pipeline import part_files, queries_frame
+
+    have = set()
+    files = part_files(plan.pool)
+    if files:
+        have = set(pl.scan_parquet(files).select("query_id").unique().collect()["query_id"].to_list())
+    frames = []
+    qf = plan.pool / "queries.parquet"
+    if qf.exists():
+        frames.append(pl.read_parquet(qf))
+    new = [q for q in queries if q.query_id in have]
+    if new:
+        frames.append(queries_frame(new, prompts, {}, str(plan.generation["dataset"].get("source"))))
+    if frames:
+        df = pl.concat(frames, how="diagonal_relaxed").unique("query_id", keep="last", maintain_order=True)
+        atomic_write_parquet(df.filter(pl.col("query_id").is_in(list(have))), qf)
+    info = getattr(backend, "info", None)
+    if callable(info):
+        try:
+            b = dict(info())
+            if b.get("loaded") is not False:
+                meta["backend"] = b
+        except Exception as e:
+            meta["backend"] = {"error": f"backend.info() failed: {type(e).__name__}: {e}"}
+    meta["complete"] = True
+    meta["finished"] = _now()
+    atomic_write_json(meta, plan.pool / "pool.json")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -908,8 +1241,11 @@ def report_lines(o: RunOutcome) -> list[str]:
     oc, cost, me = s["outcome"], s["cost"], s["this_process"]
     unit = s["unit"]
     spent = s["spent"][unit]
-    lines = [f"{s['config']} with --oracle {s['oracle']}: budget {s['budget_per_query']:g} {unit}/query "
-             f"({s['budget_total']:,} in all) over {s['queries']:,} queries; spent {spent:,} "
+    scope = (f"a rate of {s['budget_per_query']:g} {unit}/query over {s['queries']:,} queries as they came"
+             + (f" ({s['invalid_lines']} invalid request lines)" if s.get("invalid_lines") else "")
+             if s.get("stream") else f"budget {s['budget_per_query']:g} {unit}/query ({s['budget_total']:,} in all) "
+             f"over {s['queries']:,} queries")
+    lines = [f"{s['config']} with --oracle {s['oracle']}: {scope}; spent {spent:,} "
              f"({s['spent']['samples']:,} responses, {s['spent']['tokens']:,} tokens)",
              f"queries: {oc['answered']:,} answered, {oc['budget']:,} stopped by the budget, {oc['capped']:,} capped, "
              f"{oc['exhausted']:,} exhausted (--max-per-query), {oc['failed']:,} failed"
@@ -918,7 +1254,7 @@ def report_lines(o: RunOutcome) -> list[str]:
     gen = cost["responses_generated"]
     pt = cost["prompt_tokens"]
     lines.append(f"cost: {gen:,} responses generated ({gen - cost['responses_used']:,} not used), "
-                 f"{cost['completion_tokens_generated']:,} completion tokens"
+                 f"{cost.get('completion_tokens_generated', cost['completion_tokens_used']):,} completion tokens"
                  + (f", {pt:,} prompt tokens" if pt is not None else ", prompt tokens not counted (no tokenizer)")
                  + f"; {cost['backend_calls']:,} backend calls, backend {cost['backend_s']:,.1f} s, scoring "
                  f"{cost['score_s']:,.1f} s" + (f" over {cost['processes']} processes" if cost["processes"] > 1
