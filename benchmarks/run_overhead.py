@@ -8,9 +8,9 @@ OpenAI-compatible server (tests/fixtures/harvest/pool_openai_server.py, `--delay
 policy runs through `ttc run`'s own path (harvest.run.plan_run and execute) with the openai backend over HTTP. Per
 policy it prints the backend calls against the allocation rounds (round-robin: the deepest query's responses; the
 others: the engine runs that stopped for a response), the backend time (HTTP round trips, the server), the scoring
-time (math-verify grading in one warm process), and the scheduling time: everything else the driver does (every
-engine run from the start, taking responses, the bookkeeping), as seconds, per round, and as a share of the backend
-time. Not a test: the numbers depend on the machine and its load."""
+time (math-verify grading in one warm process), and everything else (the allocation loop's wall time less those
+two: every engine run from the start, taking responses, writing the pool's parts), as seconds, per call, and as a
+share of the backend time. Not a test: the numbers depend on the machine and its load."""
 from __future__ import annotations
 
 import argparse
@@ -84,7 +84,7 @@ def main():
 
     os.environ["TTC_BENCH_KEY"] = "bench"
     header = (f"{'policy':<12} {'calls':>6} {'rounds':>6} {'responses':>9} {'backend s':>9} {'scoring s':>9} "
-              f"{'sched s':>8} {'sched/round ms':>14} {'sched/backend':>13}")
+              f"{'engine s':>8} {'write s':>7} {'other s':>8} {'other/call ms':>13} {'other/backend':>13}")
     print(header)
     print("-" * len(header))
     try:
@@ -107,15 +107,16 @@ def main():
             b = max(me["backend_s"], 1e-9)
             runs = max(me["backend_calls"], 1)
             print(f"{policy:<12} {me['backend_calls']:>6} {rounds!s:>6} {me['responses_generated']:>9} "
-                  f"{me['backend_s']:>9.2f} {me['score_s']:>9.2f} {me['engine_s']:>8.3f} "
-                  f"{1000 * me['engine_s'] / runs:>14.2f} {me['engine_s'] / b:>13.2%}")
+                  f"{me['backend_s']:>9.2f} {me['score_s']:>9.2f} {me['engine_s']:>8.3f} {me['write_s']:>7.3f} "
+                  f"{me['overhead_s']:>8.3f} {1000 * me['overhead_s'] / runs:>13.2f} {me['overhead_s'] / b:>13.2%}")
             backend.close()
     finally:
         server.terminate()
         server.wait(timeout=10)
     print("rounds: round-robin policies, the deepest query's responses (two-stage*: stage 1 and 2 together); the "
-          "others, the engine runs that stopped for a response. sched: the driver's time outside the backend and "
-          "the scoring (every engine run from the start, taking responses, bookkeeping).")
+          "others, the engine runs that stopped for a response. other: the allocation loop's wall time less the "
+          "backend and the scoring, i.e. everything else (engine runs from the start, taking responses, writing "
+          "the pool's parts: engine s and write s are parts of it).")
 
 
 if __name__ == "__main__":

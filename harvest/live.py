@@ -20,6 +20,8 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from replay.errors import InputError
 from replay.live import Observed, Unavailable
 
@@ -79,6 +81,8 @@ class BackendSource:
         self._prompts: dict[int, str] = {}
         self._prompt_tokens: dict[int, int] = {}
         self._cache: list[list[tuple[Response, Observed]]] = [[] for _ in self.queries]
+        self._have = np.zeros(len(self.queries), np.int64)  # len(self._cache[i])
+        self._fresh: set[int] = set()  # queries whose cache grew since the driver last asked (fresh())
         self._verdicts: list[dict[str, bool]] = [{} for _ in self.queries]
         self._next_k: Callable[[int], int | None] | None = None
         self._good: int | None = None  # a query whose generation has worked (the probe of a failing call)
@@ -106,6 +110,11 @@ class BackendSource:
         """Responses of query i generated already (the driver takes them without asking one at a time)."""
         return len(self._cache[i])
 
+    def fresh(self) -> set[int]:
+        """The queries whose generated responses grew since the last call."""
+        out, self._fresh = self._fresh, set()
+        return out
+
     def text(self, i: int, k: int) -> str:
         """The text of a response already generated."""
         return self._cache[i][k][0].text
@@ -118,6 +127,8 @@ class BackendSource:
         if self._cache[i]:
             raise ValueError(f"query {i} already holds responses")
         self._cache[i] = list(items)
+        self._have[i] = len(items)
+        self._fresh.add(i)
         if items and self._good is None:
             self._good = i
         for r, o in items:
@@ -142,10 +153,16 @@ class BackendSource:
     def _generate(self, i: int, upto: int):
         todo = [i]
         if self.batch and self._next_k is not None:
-            for q in range(len(self.queries)):
-                k = self._next_k(q) if q != i else None
-                if k is not None and k >= len(self._cache[q]) and q not in self.fail:
-                    todo.append(q)
+            every = getattr(self._next_k, "all", None)
+            if every is not None:  # one array operation instead of a call per query
+                ks = every()
+                todo += [int(q) for q in np.nonzero((ks >= 0) & (ks >= self._have))[0]
+                         if q != i and int(q) not in self.fail]
+            else:
+                for q in range(len(self.queries)):
+                    k = self._next_k(q) if q != i else None
+                    if k is not None and k >= len(self._cache[q]) and q not in self.fail:
+                        todo.append(q)
         # One call: query q's responses start at its cached count, with the seeds its pool samples have there.
         count = max(self.lookahead, upto + 1 - len(self._cache[i]))
         got, failures = self._robust(todo, count)
@@ -164,6 +181,8 @@ class BackendSource:
             self.on_call(records, failures)  # written down before the driver sees them
         for q, start, items in records:
             self._cache[q].extend(items)
+            self._have[q] = len(self._cache[q])
+            self._fresh.add(q)
             if self._good is None:
                 self._good = q
             self.generated += len(items)

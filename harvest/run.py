@@ -11,9 +11,9 @@ and writes, under `--out DIR`:
     DIR/pool/                every response generated, in the pool format with harvest's provenance (pool.json):
                              `ttc info DIR/pool`, `ttc replay DIR/pool`, `ttc score DIR/pool` read it
 
-The pool is also the run's memory: each backend call's responses are written as one part file
-(pool/samples/part-XXXXX.parquet, atomically) before the policy sees them, and queries whose requests kept
-failing are recorded in pool.json before that. A killed run rerun with the same command reads them back and, since
+The pool is also the run's memory: the responses generated are written as part files (pool/samples/part-XXXXX.parquet,
+atomically; _PartWriter says when), and queries whose requests kept failing are recorded in pool.json at once. A
+killed run rerun with the same command reads them back and, since
 a live run is deterministic (the k-th response of a query is drawn with its sample seed, and the engine replays every
 decision from the start), ends with the same results as an uninterrupted one; a rerun with another configuration is
 refused, listing the differences. A finished run rerun rewrites the same results without loading the model.
@@ -118,6 +118,8 @@ class RunRequest:
     split: str | None = None
     backend_options: dict = field(default_factory=dict)   # keyword -> value, for the backend's constructor
     progress: bool = True
+    flush_s: float = 5.0                    # part files: a write at least this long after the last (_PartWriter)
+    part_min: int = 4096                    # ... or as soon as this many responses are waiting
     stream: bool = False                    # queries one at a time from --batch FILE or - (stdin): execute_stream
     stream_idle_s: float = 0.0              # a growing --batch FILE: stop after this long without a new line
 
@@ -637,7 +639,77 @@ def _read_cache(plan: RunPlan) -> dict[str, list[tuple[Response, Any]]]:
     return cache
 
 
-def _part_frame(plan: RunPlan, records, queries: Sequence[Query] | None = None) -> Any:
+class _PartWriter:
+    """Writes the responses generated as part files of the run's pool, the memory a resume reads back.
+
+    A part per backend call made a small-call policy (entropy, streaming: a call per pull) spend more time writing
+    than scheduling, so responses are buffered and written when `min_responses` have gathered or `flush_s` seconds
+    have passed since the last part, at the end, and when the run stops on an error or Ctrl-C (a hard kill loses at
+    most the buffer: a resume generates those responses again, with the same seeds). Queries marked failed go to
+    pool.json at once. CRASH_ENV=K (the resume tests) writes what came before call K (this process's, 0-based), then
+    kills the process while the part holding call K is renamed into place."""
+
+    def __init__(self, plan: RunPlan, meta: dict, snapshot: Callable[[], dict], *, flush_s: float = 5.0,
+                 min_responses: int = 4096):
+        from .pipeline import part_files
+
+        self.plan, self.meta, self.snapshot = plan, meta, snapshot
+        self.flush_s, self.min_responses = flush_s, min_responses
+        self.buffer: list[tuple[str, int, list]] = []
+        self.buffered = 0
+        self.next_part = max((_part_number(p) for p in part_files(plan.pool)), default=-1) + 1
+        self.calls = 0
+        crash = os.environ.get(CRASH_ENV)
+        self.crash_at = int(crash) if crash not in (None, "") else None
+        self.last = time.perf_counter()
+        self.write_s = 0.0
+        self.parts = 0
+
+    def on_call(self, records, failures, queries: Sequence[Query], ready: Callable[[int], int]):
+        from replay.pool import atomic_write_json
+
+        if failures:
+            t0 = time.perf_counter()
+            for i, msg in failures.items():
+                self.meta["failures"][queries[i].query_id] = {"at": ready(i), "error": msg}
+            atomic_write_json(self.meta, self.plan.pool / "pool.json")
+            self.write_s += time.perf_counter() - t0
+        crash = self.crash_at is not None and self.calls == self.crash_at
+        if crash:
+            self.flush()  # what came before is written whole; the part holding this call is the one torn
+        for i, start, items in records:
+            self.buffer.append((queries[i].query_id, start, items))
+            self.buffered += len(items)
+        self.calls += 1
+        if crash or self.buffered >= self.min_responses or time.perf_counter() - self.last >= self.flush_s:
+            self.flush(crash=crash)
+
+    def flush(self, crash: bool = False):
+        from replay.pool import atomic_write_json, atomic_write_parquet
+
+        t0 = time.perf_counter()
+        if self.buffer:
+            part = self.plan.pool / "samples" / f"{PART_PREFIX}{self.next_part:05d}.parquet"
+            hook = (lambda: os._exit(75)) if crash else None  # a kill with the part written but not yet renamed
+            atomic_write_parquet(_part_frame(self.plan, self.buffer), part, before_rename=hook)
+            self.next_part += 1
+            self.parts += 1
+            self.buffer, self.buffered = [], 0
+        self.meta["runs"][-1].update(self.snapshot())
+        atomic_write_json(self.meta, self.plan.pool / "pool.json")  # how far this process got
+        self.last = time.perf_counter()
+        self.write_s += self.last - t0
+
+    def flush_quietly(self):
+        """On the way out of an error: keep what can be kept, without hiding the error."""
+        try:
+            self.flush()
+        except Exception:
+            pass
+
+
+def _part_frame(plan: RunPlan, records) -> Any:
+    """A part file's rows: (query id, first sample index, [(Response, Observed), ...]) per record."""
     from replay.pool import samples_frame
 
     cols: dict[str, list] = {"query_id": [], "sample_idx": [], "text": [], "n_tokens": [], "finish_reason": []}
@@ -645,8 +717,7 @@ def _part_frame(plan: RunPlan, records, queries: Sequence[Query] | None = None) 
         cols["answer"] = []
     if plan.req.oracle == "gt":
         cols["correct"] = []
-    for i, start, items in records:
-        qid = (plan.queries if queries is None else queries)[i].query_id
+    for qid, start, items in records:
         for m, (r, o) in enumerate(items):
             cols["query_id"].append(qid)
             cols["sample_idx"].append(start + m)
@@ -672,16 +743,14 @@ def execute(plan: RunPlan, backend: Any, tokenizer: Any = None, *, prompt_len: C
     `backend` is any harvest.types.Backend (a harvest.live.LazyBackend loads the model only when a response is
     needed); `tokenizer` renders chat prompts; prompt_len(prompt) counts a prompt's tokens (None: not counted)."""
     from replay.live import run_live
-    from replay.pool import atomic_write_json, atomic_write_parquet
     from replay.progress import progress
     from replay.rng import query_keys, query_order
 
     from .live import BackendSource
-    from .pipeline import part_files
     from .prompts import render
     from .registry import BACKENDS
 
-    req, out, pool = plan.req, Path(plan.req.out), plan.pool
+    req, out = plan.req, Path(plan.req.out)
     queries = plan.queries
     index = {q.query_id: i for i, q in enumerate(queries)}
     t_start = time.perf_counter()
@@ -703,29 +772,14 @@ def execute(plan: RunPlan, backend: Any, tokenizer: Any = None, *, prompt_len: C
     else:
         render_chat = False if server else req.chat
         prompt_fn = lambda q: render(plan.template, q, tokenizer, chat=render_chat)  # noqa: E731
-    next_part = [max((_part_number(p) for p in part_files(pool)), default=-1) + 1]
-    written_now = [0]
-    crash_at = os.environ.get(CRASH_ENV)
+    def snapshot() -> dict:
+        return {"responses": source.generated, "completion_tokens": source.completion_tokens,
+                "prompt_tokens": source.prompt_tokens if prompt_len is not None else None,
+                "backend_calls": source.calls, "failed_calls": source.failed_calls,
+                "backend_s": round(source.backend_s, 3), "score_s": round(source.score_s, 3)}
 
-    def on_call(records, failures):
-        if failures:
-            for i, msg in failures.items():
-                meta["failures"][queries[i].query_id] = {"at": source.ready(i), "error": msg}
-            atomic_write_json(meta, pool / "pool.json")  # before the responses: a resume knows the failures
-        if records:
-            part = pool / "samples" / f"{PART_PREFIX}{next_part[0]:05d}.parquet"
-            hook = None
-            if crash_at is not None and int(crash_at) == written_now[0]:
-                hook = lambda: os._exit(75)  # noqa: E731  (a kill with the part written but not yet renamed)
-            atomic_write_parquet(_part_frame(plan, records), part, before_rename=hook)
-            next_part[0] += 1
-            written_now[0] += 1
-        record.update(responses=source.generated + sum(len(it) for _, _, it in records),
-                      completion_tokens=source.completion_tokens + sum(r.n_tokens for _, _, it in records
-                                                                       for r, _ in it),
-                      backend_calls=source.calls, backend_s=round(source.backend_s, 3),
-                      score_s=round(source.score_s, 3))
-        atomic_write_json(meta, pool / "pool.json")
+    writer = _PartWriter(plan, meta, snapshot, flush_s=req.flush_s, min_responses=req.part_min)
+    on_call = lambda records, failures: writer.on_call(records, failures, queries, source.ready)  # noqa: E731
 
     source = BackendSource(backend, queries, prompt_fn, req.sampling, lookahead=req.lookahead, oracle=req.oracle,
                            stop=plan.template_info.get("stop") or (), retries=req.retries,
@@ -757,26 +811,31 @@ def execute(plan: RunPlan, backend: Any, tokenizer: Any = None, *, prompt_len: C
                 bar.advance(max(delta, 0), responses=made, tokens=toks)
                 spent[0] = state[unit_idx]
 
+        t_loop = time.perf_counter()
         try:
             live = run_live(source, [req.max_per_query] * len(queries), rank, policy=plan.config.policy,
                             budget_total=plan.budget_total, unit=req.unit, K=plan.config.K,
                             elim=plan.config.eliminate, gamma=plan.config.gamma, lam=plan.config.lam,
                             eps=plan.config.eps, max_samples=plan.config.max_samples, rho=plan.config.rho,
                             tau=plan.config.tau, m_min=plan.config.m_min, conf=req.conf, on_run=on_run)
-        finally:
-            record.update(finished=_now(), responses=source.generated, completion_tokens=source.completion_tokens,
-                          prompt_tokens=source.prompt_tokens if prompt_len is not None else None,
-                          backend_calls=source.calls, failed_calls=source.failed_calls,
-                          backend_s=round(source.backend_s, 3), score_s=round(source.score_s, 3),
-                          seconds=round(time.perf_counter() - t_start, 3))
-            atomic_write_json(meta, pool / "pool.json")
+        except BaseException:
+            record.update(finished=_now(), seconds=round(time.perf_counter() - t_start, 3))
+            writer.flush_quietly()
+            raise
+        writer.flush()
+        t_loop = time.perf_counter() - t_loop
 
     # ---- results
     load_s = float(getattr(backend, "load_s", 0.0))  # a LazyBackend's model load, inside the first call's time
     source.backend_s -= load_s
-    record.update(backend_s=round(source.backend_s, 3), load_s=round(load_s, 3))
+    # everything but the backend and the oracle: engine runs, taking responses, writing the pool
+    overhead_s = max(0.0, t_loop - source.backend_s - source.score_s - load_s)
+    record.update(finished=_now(), seconds=round(time.perf_counter() - t_start, 3), load_s=round(load_s, 3),
+                  **snapshot(), overhead_s=round(overhead_s, 3))
     results = _results(plan, source, live)
     summary = _summary(plan, source, live, results, meta, record, time.perf_counter() - t_start)
+    summary["this_process"].update(overhead_s=round(overhead_s, 3), write_s=round(writer.write_s, 3),
+                                   parts=writer.parts)
     _write_pool_end(plan, source, live, meta, backend, prompt_fn, tokenizer)
     _write_results(plan, results, summary, meta)
     return RunOutcome(out=out, results=results, summary=summary, live=live, resumed=resumed,
@@ -1025,10 +1084,8 @@ def execute_stream(plan: RunPlan, backend: Any, tokenizer: Any = None, *, lines=
     run.json are written when the stream ends."""
     from replay.live import run_live
     from replay.outputs import atomic_file
-    from replay.pool import atomic_write_json, atomic_write_parquet
 
     from .live import BackendSource
-    from .pipeline import part_files
     from .registry import BACKENDS
 
     req, out, pool = plan.req, Path(plan.req.out), plan.pool
@@ -1058,14 +1115,19 @@ def execute_stream(plan: RunPlan, backend: Any, tokenizer: Any = None, *, lines=
     spent = sum(r["responses"] if unit == "samples" else r["completion_tokens"] for r in rows)
     if rows:
         echo(f"{out}: resuming the stream after line {done_lines} ({t} queries done)")
-    next_part = [max((_part_number(p) for p in part_files(pool)), default=-1) + 1]
-    crash_at = os.environ.get(CRASH_ENV)
-    written = [0]
     stats = {"generated": 0, "completion_tokens": 0, "prompt_tokens": 0, "calls": 0, "failed_calls": 0,
              "backend_s": 0.0, "score_s": 0.0, "engine_s": 0.0, "runs": 0}
     queries: list[Query] = []
     prompts: dict[str, str] = {}
     last_note = time.perf_counter()
+
+    def snapshot() -> dict:
+        return {"responses": stats["generated"], "completion_tokens": stats["completion_tokens"],
+                "prompt_tokens": stats["prompt_tokens"] if prompt_len is not None else None,
+                "backend_calls": stats["calls"], "failed_calls": stats["failed_calls"],
+                "backend_s": round(stats["backend_s"], 3), "score_s": round(stats["score_s"], 3), "queries_done": t}
+
+    writer = _PartWriter(plan, meta, snapshot, flush_s=req.flush_s, min_responses=req.part_min)
     with open(state, "a", encoding="utf-8") as fstate, open(out / "results.jsonl", "a", encoding="utf-8") as fout:
         for n, text in lines:
             if n <= done_lines or not text.strip():
@@ -1096,18 +1158,7 @@ def execute_stream(plan: RunPlan, backend: Any, tokenizer: Any = None, *, lines=
             one = [q]
 
             def on_call(records, failures, one=one):
-                if failures:
-                    for i, msg in failures.items():
-                        meta["failures"][one[i].query_id] = {"at": source.ready(i), "error": msg}
-                    atomic_write_json(meta, pool / "pool.json")
-                if records:
-                    part = pool / "samples" / f"{PART_PREFIX}{next_part[0]:05d}.parquet"
-                    hook = None
-                    if crash_at is not None and int(crash_at) == written[0]:
-                        hook = lambda: os._exit(75)  # noqa: E731
-                    atomic_write_parquet(_part_frame(plan, records, one), part, before_rename=hook)
-                    next_part[0] += 1
-                    written[0] += 1
+                writer.on_call(records, failures, one, lambda i: source.ready(i))
 
             source = BackendSource(backend, one, lambda _q, text=prompt_text: text, req.sampling,
                                    lookahead=req.lookahead, oracle=req.oracle, retries=req.retries,
@@ -1118,10 +1169,15 @@ def execute_stream(plan: RunPlan, backend: Any, tokenizer: Any = None, *, lines=
             if q.query_id in meta["failures"]:
                 source.fail[0] = meta["failures"][q.query_id].get("error") or "failed"
             bank = int(round(req.budget * (t + 1))) - spent
-            live = run_live(source, [req.max_per_query], [0], policy="streaming", budget_total=bank, unit=unit,
-                            K=cfg.K, elim=cfg.eliminate, gamma=cfg.gamma, lam=cfg.lam, eps=cfg.eps,
-                            max_samples=cfg.max_samples, m_min=cfg.m_min, tau=cfg.tau, conf=req.conf)
+            try:
+                live = run_live(source, [req.max_per_query], [0], policy="streaming", budget_total=bank,
+                                unit=unit, K=cfg.K, elim=cfg.eliminate, gamma=cfg.gamma, lam=cfg.lam, eps=cfg.eps,
+                                max_samples=cfg.max_samples, m_min=cfg.m_min, tau=cfg.tau, conf=req.conf)
+            except BaseException:
+                writer.flush_quietly()
+                raise
             row = {**_result_row(q, 0, source, live, rule, gt), "line": n}
+            writer.flush()  # the query's responses are in the pool before its result says it is done
             _append(fstate, row)
             _append(fout, batch_line(plan, row, created))
             rows.append(row)
@@ -1134,11 +1190,6 @@ def execute_stream(plan: RunPlan, backend: Any, tokenizer: Any = None, *, lines=
                            ("failed_calls", source.failed_calls), ("backend_s", source.backend_s),
                            ("score_s", source.score_s), ("engine_s", live["driver_s"]), ("runs", live["runs"])):
                 stats[key] += v
-            record.update(responses=stats["generated"], completion_tokens=stats["completion_tokens"],
-                          prompt_tokens=stats["prompt_tokens"] if prompt_len is not None else None,
-                          backend_calls=stats["calls"], backend_s=round(stats["backend_s"], 3),
-                          score_s=round(stats["score_s"], 3), queries_done=t)
-            atomic_write_json(meta, pool / "pool.json")
             if req.progress and time.perf_counter() - last_note >= 10:
                 last_note = time.perf_counter()
                 b = max(stats["backend_s"], 1e-9)
@@ -1150,8 +1201,8 @@ def execute_stream(plan: RunPlan, backend: Any, tokenizer: Any = None, *, lines=
     # ---- the end of the stream: the pool's queries, results.parquet, run.json
     load_s = float(getattr(backend, "load_s", 0.0))
     stats["backend_s"] -= load_s
-    record.update(finished=_now(), backend_s=round(stats["backend_s"], 3), load_s=round(load_s, 3),
-                  failed_calls=stats["failed_calls"], seconds=round(time.perf_counter() - t_start, 3))
+    record.update(finished=_now(), **snapshot(), load_s=round(load_s, 3),
+                  seconds=round(time.perf_counter() - t_start, 3))
     _stream_pool_end(plan, queries, prompts, meta, backend)
     import polars as pl
 
@@ -1263,8 +1314,11 @@ def report_lines(o: RunOutcome) -> list[str]:
         b = max(me["backend_s"], 1e-9)
         lines.append(f"this process: {me['responses_generated']:,} responses in {me['backend_calls']:,} calls "
                      f"({me['responses_generated'] / b:,.1f} responses/s, {me['completion_tokens'] / b:,.0f} "
-                     f"tokens/s of backend time); scheduling {me['engine_s']:.3f} s over {me['engine_runs']} engine "
-                     f"runs ({me['engine_s'] / b:.2%} of the backend time)")
+                     f"tokens/s of backend time)" + (
+                         f"; everything but the backend and the oracle {me['overhead_s']:.3f} s "
+                         f"({me['overhead_s'] / b:.2%} of the backend time): {me['engine_runs']} engine runs "
+                         f"{me['engine_s']:.3f} s, writing {me['parts']} parts {me['write_s']:.3f} s"
+                         if "overhead_s" in me else ""))
     else:
         lines.append(f"this process generated nothing: every response was already in {o.out / 'pool'}")
     if s["failures"]:

@@ -12,10 +12,11 @@ query with the seed its k-th pool sample would have had, so a live run equals a 
 `ttc harvest` writes with the same model, template and seed (taken in sample order).
 
 A source must answer a repeated request with the same response. Answers may be any hashable labels: only their
-equality matters. Two optional methods let a source work in batches: `watch(next_k)` tells it, through
-next_k(i), which response each query would ask for next at the moment the run stopped (None: no more), so it can
-generate for every such query in one call; `ready(i)` says how many responses of query i it holds already, which
-the driver takes without stopping the run for each.
+equality matters. Optional methods let a source work in batches: `watch(next_k)` tells it, through
+next_k(i), which response each query would ask for next at the moment the run stopped (None: no more;
+next_k.all() gives them all as an array, -1 for None), so it can generate for every such query in one call;
+`ready(i)` says how many responses of query i it holds already, which the driver takes without stopping the run for
+each, and `fresh()` which queries' counts grew since it was last asked (so the driver need not ask every query).
 
 A source that cannot produce a query's next response (its requests keep failing) raises `Unavailable`: the driver
 then gives that query the responses it received so far as its whole pool (its size becomes that count, so the
@@ -126,10 +127,16 @@ class _Received:
         self.have[i] = k + 1
 
     def take_ready(self):
+        """Take what the source holds already. A source with `fresh()` (the queries whose responses grew since the
+        last call) is asked only about those: a loop over every query per engine run cost more than the run."""
         ready = getattr(self.source, "ready", None)
         if ready is None:
             return
-        for i in range(len(self.sizes)):
+        fresh = getattr(self.source, "fresh", None)
+        t0 = time.perf_counter()
+        which = sorted(fresh()) if fresh is not None else range(len(self.sizes))
+        self.source_s += time.perf_counter() - t0
+        for i in which:
             t0 = time.perf_counter()
             count = int(ready(i))
             self.source_s += time.perf_counter() - t0
@@ -174,6 +181,14 @@ def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], 
         qi = W.qi
         active = qi[i, ELIM] == 0 and qi[i, CAPPED] == 0 and qi[i, EXH] == 0
         return int(qi[i, N]) if active and qi[i, N] < got.sizes[i] else None
+
+    def next_all() -> np.ndarray:
+        """next_k for every query at once: the index of its next response, -1 for None."""
+        qi = W.qi
+        active = (qi[:, ELIM] == 0) & (qi[:, CAPPED] == 0) & (qi[:, EXH] == 0) & (qi[:, N] < got.sizes)
+        return np.where(active, qi[:, N], -1)
+
+    next_k.all = next_all  # type: ignore[attr-defined]
 
     if hasattr(source, "watch"):
         source.watch(next_k)

@@ -298,9 +298,11 @@ def test_a_killed_run_resumes_to_the_same_results(sp, tmp_path):
                 raise KeyboardInterrupt
             return super().generate(*a, **k)
 
+    killed = Killed(sp)
     with pytest.raises(KeyboardInterrupt):
-        run(sp, tmp_path / "cut", Killed(sp), policy="entropy", budget=4.0)
-    assert len(list((tmp_path / "cut" / "pool" / "samples").glob("part-*.parquet"))) == 3
+        run(sp, tmp_path / "cut", killed, policy="entropy", budget=4.0)
+    # the responses of the three calls made are kept (buffered, written on the way out)
+    assert pl.read_parquet(tmp_path / "cut" / "pool" / "samples").height == sum(killed.prompts_per_call)
     assert not (tmp_path / "cut" / "results.jsonl").exists()
     rest = PoolBackend(sp)
     resumed = run(sp, tmp_path / "cut", rest, policy="entropy", budget=4.0)

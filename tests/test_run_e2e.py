@@ -108,11 +108,12 @@ def test_a_killed_run_resumes_to_the_uninterrupted_result(tiny, tmp_path):
     whole, killed = tmp_path / "whole", tmp_path / "killed"
     args = ("--policy", "elimination", "--budget", "3", "--oracle", "sc", "--eliminate", "sc-share", "--m-min", "2")
     ok(runner.invoke(app, run_args(tiny, whole, *args)))
-    env = {**os.environ, CRASH_ENV: "1"}  # die while renaming the second call's part into place
+    env = {**os.environ, CRASH_ENV: "1"}  # write the first call's part, die while renaming the second call's
     proc = subprocess.run([sys.executable, "-m", "cli", *run_args(tiny, killed, *args)], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 75, proc.stderr[-2000:]
     assert len(list((killed / "pool" / "samples").glob("part-*.parquet"))) == 1
+    assert list((killed / "pool" / "samples").glob(".part-*.tmp-*"))  # the torn part never became a part
     assert not (killed / "results.jsonl").exists()
     r = ok(runner.invoke(app, run_args(tiny, killed, *args)))
     assert "resuming" in r.output
