@@ -926,6 +926,20 @@ def _summary(plan: RunPlan, source, live: dict, results: list[dict], meta: dict,
     }
 
 
+
+def _record_backend(meta: dict, backend) -> None:
+    """The backend's provenance in pool.json (not before it loaded); provenance must not kill a run, but a failure
+    to get it is recorded."""
+    info = getattr(backend, "info", None)
+    if callable(info):
+        try:
+            b = dict(info())
+            if b.get("loaded") is not False:
+                meta["backend"] = b
+        except Exception as e:
+            meta["backend"] = {"error": f"backend.info() failed: {type(e).__name__}: {e}"}
+
+
 def _write_pool_end(plan: RunPlan, source, live: dict, meta: dict, backend, prompt_fn, tokenizer):
     """queries.parquet (the queries with a response), the final pool.json (provenance, oracle record), and a
     check that replay loads the pool."""
@@ -945,14 +959,7 @@ def _write_pool_end(plan: RunPlan, source, live: dict, meta: dict, backend, prom
         atomic_write_parquet(queries_frame(have, prompts, promoted_fields(plan.queries),
                                            str(plan.generation["dataset"].get("source"))),
                              plan.pool / "queries.parquet")
-    info = getattr(backend, "info", None)
-    if callable(info):
-        try:
-            b = dict(info())
-            if b.get("loaded") is not False:
-                meta["backend"] = b
-        except Exception as e:  # provenance must not kill a run, but say it is missing
-            meta["backend"] = {"error": f"backend.info() failed: {type(e).__name__}: {e}"}
+    _record_backend(meta, backend)
     if plan.req.oracle == "gt":
         from .scoring import ScoreOptions, oracle_config
 
@@ -1270,14 +1277,7 @@ def _stream_pool_end(plan: RunPlan, queries: list[Query], prompts: dict, meta: d
     if frames:
         df = pl.concat(frames, how="diagonal_relaxed").unique("query_id", keep="last", maintain_order=True)
         atomic_write_parquet(df.filter(pl.col("query_id").is_in(list(have))), qf)
-    info = getattr(backend, "info", None)
-    if callable(info):
-        try:
-            b = dict(info())
-            if b.get("loaded") is not False:
-                meta["backend"] = b
-        except Exception as e:
-            meta["backend"] = {"error": f"backend.info() failed: {type(e).__name__}: {e}"}
+    _record_backend(meta, backend)
     meta["complete"] = True
     meta["finished"] = _now()
     atomic_write_json(meta, plan.pool / "pool.json")
