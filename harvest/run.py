@@ -926,7 +926,6 @@ def _summary(plan: RunPlan, source, live: dict, results: list[dict], meta: dict,
     }
 
 
-
 def _record_backend(meta: dict, backend) -> None:
     """The backend's provenance in pool.json (not before it loaded); provenance must not kill a run, but a failure
     to get it is recorded."""
