@@ -459,6 +459,21 @@ def _with_scoring_options(command):
 
 _with_backend_options = _option_group(_BACKEND_OPTIONS, "backend_options")
 
+_DATA_PANEL = "Data set (--dataset FILE or hub name)"
+# How `ttc harvest --dataset` and `ttc run --dataset` read a data set (harvest/datasets.py load_queries), declared once.
+_DATASET = {
+    "task": (Optional[Task], typer.Option(None, help="Task of a file's queries (default: detected).",
+                                          rich_help_panel=_DATA_PANEL)),
+    "id_column": (Optional[str], typer.Option(None, help="File column holding the query id.",
+                                              rich_help_panel=_DATA_PANEL)),
+    "problem_column": (Optional[str], typer.Option(None, help="File column holding the problem text.",
+                                                   rich_help_panel=_DATA_PANEL)),
+    "answer_column": (Optional[str], typer.Option(None, help="File column holding the gold answer.",
+                                                  rich_help_panel=_DATA_PANEL)),
+    "split": (Optional[str], typer.Option(None, help="Hub data set split.", rich_help_panel=_DATA_PANEL)),
+}
+_with_dataset_options = _option_group(_DATASET, "data")
+
 
 def _score_options(scoring: dict):
     """ScoreOptions from the _SCORING options."""
@@ -524,6 +539,7 @@ def _harvest_release(backend):
 
 
 @app.command("harvest")
+@_with_dataset_options
 @_with_backend_options
 @_with_scoring_options
 def harvest_cmd(
@@ -550,21 +566,17 @@ def harvest_cmd(
     oracle: Optional[List[str]] = typer.Option(None, metavar="NAME[,NAME...]", callback=_names("oracle", ORACLES),
                                                help=f"Score right after generating (repeat or comma-separate): "
                                                f"{_described(harvest_registry.ORACLES)}."),
-    task: Optional[Task] = typer.Option(None, help="Task of a file's queries (default: detected)."),
-    id_column: Optional[str] = typer.Option(None, help="File column holding the query id."),
-    problem_column: Optional[str] = typer.Option(None, help="File column holding the problem text."),
-    answer_column: Optional[str] = typer.Option(None, help="File column holding the gold answer."),
-    split: Optional[str] = typer.Option(None, help="Hub data set split."),
     revision: Optional[str] = typer.Option(None, help="Model revision (commit, branch or tag)."),
     scoring: dict = None,
     backend_options: dict = None,
+    data: dict = None,
 ):
     """Generate N responses per query and write them as a pool (resumable part files), optionally scored."""
     from harvest.pipeline import HarvestSpec, ShardSpec, plan_harvest, run_harvest
     from harvest.scoring import check_applicable, parse_oracles, score_pool
     from harvest.types import Sampling
 
-    backend, template, task = _value(backend), _value(template), _value(task)
+    backend, template, task = _value(backend), _value(template), _value(data["task"])
     n = _renamed(ctx, "responses", "n_option", "--responses", "--n")
     if n is None:
         _fail("missing option --responses (-n): the number of responses per query")
@@ -591,8 +603,9 @@ def harvest_cmd(
         shard_spec = ShardSpec.parse(shard) if shard is not None else None
         oracles = parse_oracles(oracle)
         opts = _score_options(scoring)
-        queries = load_queries(dataset, task=task, limit=limit, id_column=id_column, problem_column=problem_column,
-                               answer_column=answer_column, split=split)
+        queries = load_queries(dataset, task=task, limit=limit, id_column=data["id_column"],
+                               problem_column=data["problem_column"], answer_column=data["answer_column"],
+                               split=data["split"])
         tasks = sorted({q.task for q in queries})
         name = template or default_template(tasks[0], dataset)
         info = template_info(name)
@@ -600,8 +613,8 @@ def harvest_cmd(
             _fail(f"template {name!r} is for {info['task']} queries; this data set holds {', '.join(tasks)}")
         for o in oracles:
             check_applicable(queries, o, opts)
-        ds = {"source": dataset, "task": task, "limit": limit, "split": split,
-              "columns": {"id": id_column, "problem": problem_column, "answer": answer_column}}
+        ds = {"source": dataset, "task": task, "limit": limit, "split": data["split"],
+              "columns": {"id": data["id_column"], "problem": data["problem_column"], "answer": data["answer_column"]}}
         if Path(dataset).expanduser().is_file():
             ds["path"] = str(Path(dataset).expanduser().resolve())
         device = backend_options.get("device")
@@ -706,6 +719,7 @@ _RUN_PANEL = "Allocation (as in ttc replay)"
 
 
 @app.command("run")
+@_with_dataset_options
 @_with_backend_options
 @_with_scoring_options
 def run_cmd(
@@ -770,14 +784,10 @@ def run_cmd(
     seed: int = typer.Option(0, help="Run seed: each response's seed (as ttc harvest derives it) and the query "
                              "order (as ttc replay --seed-start derives it)."),
     limit: Optional[int] = typer.Option(None, help="Only the first K queries of the data set."),
-    task: Optional[Task] = typer.Option(None, help="Task of a file's queries (default: detected)."),
-    id_column: Optional[str] = typer.Option(None, help="File column holding the query id."),
-    problem_column: Optional[str] = typer.Option(None, help="File column holding the problem text."),
-    answer_column: Optional[str] = typer.Option(None, help="File column holding the gold answer."),
-    split: Optional[str] = typer.Option(None, help="Hub data set split."),
     revision: Optional[str] = typer.Option(None, help="Model revision (commit, branch or tag)."),
     scoring: dict = None,
     backend_options: dict = None,
+    data: dict = None,
 ):
     """Spend one budget across a batch of queries, live against a model, with an adaptive policy.
 
@@ -809,8 +819,9 @@ def run_cmd(
         max_per_query=max_per_query, lookahead=lookahead, retries=retries, retry_delay_s=retry_delay,
         grade_timeout_s=scoring["timeout"] if scoring["timeout"] is not None else 5.0,
         sampling=Sampling(n=1, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed),
-        template=_value(template), chat=chat, revision=revision, limit=limit, task=_value(task), id_column=id_column,
-        problem_column=problem_column, answer_column=answer_column, split=split,
+        template=_value(template), chat=chat, revision=revision, limit=limit, task=_value(data["task"]),
+        id_column=data["id_column"], problem_column=data["problem_column"], answer_column=data["answer_column"],
+        split=data["split"],
         backend_options={k2: v for k2, v in backend_options.items()}, progress=scoring["progress"], stream=stream,
         stream_idle_s=stream_idle)
     plan = plan_run(req)
