@@ -164,6 +164,17 @@ def _load_model(name: str, *, revision: str | None, dtype: Any, loader: str):
     return auto_class(), "transformers"
 
 
+def _step_token(tokenizer) -> int:
+    """The id of the step separator, refusing a tokenizer that cannot build the PRM's input."""
+    if not getattr(tokenizer, "chat_template", None):
+        raise InputError("the PRM tokenizer has no chat template")
+    sep = tokenizer.convert_tokens_to_ids(STEP_SEPARATOR)
+    if sep is None or tokenizer.encode(STEP_SEPARATOR, add_special_tokens=False) != [sep]:
+        raise InputError(f"the PRM tokenizer does not encode {STEP_SEPARATOR!r} as one token; "
+                         "is this a Qwen2.5-Math-PRM tokenizer?")
+    return sep
+
+
 class PRMScorer:
     """Scores (problem, response) pairs step by step with a process reward model.
 
@@ -208,12 +219,7 @@ class PRMScorer:
         self.model = model.to(device=self.device, dtype=self.dtype).eval()
         self.tokenizer = tokenizer
 
-        if not getattr(tokenizer, "chat_template", None):
-            raise InputError("the PRM tokenizer has no chat template")
-        self.sep_id = tokenizer.convert_tokens_to_ids(STEP_SEPARATOR)
-        if tokenizer.encode(STEP_SEPARATOR, add_special_tokens=False) != [self.sep_id] or self.sep_id is None:
-            raise InputError(f"the PRM tokenizer does not encode {STEP_SEPARATOR!r} as one token; "
-                             "is this a Qwen2.5-Math-PRM tokenizer?")
+        self.sep_id = _step_token(tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         if max_length is None:
             max_length = getattr(getattr(model, "config", None), "max_position_embeddings", None) or 4096
@@ -326,12 +332,7 @@ class VLLMPRMScorer(PRMScorer):
 
             tokenizer = AutoTokenizer.from_pretrained(model, revision=revision, trust_remote_code=True)
         self.tokenizer = tokenizer
-        if not getattr(tokenizer, "chat_template", None):
-            raise InputError("the PRM tokenizer has no chat template")
-        self.sep_id = tokenizer.convert_tokens_to_ids(STEP_SEPARATOR)
-        if tokenizer.encode(STEP_SEPARATOR, add_special_tokens=False) != [self.sep_id] or self.sep_id is None:
-            raise InputError(f"the PRM tokenizer does not encode {STEP_SEPARATOR!r} as one token; "
-                             "is this a Qwen2.5-Math-PRM tokenizer?")
+        self.sep_id = _step_token(tokenizer)
         kw = {"model": model, "revision": revision, "trust_remote_code": True, **engine_kwargs}
         if dtype is not None:
             kw["dtype"] = str(dtype).removeprefix("torch.")
