@@ -6,6 +6,8 @@ same permutation of a seed (common random numbers), and results do not depend on
 """
 from __future__ import annotations
 
+import math
+
 from concurrent.futures import ThreadPoolExecutor
 
 import numba
@@ -101,6 +103,16 @@ def check_configs(pool: Pool, configs: list[RunConfig], select: str):
         raise PoolError(f"--select {select} needs an 'answer' column, and this pool has none")
 
 
+def check_budgets(budgets, flag: str = "--budgets"):
+    """Average budgets per query: at least one, each finite and positive (NaN fails every comparison, so the test
+    is written as `not 0 < b < inf`). The one check replay, report, bench and the engine itself use."""
+    if not budgets:
+        raise PoolError(f"{flag}: no budgets given")
+    if any(not 0 < b < math.inf for b in budgets):
+        raise PoolError(f"{flag} must be finite and positive (average samples or tokens per query), got "
+                        f"{list(budgets)}")
+
+
 def replay(pool: Pool, configs: list[RunConfig], budgets, seeds, select: str = "bon", conf: float = 0.95,
            per_query: bool = False, progress=None) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     """Replay every configuration at every average per-query budget and seed.
@@ -110,10 +122,7 @@ def replay(pool: Pool, configs: list[RunConfig], budgets, seeds, select: str = "
     check_configs(pool, configs, select)
     budgets = [float(b) for b in budgets]
     seeds = np.asarray(list(seeds), np.int64)
-    if not budgets:
-        raise PoolError("no budgets given")
-    if any(not np.isfinite(b) or b <= 0 for b in budgets):
-        raise PoolError(f"budgets must be positive (average samples or tokens per query), got {budgets}")
+    check_budgets(budgets, "budgets")
     if len(seeds) == 0:
         raise PoolError("no seeds given")
     n = pool.n_queries

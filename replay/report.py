@@ -24,7 +24,7 @@ import polars as pl
 from rich.console import Console
 
 from . import figures
-from .engine import SELECT, get_threads, replay, set_threads
+from .engine import SELECT, check_budgets, get_threads, replay, set_threads
 from .exact import best_of_k, coverage_at_k
 from .extras import check
 from .policies import RunConfig, in_grid, supported
@@ -91,8 +91,7 @@ def validate(req: ReportRequest):
     if req.seeds < 1:
         raise PoolError(f"--seeds must be >= 1, got {req.seeds}")
     check_seeds(req.seed_start, req.seeds)
-    if not req.budgets or any(not np.isfinite(b) or b <= 0 for b in req.budgets):
-        raise PoolError(f"--budgets must be positive numbers, got {req.budgets}")
+    check_budgets(req.budgets)
     if len(set(req.budgets)) != len(req.budgets):
         raise PoolError(f"--budgets lists a budget twice: {req.budgets}")
     if not 0.0 <= req.gamma <= 1.0:

@@ -11,7 +11,7 @@ import polars as pl
 from rich.console import Console
 from rich.table import Table
 
-from .engine import SELECT, check_configs, get_threads, replay, set_threads
+from .engine import SELECT, check_budgets, check_configs, get_threads, replay, set_threads
 from .exact import best_of_k, coverage_at_k
 from .errors import InputError
 from .policies import POLICIES, RunConfig, supported
@@ -108,9 +108,7 @@ def validate_request(req: ReplayRequest):
         raise PoolError(f"unknown budget unit {req.unit!r}; choose samples, tokens or token-matched")
     if req.select not in SELECT:
         raise PoolError(f"unknown selection {req.select!r}; choose bon, weighted or sc")
-    if not req.budgets or any(not 0 < b < math.inf for b in req.budgets):
-        raise PoolError(f"--budgets must be finite and positive (average samples or tokens per query), got "
-                        f"{req.budgets}")
+    check_budgets(req.budgets)
     if req.seeds < 1:
         raise PoolError(f"--seeds must be >= 1, got {req.seeds}")
     check_seeds(req.seed_start, req.seeds)
@@ -164,11 +162,6 @@ def check_per_query_memory(rows: int, seeds: int, n_queries: int, what: str = "-
                         f"{have / 2**30:.1f} GiB available: use fewer seeds, budgets or policies")
 
 
-def check_cost(req: ReplayRequest, rows: int, n_queries: int):
-    if req.per_query is not None:
-        check_per_query_memory(rows, req.seeds, n_queries)
-
-
 def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     console = console or _console()
     validate_request(req)
@@ -186,7 +179,8 @@ def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.D
         raise PoolError("--curve needs ground truth (a 'correct' column), and this pool has none")
 
     rows = len(configs) * len(req.budgets)
-    check_cost(req, rows, pool.n_queries)
+    if req.per_query is not None:
+        check_per_query_memory(rows, req.seeds, pool.n_queries)
     console.print(f"[bold]{pool.name}[/]: {pool.n_queries} queries, {pool.off[-1]} responses "
                   f"({pool.sizes.min()}–{pool.sizes.max()} per query); score {pool.score_name}, select "
                   f"{req.select}, eliminate {req.eliminate}, unit {req.unit}, {req.seeds} seeds"
@@ -247,8 +241,9 @@ def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, grow
     console = console or _console()
     if queries < 1 or responses < 1 or seeds < 1 or repeats < 1 or reference_seeds < 0:
         raise PoolError("--queries, --responses, --seeds and --repeats must be >= 1, --reference-seeds >= 0")
-    if any(not 0 < b < math.inf for b in budgets) or any(n < 1 for n in growth):
-        raise PoolError(f"budgets must be finite and positive and growth sizes >= 1, got {budgets} and {growth}")
+    check_budgets(budgets)
+    if any(n < 1 for n in growth):
+        raise PoolError(f"--growth sizes must be >= 1, got {growth}")
     set_threads(threads)
     spec = BenchSpec(n=queries, size=responses, budgets=tuple(budgets), seeds=seeds, repeats=repeats,
                      reference_seeds=reference_seeds)

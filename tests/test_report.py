@@ -250,7 +250,7 @@ def test_cli_two_pools_without_tokens_or_scores(tmp_path):
 @pytest.mark.parametrize("args, pattern", [
     (["{tmp}/nope"], r"pool directory .*nope does not exist"),
     (["{pool}", "--select", "best"], r"Invalid value for '--select'.*'best' is not one of"),
-    (["{pool}", "--budgets", "4,-1"], r"--budgets must be positive"),
+    (["{pool}", "--budgets", "4,-1"], r"--budgets must be finite and positive"),
     (["{pool}", "--seeds", "0"], r"--seeds must be >= 1"),
     (["{pool}", "--score", "rm"], r"score column 'rm' does not exist"),
     (["{nogt}"], r"needs ground truth"),
