@@ -62,14 +62,7 @@ def package_version(pkg: str) -> str | None:
 def check_sampling(prompts: Sequence[str], sampling: Sampling, seeds: Sequence[int]) -> None:
     if len(prompts) != len(seeds):
         raise ValueError(f"{len(prompts)} prompts but {len(seeds)} seeds; each prompt needs its own seed")
-    if sampling.n < 1:
-        raise InputError(f"n must be at least 1, got {sampling.n}")
-    if sampling.max_tokens < 1:
-        raise InputError(f"max_tokens must be at least 1, got {sampling.max_tokens}")
-    if sampling.temperature < 0:
-        raise InputError(f"temperature must be >= 0, got {sampling.temperature}")
-    if not 0 < sampling.top_p <= 1:
-        raise InputError(f"top_p must be in (0, 1], got {sampling.top_p}")
+    # n, max_tokens, temperature and top_p were checked when the Sampling was made (harvest/types.py)
     check_seeds(prompts, seeds, sampling.n, sampling.temperature)
 
 
