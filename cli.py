@@ -150,7 +150,7 @@ from harvest.prm import ENGINES as PRM_ENGINES, STEP_MODES  # noqa: E402
 from harvest.prompts import TEMPLATES  # noqa: E402
 
 POLICY_NAMES = ("uniform", "elimination", "ucb", "gap", "gap-literal", "entropy", "two-stage", "streaming", "oracle")
-ELIMINATION_RULES = ("threshold", "sc-share", "sc-beta", "none")  # replay.policies.ELIMS
+ELIMINATION_RULES = ("threshold", "sc-share", "sc-beta", "esc", "ac-majority", "ac-entropy", "none")  # replay.policies.ELIMS
 SELECTIONS = ("bon", "weighted", "sc")  # replay.engine.SELECT
 BUDGET_UNITS = ("samples", "tokens", "token-matched")  # replay.policies.UNITS and token-matched (replay/run.py)
 ORACLES = tuple(harvest_registry.ORACLES)
@@ -229,6 +229,8 @@ def replay_cmd(
     tau: str = typer.Option("0.5", help="sc-share: the leading answer's share needed (list)."),
     m_min: int = typer.Option(3, help="sc-share: responses needed before it can stop."),
     conf: float = typer.Option(0.95, help="sc-beta: confidence P(p1 > p2) needed to stop."),
+    share: float = typer.Option(0.8, help="ac-majority: the leading answer's share of the draws needed to stop."),
+    hmax: float = typer.Option(0.75, help="ac-entropy: the normalised answer entropy at or below which it stops."),
     out: Optional[Path] = typer.Option(None, help="Write one row per (configuration, budget, seed) to this Parquet file."),
     per_query: Optional[Path] = typer.Option(None, help="Write the per-query allocation of every run to this Parquet file."),
     curve: Optional[Path] = typer.Option(None, help="Write uniform's exact curves (coverage@k, best-of-k) to this Parquet file."),
@@ -244,7 +246,8 @@ def replay_cmd(
         score=score, eliminate=_value(eliminate), gammas=_floats(gamma, "--gamma"), select=_value(select),
         unit=_value(unit), Ks=_ints(k, "--K"), lams=_floats(lam, "--lambda") if lam else None, eps=eps,
         max_samples=_ints(max_samples, "--max-samples"), rhos=_floats(rho, "--rho"), taus=_floats(tau, "--tau"),
-        m_min=m_min, conf=conf, out=out, per_query=per_query, curve=curve, threads=threads, force=force)
+        m_min=m_min, share=share, hmax=hmax, conf=conf, out=out, per_query=per_query, curve=curve, threads=threads,
+        force=force)
     run_replay(req)
 
 

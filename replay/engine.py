@@ -185,6 +185,8 @@ def replay(pool: Pool, configs: list[RunConfig], budgets, seeds, select: str = "
         "rho": np.repeat([c.rho for c in rows_cfg], S),
         "tau": np.repeat([c.tau for c in rows_cfg], S),
         "m_min": np.repeat([c.m_min for c in rows_cfg], S),
+        "share": np.repeat([c.share for c in rows_cfg], S),
+        "hmax": np.repeat([c.hmax for c in rows_cfg], S),
         "select": [select] * (C * S),
         "score": [pool.score_name] * (C * S),
     }

@@ -28,7 +28,7 @@ from numba import njit
 UNIFORM, ELIMINATION, UCB, GAP, GAP_LITERAL, ENTROPY, TWO_STAGE, STREAMING, ORACLE = range(9)
 # Integer codes (branched on inside the kernels; the names are the command line's).
 UNIT_SAMPLES, UNIT_TOKENS = 0, 1
-ELIM_NONE, ELIM_THRESHOLD, ELIM_SC_SHARE, ELIM_SC_BETA = 0, 1, 2, 3
+ELIM_NONE, ELIM_THRESHOLD, ELIM_SC_SHARE, ELIM_SC_BETA, ELIM_ESC, ELIM_AC_MAJORITY, ELIM_AC_ENTROPY = range(7)
 
 # qi columns
 N, BEST_J, COVERED, LEAD, LEAD_CNT, SECOND_CNT, WLEAD, ELIM, CAPPED, EXH = range(10)
@@ -45,7 +45,8 @@ TOT_SLOTS = 5
 # One policy configuration as the kernels read it: a record, filled by name (replay/policies.py RunConfig.record).
 CONFIG = np.dtype([("policy", np.int64), ("unit", np.int64), ("K", np.int64), ("elim", np.int64),
                    ("max_samples", np.int64), ("m_min", np.int64), ("gamma", np.float64), ("lam", np.float64),
-                   ("eps", np.float64), ("rho", np.float64), ("tau", np.float64)], align=True)
+                   ("eps", np.float64), ("rho", np.float64), ("tau", np.float64), ("share", np.float64),
+                   ("hmax", np.float64)], align=True)
 
 # What a run reads (read-only): the pool's per-response arrays grouped by query (off), the answer slots (aoff,
 # answer_offsets), have[i] = how many of query i's responses exist (its pool size in replay; fewer in a live run,
@@ -457,7 +458,7 @@ def run_one(P, W, cfg, budget, epoch):
     perm, qgen, hs, order = W.perm, W.qgen, W.hs, W.order
     qi, qf, si, sf, tot = W.qi, W.qf, W.si, W.sf, W.tot
     policy, unit, K, elim, max_samples, m_min = cfg.policy, cfg.unit, cfg.K, cfg.elim, cfg.max_samples, cfg.m_min
-    gamma, lam, eps, rho, tau = cfg.gamma, cfg.lam, cfg.eps, cfg.rho, cfg.tau
+    gamma, lam, eps, rho, tau, share, hmax = cfg.gamma, cfg.lam, cfg.eps, cfg.rho, cfg.tau, cfg.share, cfg.hmax
     n = off.shape[0] - 1
     lazy = qgen.shape[0] > 0  # a runtime bool: one specialisation for lazy and given permutations
     live = False
@@ -467,8 +468,10 @@ def run_one(P, W, cfg, budget, epoch):
             break
     tot[NEED] = 0
 
-    def answered(rule, n_, best, lead, lc, sc):
-        """The elimination rule on a query's state."""
+    def answered(i, rule, n_, best, lead, lc, sc):
+        """The elimination rule on query i's state (n_ responses drawn). The rules of ESC and Adaptive-
+        Consistency that need more than the running counts read the drawn responses or the answer slots here, at
+        the rule check only: the draw loop stays as it is for every rule."""
         if rule == ELIM_THRESHOLD:
             return best >= gamma
         if rule == ELIM_SC_SHARE:
@@ -476,6 +479,32 @@ def run_one(P, W, cfg, budget, epoch):
         if rule == ELIM_SC_BETA:
             return lead >= 0 and lc >= min_a[sc]
         return False
+        if rule == ELIM_AC_MAJORITY:
+            return n_ >= 2 and lc >= share * n_
+        if rule == ELIM_ESC:  # the last K draws (a window) share one valid answer
+            if n_ < K or lead < 0:
+                return False
+            a0 = off[i] + n_ - K
+            first = ans[perm[a0]]
+            if first < 0:
+                return False
+            for k in range(a0 + 1, a0 + K):
+                if ans[perm[k]] != first:
+                    return False
+            return True
+        if rule == ELIM_AC_ENTROPY:  # normalised entropy of the answer categories (invalid: one category)
+            if n_ < 2 or lead < 0:
+                return False
+            ssum_ = 0.0
+            ncat = 0
+            for p_ in range(aoff[i], aoff[i + 1]):
+                c_ = si[p_, CNT]
+                if c_ > 0:
+                    ncat += 1
+                    ssum_ += T[c_]
+            if ncat == 1:  # AC adds a pseudo-category of count 1 so that one answer has an entropy
+                return (L[n_ + 1] - T[n_] / (n_ + 1)) / L[2] <= hmax
+            return (L[n_] - ssum_ / n_) / L[ncat] <= hmax
 
     def is_active(i):
         return qi[i, ELIM] == 0 and qi[i, CAPPED] == 0 and qi[i, EXH] == 0
@@ -585,7 +614,7 @@ def run_one(P, W, cfg, budget, epoch):
                 ent += T[_ix(nc)] - T[_ix(c)]
             if d == end:  # a pull ends: the rule
                 start, end = end, min(end + want_k, D)
-                if el == 0 and answered(rule, n_ + d, best, lead, lc, sc):
+                if el == 0 and answered(i, rule, n_ + d, best, lead, lc, sc):
                     el = 1
                     fired = True
                     break
@@ -593,7 +622,7 @@ def run_one(P, W, cfg, budget, epoch):
             tot[NEED] = i + 1
             return True
         if stop and d > start:  # (tokens) a pull cut short by the budget, after some draws: the rule
-            if el == 0 and answered(rule, n_ + d, best, lead, lc, sc):
+            if el == 0 and answered(i, rule, n_ + d, best, lead, lc, sc):
                 el = 1
         if d == short and not fired and not stop:  # the short pull finds nothing left to draw
             exh = 1
@@ -729,7 +758,7 @@ def run_one(P, W, cfg, budget, epoch):
                         qi[i, CAPPED] = 1
                     if qi[i, EXH] or qi[i, CAPPED]:
                         continue
-                    if answered(elim, qi[i, N], qf[i, BEST], qi[i, LEAD], qi[i, LEAD_CNT], qi[i, SECOND_CNT]):
+                    if answered(i, elim, qi[i, N], qf[i, BEST], qi[i, LEAD], qi[i, LEAD_CNT], qi[i, SECOND_CNT]):
                         qi[i, ELIM] = 1
                     else:
                         U[u] = i

@@ -14,7 +14,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .kernel import (CONFIG, ELIM_NONE, ELIM_SC_BETA, ELIM_SC_SHARE, ELIM_THRESHOLD, ELIMINATION, ENTROPY, GAP, GAP_LITERAL,
+from .kernel import (CONFIG, ELIM_AC_ENTROPY, ELIM_AC_MAJORITY, ELIM_ESC, ELIM_NONE, ELIM_SC_BETA, ELIM_SC_SHARE,
+                     ELIM_THRESHOLD, ELIMINATION, ENTROPY, GAP, GAP_LITERAL,
                      ORACLE, STREAMING, TWO_STAGE, UCB, UNIFORM, UNIT_SAMPLES, UNIT_TOKENS)
 
 
@@ -81,6 +82,12 @@ ELIMINATION_RULES = {r.name: r for r in (
          frozenset({"answers"})),
     Rule("sc-beta", ELIM_SC_BETA, "Adaptive-Consistency's Beta rule: P(leading > runner-up) >= conf", (),
          frozenset({"answers"})),
+    Rule("esc", ELIM_ESC, "ESC: the last K draws (a window) all give the same valid answer", ("K",),
+         frozenset({"answers"})),
+    Rule("ac-majority", ELIM_AC_MAJORITY, "Adaptive-Consistency's majority rule: leading answer >= share of the "
+         "draws, after 2", ("share",), frozenset({"answers"})),
+    Rule("ac-entropy", ELIM_AC_ENTROPY, "Adaptive-Consistency's entropy rule: normalised answer entropy <= hmax, "
+         "after 2", ("hmax",), frozenset({"answers"})),
     Rule("none", ELIM_NONE, "never"),
 )}
 SELECTION_RULES = {r.name: r for r in (
@@ -130,6 +137,8 @@ class RunConfig:
     rho: float = 0.5
     tau: float = 0.5
     m_min: int = 3
+    share: float = 0.8
+    hmax: float = 0.75
 
     def __post_init__(self):
         if self.policy not in POLICIES:
@@ -148,6 +157,10 @@ class RunConfig:
             raise ValueError(f"rho must be in (0, 1), got {self.rho}")
         if not 0.0 <= self.tau < 1.0:
             raise ValueError(f"tau must be in [0, 1), got {self.tau}")
+        if not 0.0 < self.share <= 1.0:
+            raise ValueError(f"share must be in (0, 1], got {self.share}")
+        if not 0.0 <= self.hmax <= 1.0:
+            raise ValueError(f"hmax must be in [0, 1] (a normalised entropy), got {self.hmax}")
         if self.m_min < 1:
             raise ValueError(f"m_min must be >= 1, got {self.m_min}")
         # `not x >= 0` rather than `x < 0`: NaN fails every comparison and would otherwise pass as a valid value
@@ -174,13 +187,14 @@ class RunConfig:
             ELIMS[self.eliminate]
         r["max_samples"], r["m_min"] = self.max_samples, self.m_min
         r["gamma"], r["lam"], r["eps"], r["rho"], r["tau"] = self.gamma, self.lam_value, self.eps, self.rho, self.tau
+        r["share"], r["hmax"] = self.share, self.hmax
         return r
 
     def used_params(self) -> tuple:
         own = REGISTRY[self.policy].params
         used = tuple(p for p in own if p != "gamma")
-        if "eliminate" in used:
-            used = used + ELIMINATION_RULES[self.eliminate].params
+        if "eliminate" in used:  # (a rule may read one of the policy's own, as esc reads K)
+            used = used + tuple(p for p in ELIMINATION_RULES[self.eliminate].params if p not in used)
         if "gamma" in own and "gamma" not in used:
             used = used + ("gamma",)
         return used

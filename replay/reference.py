@@ -17,7 +17,7 @@ from functools import lru_cache
 POLICIES = ("uniform", "elimination", "ucb", "gap", "gap-literal", "entropy", "two-stage", "streaming", "oracle")
 INDEX_POLICIES = ("ucb", "gap", "gap-literal", "entropy")
 UNITS = ("samples", "tokens")
-ELIMS = ("none", "threshold", "sc-share", "sc-beta")
+ELIMS = ("none", "threshold", "sc-share", "sc-beta", "esc", "ac-majority", "ac-entropy")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -72,6 +72,7 @@ class _Query:
         self.second_cnt = 0
         self.wlead = -1
         self.wlead_sum = -1.0
+        self.drawn = []              # answer ids in draw order (esc reads its last window)
         self.cnt = {}                # answer id -> count
         self.wsum = {}               # answer id -> summed score
         self.first_j = {}            # answer id -> earliest drawn response with that answer
@@ -97,10 +98,12 @@ class _Run:
         max_pool = 0
         for i in range(self.n):
             max_pool = max(max_pool, self.q[i].pool)
-        self.T, self.L = log_tables(max(max_pool, 1))
+        self.T, self.L = log_tables(max(max_pool, 1) + 1)
         self.samples_used = 0
         self.tokens_used = 0
-        self.gamma, self.tau, self.m_min, self.conf = elim_params
+        self.gamma, self.tau, self.m_min, self.conf = elim_params[:4]
+        # (esc's window K, ac-majority's share, ac-entropy's hmax; absent in callers that predate them)
+        self.K, self.share, self.hmax = elim_params[4:] if len(elim_params) > 4 else (1, 0.8, 0.75)
 
     def used(self):
         return self.samples_used if self.unit == "samples" else self.tokens_used
@@ -123,6 +126,7 @@ class _Run:
         if self.correct[j] == 1:
             s.covered = True
         a = self.ans[j]
+        s.drawn.append(a)
         if a < 0:
             c = s.n_invalid
             s.n_invalid += 1
@@ -157,6 +161,23 @@ class _Run:
             return s.N >= self.m_min and s.lead_cnt > self.tau * s.N
         if elim == "sc-beta":
             return s.lead >= 0 and sc_beta_stops(s.lead_cnt, s.second_cnt, self.conf)
+        if elim == "ac-majority":
+            return s.N >= 2 and s.lead_cnt >= self.share * s.N
+        if elim == "esc":
+            window = s.drawn[len(s.drawn) - self.K:]
+            return s.N >= self.K and window[0] >= 0 and all(a == window[0] for a in window)
+        if elim == "ac-entropy":
+            if s.N < 2 or s.lead < 0:
+                return False
+            counts = ([s.n_invalid] if s.n_invalid else []) + [s.cnt[a] for a in sorted(s.cnt)]
+            if len(counts) == 1:  # AC's pseudo-category of count 1
+                h = (self.L[s.N + 1] - self.T[s.N] / (s.N + 1)) / self.L[2]
+            else:
+                total = 0.0
+                for c in counts:       # invalid first, then answer ids ascending (the slot order)
+                    total += self.T[c]
+                h = (self.L[s.N] - total / s.N) / self.L[len(counts)]
+            return h <= self.hmax
         raise ValueError(elim)
 
     # --- a pull: K responses for query i ------------------------------------------------------------
@@ -422,7 +443,7 @@ def _check_inputs(off, correct, score, ans, tok, perm, rank):
 
 def run_reference(off, correct, score, ans, tok, perm, rank, *, policy, unit="samples", budget_total,
                   K=1, elim="threshold", gamma=1.0, lam=None, eps=0.01, max_samples=0, rho=0.5,
-                  tau=0.5, m_min=3, conf=0.95):
+                  tau=0.5, m_min=3, conf=0.95, share=0.8, hmax=0.75):
     """Replay one run of `policy` on one pool and one seed (perm, rank), exactly as docs/semantics.md."""
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}")
@@ -438,7 +459,8 @@ def run_reference(off, correct, score, ans, tok, perm, rank, *, policy, unit="sa
     perm = [int(x) for x in perm]
     rank = [int(x) for x in rank]
     _check_inputs(off, correct, score, ans, tok, perm, rank)
-    run = _Run(off, correct, score, ans, tok, perm, unit, (float(gamma), float(tau), int(m_min), conf))
+    run = _Run(off, correct, score, ans, tok, perm, unit,
+               (float(gamma), float(tau), int(m_min), conf, int(K), float(share), float(hmax)))
     return run_policy(run, rank, policy=policy, budget_total=budget_total, K=K, elim=elim, gamma=gamma, lam=lam,
                       eps=eps, max_samples=max_samples, rho=rho)
 

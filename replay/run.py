@@ -40,6 +40,8 @@ class ReplayRequest:
     rhos: list = field(default_factory=lambda: [0.25, 0.5, 0.75])
     taus: list = field(default_factory=lambda: [0.5])
     m_min: int = 3
+    share: float = 0.8
+    hmax: float = 0.75
     conf: float = 0.95
     out: Path | None = None
     per_query: Path | None = None
@@ -93,7 +95,7 @@ def build_configs(req: ReplayRequest, policies: list[str]) -> list[RunConfig]:
         for vals in itertools.product(*grid.values()):
             kw = dict(zip(grid.keys(), vals))
             configs.append(config_from_options(pol, unit=req.unit, eliminate=req.eliminate, eps=req.eps,
-                                               m_min=req.m_min, **kw))
+                                               m_min=req.m_min, share=req.share, hmax=req.hmax, **kw))
     return configs
 
 
@@ -128,7 +130,7 @@ def validate_request(req: ReplayRequest):
     for K, ms, rho, tau in itertools.zip_longest(req.Ks, req.max_samples, req.rhos, req.taus):
         config_from_options("elimination", unit=req.unit, eliminate=req.eliminate, K=K or 1, max_samples=ms or 0,
                             rho=rho if rho is not None else 0.5, tau=tau if tau is not None else 0.5,
-                            m_min=req.m_min, eps=req.eps)
+                            m_min=req.m_min, eps=req.eps, share=req.share, hmax=req.hmax)
     targets = [(name, Path(t)) for name, t in (("--out", req.out), ("--per-query", req.per_query),
                                                  ("--curve", req.curve)) if t is not None]
     for name, target in targets:

@@ -39,11 +39,13 @@ def pools(draw):
 def configs(draw, total, tokens_total, policy, unit):
     cfg = RunConfig(
         policy, unit=unit, K=draw(st.integers(1, 3)),
-        eliminate=draw(st.sampled_from(["none", "threshold", "sc-share", "sc-beta"])),
+        eliminate=draw(st.sampled_from(["none", "threshold", "sc-share", "sc-beta", "esc", "ac-majority",
+                                        "ac-entropy"])),
         gamma=draw(st.sampled_from([0.5, 0.75, 1.0])), lam=draw(st.sampled_from([None, 0.5, 2.0])),
         eps=draw(st.sampled_from([0.0, 0.01, 0.3])), max_samples=draw(st.integers(0, 6)),
         rho=draw(st.sampled_from([0.25, 0.5, 0.75])), tau=draw(st.sampled_from([0.3, 0.5, 0.7])),
-        m_min=draw(st.integers(1, 4)))
+        m_min=draw(st.integers(1, 4)), share=draw(st.sampled_from([0.5, 0.6, 0.8, 1.0])),
+        hmax=draw(st.sampled_from([0.0, 0.5, 0.75, 0.9])))
     hi = total + 3 if unit == "samples" else tokens_total + 5
     return cfg, draw(st.integers(0, hi))
 
@@ -53,7 +55,7 @@ def _compare(data, cfg, budget, conf=0.95):
     ref = run_reference(off, correct, score, ans, tok, perm, rank, policy=cfg.policy, unit=cfg.unit,
                         budget_total=budget, K=cfg.K, elim=cfg.eliminate, gamma=cfg.gamma, lam=cfg.lam,
                         eps=cfg.eps, max_samples=cfg.max_samples, rho=cfg.rho, tau=cfg.tau, m_min=cfg.m_min,
-                        conf=conf)
+                        conf=conf, share=cfg.share, hmax=cfg.hmax)
     got = run_once(off, correct, score, ans, tok, perm, rank, cfg, budget, conf=conf)
     for key in ("n_drawn", "answered", "covered", "exhausted_q", "sel_bon", "sel_weighted", "sel_sc"):
         assert list(np.asarray(got[key]).astype(int)) == [int(v) for v in ref[key]], (key, cfg, budget)
@@ -107,7 +109,7 @@ def test_grid_equals_reference_over_configs_and_seeds(data):
             ref = run_reference(off, correct, score, ans, tok, perm, rank, policy=cfg.policy, unit=cfg.unit,
                                 budget_total=int(budgets[c, s]), K=cfg.K, elim=cfg.eliminate, gamma=cfg.gamma,
                                 lam=cfg.lam, eps=cfg.eps, max_samples=cfg.max_samples, rho=cfg.rho, tau=cfg.tau,
-                                m_min=cfg.m_min)
+                                m_min=cfg.m_min, share=cfg.share, hmax=cfg.hmax)
             where = (cfg, int(budgets[c, s]), int(seed))
             assert pq_n[c, s].tolist() == [int(v) for v in ref["n_drawn"]], where
             flags = pq_flags[c, s]
