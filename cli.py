@@ -156,6 +156,7 @@ BUDGET_UNITS = ("samples", "tokens", "token-matched")  # replay.policies.UNITS a
 ORACLES = tuple(harvest_registry.ORACLES)
 BACKENDS = tuple(harvest_registry.BACKENDS)
 IMPORT_FORMATS = tuple(harvest_registry.IMPORTERS)
+SIGNALS = tuple(harvest_registry.SIGNALS)  # confidence signals: --confidence
 THEORY_ENGINES = ("check", "bisect", "off")  # replay.theory.ENGINE_MODES
 
 
@@ -477,6 +478,42 @@ _DATASET = {
 }
 _with_dataset_options = _option_group(_DATASET, "data")
 
+_CONF_PANEL = "Confidence signals (--confidence)"
+
+
+def _signal_param_help(option: str, text: str) -> str:
+    """The help of a --confidence-* parameter, prefixed with the signals that read it (harvest/registry.py)."""
+    return f"{', '.join(harvest_registry.taking(harvest_registry.SIGNALS, option))}: {text}"
+
+
+# The per-response confidence signals `ttc harvest` records from token log-probs (harvest/registry.py SIGNALS),
+# declared once: parameter -> (type, option). Log-probs are requested from the backend only when --confidence is given.
+_CONFIDENCE = {
+    "confidence": (Optional[List[str]], typer.Option(
+        None, metavar="NAME[,NAME...]", callback=_names("confidence signal", SIGNALS), rich_help_panel=_CONF_PANEL,
+        help="Record confidence signals from the backend's token log-probs as score columns in [0, 1], the raw value "
+        f"beside each (repeat or comma-separate): {_described(harvest_registry.SIGNALS)}.")),
+    "confidence_window": (int, typer.Option(harvest_registry.SIGNAL_DEFAULTS["window"], rich_help_panel=_CONF_PANEL,
+                                            help=_signal_param_help("window", "tokens per sliding window."))),
+    "confidence_top_k": (int, typer.Option(harvest_registry.SIGNAL_DEFAULTS["top_k"], rich_help_panel=_CONF_PANEL,
+                                           help=_signal_param_help("top_k", "most likely tokens per position whose "
+                                                                   "log-probs make its confidence."))),
+    "confidence_tail": (int, typer.Option(harvest_registry.SIGNAL_DEFAULTS["tail"], rich_help_panel=_CONF_PANEL,
+                                          help=_signal_param_help("tail", "last tokens averaged."))),
+}
+_with_confidence_options = _option_group(_CONFIDENCE, "signals")
+
+
+def _confidence_spec(ctx: typer.Context, signals: dict):
+    """The ConfidenceSpec of the _CONFIDENCE options (None without --confidence); a parameter given on the command
+    line that no requested signal reads is refused."""
+    from harvest.confidence import parse_signals
+
+    given = [p for p in ("window", "top_k", "tail")
+             if (src := ctx.get_parameter_source("confidence_" + p)) is not None and src.name == "COMMANDLINE"]
+    return parse_signals(signals["confidence"], window=signals["confidence_window"],
+                         top_k=signals["confidence_top_k"], tail=signals["confidence_tail"], given=given)
+
 
 def _score_options(scoring: dict):
     """ScoreOptions from the _SCORING options."""
@@ -544,6 +581,7 @@ def _harvest_release(backend):
 @app.command("harvest")
 @_with_dataset_options
 @_with_backend_options
+@_with_confidence_options
 @_with_scoring_options
 def harvest_cmd(
     ctx: typer.Context,
@@ -573,6 +611,7 @@ def harvest_cmd(
     scoring: dict = None,
     backend_options: dict = None,
     data: dict = None,
+    signals: dict = None,
 ):
     """Generate N responses per query and write them as a pool (resumable part files), optionally scored."""
     from harvest.pipeline import HarvestSpec, ShardSpec, plan_harvest, run_harvest
@@ -604,6 +643,7 @@ def harvest_cmd(
         from harvest.prompts import default_template, render, template_info
 
         shard_spec = ShardSpec.parse(shard) if shard is not None else None
+        confidence = _confidence_spec(ctx, signals)
         oracles = parse_oracles(oracle)
         opts = _score_options(scoring)
         queries = load_queries(dataset, task=task, limit=limit, id_column=data["id_column"],
@@ -633,7 +673,8 @@ def harvest_cmd(
                            sampling=Sampling(n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
                                              seed=seed),
                            template={**info, "chat_option": chat},
-                           weights=model_fingerprint(model, revision, backend, dtype=backend_options.get("dtype")))
+                           weights=model_fingerprint(model, revision, backend, dtype=backend_options.get("dtype")),
+                           confidence=confidence)
         plan = plan_harvest(out, queries, spec, shard_spec)
         pending = plan.pending
         where = f"shard {shard_spec} holds {len(plan.queries)} of {len(queries)}" if shard_spec else \
@@ -647,6 +688,8 @@ def harvest_cmd(
             for param in entry.options:  # None: the backend's own default
                 if backend_options[param] is not None:
                     kw[harvest_registry.BACKEND_OPTIONS[param].keyword] = backend_options[param]
+            if backend == "vllm" and confidence is not None and confidence.top_logprobs > 20:
+                kw["max_logprobs"] = confidence.top_logprobs  # vLLM's engine refuses more than 20 by default
             from harvest.backends import make_backend
 
             gen = make_backend(backend, **kw)

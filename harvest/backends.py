@@ -34,6 +34,7 @@ from importlib import metadata
 from itertools import pairwise
 from typing import Any
 
+from harvest.confidence import ConfidenceSpec, token_confidence
 from harvest.types import Response, Sampling
 from replay.errors import InputError, UserError
 
@@ -169,27 +170,31 @@ class TransformersBackend:
         }
 
     def generate(self, prompts: Sequence[str], sampling: Sampling, seeds: Sequence[int], *,
-                 stop: Sequence[str] | None = None) -> list[list[Response]]:
+                 stop: Sequence[str] | None = None, confidence: ConfidenceSpec | None = None) -> list[list[Response]]:
         check_sampling(prompts, sampling, seeds)
         stop = [s for s in (stop or ()) if s]
         out = []
         for text, seed in zip(prompts, seeds):
             ids = encode_prompt(self.tokenizer, text)
             if sampling.temperature == 0:
-                row = self._decode(ids, [seed], sampling, stop)[0]
+                row = self._decode(ids, [seed], sampling, stop, confidence)[0]
                 out.append([row] * sampling.n)
                 continue
             rows: list[Response] = []
             for start in range(0, sampling.n, self.batch_size):
                 chunk = [seed + j for j in range(start, min(sampling.n, start + self.batch_size))]
-                rows.extend(self._decode(ids, chunk, sampling, stop))
+                rows.extend(self._decode(ids, chunk, sampling, stop, confidence))
             out.append(rows)
         return out
 
-    def _decode(self, ids: list[int], row_seeds: list[int], sampling: Sampling, stop: list[str]) -> list[Response]:
+    def _decode(self, ids: list[int], row_seeds: list[int], sampling: Sampling, stop: list[str],
+                confidence: ConfidenceSpec | None = None) -> list[Response]:
         import torch
 
         rows = len(row_seeds)
+        k = confidence.top_logprobs if confidence is not None else 0
+        sampled: list[list[float]] = [[] for _ in range(rows)]     # the sampled tokens' log-probs
+        confs: list[list[float]] = [[] for _ in range(rows)]       # DeepConf's token confidence, when asked
         dev = self.device
         gens = [torch.Generator(device=dev).manual_seed(s) for s in row_seeds]
         tokens: list[list[int]] = [[] for _ in range(rows)]
@@ -206,12 +211,24 @@ class TransformersBackend:
             logits = out.logits[:, -1, :].float().expand(rows, -1)
             if rows > 1:
                 past.batch_repeat_interleave(rows)
+            if k > logits.shape[-1]:
+                raise InputError(f"--confidence-top-k {k} exceeds the vocabulary of {self.model_name} "
+                                 f"({logits.shape[-1]} tokens)")
             for step in range(sampling.max_tokens):
                 nxt = self._choose(logits, gens, sampling, done)
+                if confidence is not None:
+                    # the model's own distribution, before temperature and top-p: what vLLM returns by default
+                    lp = torch.log_softmax(logits, dim=-1)
+                    chosen = lp.gather(1, nxt.view(-1, 1)).view(-1).tolist()
+                    top = lp.topk(k, dim=-1).values.tolist() if k else None
                 for r, t in enumerate(nxt.tolist()):
                     if done[r] is not None:
                         continue
                     tokens[r].append(t)
+                    if confidence is not None:
+                        sampled[r].append(chosen[r])
+                        if k:
+                            confs[r].append(token_confidence(top[r], k))
                     if t in self.eos_ids:
                         done[r] = "stop"
                     elif stop:
@@ -232,7 +249,9 @@ class TransformersBackend:
             text = self.tokenizer.decode(body, skip_special_tokens=True)
             if cut[r] is not None:
                 text = text[:cut[r]]
-            res.append(Response(text=text, n_tokens=len(tokens[r]), finish_reason=done[r] or "length"))
+            signals = confidence.compute(sampled[r], confs[r] if k else None) if confidence is not None else None
+            res.append(Response(text=text, n_tokens=len(tokens[r]), finish_reason=done[r] or "length",
+                                signals=signals))
         return res
 
     @staticmethod
@@ -339,18 +358,19 @@ class VLLMBackend:
         }
 
     def generate(self, prompts: Sequence[str], sampling: Sampling, seeds: Sequence[int], *,
-                 stop: Sequence[str] | None = None) -> list[list[Response]]:
+                 stop: Sequence[str] | None = None, confidence: ConfidenceSpec | None = None) -> list[list[Response]]:
         check_sampling(prompts, sampling, seeds)
-        jobs = [(encode_prompt(self.tokenizer, p), _vllm_params(sampling, s, stop)) for p, s in zip(prompts, seeds)]
+        jobs = [(encode_prompt(self.tokenizer, p), _vllm_params(sampling, s, stop, confidence))
+                for p, s in zip(prompts, seeds)]
         if self._llm is not None:
-            return _vllm_run(self._llm, jobs, sampling.n, self.use_tqdm)
+            return _vllm_run(self._llm, jobs, sampling.n, self.use_tqdm, confidence)
         k = len(self._workers)
         bounds = [len(jobs) * w // k for w in range(k + 1)]
         busy = []
         for w, (conn, _) in enumerate(self._workers):
             part = jobs[bounds[w]:bounds[w + 1]]
             if part:
-                conn.send(("generate", part, sampling.n))
+                conn.send(("generate", part, sampling.n, confidence))
                 busy.append(w)
         out: list[list[Response]] = []
         errors = []
@@ -414,15 +434,38 @@ class VLLMBackend:
             pass
 
 
-def _vllm_params(sampling: Sampling, seed: int, stop: Sequence[str] | None) -> dict[str, Any]:
+def _vllm_params(sampling: Sampling, seed: int, stop: Sequence[str] | None,
+                 confidence: ConfidenceSpec | None = None) -> dict[str, Any]:
     kw: dict[str, Any] = dict(n=sampling.n, temperature=sampling.temperature, top_p=sampling.top_p,
                               max_tokens=sampling.max_tokens, seed=seed)
     if stop:
         kw["stop"] = list(stop)
+    if confidence is not None:  # logprobs=0: the sampled token's alone; k: its k alternatives too
+        kw["logprobs"] = confidence.top_logprobs
     return kw
 
 
-def _vllm_run(llm: Any, jobs: list[tuple[list[int], dict]], n: int, use_tqdm: bool) -> list[list[Response]]:
+def _vllm_signals(c: Any, confidence: ConfidenceSpec) -> dict[str, float | None]:
+    """The signals of one CompletionOutput from its `logprobs`: per generated token a dict token id -> Logprob, holding
+    the k most likely tokens and the sampled one (k + 1 entries when it is not among them)."""
+    per_token = c.logprobs
+    if per_token is None or len(per_token) != len(c.token_ids):
+        raise BackendError(f"vLLM returned log-probs for {0 if per_token is None else len(per_token)} of "
+                           f"{len(c.token_ids)} tokens")
+    k = confidence.top_logprobs
+    sampled, confs = [], []
+    for t, d in zip(c.token_ids, per_token):
+        try:
+            sampled.append(d[t].logprob)
+        except (KeyError, TypeError):
+            raise BackendError("vLLM's log-probs lack a sampled token's own entry") from None
+        if k:
+            confs.append(token_confidence((lp.logprob for lp in d.values()), k))
+    return confidence.compute(sampled, confs if k else None)
+
+
+def _vllm_run(llm: Any, jobs: list[tuple[list[int], dict]], n: int, use_tqdm: bool,
+              confidence: ConfidenceSpec | None = None) -> list[list[Response]]:
     from vllm import SamplingParams
 
     prompts = [{"prompt_token_ids": ids} for ids, _ in jobs]
@@ -435,7 +478,8 @@ def _vllm_run(llm: Any, jobs: list[tuple[list[int], dict]], n: int, use_tqdm: bo
         comps = sorted(ro.outputs, key=lambda o: o.index)
         if len(comps) != n:
             raise BackendError(f"vLLM returned {len(comps)} completions for a prompt, expected n={n}")
-        res.append([Response(text=c.text, n_tokens=len(c.token_ids), finish_reason=str(c.finish_reason or "unknown"))
+        res.append([Response(text=c.text, n_tokens=len(c.token_ids), finish_reason=str(c.finish_reason or "unknown"),
+                             signals=None if confidence is None else _vllm_signals(c, confidence))
                     for c in comps])
     return res
 
@@ -457,10 +501,10 @@ def _vllm_worker(conn: Any, gpus: list[str], llm_kwargs: dict) -> None:  # pragm
             return
         if msg[0] == "stop":
             return
-        _, jobs, n = msg
-        try:
-            res = _vllm_run(llm, jobs, n, use_tqdm=False)
-            conn.send(("ok", [[(r.text, r.n_tokens, r.finish_reason) for r in rows] for rows in res]))
+        _, jobs, n, confidence = msg
+        try:   # the signals are computed here: only a few numbers per response cross the pipe, not the log-probs
+            res = _vllm_run(llm, jobs, n, use_tqdm=False, confidence=confidence)
+            conn.send(("ok", [[(r.text, r.n_tokens, r.finish_reason, r.signals) for r in rows] for rows in res]))
         except BaseException as e:
             conn.send(("error", f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}"))
 
@@ -548,7 +592,7 @@ class OpenAIBackend:
         }
 
     def generate(self, prompts: Sequence[str], sampling: Sampling, seeds: Sequence[int], *,
-                 stop: Sequence[str] | None = None) -> list[list[Response]]:
+                 stop: Sequence[str] | None = None, confidence: ConfidenceSpec | None = None) -> list[list[Response]]:
         check_sampling(prompts, sampling, seeds)
         k = sampling.n if self.n_per_request is None else min(self.n_per_request, sampling.n)
         tasks = [(i, j, min(k, sampling.n - j)) for i in range(len(prompts)) for j in range(0, sampling.n, k)]
@@ -561,7 +605,7 @@ class OpenAIBackend:
                 return
             i, j, m = task
             try:
-                for c, r in enumerate(self._request(prompts[i], sampling, seeds[i] + j, m, stop)):
+                for c, r in enumerate(self._request(prompts[i], sampling, seeds[i] + j, m, stop, confidence)):
                     results[i][j + c] = r
             except BaseException:
                 failed.set()
@@ -577,7 +621,7 @@ class OpenAIBackend:
         self._client.close()
 
     def _request(self, prompt: str, sampling: Sampling, seed: int, m: int,
-                 stop: Sequence[str] | None) -> list[Response]:
+                 stop: Sequence[str] | None, confidence: ConfidenceSpec | None = None) -> list[Response]:
         import openai
 
         kw: dict[str, Any] = {"model": self.model, "n": m, "temperature": sampling.temperature,
@@ -585,6 +629,11 @@ class OpenAIBackend:
                               "extra_body": {**self.extra_body, "seed": seed}}
         if stop:
             kw["stop"] = list(stop)
+        if confidence is not None:  # the chat API's spelling, or the completions API's one integer
+            if self.chat:
+                kw.update(logprobs=True, top_logprobs=confidence.top_logprobs)
+            else:
+                kw["logprobs"] = confidence.top_logprobs
         try:
             if self.chat:
                 resp = self._client.chat.completions.create(messages=[{"role": "user", "content": prompt}], **kw)
@@ -599,7 +648,7 @@ class OpenAIBackend:
             cause = type(e.__cause__).__name__ if e.__cause__ is not None else ""
             last = type(e).__name__ + (f" ({cause})" if cause else "")
             raise BackendError(f"{self.url}: no answer after {self._attempts(e)} (last: {last})") from None
-        return self._parse(resp, m)
+        return self._parse(resp, m, confidence)
 
     def _attempts(self, e: Exception) -> str:
         """How many attempts the client made: its retry-count header on the last request, or its limit."""
@@ -612,7 +661,7 @@ class OpenAIBackend:
     def _redact(self, text: str) -> str:
         return text.replace(self._key, "<api key>") if self._key else text
 
-    def _parse(self, resp: Any, m: int) -> list[Response]:
+    def _parse(self, resp: Any, m: int, confidence: ConfidenceSpec | None = None) -> list[Response]:
         try:
             choices = sorted(resp.choices, key=lambda c: c.index or 0)
             if self.chat:
@@ -621,6 +670,7 @@ class OpenAIBackend:
                 texts = [c.text or "" for c in choices]
             reasons = [str(c.finish_reason or "unknown") for c in choices]
             usage = getattr(resp.usage, "completion_tokens", None) if resp.usage is not None else None
+            signals = [None if confidence is None else self._signals(c, confidence) for c in choices]
         except (AttributeError, TypeError) as e:
             raise BackendError(f"{self.url}: malformed response ({type(e).__name__}: {str(e)[:100]})") from None
         if len(choices) != m:
@@ -634,7 +684,31 @@ class OpenAIBackend:
                       for t, r in zip(texts, reasons)]
         else:
             counts = [len(t.split()) for t in texts]
-        return [Response(text=t, n_tokens=c, finish_reason=r) for t, c, r in zip(texts, counts, reasons)]
+        return [Response(text=t, n_tokens=c, finish_reason=r, signals=g)
+                for t, c, r, g in zip(texts, counts, reasons, signals)]
+
+    def _signals(self, choice: Any, confidence: ConfidenceSpec) -> dict[str, float | None]:
+        """A choice's signals from its `logprobs`: chat gives `content`, a list of tokens each with its logprob and a
+        list of top_logprobs; completions gives `token_logprobs` and `top_logprobs`, a dict token text -> logprob per
+        position (so two tokens spelled alike count once there: the chat endpoint keeps them apart)."""
+        lp = choice.logprobs
+        if lp is None:
+            raise BackendError(f"{self.url}: the server returned no logprobs (it may not support them; run without "
+                               "--confidence)")
+        k = confidence.top_logprobs
+        if self.chat:
+            content = lp.content or []
+            sampled = [t.logprob for t in content]
+            confs = [token_confidence((a.logprob for a in (t.top_logprobs or [])), k) for t in content] if k else None
+        else:
+            sampled = list(lp.token_logprobs or [])
+            top = list(lp.top_logprobs or [])
+            if k and len(top) != len(sampled):
+                raise BackendError(f"{self.url}: top_logprobs for {len(top)} of {len(sampled)} tokens")
+            confs = [token_confidence((d or {}).values(), k) for d in top] if k else None
+        if any(v is None for v in sampled):
+            raise BackendError(f"{self.url}: a token came back without its logprob")
+        return confidence.compute(sampled, confs)
 
 
 def _require_openai():

@@ -34,6 +34,7 @@ from replay.progress import progress as progress_display
 from replay.pool import (PoolError, atomic_write_json, atomic_write_parquet, column, load_pool, new_pool_dir,
                          remove_stale_temps, verify_file)
 
+from .confidence import ConfidenceSpec
 from .types import Backend, Query, Response, Sampling
 
 FORMAT = "ttc-harvest/1"
@@ -160,6 +161,9 @@ class HarvestSpec:
     dataset: dict           # source, task, limit (n_queries and digest are filled in by plan_harvest)
     revision: str | None = None
     weights: dict | None = None  # harvest/fingerprint.py: weights, tokenizer, config digests and the dtype
+    # the confidence signals recorded (harvest/confidence.py): they do not change what is sampled, but they are
+    # columns of every part, so a resume or a merge with other signals must be refused like any other difference
+    confidence: ConfidenceSpec | None = None
 
     def generation(self) -> dict:
         gen = {"model": self.model, "revision": self.revision, "backend": self.backend,
@@ -167,6 +171,8 @@ class HarvestSpec:
                "dataset": self.dataset}
         if self.weights is not None:
             gen["weights"] = self.weights
+        if self.confidence is not None:
+            gen["confidence"] = self.confidence.record()
         return gen
 
 
@@ -361,10 +367,15 @@ def _written_queries(out: Path, expected: set[str], n: int) -> set[str]:
     return set(done)
 
 
-def _responses_frame(batch: Sequence[Query], responses: list[list[Response]], n: int) -> pl.DataFrame:
+def _responses_frame(batch: Sequence[Query], responses: list[list[Response]], n: int,
+                     confidence: ConfidenceSpec | None = None) -> pl.DataFrame:
     if len(responses) != len(batch):
         raise HarvestError(f"the backend returned {len(responses)} response lists for {len(batch)} prompts")
-    cols: dict[str, list] = {k: [] for k in SAMPLE_SCHEMA}
+    # confidence columns after the fixed ones: score_* typed by the pool format, raw values as plain floats
+    extra = {c: column(c).dtype if c.startswith("score_") else pl.Float64
+             for c in (confidence.columns() if confidence is not None else ())}
+    schema = {**SAMPLE_SCHEMA, **extra}
+    cols: dict[str, list] = {k: [] for k in schema}
     for q, rs in zip(batch, responses):
         if len(rs) != n:
             raise HarvestError(f"the backend returned {len(rs)} responses for query {q.query_id!r}, expected {n}")
@@ -374,7 +385,11 @@ def _responses_frame(batch: Sequence[Query], responses: list[list[Response]], n:
             cols["text"].append(r.text)
             cols["n_tokens"].append(int(r.n_tokens))
             cols["finish_reason"].append(r.finish_reason)
-    return pl.DataFrame(cols, schema=SAMPLE_SCHEMA)
+            if extra and (r.signals is None or any(c not in r.signals for c in extra)):
+                raise HarvestError(f"the backend returned no confidence signals for query {q.query_id!r}")
+            for c in extra:
+                cols[c].append(r.signals[c])
+    return pl.DataFrame(cols, schema=schema)
 
 
 @dataclass
@@ -392,6 +407,13 @@ class HarvestResult:
         return self.written_before + self.written_now == self.queries
 
 
+def _takes(fn: Callable, keyword: str) -> bool:
+    import inspect
+
+    params = inspect.signature(fn).parameters.values()
+    return any(p.name == keyword or p.kind is p.VAR_KEYWORD for p in params)
+
+
 def _base_meta(plan: HarvestPlan, shard_size: int) -> dict:
     meta = dict(plan.meta) if plan.meta else {"format": FORMAT, "created": now()}
     spec = plan.spec
@@ -406,8 +428,8 @@ def _base_meta(plan: HarvestPlan, shard_size: int) -> dict:
         "expected_query_ids": [q.query_id for q in plan.queries],
         "queries_expected": len(plan.queries),
         "shard_size": shard_size,
-        "layout": "samples/part-XXXXX.parquet (query_id, sample_idx, text, n_tokens, finish_reason, oracle "
-                  "columns); queries.parquet (query_id, task, problem, gold, dataset, prompt, fields JSON, ...)",
+        "layout": "samples/part-XXXXX.parquet (query_id, sample_idx, text, n_tokens, finish_reason, confidence "
+                  "and oracle columns); queries.parquet (query_id, task, problem, gold, dataset, prompt, fields JSON, ...)",
     })
     meta.setdefault("oracles", {})
     meta.setdefault("runs", [])
@@ -423,6 +445,9 @@ def run_harvest(plan: HarvestPlan, backend: Backend, prompt_fn: Callable[[Query]
     them."""
     if shard_size < 1:
         raise HarvestError(f"--shard-size must be at least 1, got {shard_size}")
+    if plan.spec.confidence is not None and not _takes(backend.generate, "confidence"):
+        raise HarvestError(f"the {type(backend).__name__} backend returns no token log-probs; run without "
+                           "--confidence")
     out = plan.out
     (out / "samples").mkdir(parents=True, exist_ok=True)
     meta = _base_meta(plan, shard_size)
@@ -439,6 +464,12 @@ def run_harvest(plan: HarvestPlan, backend: Backend, prompt_fn: Callable[[Query]
     atomic_write_json(meta, out / "pool.json")
 
     sampling = plan.spec.sampling
+    confidence = plan.spec.confidence
+    extra: dict[str, Any] = {}   # keywords only when used: a backend without stop strings or log-probs still works
+    if stop:
+        extra["stop"] = list(stop)
+    if confidence is not None:
+        extra["confidence"] = confidence
     dataset_name = str(plan.spec.dataset.get("source"))
     written = [q for q in plan.queries if q.query_id in plan.done]
     prompts = {q.query_id: plan.prompts.get(q.query_id) for q in written}
@@ -464,9 +495,8 @@ def run_harvest(plan: HarvestPlan, backend: Backend, prompt_fn: Callable[[Query]
             write_queries(batch)  # listed before its part exists; a resume drops rows without samples
             seeds = [query_seed(sampling.seed, q.query_id) for q in batch]
             texts = [prompts[q.query_id] for q in batch]
-            responses = (backend.generate(texts, sampling, seeds, stop=list(stop)) if stop else
-                         backend.generate(texts, sampling, seeds))
-            df = _responses_frame(batch, responses, sampling.n)
+            responses = backend.generate(texts, sampling, seeds, **extra)
+            df = _responses_frame(batch, responses, sampling.n, confidence)
             part = out / "samples" / f"{PART_PREFIX}{next_part:05d}.parquet"
             hook = None
             if crash_at is not None and int(crash_at) == parts_this_run:

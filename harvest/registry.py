@@ -1,13 +1,15 @@
-"""The registry of harvest's reward oracles, generation backends and import formats: each declared once here, with its
-name, the implementation that runs it (a "module:attribute" path, imported only when it is used), what it needs, the
-options it reads and its one-line description.
+"""The registry of harvest's reward oracles, generation backends, confidence signals and import formats: each
+declared once here, with its name, the implementation that runs it (a "module:attribute" path, imported only when it
+is used), what it needs, the options it reads and its one-line description.
 
 Who reads it: harvest/scoring.py dispatches `ttc score` / `ttc harvest --oracle` through ORACLES (columns, tasks,
 gold answers, the implementation class); harvest/backends.py's make_backend builds BACKENDS; harvest/importers.py's
-import_pool runs IMPORTERS (options, directory sources). The command line takes its choices, the backend options of
-`ttc harvest` (flags, defaults, help, which backend each applies to) and the help of --oracle, --backend and the import
-FORMAT from here, and the tables of oracles and backends in docs/harvest.md and of import formats in README.md are
-rendered from here: tests/test_registry.py holds them to it, and `python -m harvest.registry --write` rewrites them.
+import_pool runs IMPORTERS (options, directory sources); harvest/confidence.py computes SIGNALS (columns, maps to
+[0, 1], what each needs from the backend). The command line takes its choices, the backend options of `ttc harvest`
+(flags, defaults, help, which backend each applies to) and the help of --oracle, --backend, --confidence and the
+import FORMAT from here, and the tables of oracles, backends and signals in docs/harvest.md and of import formats in
+README.md are rendered from here: tests/test_registry.py holds them to it, and `python -m harvest.registry --write`
+rewrites them.
 
 This module imports only the standard library, so cli.py reads it at start-up (`ttc --help` loads no polars, numba or
 torch).
@@ -15,7 +17,8 @@ torch).
 Adding an oracle = its implementation class (harvest/scoring.py: config, score, optional check and runtime) + one
 `Oracle` entry + `python -m harvest.registry --write`. A backend = its class (generate, info) + one `Backend` entry
 (+ an `Option` for each command-line option no backend had) + the same command. An import format = its function
-(src, out, options) + one `Importer` entry + the same command.
+(src, out, options) + one `Importer` entry + the same command. A confidence signal = its function of the token
+log-probs (harvest/confidence.py) + one `Signal` entry + the same command.
 """
 from __future__ import annotations
 
@@ -168,6 +171,58 @@ BACKENDS = {b.name: b for b in (
 )}
 
 
+# ------------------------------------------------------------------------------------------- confidence signals
+
+
+@dataclass(frozen=True)
+class Signal:
+    """A per-response confidence signal `ttc harvest --confidence NAME` records from the backend's token log-probs
+    (harvest/confidence.py). impl: the function of (sampled log-probs, token confidences, spec) giving the raw value
+    ("module:function"); column: its score column in [0, 1]; raw: the column keeping the raw value; needs: "sampled"
+    (the sampled tokens' log-probs) or "top-k" (the k largest log-probs at every position, DeepConf's token
+    confidence); options: the parameters it reads (window, top_k, tail: --confidence-window, ...); map: the map to
+    [0, 1] (harvest.confidence.MAPS); map_doc: that map in words; how: what the raw value is; doc: one line for
+    --help."""
+
+    name: str
+    impl: str
+    doc: str
+    how: str
+    column: str
+    raw: str
+    map: str
+    map_doc: str
+    needs: str = "top-k"
+    options: tuple[str, ...] = ("top_k",)
+
+    def load(self):
+        return _load(self.impl)
+
+
+# DeepConf's defaults (deepconf/wrapper.py: window_size 2048, logprobs=20; utils.py: tail_tokens 2048)
+SIGNAL_DEFAULTS = {"window": 2048, "top_k": 20, "tail": 2048}
+_CONF_MAP = "1 - ln(k) / x, clipped to [0, 1] (x >= ln k always; 0 = mass spread evenly over the top k)"
+SIGNALS = {s.name: s for s in (
+    Signal("mean-logprob", "harvest.confidence:mean_logprob", "mean log-prob of the sampled tokens (CISC-style "
+           "response probability)", "the mean over generated tokens of the sampled token's log-prob",
+           "score_mean_logprob", "mean_logprob", "exp", "exp(x): the geometric-mean token probability",
+           needs="sampled", options=()),
+    Signal("mean-conf", "harvest.confidence:mean_confidence", "DeepConf's average trace confidence",
+           "the mean of the token confidences C_i over all generated tokens", "score_mean_conf", "conf_mean",
+           "confidence", _CONF_MAP),
+    Signal("lowest-group", "harvest.confidence:lowest_group", "DeepConf's lowest group confidence (sliding window)",
+           "the smallest mean of C_i over a window of `--confidence-window` consecutive tokens (sliding by one; a "
+           "shorter response is one window)", "score_lowest_group", "conf_lowest_group", "confidence", _CONF_MAP,
+           options=("top_k", "window")),
+    Signal("bottom-10", "harvest.confidence:bottom_groups", "DeepConf's bottom-10% group confidence",
+           "the mean of the lowest 10% (at least one) of those window means", "score_bottom10_group",
+           "conf_bottom10_group", "confidence", _CONF_MAP, options=("top_k", "window")),
+    Signal("tail", "harvest.confidence:tail_confidence", "DeepConf's tail confidence",
+           "the mean of C_i over the last `--confidence-tail` generated tokens", "score_tail_conf", "conf_tail",
+           "confidence", _CONF_MAP, options=("top_k", "tail")),
+)}
+
+
 # -------------------------------------------------------------------------------------------------------- importers
 
 # The importer keywords `ttc import` sets, and their flags where the two differ.
@@ -279,6 +334,15 @@ def backend_table() -> str:
     return "\n".join(lines)
 
 
+def signal_table() -> str:
+    """docs/harvest.md's table of confidence signals."""
+    lines = ["| signal | needs | score column | raw column | raw value | map to [0, 1] |", "|---|---|---|---|---|---|"]
+    for s in SIGNALS.values():
+        needs = "sampled log-probs" if s.needs == "sampled" else "top-k log-probs"
+        lines.append(f"| `{s.name}` | {needs} | `{s.column}` | `{s.raw}` | {s.how} | {s.map_doc} |")
+    return "\n".join(lines)
+
+
 def importer_table() -> str:
     """README.md's table of import formats."""
     lines = ["| FORMAT | SOURCE | options | extra | what it derives |", "|---|---|---|---|---|"]
@@ -288,7 +352,7 @@ def importer_table() -> str:
     return "\n".join(lines)
 
 
-TABLES = {"docs/harvest.md": (oracle_table, backend_table), "README.md": (importer_table,)}
+TABLES = {"docs/harvest.md": (oracle_table, backend_table, signal_table), "README.md": (importer_table,)}
 
 
 def rewrite_tables(text: str, tables) -> str:

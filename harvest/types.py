@@ -55,6 +55,9 @@ class Response:
     text: str
     n_tokens: int          # generated token ids, as the backend counted them
     finish_reason: str     # "stop" | "length" | backend-specific string
+    # confidence columns (harvest/confidence.py), only when generate() was asked for them: reduced from the token
+    # log-probs as the backend decodes, so no per-token table outlives its response
+    signals: dict[str, float | None] | None = None
 
 
 class Backend(Protocol):
