@@ -26,7 +26,7 @@ def _assert_same(live, got, what):
 def _live(source, sizes, rank, cfg, budget):
     return run_live(source, sizes, rank, policy=cfg.policy, unit=cfg.unit, budget_total=budget, K=cfg.K,
                     elim=cfg.eliminate, gamma=cfg.gamma, lam=cfg.lam, eps=cfg.eps, max_samples=cfg.max_samples,
-                    rho=cfg.rho, tau=cfg.tau, m_min=cfg.m_min)
+                    rho=cfg.rho, tau=cfg.tau, m_min=cfg.m_min, share=cfg.share, hmax=cfg.hmax)
 
 
 class Relabelled(PoolSource):
