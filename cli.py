@@ -270,6 +270,11 @@ def import_cmd(
     n_tokens: Optional[str] = typer.Option(None, help="generic: the token-count column."),
     sample_idx: Optional[str] = typer.Option(None, help="generic: the generation-order column (default: row order)."),
     hash_answers: bool = typer.Option(False, help="generic: store answers as hashes (no third-party text)."),
+    sql: Optional[str] = typer.Option(None, metavar="QUERY", help="generic: a polars SQL query over the table "
+                                      "`source`, run before the column flags map its result: derive columns "
+                                      "(REGEXP_REPLACE(path, '.*/q(\\d+)/.*', '\\1') AS qid, EXP(logprob) AS "
+                                      "conf), drop repeated rows (SELECT DISTINCT), fill nulls (COALESCE(correct, "
+                                      "false)), filter (WHERE). No Python runs."),
     limit: Optional[int] = typer.Option(None, help=f"{_formats_taking('limit')}: only the first N queries (a quick "
                                         "look before a long import)."),
     responses: Optional[int] = typer.Option(None, help=f"{_formats_taking('per_query')}: only the first M responses "
@@ -298,7 +303,7 @@ def import_cmd(
         _fail("--score takes NAME=COLUMN, e.g. --score prm=prm_min")
     # the importer's keywords: those its registry entry takes, and any other given, which import_pool refuses
     values = {"query_id": query_id, "correct": correct, "answer": answer, "scores": dict(pairs) if pairs else None,
-              "n_tokens": n_tokens, "sample_idx": sample_idx, "hash_answers": hash_answers, "limit": limit,
+              "n_tokens": n_tokens, "sample_idx": sample_idx, "hash_answers": hash_answers, "sql": sql, "limit": limit,
               "per_query": responses, "workers": workers, "timeout": timeout, "sandbox": _value(sandbox)}
     defaults = {"query_id": "query_id", "hash_answers": False}
     takes = harvest_registry.IMPORTERS[fmt].options

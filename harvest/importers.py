@@ -28,6 +28,7 @@ import polars as pl
 from replay.errors import InputError, UserError
 from replay.pool import PoolError, atomic_write_json, load_pool, samples_frame, write_pool
 
+from .confidence import exp_map
 from .registry import IMPORTERS
 from .registry import flag as option_flag
 
@@ -90,7 +91,7 @@ def import_math500_llama(src: Path, out: Path) -> Path:
             queries.append({"query_id": qid, "dataset": "MATH-500", "level": r["level"]})
             for k, (c, s) in enumerate(zip(r["c"], r["s"])):
                 rows.append({"query_id": qid, "sample_idx": k, "correct": c == "1",
-                             "score_conf": math.exp(s)})
+                             "score_conf": exp_map(s)})   # harvest's map of a mean log-prob (--confidence)
     meta = {
         "name": "math500-llama3.1-8b-48",
         "model": "meta/llama-3.1-8b-instruct",
@@ -153,12 +154,71 @@ def read_table(src: Path) -> pl.DataFrame:
     raise ValueError(f"unknown file type {suffix!r} (use .parquet, .csv, .jsonl or .json)")
 
 
+class QueryError(InputError):
+    """A `--sql` query that polars cannot run on the source (a syntax error, an unknown function or column): the
+    project's own refusal, printed as it is (`error: --sql: ...`)."""
+
+
+SQL_TABLE = "source"
+
+
+def run_sql(df: pl.DataFrame, query: str) -> pl.DataFrame:
+    """`query` run by polars' SQL engine with the table `source` (and nothing else) registered. SQL rather than
+    polars expressions typed as Python text: users already know it, and it is evaluated by polars' own parser, so no
+    Python is ever run from the command line. One query derives columns, drops duplicates (DISTINCT), fills nulls
+    (COALESCE), filters (WHERE) and renames (AS)."""
+    if not query.strip():
+        raise QueryError("--sql is empty; give a query such as \"SELECT DISTINCT * FROM source\"")
+    try:
+        with pl.SQLContext({SQL_TABLE: df}) as ctx:
+            out = ctx.execute(query, eager=True)
+    except pl.exceptions.PolarsError as e:
+        first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+        raise QueryError(f"--sql: {first} (polars {pl.__version__} SQL; the table is '{SQL_TABLE}', with columns "
+                         f"{', '.join(df.columns)})") from None
+    if not isinstance(out, pl.DataFrame) or not out.columns:
+        raise QueryError("--sql must be a query returning rows (SELECT ... FROM source)")
+    return out
+
+
+def _generic_hints(df: pl.DataFrame, mapping: dict, sql: str | None):
+    """The refusals load_pool would make, said in the terms of the source and with the --sql that mends them: these
+    are the usual states of a raw dump (duplicated rows, nulls for truncated responses, log-probs not in [0, 1])."""
+    source = {new: col for col, new in mapping.items()}
+    where = "the --sql result" if sql else "the source"
+    dup = df.height - df.select(pl.struct("query_id", "sample_idx").n_unique()).item()   # copies beyond the first
+    if dup:
+        raise SourceError(f"{dup} rows of {where} repeat a (query_id, sample_idx); drop repeated rows with "
+                          f"--sql \"SELECT DISTINCT * FROM {SQL_TABLE}\" (or number them: --sample-idx)")
+    if "correct" in df.columns:
+        nulls = df["correct"].null_count()
+        if 0 < nulls < df.height:
+            col = source["correct"]
+            raise SourceError(f"'{col}' is null in {nulls} of {df.height} rows; ground truth is all present or all "
+                              f"null: fill it in --sql, e.g. \"SELECT * REPLACE (COALESCE({col}, false) AS {col}) "
+                              f"FROM {SQL_TABLE}\" (a truncated response is not correct)")
+    for name in [c for c in df.columns if c.startswith("score_")]:
+        x = df[name].cast(pl.Float64, strict=False)
+        lo, hi = x.min(), x.max()
+        if lo is not None and (lo < 0 or hi > 1):
+            col = source[name]
+            short = name[len("score_"):]
+            raise SourceError(f"'{col}' (--score {short}) has values outside [0, 1] (min {lo:g}, max {hi:g}); map it "
+                              f"in --sql, e.g. \"SELECT *, EXP({col}) AS {short} FROM {SQL_TABLE}\" with --score "
+                              f"{short}={short} for a mean log-prob (1 / (1 + EXP(-x)) for a logit, 1 - LN(k) / x for "
+                              "a DeepConf confidence: docs/harvest.md)")
+
+
 def import_generic(src: Path, out: Path, query_id: str, correct: str | None = None, answer: str | None = None,
                    scores: dict | None = None, n_tokens: str | None = None, sample_idx: str | None = None,
-                   hash_answers: bool = False) -> Path:
+                   hash_answers: bool = False, sql: str | None = None) -> Path:
     """Any table with one row per response, or one row per query whose mapped columns hold lists (exploded, and
-    numbered in list order). Columns are renamed to the pool format; sample_idx defaults to row order per query."""
+    numbered in list order). `sql` runs first (run_sql), and the column flags map its result; columns are renamed to
+    the pool format; sample_idx defaults to row order per query."""
     df = read_table(src)
+    rows_read = df.height
+    if sql is not None:
+        df = run_sql(df, sql)
     scores = scores or {}
     mapping = {query_id: "query_id"}
     for col, new in ((correct, "correct"), (answer, "answer"), (n_tokens, "n_tokens"), (sample_idx, "sample_idx")):
@@ -168,7 +228,8 @@ def import_generic(src: Path, out: Path, query_id: str, correct: str | None = No
         mapping[col] = f"score_{name}"
     missing = [c for c in mapping if c not in df.columns]
     if missing:
-        raise ValueError(f"column {missing[0]!r} not in {src.name} (columns: {', '.join(df.columns)})")
+        where = "the --sql result" if sql is not None else src.name
+        raise SourceError(f"column {missing[0]!r} not in {where} (columns: {', '.join(df.columns)})")
     df = df.select([pl.col(c).alias(n) for c, n in mapping.items()])
     lists = [c for c in df.columns if c != "query_id" and isinstance(df.schema[c], pl.List)]
     if lists:
@@ -181,8 +242,13 @@ def import_generic(src: Path, out: Path, query_id: str, correct: str | None = No
         df = df.with_columns(pl.when(pl.col("answer") == "").then(None).otherwise(pl.col("answer")).alias("answer"))
         if hash_answers:
             df = df.with_columns(pl.col("answer").map_elements(answer_hash, return_dtype=pl.String))
+    _generic_hints(df, mapping, sql)
     meta = {"name": out.name, "source": str(src), "derivation": f"generic import, columns {mapping}"
             + ("; answers hashed" if hash_answers else "")}
+    if sql is not None:
+        meta["sql"] = {"query": sql, "table": SQL_TABLE, "engine": f"polars {pl.__version__} SQLContext",
+                       "rows_read": rows_read, "rows_after": df.height,
+                       "note": "the query ran on the source as read; the column flags mapped its result"}
     return write_pool(out, df, meta)
 
 

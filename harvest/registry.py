@@ -296,8 +296,9 @@ IMPORTERS = {i.name: i for i in (
              "correct = `graded_list`; code execution: answer = the predicted output (`pred_list`) as a canonical "
              "Python literal; code generation: no answer column (program texts are no answer to vote on)", _SUBSET),
     Importer("generic", "harvest.importers:import_generic", "a CSV / JSONL / Parquet table mapped with the column flags",
-             "any CSV / JSONL / Parquet", "columns mapped by flags (below)",
-             ("query_id", "correct", "answer", "scores", "n_tokens", "sample_idx", "hash_answers")),
+             "any CSV / JSONL / Parquet", "columns mapped by flags (below), after an optional `--sql` query (derived "
+             "columns, de-duplication, nulls filled)",
+             ("query_id", "correct", "answer", "scores", "n_tokens", "sample_idx", "hash_answers", "sql")),
 )}
 
 
