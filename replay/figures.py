@@ -143,3 +143,39 @@ def plot_allocation(out: Path, title: str, budgets, policies: list[str], groups:
     fig.tight_layout(rect=(0, 0.05 / rows + 0.02, 1, 1 - 0.3 / fig.get_figheight()))
     fig.savefig(out)
     plt.close(fig)
+
+
+METHOD_MARKERS = "osv^DPX*h<>p"
+
+
+def plot_pareto(out: Path, title: str, panels: list[dict], methods: list[str]):
+    """Accuracy against the cost a method actually spent, one line per method through its budgets (error bars ±
+    SE), the Pareto front over every method's points as a black staircase with ringed points. panels: [{"xlabel",
+    "series": {method: (costs, accuracies, se)}, "front": (costs, accuracies)}], one per cost unit. methods: the
+    registry's order, which fixes each method's colour and marker whatever the pool runs."""
+    import matplotlib
+    import matplotlib.ticker
+
+    plt = _plt()
+    colours = matplotlib.colormaps["tab10"].colors
+    fig, axes = plt.subplots(1, len(panels), figsize=(8.0 if len(panels) == 1 else 6.6 * len(panels), 5.6), dpi=120,
+                             squeeze=False)
+    for ax, panel in zip(axes[0], panels):
+        for name, (cost, acc, se) in panel["series"].items():
+            k = methods.index(name) if name in methods else len(methods)
+            ax.errorbar(cost, acc, yerr=se, color=colours[k % len(colours)], marker=METHOD_MARKERS[k % 12],
+                        ls="-" if k < 10 else "--", lw=1.4, ms=6, mfc="none", mew=1.4, capsize=2, label=name, zorder=3)
+        fc, fa = (np.asarray(v, float) for v in panel["front"])
+        if len(fc):
+            o = np.argsort(fc)
+            ax.step(fc[o], fa[o], where="post", color="black", lw=1.0, alpha=0.7, zorder=2, label="Pareto front")
+            ax.scatter(fc[o], fa[o], s=110, facecolors="none", edgecolors="black", lw=1.0, zorder=4)
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.grid(True, alpha=0.3)
+        ax.set_xlabel(panel["xlabel"])
+        ax.set_ylabel("accuracy (the method's own selection)")
+    _legend_below(fig, axes[0][0])
+    fig.suptitle(title, fontsize=11)
+    fig.savefig(out)
+    plt.close(fig)

@@ -214,3 +214,124 @@ class RunConfig:
         if self.unit != "samples":
             parts.append(self.unit)
         return self.policy + (f"({', '.join(parts)})" if parts else "")
+
+
+# ------------------------------------------------------------------------------------------------ methods
+# The field's methods as presets: each a named combination of the registries' parts above, so that the report
+# compares "adaptive-consistency" with "self-consistency" by name rather than as policy-and-rule labels.
+import dataclasses as _dc  # noqa: E402  (this section is appended to the registry; its imports stay with it)
+
+# What a method may need from the pool it runs on: need -> (test on a Pool, what is missing when the test fails).
+# "score": a score that varies (a constant one ranks nothing); under --score gt it is the ground truth, a perfect
+# verifier, as in the bandit paper's oracle setting.
+NEEDS = {
+    "gt": (lambda pool: pool.has_gt, "ground truth (a 'correct' column)"),
+    "answers": (lambda pool: pool.has_answers, "answer categories (an 'answer' column)"),
+    "tokens": (lambda pool: pool.has_tokens, "token counts (an 'n_tokens' column)"),
+    "score": (lambda pool: pool.score.size > 0 and float(pool.score.min()) < float(pool.score.max()),
+              "a score that varies between responses"),
+}
+
+
+@_dc.dataclass(frozen=True)
+class Method:
+    """A method of the literature as a preset of the registries: config holds the RunConfig fields it fixes
+    (policy first), select its selection rule. Its parts are named, not imported, and resolved when it is used:
+    a method whose policy, rule, selection or RunConfig field has not landed in this build is reported as such by
+    `missing` (and skipped by the report with that reason) instead of breaking the import of this module.
+    needs: what it needs beyond what its parts declare (NEEDS); baseline: the report measures every other method's
+    cost saved at equal accuracy against it. The fields a method leaves open that its configuration uses (gamma,
+    max_samples) come from the report's options (`run_config`)."""
+
+    name: str
+    doc: str
+    citation: str
+    config: dict = _dc.field(hash=False)
+    select: str = "bon"
+    needs: frozenset = frozenset()
+    baseline: bool = False
+
+    def missing(self) -> str:
+        """Why this method cannot be built in this build ('' when it can): a part not (yet) in the registries."""
+        known = {f.name for f in _dc.fields(RunConfig)}
+        unknown = [k for k in self.config if k not in known]
+        if unknown:
+            return f"RunConfig has no field {unknown[0]!r} in this build"
+        policy, rule = self.config.get("policy"), self.config.get("eliminate", "threshold")
+        if policy not in REGISTRY:
+            return f"policy {policy!r} is not in this build's registry"
+        if rule not in ELIMINATION_RULES:
+            return f"elimination rule {rule!r} is not in this build's registry"
+        if self.select not in SELECTION_RULES:
+            return f"selection rule {self.select!r} is not in this build's registry"
+        unknown = sorted(n for n in self.all_needs() if n not in NEEDS)
+        if unknown:
+            return f"it needs {unknown[0]!r}, which this build cannot check a pool for"
+        return ""
+
+    def all_needs(self) -> frozenset:
+        """Its own needs and those its parts declare (the policy, the elimination rule it uses, the selection)."""
+        needs = set(self.needs)
+        policy = REGISTRY.get(self.config.get("policy"))
+        if policy is not None:
+            needs |= policy.needs
+            if "eliminate" in policy.params:
+                rule = ELIMINATION_RULES.get(self.config.get("eliminate", "threshold"))
+                needs |= rule.needs if rule is not None else set()
+        sel = SELECTION_RULES.get(self.select)
+        return frozenset(needs | (sel.needs if sel is not None else set()))
+
+    def run_config(self, **options) -> RunConfig:
+        """Its RunConfig: the fields it fixes, then `options` (e.g. the report's unit, gamma, max_samples) for the
+        fields its configuration uses and it leaves open; options it does not use are dropped, as `ttc replay`
+        drops the parameters a policy ignores."""
+        base = RunConfig(**self.config)
+        used = set(base.used_params()) | {"unit"}
+        extra = {k: v for k, v in options.items() if k in used and k not in self.config}
+        return _dc.replace(base, **extra) if extra else base
+
+    def applies(self, pool) -> tuple[bool, str]:
+        """(True, '') when this build has its parts and the pool has what it needs; else (False, why not)."""
+        why = self.missing()
+        if why:
+            return False, f"not in this build: {why}"
+        lacking = [NEEDS[n][1] for n in sorted(self.all_needs()) if not NEEDS[n][0](pool)]
+        if lacking:
+            return False, f"needs {' and '.join(lacking)}, and this pool has none"
+        return True, ""
+
+
+_BANDIT = "Zuo & Zhu 2025, Strategic Scaling of Test-Time Compute: A Bandit Learning Approach (arXiv:2506.12721)"
+METHODS = {m.name: m for m in (
+    Method("best-of-n", "N responses per query, the highest-scored one", "Cobbe et al. 2021, Training Verifiers to "
+           "Solve Math Word Problems (arXiv:2110.14168)", {"policy": "uniform"}, "bon", frozenset({"score"}),
+           baseline=True),
+    Method("self-consistency", "N responses per query, the majority answer", "Wang et al. 2023, Self-Consistency "
+           "Improves Chain of Thought Reasoning in Language Models, ICLR (arXiv:2203.11171)", {"policy": "uniform"},
+           "sc", baseline=True),
+    Method("weighted-vote", "N responses per query, the answer with the largest summed score", "Li et al. 2023, "
+           "Making Language Models Better Reasoners with Step-Aware Verifier, ACL (arXiv:2206.02336)",
+           {"policy": "uniform"}, "weighted", frozenset({"score"})),
+    Method("adaptive-consistency", "one response at a time per query until the Beta rule is confident in the "
+           "majority answer, at most 40 (the self-consistency budget it is compared with), then the majority",
+           "Aggarwal et al. 2023, Let's Sample Step by Step: Adaptive-Consistency for Efficient Reasoning and Coding "
+           "with LLMs, EMNLP (arXiv:2305.11860)",
+           {"policy": "elimination", "K": 1, "eliminate": "sc-beta", "max_samples": 40}, "sc"),
+    Method("elimination", "round-robin over the queries no response of which has reached the score threshold gamma "
+           "yet; the highest-scored response", _BANDIT, {"policy": "elimination"}, "bon", frozenset({"score"})),
+    Method("ucb", "the next response to the query with the highest mean score + lambda / sqrt(n), until one reaches "
+           "gamma; the highest-scored response", _BANDIT, {"policy": "ucb"}, "bon", frozenset({"score"})),
+)}
+
+
+def markdown_methods() -> str:
+    """METHODS as the README's table (tests/test_report_methods.py checks the README holds it): from the
+    declarations alone, so that it reads the same whether or not a method's parts have landed."""
+    def parts(m: Method) -> str:
+        cfg = ", ".join(f"{k}={v}" for k, v in m.config.items() if k != "policy")
+        return f"`{m.config.get('policy')}`" + (f" ({cfg})" if cfg else "")
+
+    rows = [f"| `{m.name}`{' (baseline)' if m.baseline else ''} | {m.doc} | {parts(m)} | `{m.select}` | "
+            f"{', '.join(sorted(m.needs)) or '—'} | {m.citation} |" for m in METHODS.values()]
+    return "\n".join(["| method | what it does | policy (fixed parameters) | selection | needs beyond its parts | "
+                      "source |", "|---|---|---|---|---|---|"] + rows)

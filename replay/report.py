@@ -1,10 +1,11 @@
 """`ttc report`: the study's tables and figures for one or more cached pools, in one command.
 
-Each pool is replayed in at most three engine calls (the main policies with per-query output, every parameter
-variant without it, and the gamma sweep when it needs another score column); every table is then a view of
-those runs. Tables are written as data (tables/*.csv, the columns of `summarize`) as well as Markdown (and
-LaTeX on request), so that tests can hold them to direct `ttc replay` results on the same seeds: common random
-numbers make a configuration's results independent of what else runs in the same call.
+Each pool is replayed in at most four engine calls (the main policies with per-query output, every parameter
+variant without it, the gamma sweep when it needs another score column, and the field's methods compared by name,
+replay/policies.py METHODS); every table is then a view of those runs. Tables are written as data (tables/*.csv,
+the columns of `summarize`) as well as Markdown (and LaTeX on request), so that tests can hold them to direct
+`ttc replay` results on the same seeds: common random numbers make a configuration's results independent of what
+else runs in the same call.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from . import figures
 from .engine import SELECT, check_budgets, get_threads, replay, set_threads
 from .exact import best_of_k, coverage_at_k
 from .extras import check
-from .policies import RunConfig, in_grid, supported
+from .policies import METHODS, RunConfig, in_grid, supported
 from .outputs import atomic_dir, check_output, write_errors
 from .pool import PoolError, load_pool
 from .run import (ReplayRequest, build_configs, check_budget_totals, check_per_query_memory, check_seeds,
@@ -225,7 +226,7 @@ def _tex(s: str) -> str:
         s = s.replace(a, b)
     s = s.replace("\\textbackslash\\{\\}", "\\textbackslash{}")
     return (s.replace("±", "$\\pm$").replace("—", "--").replace("≥", "$\\geq$").replace("−", "$-$")
-            .replace(">", "$>$").replace("λ", "$\\lambda$"))
+            .replace(">", "$>$").replace("λ", "$\\lambda$").replace("≤", "$\\leq$"))
 
 
 def tex_table(t: Table) -> str:
@@ -306,6 +307,7 @@ class Runs:
     tabdir: Path
     figdir: Path
     rel: str
+    methods_run: str = ""  # the methods' engine call, for the header (methods_section fills it)
 
     @property
     def main_labels(self) -> list[str]:
@@ -377,8 +379,8 @@ def _header(r: Runs) -> list[str]:
             f"- score `{pool.score_name}`, selection `{req.select}`, elimination threshold gamma {req.gamma:g}, "
             f"max_samples {req.max_samples or 'none (pool size)'}; policies: {', '.join(r.policies)}",
             f"- engine: {len(r.main)} + {len(r.variant_list)} + {len(r.gamma[1]) if r.gamma else 0} "
-            f"configurations x {len(r.budgets)} budgets x {req.seeds} seeds in {calls} engine calls, "
-            f"{r.engine_s:.1f} s",
+            f"configurations x {len(r.budgets)} budgets x {req.seeds} seeds in {calls} engine calls"
+            f"{r.methods_run}, {r.engine_s:.1f} s",
             "", "<details><summary>pool.json</summary>", "", "```json",
             json.dumps(pool.meta, indent=2, ensure_ascii=False) if pool.meta else "{}", "```", "</details>", ""]
 
@@ -596,6 +598,231 @@ def allocation_section(r: Runs, groups: pl.DataFrame) -> list[Table]:
                   "uniform's row is the reference.")]
 
 
+# ------------------------------------------------------------------------------------------ methods compared
+
+def method_budgets(budgets) -> list[float]:
+    """The comparison's budgets: the report's, and every power of two from 1 up to the largest, so that each
+    method's accuracy-vs-cost curve starts low enough to interpolate the baselines' cheap points."""
+    top = max(budgets)
+    return sorted({float(b) for b in budgets} | {2.0 ** k for k in range(0, 64) if 2.0 ** k <= top})
+
+
+def cost_at_accuracy(costs, accs, target: float) -> tuple[float, str]:
+    """The cost at which a method first reaches accuracy `target` on its curve: the points (cost, accuracy) in
+    increasing cost (ties: the order given, i.e. increasing budget) joined by straight lines. Returns (cost,
+    "reached"); (its cheapest cost, "at most") when its cheapest point already reaches the target (it may reach it
+    for less, which the runs cannot tell); (NaN, "not reached") when no point does."""
+    c, a = np.asarray(costs, float), np.asarray(accs, float)
+    order = np.argsort(c, kind="stable")
+    c, a = c[order], a[order]
+    if not len(c) or not (a >= target).any():
+        return float("nan"), "not reached"
+    if a[0] >= target:
+        return float(c[0]), "at most"
+    k = int(np.argmax(a >= target))  # the first point at or above; the one before is below
+    c0, c1, a0, a1 = c[k - 1], c[k], a[k - 1], a[k]
+    return float(c0 + (target - a0) / (a1 - a0) * (c1 - c0)), "reached"
+
+
+def pareto_front(costs, accs) -> np.ndarray:
+    """Which points no other point dominates (as cheap or cheaper and as accurate or more, one of them strictly)."""
+    c, a = np.asarray(costs, float), np.asarray(accs, float)
+    dom = ((c[None, :] <= c[:, None]) & (a[None, :] >= a[:, None])
+           & ((c[None, :] < c[:, None]) | (a[None, :] > a[:, None])))
+    return ~dom.any(axis=1)
+
+
+_UNITS = {"samples": ("samples per query", ""), "token-matched": ("tokens per query", "_tokens")}
+
+
+@dataclass
+class MethodRuns:
+    """The comparison on one pool: which methods apply (and why the others do not), the per-run rows and their
+    summary per (method, unit, budget)."""
+
+    status: dict  # method -> (applies, reason)
+    configs: dict  # (method, unit) -> RunConfig
+    runs: pl.DataFrame  # method, unit, config, budget, seed, accuracy, coverage, samples/tokens per query, cost
+    summary: pl.DataFrame
+    units: list
+    budgets: list
+    engine_s: float
+
+
+def method_runs(r: Runs) -> MethodRuns:
+    """Every applicable method of METHODS at every comparison budget, in one engine call: methods that share a
+    configuration (best-of-N, self-consistency and weighted voting are all uniform) share its runs, and each reads
+    its own selection's accuracy column. Token-matched runs join when the pool has token counts."""
+    t0 = time.perf_counter()
+    req, pool = r.req, r.pool
+    status = {name: m.applies(pool) for name, m in METHODS.items()}
+    units = ["samples"] + ([] if r.no_tokens else ["token-matched"])
+    budgets = method_budgets(r.budgets)
+    configs, index = {}, {}
+    for unit in units:
+        for name, m in METHODS.items():
+            if status[name][0]:
+                c = m.run_config(unit=unit, gamma=req.gamma, max_samples=req.max_samples)
+                run = RunConfig("uniform") if c.policy == "uniform" else c  # uniform is its own token match
+                configs[(name, unit)] = c
+                index.setdefault(run, len(index))
+    seeds = range(req.seed_start, req.seed_start + req.seeds)
+    n, B, S = pool.n_queries, len(budgets), req.seeds
+    parts = []
+    if configs:
+        runs = list(index)
+        df = replay(pool, runs, budgets, seeds, select="bon")[0].with_columns(
+            pl.Series("_run", np.repeat(np.arange(len(runs)), B * S)))
+        for name, m in METHODS.items():  # a selection rule whose accuracy the engine does not report yet
+            if status[name][0] and f"accuracy_{m.select}" not in df.columns:
+                status[name] = (False, f"not in this build: the engine reports no accuracy_{m.select}")
+                for unit in units:
+                    configs.pop((name, unit), None)
+        for (name, unit), c in configs.items():
+            run = index[RunConfig("uniform") if c.policy == "uniform" else c]
+            sub = df.filter(pl.col("_run") == run)
+            parts.append(sub.select(
+                pl.lit(name).alias("method"), pl.lit(unit).alias("unit"), pl.lit(c.label()).alias("config"),
+                "budget", "seed", pl.col(f"accuracy_{METHODS[name].select}").alias("accuracy"), "coverage",
+                (pl.col("samples_used") / n).alias("samples_per_query"),
+                (pl.col("tokens_used").cast(pl.Float64) / n).alias("tokens_per_query"), "exhausted"))
+    if parts:
+        runs_df = pl.concat(parts).with_columns(
+            pl.when(pl.col("unit") == "samples").then(pl.col("samples_per_query"))
+            .otherwise(pl.col("tokens_per_query")).alias("cost"))
+    else:
+        runs_df = pl.DataFrame(schema={"method": pl.String, "unit": pl.String, "config": pl.String,
+                                       "budget": pl.Float64, "seed": pl.Int64, "accuracy": pl.Float64,
+                                       "coverage": pl.Float64, "samples_per_query": pl.Float64,
+                                       "tokens_per_query": pl.Float64, "exhausted": pl.Int64, "cost": pl.Float64})
+    metrics = ("accuracy", "coverage", "samples_per_query", "tokens_per_query", "cost")
+    summary = runs_df.group_by("method", "unit", "config", "budget", maintain_order=True).agg(
+        pl.len().alias("seeds"),
+        *[e for m in metrics for e in (pl.col(m).mean().alias(m), (pl.col(m).std() / pl.len().sqrt()).alias(f"{m}_se"))],
+        pl.col("exhausted").mean().alias("exhausted"))
+    return MethodRuns(status, configs, runs_df, summary, units, budgets, time.perf_counter() - t0)
+
+
+def cost_saved(summary: pl.DataFrame) -> pl.DataFrame:
+    """Per unit, baseline, baseline budget and other method: the cost at which the method first reaches the
+    baseline's mean accuracy there (cost_at_accuracy on its curve of means), and the share of the baseline's cost
+    it saves (1 - method cost / baseline cost; negative: it costs more)."""
+    rows = []
+    for unit in summary["unit"].unique(maintain_order=True):
+        s = summary.filter(pl.col("unit") == unit)
+        names = s["method"].unique(maintain_order=True).to_list()
+        curve = {m: s.filter(pl.col("method") == m).sort("budget") for m in names}
+        for base in [m for m in names if METHODS[m].baseline]:
+            for x in curve[base].iter_rows(named=True):
+                for m in [m for m in names if m != base]:
+                    cost, how = cost_at_accuracy(curve[m]["cost"], curve[m]["accuracy"], x["accuracy"])
+                    rows.append({"unit": unit, "baseline": base, "budget": x["budget"],
+                                 "baseline_accuracy": x["accuracy"], "baseline_cost": x["cost"], "method": m,
+                                 "method_cost": cost, "status": how,
+                                 "saved": 1.0 - cost / x["cost"] if x["cost"] > 0 else float("nan")})
+    return pl.DataFrame(rows, schema={"unit": pl.String, "baseline": pl.String, "budget": pl.Float64,
+                                      "baseline_accuracy": pl.Float64, "baseline_cost": pl.Float64,
+                                      "method": pl.String, "method_cost": pl.Float64, "status": pl.String,
+                                      "saved": pl.Float64})
+
+
+def _cost(c: float) -> str:
+    """A cost in a table cell: 3 significant digits, whole numbers from 100 on (token counts)."""
+    return f"{c:,.0f}" if c >= 100 else f"{c:.3g}"
+
+
+def _saved_cell(x: dict) -> str:
+    if x["status"] == "not reached":
+        return "not reached"
+    bound = x["status"] == "at most"
+    pct = f"{100 * x['saved']:.0f}%".replace("-", "−")
+    return f"{'≥' if bound else ''}{pct} ({'≤' if bound else ''}{_cost(x['method_cost'])})"
+
+
+def methods_section(r: Runs) -> tuple[list[Table], list[str]]:
+    """The methods of the field (replay/policies.py METHODS) side by side: accuracy, coverage and cost per budget,
+    cost saved at equal accuracy against the baselines, a Pareto plot, and the methods that do not apply."""
+    mr = method_runs(r)
+    r.engine_s += mr.engine_s
+    n_runs = len({RunConfig("uniform") if c.policy == "uniform" else c for c in mr.configs.values()})
+    if n_runs:
+        r.methods_run = (f", and the methods compared in one more ({n_runs} configurations x {len(mr.budgets)} "
+                         "budgets)")
+    req, s = r.req, mr.summary
+    look = {(x["method"], x["unit"], x["budget"]): x for x in s.iter_rows(named=True)}
+    applicable = [m for m in METHODS if mr.status[m][0]]
+    header = ["method"] + [f"b={_b(b)}" for b in mr.budgets]
+    tables, panels = [], []
+    saved = cost_saved(s)
+    saved.write_csv(r.tabdir / "methods_saved.csv")
+    for unit in mr.units:
+        what, suffix = _UNITS[unit]
+        at = ("matched tokens (each run spends the tokens uniform spent at the same sample budget and seed)"
+              if unit == "token-matched" else "the same average sample budget")
+        pts = s.filter(pl.col("unit") == unit)
+        front = pareto_front(pts["cost"], pts["accuracy"])
+        pts = pts.with_columns(pl.Series("pareto", front, pl.Boolean))
+        for metric in ("accuracy", "coverage"):
+            tables.append(Table(
+                f"methods{suffix}" + ("" if metric == "accuracy" else "_coverage"), f"Methods at {at}: {metric}",
+                header, [[m] + [fmt_mean_se(look[(m, unit, b)][metric], look[(m, unit, b)][f"{metric}_se"])
+                                if (m, unit, b) in look else "—" for b in mr.budgets] for m in applicable],
+                pts if metric == "accuracy" else None,
+                "mean ± standard error over seeds; accuracy under each method's own selection rule; every number, "
+                "with the cost's standard error and the Pareto flag, in tables/methods" + suffix + ".csv."
+                if metric == "accuracy" else ""))
+        tokens = unit == "samples" and not r.no_tokens
+        tables.append(Table(
+            f"methods{suffix}_cost", f"Methods at {at}: {what} spent", header,
+            [[m] + [_cost(look[(m, unit, b)]['cost']) + (f" ({look[(m, unit, b)]['tokens_per_query']:,.0f} tok)"
+                                                          if tokens else "")
+                    if (m, unit, b) in look else "—" for b in mr.budgets] for m in applicable], None,
+            "adaptive methods stop early and may spend less than the budget: the figure draws them at the cost they "
+            "spent." + (" In brackets: tokens per query." if tokens else "")))
+        su = saved.filter(pl.col("unit") == unit)
+        for base in su["baseline"].unique(maintain_order=True).to_list():
+            rows_b = {(x["method"], x["budget"]): x for x in su.filter(pl.col("baseline") == base).iter_rows(named=True)}
+            tables.append(Table(
+                f"methods{suffix}_saved_{base}", f"Cost saved at equal accuracy against {base} ({what})",
+                ["method"] + [f"b={_b(b)}: {look[(base, unit, b)]['accuracy']:.3f}" for b in mr.budgets],
+                [[m] + [_saved_cell(rows_b[(m, b)]) for b in mr.budgets] for m in applicable if m != base], None,
+                f"column: {base} at that budget, and its mean accuracy; cell: the share of {base}'s cost there that "
+                f"the method saves to reach the same accuracy, and its cost ({what}), read off the method's curve of "
+                "mean accuracy against mean cost by linear interpolation between its budgets; ≥ / ≤: its cheapest "
+                "run already reaches it (a bound); negative: it costs more; not reached: no run of it is as "
+                "accurate. Every pair, in every unit: tables/methods_saved.csv."))
+        panels.append({"xlabel": f"average cost ({what}, log scale)",
+                       "series": {m: tuple(pts.filter(pl.col("method") == m).sort("cost")[c].fill_null(0.0).to_list()
+                                           for c in ("cost", "accuracy", "accuracy_se")) for m in applicable},
+                       "front": (pts.filter("pareto")["cost"].to_list(), pts.filter("pareto")["accuracy"].to_list())})
+    if applicable:
+        figures.plot_pareto(r.figdir / "methods.png", f"{r.pool.name}: accuracy against cost per method (mean ± SE "
+                            f"over {req.seeds} seeds; Pareto front in black)", panels, list(METHODS))
+    md = ["### Methods compared", ""]
+    md.append("Each method is a preset of the registries (replay/policies.py `METHODS`), run at the average budgets "
+              f"{', '.join(_b(b) for b in mr.budgets)} (the report's and every power of two below the largest) in "
+              f"one engine call on the same seeds as every other table ({mr.engine_s:.1f} s); methods sharing a "
+              "configuration share its runs. Accuracy is under each method's own selection (not --select); cost is "
+              "what it spent, mean over seeds. " + (
+                  "The score is the ground truth (--score gt): methods that read a score read a perfect verifier, "
+                  "the bandit paper's oracle setting, an upper bound for any real one."
+                  if req.score == "gt" else f"The score is `{r.pool.score_name}`."))
+    md.append("")
+    if applicable:
+        md += ["| method | what it does | configuration | selection | source |", "|---|---|---|---|---|"]
+        md += [f"| {name} | {METHODS[name].doc} | {mr.configs[(name, 'samples')].label()} | "
+               f"{METHODS[name].select} | {METHODS[name].citation} |" for name in applicable]
+        md += ["", f"![accuracy against cost, one line per method]({r.rel}/methods.png)", ""]
+    else:
+        md += ["No method applies to this pool.", ""]
+    skipped = [m for m in METHODS if not mr.status[m][0]]
+    if skipped:
+        md += ["Not applicable to this pool:", ""] + [f"- `{m}`: {mr.status[m][1]}" for m in skipped] + [""]
+    pl.DataFrame({"method": list(METHODS), "applies": [mr.status[m][0] for m in METHODS],
+                  "reason": [mr.status[m][1] for m in METHODS]}).write_csv(r.tabdir / "methods_status.csv")
+    return tables, md
+
+
 def pool_report(path: Path, req: ReportRequest, outdir: Path, rel: str) -> tuple[list, dict]:
     """Replay one pool, write its figures and tables under outdir; return its Markdown lines and timings."""
     t0 = time.perf_counter()
@@ -603,9 +830,10 @@ def pool_report(path: Path, req: ReportRequest, outdir: Path, rel: str) -> tuple
     groups = query_groups(r.pool)
     groups.write_csv(r.tabdir / "queries.csv")
     main_tables, main_md = main_section(r)
+    method_tables, method_md = methods_section(r)
     token_tables, token_note = token_section(r)
     param_tables, gamma_note = parameter_section(r)
-    tables = (main_tables + two_stage_section(r) + streaming_section(r) + token_tables + param_tables
+    tables = (main_tables + method_tables + two_stage_section(r) + streaming_section(r) + token_tables + param_tables
               + hard_section(r, groups) + allocation_section(r, groups))
     for t in tables:
         if t.data is not None:
@@ -622,6 +850,8 @@ def pool_report(path: Path, req: ReportRequest, outdir: Path, rel: str) -> tuple
                 md.extend([f"**{t.title}**", "", md_table(t), ""] + ([t.note, ""] if t.note else []))
 
     emit("main", "main_accuracy", "gains", "spend")
+    md.extend(method_md)
+    emit(*[t.name for t in method_tables])
     md.extend(["### Two-stage", ""])
     emit("two_stage", "two_stage_accuracy")
     md.extend(["### Streaming vs pool", ""])
