@@ -151,7 +151,8 @@ from harvest.prompts import TEMPLATES  # noqa: E402
 
 POLICY_NAMES = ("uniform", "elimination", "ucb", "gap", "gap-literal", "entropy", "two-stage", "streaming", "oracle")
 ELIMINATION_RULES = ("threshold", "sc-share", "sc-beta", "esc", "ac-majority", "ac-entropy", "none")  # replay.policies.ELIMS
-SELECTIONS = ("bon", "weighted", "sc")  # replay.engine.SELECT
+SELECTIONS = ("bon", "weighted", "sc", "cisc", "deepconf")  # replay.engine.SELECT
+LIVE_SELECTIONS = ("bon", "weighted", "sc")  # replay.policies.LIVE_SELECTIONS: what `ttc run` can return
 BUDGET_UNITS = ("samples", "tokens", "token-matched")  # replay.policies.UNITS and token-matched (replay/run.py)
 ORACLES = tuple(harvest_registry.ORACLES)
 BACKENDS = tuple(harvest_registry.BACKENDS)
@@ -200,6 +201,9 @@ def _formats_taking(option: str) -> str:
     return ", ".join(harvest_registry.taking(harvest_registry.IMPORTERS, option))
 
 
+_CISC_TEMP_HELP = ("cisc: the temperature T of its softmax(score / T) vote weights (replay.policies.CISC_TEMP; inf: "
+                   "plain majority vote).")
+_DEEPCONF_ETA_HELP = "deepconf: the percentage of valid draws it keeps, by score (the paper: 10 or 90)."
 _FORCE_HELP = ("Replace existing outputs that were not written by this command (by default only its own earlier "
                "output is replaced).")
 
@@ -221,6 +225,8 @@ def replay_cmd(
     eliminate: Eliminate = typer.Option(Eliminate("threshold"), help="Elimination rule."),
     gamma: str = typer.Option("1.0", help="Threshold gamma (list allowed): eliminate when a score >= gamma."),
     select: Select = typer.Option(Select("bon"), help="Selection for accuracy."),
+    cisc_temp: float = typer.Option(0.2, help=_CISC_TEMP_HELP),
+    deepconf_eta: float = typer.Option(10.0, help=_DEEPCONF_ETA_HELP),
     unit: Unit = typer.Option(Unit("samples"), help="Budget unit."),
     k: str = typer.Option("1", "--K", "-K", help="Responses per pull (list allowed)."),
     lam: Optional[str] = typer.Option(None, "--lambda", help="Exploration bonus (list); default ucb 1, entropy 3."),
@@ -245,6 +251,7 @@ def replay_cmd(
     req = ReplayRequest(
         pool=pool, policies=policy or [], budgets=_floats(budgets, "--budgets"), seeds=seeds, seed_start=seed_start,
         score=score, eliminate=_value(eliminate), gammas=_floats(gamma, "--gamma"), select=_value(select),
+        cisc_temp=cisc_temp, deepconf_eta=deepconf_eta,
         unit=_value(unit), Ks=_ints(k, "--K"), lams=_floats(lam, "--lambda") if lam else None, eps=eps,
         max_samples=_ints(max_samples, "--max-samples"), rhos=_floats(rho, "--rho"), taus=_floats(tau, "--tau"),
         m_min=m_min, share=share, hmax=hmax, conf=conf, out=out, per_query=per_query, curve=curve, threads=threads,
@@ -366,6 +373,8 @@ def report_cmd(
     seed_start: int = typer.Option(0, help="First seed; seeds are seed_start .. seed_start + seeds - 1."),
     score: str = typer.Option("gt", help="Score column (score_<name> or <name>), or gt: 1 if correct else 0."),
     select: Select = typer.Option(Select("bon"), help="Selection for accuracy."),
+    cisc_temp: float = typer.Option(0.2, help=_CISC_TEMP_HELP),
+    deepconf_eta: float = typer.Option(10.0, help=_DEEPCONF_ETA_HELP),
     gamma: float = typer.Option(1.0, help="Threshold gamma of every table but the gamma sweep."),
     max_samples: int = typer.Option(0, help="Per-query cap of the adaptive policies (0 = the pool size)."),
     latex: bool = typer.Option(False, "--latex", help="Also write every table as LaTeX (tables/*.tex)."),
@@ -377,6 +386,7 @@ def report_cmd(
 
     req = ReportRequest(pools=pools, out=out, budgets=_floats(budgets, "--budgets"), seeds=seeds,
                         seed_start=seed_start, score=score, select=_value(select), gamma=gamma,
+                        cisc_temp=cisc_temp, deepconf_eta=deepconf_eta,
                         max_samples=max_samples, latex=latex, threads=threads, force=force)
     run_report(req)
 
@@ -764,6 +774,7 @@ def merge_cmd(
 LIVE_POLICY_NAMES = tuple(p for p in POLICY_NAMES if p != "oracle")
 RUN_ORACLES = ("gt", "sc") + tuple(o for o in ORACLES if o != "gt")
 RunPolicy = _choice("RunPolicy", LIVE_POLICY_NAMES)
+RunSelect = _choice("RunSelect", LIVE_SELECTIONS)  # cisc and deepconf are computed by replay only
 RunOracle = _choice("RunOracle", RUN_ORACLES)
 RunUnit = _choice("RunUnit", ("samples", "tokens"))
 _RUN_PANEL = "Allocation (as in ttc replay)"
@@ -795,7 +806,7 @@ def run_cmd(
     unit: RunUnit = typer.Option(RunUnit("samples"), help="Budget unit.", rich_help_panel=_RUN_PANEL),
     eliminate: Optional[Eliminate] = typer.Option(None, help="Elimination rule (default: threshold with gt, "
                                                   "sc-share with sc).", rich_help_panel=_RUN_PANEL),
-    select: Optional[Select] = typer.Option(None, help="Which response each query returns (default: bon with gt, "
+    select: Optional[RunSelect] = typer.Option(None, help="Which response each query returns (default: bon with gt, "
                                             "sc with sc).", rich_help_panel=_RUN_PANEL),
     gamma: float = typer.Option(1.0, help="Threshold gamma: eliminate when a score >= gamma.",
                                 rich_help_panel=_RUN_PANEL),

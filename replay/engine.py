@@ -15,9 +15,9 @@ import numpy as np
 import polars as pl
 
 from .kernel import (CAPPED, CONFIG, COVERED, ELIM, EXH, EXHAUSTED, F_ANSWERED, F_CAPPED, F_COVERED, F_EXHAUSTED,
-                     F_SEL, N, SAMPLES, TOKENS, PoolArrays, Scratch, _grid, answer_offsets, new_state, run_one,
-                     selections)
-from .policies import REGISTRY, SELECTION_RULES, RunConfig
+                     F_SEL, N, SAMPLES, TOKENS, PoolArrays, Scratch, _grid, answer_offsets, cisc_weights,
+                     confidence_votes, new_state, run_one, selections)
+from .policies import CISC_TEMP, DEEPCONF_ETA, REGISTRY, SELECTION_RULES, RunConfig, check_selection_params
 from .pool import Pool, PoolError
 from .tables import make_tables
 
@@ -65,19 +65,32 @@ def config_records(configs: list[RunConfig]) -> np.ndarray:
     return np.concatenate([c.record() for c in configs]) if configs else np.zeros(0, CONFIG)
 
 
+def vote_weights(score, votes) -> tuple[np.ndarray, float]:
+    """The confidence votes' inputs to the kernels: cisc's per-response weights and deepconf's eta, from votes =
+    (cisc_temp, deepconf_eta); no weights (the votes skipped) when votes is None."""
+    if votes is None:
+        return frozen(np.zeros(0), np.float64), 100.0
+    cw = np.empty(len(score))
+    cisc_weights(frozen(score, np.float64), float(votes[0]), cw)
+    return frozen(cw, np.float64), float(votes[1])
+
+
 def run_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, seeds, tables,
-             per_query: bool = False):
-    """Run configs[c] at total budget budget_totals[c, s] on each seed; raw arrays out."""
+             per_query: bool = False, votes: tuple | None = None):
+    """Run configs[c] at total budget budget_totals[c, s] on each seed; raw arrays out. votes = (cisc_temp,
+    deepconf_eta) computes the cisc and deepconf selections too (a pass over each run's draws after it; None:
+    skipped, their columns 0): replay asks for them where they mean something (answers and ground truth)."""
     C, S, n = len(configs), len(seeds), pool.n_queries
-    out_f = np.zeros((C, S, 4))
+    out_f = np.zeros((C, S, 2 + len(F_SEL)))
     out_i = np.zeros((C, S, 4), np.int64)
     shape = (C, S, n) if per_query else (0, 0, 0)
     pq_n = np.zeros(shape, np.int32)
-    pq_flags = np.zeros(shape, np.uint8)
+    pq_flags = np.zeros(shape, np.uint16)
     if C and S:
+        cw, eta = vote_weights(pool.score, votes)
         args = (pool_arrays(pool.off, pool.correct, pool.score, pool.ans, pool.tok, tables),
                 frozen(pool.qkeys, np.uint64), frozen(seeds, np.int64), config_records(configs),
-                frozen(budget_totals, np.int64), out_f, out_i, pq_n, pq_flags)
+                frozen(budget_totals, np.int64), cw, eta, out_f, out_i, pq_n, pq_flags)
         chunks = min(S, get_threads())
         if chunks == 1:
             _grid(*args, 0, S)
@@ -100,7 +113,10 @@ def check_configs(pool: Pool, configs: list[RunConfig], select: str):
         if "gt" in REGISTRY[c.policy].needs and not pool.has_gt:
             raise PoolError(f"{c.policy} needs ground truth (a 'correct' column), and this pool has none")
     if "answers" in SELECTION_RULES[select].needs and not pool.has_answers:
-        raise PoolError(f"--select {select} needs an 'answer' column, and this pool has none")
+        raise PoolError(f"--select {select} needs an 'answer' column, and this pool has none: it votes over the "
+                        f"responses' answers ({SELECTION_RULES[select].doc})"
+                        + (f", and a score ({pool.score_name}) gives none to vote on" if select in
+                           ("cisc", "deepconf") else ""))
 
 
 def check_budgets(budgets, flag: str = "--budgets"):
@@ -114,12 +130,19 @@ def check_budgets(budgets, flag: str = "--budgets"):
 
 
 def replay(pool: Pool, configs: list[RunConfig], budgets, seeds, select: str = "bon", conf: float = 0.95,
-           per_query: bool = False, progress=None) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+           per_query: bool = False, progress=None, cisc_temp: float = CISC_TEMP,
+           deepconf_eta: float = DEEPCONF_ETA) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     """Replay every configuration at every average per-query budget and seed.
 
     Returns one row per (configuration, budget, seed) and, with per_query, one row per query of each run.
-    `progress(done_seeds)` is called after each block of seeds."""
+    `progress(done_seeds)` is called after each block of seeds. cisc_temp and deepconf_eta: the cisc and deepconf
+    selections' parameters (docs/semantics.md)."""
     check_configs(pool, configs, select)
+    why = check_selection_params(cisc_temp, deepconf_eta)
+    if why:
+        raise PoolError(why)
+    # The confidence votes need answers to vote on and ground truth to score; without, their columns are NaN.
+    votes = (cisc_temp, deepconf_eta) if pool.has_answers and pool.has_gt else None
     budgets = [float(b) for b in budgets]
     seeds = np.asarray(list(seeds), np.int64)
     check_budgets(budgets, "budgets")
@@ -150,7 +173,7 @@ def replay(pool: Pool, configs: list[RunConfig], budgets, seeds, select: str = "
             _, oi, _, _ = run_grid(pool, uni, ub, block, tables)
             for k in matched_rows:
                 bt[k] = oi[budgets.index(rows_budget[k]), :, 1]
-        parts.append((bt,) + run_grid(pool, rows_cfg, bt, block, tables, per_query))
+        parts.append((bt,) + run_grid(pool, rows_cfg, bt, block, tables, per_query, votes))
         if progress:
             progress(len(block))
     budget_totals, out_f, out_i, pq_n, pq_flags = (np.concatenate([p[k] for p in parts], axis=1)
@@ -170,6 +193,8 @@ def replay(pool: Pool, configs: list[RunConfig], budgets, seeds, select: str = "
         "accuracy_bon": (out_f[:, :, 1] if pool.has_gt else np.full((C, S), nan)).ravel(),
         "accuracy_weighted": (out_f[:, :, 2] if pool.has_gt and pool.has_answers else np.full((C, S), nan)).ravel(),
         "accuracy_sc": (out_f[:, :, 3] if pool.has_gt and pool.has_answers else np.full((C, S), nan)).ravel(),
+        "accuracy_cisc": (out_f[:, :, 4] if votes else np.full((C, S), nan)).ravel(),
+        "accuracy_deepconf": (out_f[:, :, 5] if votes else np.full((C, S), nan)).ravel(),
         "samples_used": out_i[:, :, 0].ravel(),
         "tokens_used": out_i[:, :, 1].ravel() if pool.has_tokens else np.full(C * S, None),
         "exhausted": out_i[:, :, 2].ravel(),
@@ -188,6 +213,8 @@ def replay(pool: Pool, configs: list[RunConfig], budgets, seeds, select: str = "
         "share": np.repeat([c.share for c in rows_cfg], S),
         "hmax": np.repeat([c.hmax for c in rows_cfg], S),
         "select": [select] * (C * S),
+        "cisc_temp": [float(cisc_temp)] * (C * S),
+        "deepconf_eta": [float(deepconf_eta)] * (C * S),
         "score": [pool.score_name] * (C * S),
     }
     df = pl.DataFrame(cols, strict=False).with_columns(pl.col("tokens_used").cast(pl.Int64))
@@ -217,26 +244,36 @@ def scratch(n: int, slots: int, perm, order) -> Scratch:
                    np.ascontiguousarray(order, np.int64), qi, qf, si, sf, tot)
 
 
-def outcome(P: PoolArrays, W: Scratch) -> dict:
-    """A finished run's per-query outcomes and totals, as arrays."""
+def outcome(P: PoolArrays, W: Scratch, votes: tuple | None = None) -> dict:
+    """A finished run's per-query outcomes and totals, as arrays; with votes = (cisc_temp, deepconf_eta) also
+    sel_cisc and sel_deepconf."""
     n = len(P.off) - 1
     qi = W.qi
     bits = np.empty(n, np.int64)
     selections(qi, W.si, P.aoff, P.correct, bits)
-    sel = np.stack([(bits & f) > 0 for f in F_SEL], axis=1).reshape(n, 3)
-    return {
+    if votes is not None:
+        cw, eta = vote_weights(P.score, votes)
+        slots, biggest = int(P.aoff[-1]), int(np.diff(P.off).max(initial=0))
+        confidence_votes(P.off, P.aoff, P.correct, P.score, P.ans, W.perm, qi, cw, eta, np.zeros(slots),
+                         np.full(slots, -1, np.int64), np.empty(biggest + 1, np.int64), np.empty(biggest + 1), bits)
+    sel = np.stack([(bits & f) > 0 for f in F_SEL], axis=1).reshape(n, len(F_SEL))
+    out = {
         "n_drawn": qi[:, N].copy(), "answered": qi[:, ELIM].astype(bool), "covered": qi[:, COVERED].astype(bool),
         "exhausted_q": qi[:, EXH].astype(bool), "capped": qi[:, CAPPED].astype(bool),
         "sel_bon": sel[:, 0], "sel_weighted": sel[:, 1], "sel_sc": sel[:, 2],
         "samples_used": int(W.tot[SAMPLES]), "tokens_used": int(W.tot[TOKENS]), "exhausted": int(W.tot[EXHAUSTED]),
     }
+    if votes is not None:
+        out["sel_cisc"], out["sel_deepconf"] = sel[:, 3], sel[:, 4]
+    return out
 
 
 def run_once(off, correct, score, ans, tok, perm, rank, config: RunConfig, budget_total: int,
-             conf: float = 0.95) -> dict:
-    """One run on explicit permutations (perm, rank): per-query outcomes as arrays. For tests and drivers."""
+             conf: float = 0.95, votes: tuple | None = None) -> dict:
+    """One run on explicit permutations (perm, rank): per-query outcomes as arrays. For tests and drivers. votes =
+    (cisc_temp, deepconf_eta) adds sel_cisc and sel_deepconf."""
     off = np.asarray(off, np.int64)
     P = pool_arrays(off, correct, score, ans, tok, make_tables(int(np.diff(off).max(initial=1)), conf))
     W = scratch(len(off) - 1, int(P.aoff[-1]), perm, np.argsort(np.asarray(rank, np.int64)))
     run_one(P, W, config.record()[0], np.int64(budget_total), np.int64(0))
-    return outcome(P, W)
+    return outcome(P, W, votes)

@@ -60,7 +60,8 @@ Scratch = namedtuple("Scratch", "perm qgen hs order qi qf si sf tot")
 
 # Per-query flag bits of the allocation output.
 F_ANSWERED, F_COVERED, F_EXHAUSTED, F_CAPPED = 1, 2, 4, 8
-F_SEL = (16, 32, 64)  # bon, weighted, sc selected a correct response
+F_SEL = (16, 32, 64, 128, 256)  # bon, weighted, sc, cisc, deepconf selected a correct response (the flags
+# of a query are a uint16: cisc and deepconf, computed after a run by confidence_votes, need bits 7 and 8)
 
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -891,16 +892,118 @@ def selections(qi, si, aoff, correct, out):
         out[i] = bits
 
 
+@njit(cache=True)
+def cisc_weights(score, temp, out):
+    """out[j] = exp((score[j] - 1) / temp): CISC's softmax weight of response j times a factor shared by every
+    response (docs/semantics.md), so it is computed once per pool, not per run. The shift by the largest possible
+    score keeps every weight in [exp(-1 / temp), 1]: no overflow, and no underflow for temp >= 1/700."""
+    for j in range(score.shape[0]):
+        out[j] = math.exp((score[j] - 1.0) / temp)
+
+
+@njit(cache=True)
+def _kth_in_place(b, m, k):
+    """The k-th smallest of b[:m] (k from 0), by quickselect in place (b is scratch): kth_smallest without its
+    copy, as deepconf calls it once per query per run."""
+    lo, hi = 0, m - 1
+    while lo < hi:
+        pivot = b[(lo + hi) // 2]
+        i, j = lo, hi
+        while i <= j:
+            while b[i] < pivot:
+                i += 1
+            while b[j] > pivot:
+                j -= 1
+            if i <= j:
+                b[i], b[j] = b[j], b[i]
+                i += 1
+                j -= 1
+        if k <= j:
+            hi = j
+        elif k >= i:
+            lo = i
+        else:
+            break
+    return b[k]
+
+
+@njit(cache=True)
+def _vote(off, aoff, ans, perm, i, d, w, thr, conf, acc, first, lst):
+    """Weighted vote over query i's first d draws (perm order): the valid responses j with conf[j] >= thr each
+    add w[j] to their answer. Returns the earliest drawn of those responses whose answer has the largest sum
+    (ties: the answer drawn first among them), -1 when none votes. acc, first and lst are per-answer-slot
+    scratch, left cleared (first = -1)."""
+    base = aoff[i] + 1
+    u = 0
+    for k in range(d):
+        j = perm[off[i] + k]
+        a = ans[j]
+        if a < 0 or conf[j] < thr:
+            continue
+        s = base + a
+        if first[s] < 0:  # the answer's first vote: in the order of first votes, for the tie rule
+            first[s] = j
+            acc[s] = 0.0
+            lst[u] = s
+            u += 1
+        acc[s] += w[j]
+    if u == 0:
+        return -1
+    win = lst[0]
+    for t in range(1, u):
+        if acc[lst[t]] > acc[win]:  # strict: a tie keeps the earlier answer
+            win = lst[t]
+    jw = first[win]
+    for t in range(u):
+        first[lst[t]] = -1
+    return jw
+
+
+@njit(cache=True)
+def confidence_votes(off, aoff, correct, score, ans, perm, qi, cw, eta, acc, first, lst, buf, out):
+    """ORs into out[i] the F_SEL bits of the confidence-weighted votes of query i, read from its drawn responses
+    perm[off[i] .. off[i] + qi[i, N] - 1] after a run (docs/semantics.md): cisc (128), the vote weighted by
+    cw (cisc_weights), and deepconf (256), the vote over the valid draws whose score reaches the
+    ceil((m - 1) (100 - eta) / 100)-th smallest of the m valid draws' scores, weighted by the score. A pass after
+    the run rather than state kept per draw, so that the draw loop does no more work for them (one call per run;
+    acc, first (all -1), lst and buf are scratch of the answer slots and of the largest pool)."""
+    for i in range(qi.shape[0]):
+        d = qi[i, N]
+        if d == 0:
+            continue
+        bits = 0
+        j = _vote(off, aoff, ans, perm, i, d, cw, -np.inf, score, acc, first, lst)
+        if j >= 0 and correct[j] == 1:
+            bits |= 128
+        m = 0
+        top = 0.0
+        for k in range(d):
+            jj = perm[off[i] + k]
+            if ans[jj] >= 0:
+                buf[m] = score[jj]
+                top = max(top, score[jj])
+                m += 1
+        if m > 0 and top > 0.0:  # DeepConf votes only when some kept confidence is positive
+            kk = np.int64(math.ceil((m - 1) * (100.0 - eta) / 100.0))
+            thr = _kth_in_place(buf, m, kk)
+            j = _vote(off, aoff, ans, perm, i, d, score, thr, score, acc, first, lst)
+            if j >= 0 and correct[j] == 1:
+                bits |= 256
+        out[i] |= bits
+
+
 @njit(nogil=True, cache=True)
-def _grid(P, qkeys, seeds, cfgs, budgets, out_f, out_i, pq_n, pq_flags, s_lo, s_hi):
+def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags, s_lo, s_hi):
     """Every configuration (cfgs: CONFIG records) at budgets[c, s] on seeds s_lo .. s_hi - 1, with scratch
     allocated once. It releases the GIL: engine.run_grid runs contiguous chunks of seeds on threads, and a
     seed's results depend only on the seed. (Threads rather than prange: numba's parallel compile pipeline
-    cost ~8 s of the first run's compile, measured.)"""
+    cost ~8 s of the first run's compile, measured.) cw: cisc's per-response weights (cisc_weights) and eta
+    deepconf's kept percentage; with no weights (an empty cw) the confidence votes are skipped (their bits 0)."""
     off, aoff, correct = P.off, P.aoff, P.correct
     n = qkeys.shape[0]
     total = off[n]
     per_query = pq_n.shape[0] > 0
+    votes = cw.shape[0] > 0
     if s_lo < s_hi:
         qi, qf, si, sf, tot = new_state(n, aoff[n])
         perm = np.arange(total)
@@ -910,6 +1013,13 @@ def _grid(P, qkeys, seeds, cfgs, budgets, out_f, out_i, pq_n, pq_flags, s_lo, s_
         rank = np.empty(n, np.int64)
         sel = np.empty(n, np.int64)
         W = Scratch(perm, qgen, hs, order, qi, qf, si, sf, tot)
+        biggest = 0  # the largest pool: the confidence votes' scratch
+        for i in range(n):
+            biggest = max(biggest, off[i + 1] - off[i])
+        v_acc = np.zeros(aoff[n] if votes else 0)
+        v_first = np.full(aoff[n] if votes else 0, -1, np.int64)
+        v_lst = np.empty(biggest + 1, np.int64)
+        v_buf = np.empty(biggest + 1)
         for s in range(s_lo, s_hi):
             epoch = np.int64(s + 1)
             fill_query_order(qkeys, seeds[s], rank, order)
@@ -918,10 +1028,15 @@ def _grid(P, qkeys, seeds, cfgs, budgets, out_f, out_i, pq_n, pq_flags, s_lo, s_
             for c in range(cfgs.shape[0]):
                 run_one(P, W, cfgs[c], budgets[c, s], epoch)
                 selections(qi, si, aoff, correct, sel)
+                if votes:
+                    confidence_votes(off, aoff, correct, P.score, P.ans, perm, qi, cw, eta, v_acc, v_first, v_lst,
+                                     v_buf, sel)
                 cov = 0
                 acc0 = 0
                 acc1 = 0
                 acc2 = 0
+                acc3 = 0
+                acc4 = 0
                 answered = 0
                 for i in range(n):
                     cov += qi[i, COVERED]
@@ -929,6 +1044,8 @@ def _grid(P, qkeys, seeds, cfgs, budgets, out_f, out_i, pq_n, pq_flags, s_lo, s_
                     acc0 += (sel[i] >> 4) & 1
                     acc1 += (sel[i] >> 5) & 1
                     acc2 += (sel[i] >> 6) & 1
+                    acc3 += (sel[i] >> 7) & 1
+                    acc4 += (sel[i] >> 8) & 1
                     if per_query:
                         pq_n[c, s, i] = qi[i, N]
                         pq_flags[c, s, i] = (qi[i, ELIM] * 1 + qi[i, COVERED] * 2 + qi[i, EXH] * 4
@@ -937,6 +1054,8 @@ def _grid(P, qkeys, seeds, cfgs, budgets, out_f, out_i, pq_n, pq_flags, s_lo, s_
                 out_f[c, s, 1] = acc0 / n
                 out_f[c, s, 2] = acc1 / n
                 out_f[c, s, 3] = acc2 / n
+                out_f[c, s, 4] = acc3 / n
+                out_f[c, s, 5] = acc4 / n
                 out_i[c, s, 0] = tot[SAMPLES]
                 out_i[c, s, 1] = tot[TOKENS]
                 out_i[c, s, 2] = tot[EXHAUSTED]

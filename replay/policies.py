@@ -90,11 +90,32 @@ ELIMINATION_RULES = {r.name: r for r in (
          "after 2", ("hmax",), frozenset({"answers"})),
     Rule("none", ELIM_NONE, "never"),
 )}
+# A selection rule's params are the replay() arguments it reads (not RunConfig fields: a selection is computed from
+# what a run drew, so one run serves every selection).
 SELECTION_RULES = {r.name: r for r in (
     Rule("bon", 0, "highest score"),
     Rule("weighted", 1, "largest summed score per answer", needs=frozenset({"answers"})),
     Rule("sc", 2, "majority answer", needs=frozenset({"answers"})),
+    Rule("cisc", 3, "CISC: answer with the largest sum of softmax(score / T) weights", ("cisc_temp",),
+         frozenset({"answers"})),
+    Rule("deepconf", 4, "DeepConf offline: the top eta% of draws by score, then the largest summed score",
+         ("deepconf_eta",), frozenset({"answers"})),
 )}
+LIVE_SELECTIONS = ("bon", "weighted", "sc")  # what replay/live.py returns (cisc and deepconf: replay only)
+CISC_TEMP = 0.2  # the CISC authors' notebook value for P(True) confidences in [0, 1] (docs/semantics.md)
+CISC_TEMP_MIN = 1 / 700  # below it exp((score - 1) / T) underflows for score 0
+DEEPCONF_ETA = 10.0  # DeepConf's top-10% filter (its code's top10_* votes; the paper's DeepConf-low)
+
+
+def check_selection_params(cisc_temp: float, deepconf_eta: float) -> str | None:
+    """Why the selection parameters are out of range (None when they are fine): cisc's T in [1/700, inf] (inf:
+    plain majority vote with the first-drawn tie rule), deepconf's eta a percentage in (0, 100]."""
+    if not CISC_TEMP_MIN <= cisc_temp <= math.inf:  # NaN fails
+        return (f"--cisc-temp must be >= 1/700 (about {CISC_TEMP_MIN:.5f}; below it a score-0 response's weight "
+                f"exp((score - 1) / T) underflows to 0), got {cisc_temp}")
+    if not 0.0 < deepconf_eta <= 100.0:
+        return f"--deepconf-eta must be a percentage in (0, 100] (the share of draws kept), got {deepconf_eta}"
+    return None
 
 # Views of the registry under the names the rest of the package has used.
 POLICIES = {name: p.code for name, p in REGISTRY.items()}

@@ -533,3 +533,60 @@ def run_policy(run, rank, *, policy, budget_total, K=1, elim="threshold", gamma=
         "sel_weighted": sel_weighted,
         "sel_sc": sel_sc,
     }
+
+
+# ----------------------------------------------------------------------------------------------------
+# confidence-weighted selections (cisc, deepconf): read from what a run drew, after it
+# ----------------------------------------------------------------------------------------------------
+
+def _weighted_vote(votes):
+    """votes: (answer, weight, j) in draw order. The answer with the largest summed weight (sums in draw order,
+    from 0.0), ties to the answer whose first vote came first (a dict keeps insertion order, and max() returns
+    the first maximal key: the sources' own Counter / dict ties); returns the earliest drawn response j that voted
+    for it, or None when nothing votes."""
+    total = {}
+    first = {}
+    for a, w, j in votes:
+        if a not in total:
+            total[a] = 0.0
+            first[a] = j
+        total[a] += w
+    if not total:
+        return None
+    return first[max(total, key=lambda a: total[a])]
+
+
+def select_cisc(off, correct, score, ans, perm, n_drawn, temp):
+    """cisc's selected_correct per query, from docs/semantics.md: query i's drawn responses are
+    perm[off[i] .. off[i] + n_drawn[i] - 1]; each valid one votes for its answer with weight
+    exp((score - 1) / temp); an invalid one does not vote."""
+    out = []
+    for i in range(len(off) - 1):
+        votes = []
+        for k in range(int(n_drawn[i])):
+            j = int(perm[int(off[i]) + k])
+            if ans[j] >= 0:
+                votes.append((int(ans[j]), math.exp((float(score[j]) - 1.0) / temp), j))
+        j = _weighted_vote(votes)
+        out.append(int(correct[j]) if j is not None else 0)
+    return out
+
+
+def select_deepconf(off, correct, score, ans, perm, n_drawn, eta):
+    """deepconf's selected_correct per query, from docs/semantics.md: of the m valid drawn responses, keep those
+    whose score is >= the k-th smallest of their scores (0-based, sorted ascending), k = ceil((m - 1) *
+    (100 - eta) / 100) in floating point; when some kept score is > 0, they vote with weight = score."""
+    out = []
+    for i in range(len(off) - 1):
+        drawn = [int(perm[int(off[i]) + k]) for k in range(int(n_drawn[i]))]
+        valid = [j for j in drawn if ans[j] >= 0]
+        j = None
+        if valid:
+            scores = sorted(float(score[j]) for j in valid)
+            k = math.ceil((len(valid) - 1) * (100.0 - eta) / 100.0)
+            thr = scores[k]
+            kept = [j for j in valid if float(score[j]) >= thr]
+            if any(float(score[j]) > 0.0 for j in kept):
+                j = _weighted_vote([(int(ans[j]), float(score[j]), j) for j in kept])
+        out.append(int(correct[j]) if j is not None else 0)
+    return out

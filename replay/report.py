@@ -31,6 +31,7 @@ from .extras import check
 from .policies import METHODS, RunConfig, in_grid, supported
 from .outputs import atomic_dir, check_output, write_errors
 from .pool import PoolError, load_pool
+from .policies import CISC_TEMP, DEEPCONF_ETA, check_selection_params  # (the selection rules' parameters)
 from .run import (ReplayRequest, build_configs, check_budget_totals, check_per_query_memory, check_seeds,
                   config_from_options)
 from .summary import fmt_gain, fmt_mean_se, summarize, uniform_exact
@@ -62,6 +63,8 @@ class ReportRequest:
     seed_start: int = 0
     score: str = "gt"
     select: str = "bon"
+    cisc_temp: float = CISC_TEMP
+    deepconf_eta: float = DEEPCONF_ETA
     gamma: float = 1.0
     max_samples: int = 0
     latex: bool = False
@@ -88,7 +91,10 @@ def validate(req: ReportRequest):
     if not req.pools:
         raise PoolError("give at least one pool directory")
     if req.select not in SELECT:
-        raise PoolError(f"unknown selection {req.select!r}; choose bon, weighted or sc")
+        raise PoolError(f"unknown selection {req.select!r}; choose {', '.join(SELECT)}")
+    why = check_selection_params(req.cisc_temp, req.deepconf_eta)
+    if why:
+        raise PoolError(why)
     if req.seeds < 1:
         raise PoolError(f"--seeds must be >= 1, got {req.seeds}")
     check_seeds(req.seed_start, req.seeds)
@@ -352,12 +358,13 @@ def replay_pool(path: Path, req: ReportRequest, outdir: Path, rel: str) -> Runs:
     # the allocation figure keeps every main run's per-query counts: refuse what cannot fit before replaying
     check_per_query_memory(len(main) * len(budgets), len(seeds), pool.n_queries,
                            "ttc report (its allocation table)")
-    df_main, pq = replay(pool, main, budgets, seeds, select=req.select, per_query=True)
-    df_var = replay(pool, var_list, budgets, seeds, select=req.select)[0] if var_list else df_main.clear()
+    votes = {"cisc_temp": req.cisc_temp, "deepconf_eta": req.deepconf_eta}
+    df_main, pq = replay(pool, main, budgets, seeds, select=req.select, per_query=True, **votes)
+    df_var = replay(pool, var_list, budgets, seeds, select=req.select, **votes)[0] if var_list else df_main.clear()
     gamma = None
     if req.score == "gt" and pool.score_columns and gamma_cfg:
         gpool = load_pool(path, score=pool.score_columns[0])
-        gamma = (gpool, gamma_cfg, replay(gpool, gamma_cfg, budgets, seeds, select=req.select)[0])
+        gamma = (gpool, gamma_cfg, replay(gpool, gamma_cfg, budgets, seeds, select=req.select, **votes)[0])
     curves = (coverage_at_k(pool), best_of_k(pool) if req.select == "bon" else None)
     tabdir = outdir / "tables"
     tabdir.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ from rich.table import Table
 from .engine import SELECT, check_budgets, check_configs, get_threads, replay, set_threads
 from .exact import best_of_k, coverage_at_k
 from .errors import InputError
-from .policies import POLICIES, RunConfig, supported
+from .policies import CISC_TEMP, DEEPCONF_ETA, POLICIES, RunConfig, check_selection_params, supported
 from .outputs import check_output, write_parquet
 from .pool import DEFAULT_POOL, PoolError, load_pool
 from .progress import progress
@@ -32,6 +32,8 @@ class ReplayRequest:
     eliminate: str = "threshold"
     gammas: list = field(default_factory=lambda: [1.0])
     select: str = "bon"
+    cisc_temp: float = CISC_TEMP
+    deepconf_eta: float = DEEPCONF_ETA
     unit: str = "samples"
     Ks: list = field(default_factory=lambda: [1])
     lams: list | None = None
@@ -109,7 +111,10 @@ def validate_request(req: ReplayRequest):
     if req.unit not in ("samples", "tokens", "token-matched"):
         raise PoolError(f"unknown budget unit {req.unit!r}; choose samples, tokens or token-matched")
     if req.select not in SELECT:
-        raise PoolError(f"unknown selection {req.select!r}; choose bon, weighted or sc")
+        raise PoolError(f"unknown selection {req.select!r}; choose {', '.join(SELECT)}")
+    why = check_selection_params(req.cisc_temp, req.deepconf_eta)
+    if why:
+        raise PoolError(why)
     check_budgets(req.budgets)
     if req.seeds < 1:
         raise PoolError(f"--seeds must be >= 1, got {req.seeds}")
@@ -189,6 +194,7 @@ def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.D
                   + (f"; {rows * req.seeds:,} runs" if rows * req.seeds >= 100_000 else ""), highlight=False)
     with progress(req.seeds, "replaying", "seeds", console=console) as bar:
         df, pq = replay(pool, configs, req.budgets, seeds, select=req.select, conf=req.conf,
+                        cisc_temp=req.cisc_temp, deepconf_eta=req.deepconf_eta,
                         per_query=req.per_query is not None, progress=bar.advance)
     curves = (coverage_at_k(pool) if pool.has_gt else None,
               best_of_k(pool) if pool.has_gt and (req.select == "bon" or req.curve) else None)
