@@ -213,12 +213,13 @@ def _with_columns(df: pl.DataFrame, cols: dict[str, list]) -> pl.DataFrame:
                                       for name, values in cols.items()]))
 
 
-def _check_scores(name: str, values: Sequence[float], part: Path):
-    """Refuse before writing what the pool format (SCORE) would refuse on load."""
+def _check_scores(name: str, values: Sequence[float], where: str):
+    """Refuse before writing what the pool format (SCORE) would refuse on load; `where` names the part (or
+    "this round" live)."""
     bad = [v for v in values if not (isinstance(v, (int, float)) and SCORE.lo <= float(v) <= SCORE.hi)]  # NaN too
     if bad:
         raise HarvestError(f"oracle produced {len(bad)} values of {name} outside [{SCORE.lo:g}, {SCORE.hi:g}] or "
-                           f"NaN in {part.name} (e.g. {bad[0]!r})")
+                           f"NaN in {where} (e.g. {bad[0]!r})")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -253,14 +254,39 @@ class _Recorder:
         atomic_write_json(self.sp.meta, self.sp.path / "pool.json")
 
 
+class OracleSession:
+    """An oracle ready to score responses held in memory, its model (PRM, judge backend) loaded once when the
+    session opens. Both `ttc score` (a pool's parts) and `ttc run` (each backend call's new responses, harvest/run.py)
+    score through a session, so a live run's columns are the ones `ttc score` writes, computed by the same code.
+    columns(queries, texts, finish_reasons): the oracle's columns for these responses, in one batched call; stats:
+    counts for pool.json's runtime record; info(): the scorer's provenance."""
+
+    def __init__(self, impl: "OracleImpl", opts: "ScoreOptions", cfg: dict):
+        self.impl, self.opts, self.cfg = impl, opts, cfg
+        self.stats: dict[str, int] = {"responses": 0}
+
+    def columns(self, queries: Sequence[Query], texts: Sequence[str | None], finish_reasons: Sequence[str | None],
+                where: str = "this batch") -> dict[str, list]:
+        raise NotImplementedError
+
+    def info(self) -> dict:
+        return {}
+
+    def summary(self) -> dict:
+        return dict(self.stats)
+
+
 class OracleImpl:
     """What an oracle does; its registry entry (`self.entry`, harvest/registry.py) says what it is. config: the settings
     that decide its columns (recorded in pool.json, compared on resume); check: refusals beyond the entry's tasks and
-    needs, before any model loads; score: rewrite the parts in `todo` (marking each done in `rec`) and return a
-    summary; runtime: fields added to pool.json's runtime record."""
+    needs, before any model loads; open: an OracleSession that scores responses in memory; score: rewrite the parts in
+    `todo` (marking each done in `rec`) and return a summary; runtime: fields added to pool.json's runtime record."""
 
     def __init__(self, entry):
         self.entry = entry
+
+    def open(self, opts: ScoreOptions, cfg: dict | None = None) -> OracleSession:
+        raise NotImplementedError
 
     def config(self, opts: ScoreOptions) -> dict:
         return {}
@@ -289,6 +315,35 @@ def response_answer(oracle: str, text: str | None, finish_reason: str | None) ->
     return implementation(oracle).answer(text or "")
 
 
+class TruthSession(OracleSession):
+    """Ground truth in memory: answers extracted, each distinct (query, answer) graded once per session (a verdict
+    is kept for the session's life, so a live run grades an answer once however many rounds repeat it)."""
+
+    def __init__(self, impl, opts, cfg):
+        super().__init__(impl, opts, cfg)
+        self.verdicts: dict[tuple[str, str], bool] = {}
+        self.stats = {"responses": 0, "answered": 0, "correct": 0, "distinct_answers_graded": 0}
+
+    def columns(self, queries, texts, finish_reasons, where="this batch"):
+        answers = [None if f == "length" else self.impl.answer(t or "") for t, f in zip(texts, finish_reasons)]
+        todo: dict[tuple[str, str], Query] = {}
+        for q, a in zip(queries, answers):
+            if a is not None and (q.query_id, a) not in self.verdicts:
+                todo[(q.query_id, a)] = q
+        pairs = list(todo)
+        verdicts = self.impl.grade([(todo[p], p[1]) for p in pairs], self.cfg, self.opts) if pairs else []
+        if len(verdicts) != len(pairs):
+            raise HarvestError(f"the {self.impl.entry.name} grader returned {len(verdicts)} verdicts for {len(pairs)} "
+                               "answers")
+        self.verdicts.update((p, bool(v)) for p, v in zip(pairs, verdicts))
+        correct = [a is not None and self.verdicts[(q.query_id, a)] for q, a in zip(queries, answers)]
+        self.stats["responses"] += len(answers)
+        self.stats["answered"] += sum(a is not None for a in answers)
+        self.stats["correct"] += sum(correct)
+        self.stats["distinct_answers_graded"] += len(pairs)
+        return {"answer": answers, "correct": correct}
+
+
 class TruthOracle(OracleImpl):
     """Ground truth: an answer extracted from each response (`answer`), graded once per distinct (query, answer)
     (`grade`), written as `answer` and `correct`."""
@@ -296,41 +351,37 @@ class TruthOracle(OracleImpl):
     def answer(self, text: str) -> str | None:
         raise NotImplementedError
 
-    def grade(self, pairs: list[tuple[str, str]], sp: ScoringPool, cfg: dict, opts: ScoreOptions) -> list:
+    def grade(self, items: list[tuple[Query, str]], cfg: dict, opts: ScoreOptions) -> list:
+        """Verdicts for (query, answer) pairs, in one batched call."""
         raise NotImplementedError
 
+    def open(self, opts: ScoreOptions, cfg: dict | None = None) -> TruthSession:
+        return TruthSession(self, opts, cfg if cfg is not None else oracle_config(self.entry.name, opts))
+
     def score(self, sp: ScoringPool, todo: list[Path], rec: _Recorder, opts: ScoreOptions) -> dict:
-        answers: dict[Path, list] = {}
-        qids: dict[Path, list] = {}
-        unique: dict[tuple[str, str], None] = {}
+        """Every part's answers graded in one call (the grader's workers stay busy), then each part rewritten."""
+        frames: dict[Path, pl.DataFrame] = {}
         for part in todo:
             df = pl.read_parquet(part, columns=[c for c in ("query_id", "text", "finish_reason")
                                                 if c in pl.read_parquet_schema(part)])
             unknown = set(df["query_id"].unique().to_list()) - set(sp.queries)
             if unknown:
                 raise HarvestError(f"{part} holds query {min(unknown)!r}, which queries.parquet does not list")
-            fr = df["finish_reason"].to_list() if "finish_reason" in df.columns else [None] * df.height
-            answers[part] = [None if f == "length" else self.answer(t or "") for t, f in zip(df["text"].to_list(), fr)]
-            qids[part] = df["query_id"].to_list()
-            for q, a in zip(qids[part], answers[part]):
-                if a is not None:
-                    unique[(q, a)] = None
-        pairs = list(unique)
-        verdicts = self.grade(pairs, sp, rec.cfg, opts) if pairs else []
-        if len(verdicts) != len(pairs):
-            raise HarvestError(f"the {self.entry.name} grader returned {len(verdicts)} verdicts for {len(pairs)} "
-                               "answers")
-        verdict = {p: bool(v) for p, v in zip(pairs, verdicts)}
-        n = n_valid = n_correct = 0
-        for part in todo:
-            correct = [a is not None and verdict[(q, a)] for q, a in zip(qids[part], answers[part])]
-            df = pl.read_parquet(part)
-            atomic_write_parquet(_with_columns(df, {"answer": answers[part], "correct": correct}), part)
+            frames[part] = df
+        session = self.open(opts, rec.cfg)
+        qs = [sp.queries[q] for df in frames.values() for q in df["query_id"].to_list()]
+        texts = [t for df in frames.values() for t in df["text"].to_list()]
+        fr = [f for df in frames.values() for f in (df["finish_reason"].to_list() if "finish_reason" in df.columns
+                                                    else [None] * df.height)]
+        cols = session.columns(qs, texts, fr) if qs else {"answer": [], "correct": []}
+        start = 0
+        for part, df in frames.items():
+            end = start + df.height
+            full = pl.read_parquet(part)
+            atomic_write_parquet(_with_columns(full, {k: v[start:end] for k, v in cols.items()}), part)
             rec.mark(part)
-            n += len(correct)
-            n_valid += sum(a is not None for a in answers[part])
-            n_correct += sum(correct)
-        return {"responses": n, "answered": n_valid, "correct": n_correct, "distinct_answers_graded": len(unique)}
+            start = end
+        return session.summary()
 
 
 class MathAnswerOracle(TruthOracle):
@@ -351,10 +402,10 @@ class MathAnswerOracle(TruthOracle):
                 "timeout_s": opts.timeout_s if opts.timeout_s is not None else 5.0,
                 "math_verify": getattr(math_answer, "MATH_VERIFY_VERSION", None)}
 
-    def grade(self, pairs, sp, cfg, opts):
+    def grade(self, items, cfg, opts):
         from .oracles.math_answer import grade_many
 
-        return grade_many([a for _, a in pairs], [sp.queries[q].gold for q, _ in pairs], workers=opts.workers,
+        return grade_many([a for _, a in items], [q.gold for q, _ in items], workers=opts.workers,
                           timeout_s=cfg["timeout_s"], progress=opts.progress)
 
 
@@ -386,11 +437,11 @@ class CodeExecOracle(TruthOracle):
                 # is refused now, before any work
                 "sandbox": isolation(opts.sandbox)}
 
-    def grade(self, pairs, sp, cfg, opts):
+    def grade(self, items, cfg, opts):
         from .oracles.code_exec import grade_lcb
 
-        qs = [sp.queries[q] for q, _ in pairs]
-        return grade_lcb([q.fields["code"] for q in qs], [q.fields["input"] for q in qs], [a for _, a in pairs],
+        qs = [q for q, _ in items]
+        return grade_lcb([q.fields["code"] for q in qs], [q.fields["input"] for q in qs], [a for _, a in items],
                          workers=opts.workers, timeout_s=cfg["timeout_s"], memory_mb=cfg["memory_mb"],
                          sandbox="strict" if cfg["sandbox"] == "namespaces" else "guard",  # the level recorded
                          progress=opts.progress)
@@ -447,33 +498,83 @@ class PRMOracle(OracleImpl):
                          batch_size=opts.prm_batch_size, step_mode=opts.prm_step_mode, max_length=opts.prm_max_length,
                          revision=opts.prm_revision, progress=opts.progress)
 
-    def score(self, sp: ScoringPool, todo: list[Path], rec: _Recorder, opts: ScoreOptions) -> dict:
-        from .prm import aggregate
+    def open(self, opts: ScoreOptions, cfg: dict | None = None) -> "PRMSession":
+        return PRMSession(self, opts, cfg if cfg is not None else oracle_config(self.entry.name, opts))
 
-        scorer = self.make_scorer(opts)
-        n = truncated = no_steps = 0
+    def score(self, sp: ScoringPool, todo: list[Path], rec: _Recorder, opts: ScoreOptions) -> dict:
+        session = self.open(opts, rec.cfg)
         for part in todo:
             df = pl.read_parquet(part)
-            problems = [sp.queries[q].problem for q in df["query_id"].to_list()]
-            steps = scorer.score(problems, [t or "" for t in df["text"].to_list()])
-            if len(steps) != df.height:
-                raise HarvestError(f"the PRM returned {len(steps)} score lists for {df.height} responses")
-            agg = [aggregate(s) for s in steps]
-            cols = {name: [a[key] for a in agg] for name, key in self.AGGREGATES.items()}
-            cols["prm_steps"] = [[float(x) for x in s] for s in steps]
-            for name in self.AGGREGATES:
-                _check_scores(name, cols[name], part)
+            qs = [sp.queries[q] for q in df["query_id"].to_list()]
+            cols = session.columns(qs, df["text"].to_list(), [None] * df.height, where=part.name)
             atomic_write_parquet(_with_columns(df, cols), part)
             rec.mark(part)
-            stats = getattr(scorer, "stats", {}) or {}
-            n += df.height
-            truncated += int(stats.get("truncated", 0))
-            no_steps += int(stats.get("no_steps", sum(1 for s in steps if not s)))
-        info = scorer.info() if hasattr(scorer, "info") else {}
-        return {"responses": n, "no_steps": no_steps, "truncated": truncated, "scorer": info}
+        return session.summary()
 
     def runtime(self, summary: dict, opts: ScoreOptions) -> dict:
         return {"device": (summary.get("scorer") or {}).get("device"), "batch_size": opts.prm_batch_size}
+
+
+class PRMSession(OracleSession):
+    """The PRM loaded once (PRMOracle.make_scorer); each call scores its responses given their queries' problems."""
+
+    def __init__(self, impl, opts, cfg):
+        super().__init__(impl, opts, cfg)
+        self.scorer = impl.make_scorer(opts)
+        self.stats = {"responses": 0, "no_steps": 0, "truncated": 0}
+
+    def columns(self, queries, texts, finish_reasons, where="this batch"):
+        from .prm import aggregate
+
+        steps = self.scorer.score([q.problem for q in queries], [t or "" for t in texts])
+        if len(steps) != len(texts):
+            raise HarvestError(f"the PRM returned {len(steps)} score lists for {len(texts)} responses")
+        agg = [aggregate(s) for s in steps]
+        cols = {name: [a[key] for a in agg] for name, key in PRMOracle.AGGREGATES.items()}
+        for name in PRMOracle.AGGREGATES:
+            _check_scores(name, cols[name], where)
+        cols["prm_steps"] = [[float(x) for x in s] for s in steps]
+        stats = getattr(self.scorer, "stats", {}) or {}
+        self.stats["responses"] += len(texts)
+        self.stats["truncated"] += int(stats.get("truncated", 0))
+        self.stats["no_steps"] += int(stats.get("no_steps", sum(1 for s in steps if not s)))
+        return cols
+
+    def info(self) -> dict:
+        return self.scorer.info() if hasattr(self.scorer, "info") else {}
+
+    def summary(self) -> dict:
+        return {**self.stats, "scorer": self.info()}
+
+
+class JudgeSession(OracleSession):
+    """The judge backend built once (JudgeOracle.make_backend); each call judges its responses against their
+    queries' gold answers (a verdict's seed comes from its prompt, so batching does not change it)."""
+
+    def __init__(self, impl, opts, cfg):
+        super().__init__(impl, opts, cfg)
+        self.backend = impl.make_backend(opts)
+        self.stats = {"responses": 0, "verdicts": 0, "unparseable_verdicts": 0}
+
+    def columns(self, queries, texts, finish_reasons, where="this batch"):
+        from .judge import judge_details
+
+        res = judge_details(self.backend, [q.problem for q in queries], [q.gold for q in queries],
+                            [t or "" for t in texts], samples=self.opts.judge_samples, **self.opts.judge_options)
+        if len(res.scores) != len(texts):
+            raise HarvestError(f"the judge returned {len(res.scores)} scores for {len(texts)} responses")
+        scores = [float(x) for x in res.scores]
+        _check_scores("score_judge", scores, where)
+        self.stats["responses"] += len(texts)
+        self.stats["verdicts"] += len(texts) * self.opts.judge_samples
+        self.stats["unparseable_verdicts"] += res.n_unparseable
+        return {"score_judge": scores}
+
+    def info(self) -> dict:
+        return self.backend.info() if hasattr(self.backend, "info") else {}
+
+    def summary(self) -> dict:
+        return {**self.stats, "backend": self.info()}
 
 
 class JudgeOracle(OracleImpl):
@@ -499,28 +600,18 @@ class JudgeOracle(OracleImpl):
 
         return make_backend(opts.judge_backend, model=opts.judge_model, **opts.judge_backend_options)
 
-    def score(self, sp: ScoringPool, todo: list[Path], rec: _Recorder, opts: ScoreOptions) -> dict:
-        from .judge import judge_details
+    def open(self, opts: ScoreOptions, cfg: dict | None = None) -> JudgeSession:
+        return JudgeSession(self, opts, cfg if cfg is not None else oracle_config(self.entry.name, opts))
 
-        backend = self.make_backend(opts)
-        n = unparseable = 0
+    def score(self, sp: ScoringPool, todo: list[Path], rec: _Recorder, opts: ScoreOptions) -> dict:
+        session = self.open(opts, rec.cfg)
         for part in todo:
             df = pl.read_parquet(part)
             qs = [sp.queries[q] for q in df["query_id"].to_list()]
-            res = judge_details(backend, [q.problem for q in qs], [q.gold for q in qs],
-                                [t or "" for t in df["text"].to_list()], samples=opts.judge_samples,
-                                **opts.judge_options)
-            if len(res.scores) != df.height:
-                raise HarvestError(f"the judge returned {len(res.scores)} scores for {df.height} responses")
-            scores = [float(s) for s in res.scores]
-            _check_scores("score_judge", scores, part)
-            atomic_write_parquet(_with_columns(df, {"score_judge": scores}), part)
+            cols = session.columns(qs, df["text"].to_list(), [None] * df.height, where=part.name)
+            atomic_write_parquet(_with_columns(df, cols), part)
             rec.mark(part)
-            n += df.height
-            unparseable += res.n_unparseable
-        info = backend.info() if hasattr(backend, "info") else {}
-        return {"responses": n, "verdicts": n * opts.judge_samples, "unparseable_verdicts": unparseable,
-                "backend": info}
+        return session.summary()
 
 
 @dataclass
@@ -567,3 +658,64 @@ def score_pool(pool: Path, oracles: Sequence[str], opts: ScoreOptions | None = N
         rec.finish(record)
         results.append(ScoreResult(o, "resumed" if rec.resumed else "scored", replaced, summary))
     return results
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Live scoring (`ttc run`): a session per run, one batched call per backend call
+
+# the answer extractor of each task for a score oracle (prm, judge), which extracts none itself: the rule ground truth
+# would use for the task (harvest.live.ANSWER_RULES reads answers for gt / sc the same way)
+LIVE_ANSWER_RULES = {"math": "gt", "custom": "gt", "lcb-exec": "exec"}
+
+
+class LiveScorer:
+    """`ttc run`'s oracle beyond gt and sc (harvest/run.py, harvest.live.BackendSource): an OracleSession opened once
+    (the PRM or judge loads here, so a model that cannot load fails before any generation), plus what the policy
+    reads from the session's columns. score(queries, responses) -> (Observed per response, {column: values}), one
+    oracle call for all of them.
+
+    A ground-truth oracle (exec) gives correctness: the policy sees score 1 / 0 and the graded answers, as replay
+    reads `correct` and `answer` from the pool (`--score gt`). A score oracle (prm, judge) gives scores: the policy sees
+    `score_column` (score_prm_min, ...) and the final answers extracted as --oracle sc extracts them, written to the
+    pool's `answer` column too, so answer-based rules (weighted selection, sc-share) see in replay what they saw
+    live."""
+
+    def __init__(self, oracle: str, opts: ScoreOptions, score_column: str, cfg: dict | None = None):
+        self.name, self.opts = oracle, opts
+        self.impl = implementation(oracle)
+        self.cfg = cfg if cfg is not None else oracle_config(oracle, opts)
+        self.truth = "gt" in self.impl.entry.gives
+        self.score_column = "gt" if self.truth else score_column
+        self.extract = {} if self.truth else {rule: implementation(rule) for rule in set(LIVE_ANSWER_RULES.values())}
+        self.session = self.impl.open(opts, self.cfg)
+        self.calls = 0
+
+    def answer(self, q: Query, text: str | None, finish_reason: str | None) -> str | None:
+        if finish_reason == "length":  # ANSWER_RULE: a truncated response has not answered
+            return None
+        return self.extract[LIVE_ANSWER_RULES.get(q.task, "gt")].answer(text or "")
+
+    def score(self, queries: Sequence[Query], responses: Sequence[Any]) -> tuple[list, dict[str, list]]:
+        from replay.live import Observed
+
+        texts = [r.text for r in responses]
+        reasons = [r.finish_reason for r in responses]
+        cols = self.session.columns(queries, texts, reasons, where="this round's responses") if responses else \
+            {c: [] for c in self.impl.entry.columns}
+        self.calls += 1
+        if self.truth:
+            return [Observed(bool(c), 1.0 if c else 0.0, a, int(r.n_tokens))
+                    for c, a, r in zip(cols["correct"], cols["answer"], responses)], cols
+        answers = [self.answer(q, t, f) for q, t, f in zip(queries, texts, reasons)]
+        scores = cols[self.score_column]
+        return ([Observed(False, float(x), a, int(r.n_tokens)) for x, a, r in zip(scores, answers, responses)],
+                {"answer": answers, **cols})
+
+    def record(self, seconds: float) -> dict:
+        """pool.json's `oracles` entry, as score_pool records one (the configuration, then the runtime keys)."""
+        summary = self.session.summary()
+        return {**self.cfg, "scored": now(), "seconds": round(seconds, 3), "versions": library_versions(),
+                "runtime": {**summary, "workers": self.opts.workers, "parts_resumed": 0,
+                            **self.impl.runtime(summary, self.opts),
+                            "live": "ttc run: the new responses of each backend call scored in one batched call "
+                                    f"({self.calls} calls; counts are this process's)"}}
