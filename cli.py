@@ -801,8 +801,12 @@ def run_cmd(
     policy: RunPolicy = typer.Option(RunPolicy("elimination"), help="The allocation policy (every replay policy "
                                      "but the hindsight oracle).", rich_help_panel=_RUN_PANEL),
     oracle: RunOracle = typer.Option(RunOracle("gt"), help="What scores each response: gt (the final answer graded "
-                                     "against the gold one) or sc (answer agreement, no gold needed). exec, prm and "
-                                     "judge are not run live yet (score the pool afterwards with ttc score)."),
+                                     "against the gold one), sc (answer agreement, no gold needed), exec (lcb-exec "
+                                     "predictions run in the sandbox), prm (a process reward model: --prm-model, "
+                                     "--score) or judge (an LLM judge: --judge-model); each backend call's new "
+                                     "responses are scored in one oracle call (docs/run.md)."),
+    score: Optional[str] = typer.Option(None, help="--oracle prm: the score the policy reads, prm_min (default), "
+                                        "prm_last or prm_prod (what ttc replay --score reads from the pool)."),
     unit: RunUnit = typer.Option(RunUnit("samples"), help="Budget unit.", rich_help_panel=_RUN_PANEL),
     eliminate: Optional[Eliminate] = typer.Option(None, help="Elimination rule (default: threshold with gt, "
                                                   "sc-share with sc).", rich_help_panel=_RUN_PANEL),
@@ -865,11 +869,19 @@ def run_cmd(
         src = ctx.get_parameter_source(name)
         return src is not None and src.name == "COMMANDLINE"
 
-    for name in scoring:  # the scoring options ttc run reads: --timeout (a grade) and --progress
-        if name not in ("timeout", "progress") and given(name):
+    # the scoring options ttc run reads: --progress, --timeout (gt: per grade), and those of the oracle (exec, prm,
+    # judge: harvest/registry.py ORACLES[...].options)
+    from harvest.run import SCORER_ORACLES
+
+    reads = {"progress"} | (set(harvest_registry.ORACLES[_value(oracle)].options)
+                            if _value(oracle) in SCORER_ORACLES else {"timeout"})
+    for name in scoring:
+        if name not in reads and given(name):
             flag = next(p.opts[0] for p in ctx.command.params if p.name == name)
-            _fail(f"{flag} does not apply to ttc run (it grades gt answers one at a time in a warm process, with "
-                  f"--timeout per grade)")
+            takes = [o for o in SCORER_ORACLES if name in harvest_registry.ORACLES[o].options]
+            _fail(f"{flag} applies to ttc run --oracle {' or '.join(takes)}, not {_value(oracle)}" if takes else
+                  f"{flag} does not apply to ttc run")
+    score_options = _score_options(scoring) if _value(oracle) in SCORER_ORACLES else None
     backend = _value(backend)
     chat = effective_chat(backend, chat, batch)
     kw = backend_kwargs(backend, model, revision, chat, backend_options,
@@ -878,7 +890,8 @@ def run_cmd(
         out=out, model=model, backend=backend, budget=budget, dataset=dataset, batch=batch, policy=_value(policy),
         unit=_value(unit), oracle=_value(oracle), K=k, eliminate=_value(eliminate), gamma=gamma, lam=lam, eps=eps,
         max_samples=max_samples, rho=rho, tau=tau, m_min=m_min, conf=conf, select=_value(select),
-        max_per_query=max_per_query, lookahead=lookahead, retries=retries, retry_delay_s=retry_delay,
+        score=score, scoring=score_options, max_per_query=max_per_query, lookahead=lookahead, retries=retries,
+        retry_delay_s=retry_delay,
         grade_timeout_s=scoring["timeout"] if scoring["timeout"] is not None else 5.0,
         sampling=Sampling(n=1, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed),
         template=_value(template), chat=chat, revision=revision, limit=limit, task=_value(data["task"]),

@@ -45,20 +45,31 @@ from .types import Query, Response, Sampling
 FORMAT = "ttc-run/1"
 CRASH_ENV = "TTC_RUN_CRASH_AT_CALL"  # fault injection for the resume tests: die while writing this process's part K
 PART_PREFIX = "part-"
-# The oracles that score responses live. Others are refused with UNSUPPORTED's reason.
+# The oracles that score responses live. Any other (a registry oracle added later) is refused with UNSUPPORTED's
+# reason. gt and sc are scored by harvest.live.BackendSource itself (one math-verify grade per distinct answer, in
+# this process); exec, prm and judge through harvest.scoring.LiveScorer: the OracleImpl of `ttc score`, one batched
+# call per backend call, so the pool's columns are the ones `ttc score` writes.
 LIVE_ORACLES = {
     "gt": "ground truth: the final answer (\\boxed{} or 'the final answer is') graded with math-verify against the "
           "gold answer; score = correctness (math queries with gold answers)",
     "sc": "answer agreement (self-consistency): the same final answers, no grading and no gold answer; every score "
           "is 0, so answers alone decide (--eliminate sc-share / sc-beta / none, --select sc)",
+    "exec": "ground truth by code execution: the [ANSWER] literal run as the completed assertion of the query's "
+            "function in the sandbox; score = correctness (lcb-exec queries: code and input columns)",
+    "prm": "a process reward model's step scores (--prm-model); the policy reads --score (prm_min, prm_last or "
+           "prm_prod) and the final answers",
+    "judge": "an LLM judge's verdict on the final answer against the gold one (--judge-model); score = the share of "
+             "yes verdicts, and the final answers",
 }
-UNSUPPORTED = {
-    "exec": "code execution is not run live yet",
-    "prm": "a process reward model is not run live yet",
-    "judge": "an LLM judge is not run live yet",
-}
-DEFAULT_ELIMINATE = {"gt": "threshold", "sc": "sc-share"}
-DEFAULT_SELECT = {"gt": "bon", "sc": "sc"}
+UNSUPPORTED: dict[str, str] = {}
+TRUTH_ORACLES = ("gt", "exec")             # score = correctness; results carry correct and covered
+SCORER_ORACLES = ("exec", "prm", "judge")  # scored through harvest.scoring.LiveScorer
+DEFAULT_ELIMINATE = {"gt": "threshold", "sc": "sc-share", "exec": "threshold", "prm": "threshold",
+                     "judge": "threshold"}
+DEFAULT_SELECT = {"gt": "bon", "sc": "sc", "exec": "bon", "prm": "weighted", "judge": "bon"}
+# the score column the policy reads: fixed by the oracle, or for prm chosen with --score (default prm_min)
+SCORE_COLUMNS = {"gt": ("gt",), "exec": ("gt",), "sc": (None,), "judge": ("score_judge",),
+                 "prm": ("score_prm_min", "score_prm_last", "score_prm_prod")}
 SCORE_POLICIES = ("ucb", "gap", "gap-literal", "two-stage")  # they rank queries by scores, which sc does not give
 BATCH_URLS = ("/v1/chat/completions", "/v1/completions")
 BATCH_SAMPLING = {"temperature": "temperature", "top_p": "top_p", "max_tokens": "max_tokens",
@@ -102,6 +113,8 @@ class RunRequest:
     m_min: int = 3
     conf: float = 0.95
     select: str | None = None               # None: the oracle's default
+    score: str | None = None                # prm: the column the policy reads (prm_min, ...); None: the oracle's
+    scoring: Any = None                     # harvest.scoring.ScoreOptions of exec / prm / judge (None: defaults)
     max_per_query: int = 256
     lookahead: int = 1
     retries: int = 2
@@ -138,6 +151,9 @@ class RunPlan:
     allocation: dict
     meta: dict                             # the existing pool.json of a resumed run ({} for a new one)
     inputs: list[Path]
+    score_column: str | None = None        # what the policy reads: "gt", a score column, None (sc: answers only)
+    scoring: Any = None                    # ScoreOptions of a SCORER_ORACLES oracle (progress off)
+    oracle_config: dict | None = None      # its harvest.scoring.oracle_config, recorded in allocation and pool.json
 
     @property
     def pool(self) -> Path:
@@ -226,9 +242,9 @@ def parse_batch_line(line: str, where: str, n: int, *, model: str, sampling: Sam
     if gold is not None and not isinstance(gold, (str, int, float)):
         raise RunError(f"{where}: gold must be a string or a number")
     gold = None if gold is None or not str(gold).strip() else str(gold).strip()
-    if oracle == "gt" and gold is None:
-        raise RunError(f"{where}: --oracle gt needs a gold answer on every line (a top-level \"gold\"); "
-                       "without gold answers use --oracle sc")
+    if oracle in ("gt", "judge") and gold is None:
+        raise RunError(f"{where}: --oracle {oracle} needs a gold answer on every line (a top-level \"gold\"); "
+                       "without gold answers use --oracle sc or prm")
     query = Query(query_id=cid.strip(), task="math" if oracle == "gt" else "custom", problem=problem, gold=gold,
                   fields={"batch_line": n})
     return query, prompt, ignored
@@ -324,6 +340,52 @@ def check_oracle(req: RunRequest, cfg, select: str):
             raise RunError(f"--select {select} picks by score, and --oracle sc gives none; use --select sc")
 
 
+def oracle_settings(req: RunRequest) -> tuple[str | None, Any, dict | None]:
+    """The column the policy reads ("gt", a score column, or None for sc) and, for exec / prm / judge, the scoring
+    options (progress bars off: a bar per round would flood the log) and the oracle's configuration (recorded in
+    the run's allocation, so a resume with other scorer settings is refused)."""
+    cols = SCORE_COLUMNS[req.oracle]
+    column = cols[0]
+    if req.score is not None:
+        name = req.score if req.score.startswith("score_") else f"score_{req.score}"
+        if len(cols) == 1:
+            raise RunError(f"--score chooses among the score columns of --oracle prm; --oracle {req.oracle} gives "
+                           f"{'correctness' if cols[0] == 'gt' else cols[0] or 'no score'} and nothing to choose")
+        if name not in cols:
+            raise RunError(f"--score {req.score}: --oracle {req.oracle} gives "
+                           f"{', '.join(c.removeprefix('score_') for c in cols)}")
+        column = name
+    if req.oracle not in SCORER_ORACLES:
+        if req.scoring is not None:
+            raise RunError(f"the scoring options are for --oracle {', '.join(SCORER_ORACLES)}; --oracle {req.oracle} "
+                           "reads only --timeout")
+        return column, None, None
+    from dataclasses import replace
+
+    from .scoring import ScoreOptions, oracle_config
+
+    opts = replace(req.scoring or ScoreOptions(), progress=False)
+    return column, opts, oracle_config(req.oracle, opts)
+
+
+def check_scorer(req: RunRequest, queries: Sequence[Query], opts) -> None:
+    """exec, prm, judge against the queries, before anything is written: what `ttc score` would refuse (tasks, gold
+    answers, each query's code and input, a PRM this machine cannot find, a judge without --judge-model)."""
+    from .scoring import check_applicable
+
+    if req.oracle == "exec":
+        if req.batch is not None:
+            raise RunError("--oracle exec runs LiveCodeBench code-execution queries, whose code and input come from a "
+                           "data set (--dataset with question_id, code, input and output columns); --batch requests "
+                           "carry no code to run")
+        wrong = sorted({q.task for q in queries} - {"lcb-exec"})
+        if wrong:
+            raise RunError(f"--oracle exec runs LiveCodeBench code-execution queries (task lcb-exec: a data set with "
+                           f"question_id, code, input and output columns), and this data set holds "
+                           f"{', '.join(wrong)} queries" + (" (use --oracle gt)" if wrong == ["math"] else ""))
+    check_applicable(list(queries), req.oracle, opts)
+
+
 def _inputs(req: RunRequest) -> list[Path]:
     if req.batch is not None and str(req.batch) == "-":
         return []
@@ -383,6 +445,7 @@ def plan_run(req: RunRequest) -> RunPlan:
         raise RunError(f"unknown --eliminate {eliminate!r} or --select {select!r}")
     cfg = _config(req, eliminate)
     check_oracle(req, cfg, select)
+    score_column, scoring, scorer_config = oracle_settings(req)
     inputs = _inputs(req)
     out = Path(req.out)
     check_output(out, flag="--out", command="run", reads=inputs, kind="dir")
@@ -414,8 +477,17 @@ def plan_run(req: RunRequest) -> RunPlan:
     else:
         from .datasets import load_queries
 
-        queries = load_queries(req.dataset, task=req.task, limit=req.limit, id_column=req.id_column,
-                               problem_column=req.problem_column, answer_column=req.answer_column, split=req.split)
+        # --oracle exec reads LiveCodeBench code execution: a file lacking its columns is named as such
+        task = req.task if req.task is not None or req.oracle != "exec" else "lcb-exec"
+        try:
+            queries = load_queries(req.dataset, task=task, limit=req.limit, id_column=req.id_column,
+                                   problem_column=req.problem_column, answer_column=req.answer_column,
+                                   split=req.split)
+        except InputError as e:
+            if task == req.task:
+                raise
+            raise RunError(f"--oracle exec runs LiveCodeBench code-execution queries (question_id, code, input and "
+                           f"output columns): {e}") from None
         tasks = sorted({q.task for q in queries})
         template = req.template or default_template(tasks[0], req.dataset)
         info = template_info(template)
@@ -430,8 +502,7 @@ def plan_run(req: RunRequest) -> RunPlan:
             wrong = sorted({q.task for q in queries} - {"math"})
             if wrong:
                 raise RunError(f"--oracle gt grades math answers, and this data set holds {', '.join(wrong)} queries"
-                               + (" (lcb-exec needs code execution, which ttc run does not run live yet)"
-                                  if "lcb-exec" in wrong else ""))
+                               + (" (lcb-exec: use --oracle exec)" if "lcb-exec" in wrong else ""))
         dataset = {"source": req.dataset, "task": req.task, "limit": req.limit, "split": req.split,
                    "columns": {"id": req.id_column, "problem": req.problem_column, "answer": req.answer_column},
                    "n_queries": len(queries), "digest": dataset_digest(queries)}
@@ -440,6 +511,8 @@ def plan_run(req: RunRequest) -> RunPlan:
     n = len(queries)
     if len({q.query_id for q in queries}) != n:
         raise RunError("the queries' ids are not unique")
+    if scoring is not None:
+        check_scorer(req, queries, scoring)
     budget_total = int(round(req.budget * n))  # (--stream: 0, the budget is a rate per query)
     from replay.run import MAX_BUDGET_TOTAL
 
@@ -470,6 +543,8 @@ def plan_run(req: RunRequest) -> RunPlan:
     if req.oracle == "gt":
         allocation["grader"] = {"grade": "harvest.oracles.math_answer.grade (math-verify, gold first)",
                                 "timeout_s": req.grade_timeout_s}
+    if scorer_config is not None:
+        allocation.update(score=score_column, scorer=scorer_config)
 
     meta: dict = {}
     pool = out / "pool"
@@ -486,7 +561,7 @@ def plan_run(req: RunRequest) -> RunPlan:
                            + (f"; ... {len(diffs) - 6} more" if len(diffs) > 6 else ""))
     return RunPlan(req=req, queries=queries, messages=messages, config=cfg, budget_total=budget_total, select=select,
                    template=template, template_info=info, generation=generation, allocation=allocation, meta=meta,
-                   inputs=inputs)
+                   inputs=inputs, score_column=score_column, scoring=scoring, oracle_config=scorer_config)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -618,6 +693,10 @@ def _read_cache(plan: RunPlan) -> dict[str, list[tuple[Response, Any]]]:
         except PoolError as e:
             raise RunError(f"{e}; delete {f} and rerun to generate its responses again") from None
         has_answer, has_correct = "answer" in df.columns, "correct" in df.columns
+        col = plan.score_column if plan.score_column not in (None, "gt") else None
+        if col is not None and col not in df.columns:
+            raise RunError(f"{f} has no {col!r} column, which this run's oracle writes; delete it and rerun to "
+                           "generate its responses again")
         for r in df.iter_rows(named=True):
             qid, k = r["query_id"], int(r["sample_idx"])
             if ids is not None and qid not in ids:
@@ -626,7 +705,8 @@ def _read_cache(plan: RunPlan) -> dict[str, list[tuple[Response, Any]]]:
                 raise RunError(f"{f} repeats sample {k} of query {qid!r}; delete one of the parts holding it")
             answer = r["answer"] if has_answer else None
             correct = bool(r["correct"]) if has_correct and r["correct"] is not None else False
-            score = 1.0 if correct and plan.req.oracle == "gt" else 0.0
+            score = (float(r[col]) if col is not None else
+                     1.0 if correct and plan.req.oracle in TRUTH_ORACLES else 0.0)
             rows[qid][k] = (Response(r["text"] or "", int(r["n_tokens"]), r["finish_reason"] or "unknown"),
                             Observed(correct, score, answer, int(r["n_tokens"])))
     cache = {}
@@ -655,7 +735,7 @@ class _PartWriter:
 
         self.plan, self.meta, self.snapshot = plan, meta, snapshot
         self.flush_s, self.min_responses = flush_s, min_responses
-        self.buffer: list[tuple[str, int, list]] = []
+        self.buffer: list[tuple[str, int, list, list]] = []
         self.buffered = 0
         self.next_part = max((_part_number(p) for p in part_files(plan.pool)), default=-1) + 1
         self.calls = 0
@@ -665,7 +745,8 @@ class _PartWriter:
         self.write_s = 0.0
         self.parts = 0
 
-    def on_call(self, records, failures, queries: Sequence[Query], ready: Callable[[int], int]):
+    def on_call(self, records, failures, queries: Sequence[Query], ready: Callable[[int], int],
+                columns: Callable[[int, int], dict] = lambda i, k: {}):
         from replay.pool import atomic_write_json
 
         if failures:
@@ -678,7 +759,8 @@ class _PartWriter:
         if crash:
             self.flush()  # what came before is written whole; the part holding this call is the one torn
         for i, start, items in records:
-            self.buffer.append((queries[i].query_id, start, items))
+            self.buffer.append((queries[i].query_id, start, items,
+                                [columns(i, start + m) for m in range(len(items))]))
             self.buffered += len(items)
         self.calls += 1
         if crash or self.buffered >= self.min_responses or time.perf_counter() - self.last >= self.flush_s:
@@ -709,15 +791,19 @@ class _PartWriter:
 
 
 def _part_frame(plan: RunPlan, records) -> Any:
-    """A part file's rows: (query id, first sample index, [(Response, Observed), ...]) per record."""
+    """A part file's rows: (query id, first sample index, [(Response, Observed), ...], [columns, ...]) per record.
+    gt and sc write answer (and correct) from what the policy saw; exec, prm and judge write the columns of their
+    LiveScorer, typed and ordered as `ttc score` writes them (harvest.scoring._with_columns)."""
     from replay.pool import samples_frame
 
     cols: dict[str, list] = {"query_id": [], "sample_idx": [], "text": [], "n_tokens": [], "finish_reason": []}
-    if plan.req.oracle in ("gt", "sc"):
+    oracle = plan.req.oracle
+    if oracle in ("gt", "sc"):
         cols["answer"] = []
-    if plan.req.oracle == "gt":
+    if oracle == "gt":
         cols["correct"] = []
-    for qid, start, items in records:
+    extra: dict[str, list] = {c: [] for c in written_columns(oracle)} if oracle in SCORER_ORACLES else {}
+    for qid, start, items, more in records:
         for m, (r, o) in enumerate(items):
             cols["query_id"].append(qid)
             cols["sample_idx"].append(start + m)
@@ -728,13 +814,91 @@ def _part_frame(plan: RunPlan, records) -> Any:
                 cols["answer"].append(None if o.answer is None else str(o.answer))
             if "correct" in cols:
                 cols["correct"].append(bool(o.correct))
-    return samples_frame(cols)
+            for c, values in extra.items():
+                values.append(more[m][c])
+    df = samples_frame(cols)
+    if extra:
+        from .scoring import _with_columns
+
+        df = _with_columns(df, extra)
+    return df
+
+
+def written_columns(oracle: str) -> tuple[str, ...]:
+    """The oracle columns a live run's parts carry: the registry's columns of the oracle, plus `answer` for a score
+    oracle (the answers the policy saw; harvest.scoring.LiveScorer)."""
+    from .registry import ORACLES
+
+    own = tuple(ORACLES[oracle].columns)
+    return own if "answer" in own else ("answer",) + own
 
 
 def _now() -> str:
     from .pipeline import now
 
     return now()
+
+
+class _Scorer:
+    """The run's harvest.scoring.LiveScorer for exec / prm / judge, opened (the PRM or judge model loaded) by
+    open(): before anything is written for a run that may generate (a model that cannot load is one error line and
+    an untouched --out), on the first score for a finished run rerun (which generates nothing, so loads nothing).
+    load_s: the seconds opening took."""
+
+    def __init__(self, plan: RunPlan):
+        self.plan, self.scorer, self.load_s = plan, None, 0.0
+        self.name = plan.req.oracle
+
+    def open(self):
+        if self.scorer is None:
+            from .scoring import LiveScorer
+
+            plan = self.plan
+            t0 = time.perf_counter()
+            try:
+                self.scorer = LiveScorer(self.name, plan.scoring, plan.score_column, cfg=plan.oracle_config)
+            except InputError:
+                raise
+            except Exception as e:
+                first = (str(e).strip().splitlines() or [""])[0][:300]
+                what = {"prm": f"the PRM {plan.oracle_config.get('model')!r}",
+                        "judge": f"the judge {plan.oracle_config.get('model')!r}"}.get(self.name, "the sandbox")
+                raise RunError(f"--oracle {self.name}: {what} cannot be loaded ({type(e).__name__}: {first}); "
+                               "nothing was written") from None
+            self.load_s = time.perf_counter() - t0
+        return self.scorer
+
+    def score(self, queries, responses):
+        return self.open().score(queries, responses)
+
+    def record(self, score_s: float) -> dict | None:
+        """pool.json's oracles entry (None when nothing was scored by this process)."""
+        if self.scorer is None:
+            return None
+        rec = self.scorer.record(score_s)
+        rec["runtime"]["load_s"] = round(self.load_s, 3)
+        return rec
+
+
+def _record_oracle(plan: RunPlan, meta: dict, scorer: "_Scorer | None", score_s: float):
+    """pool.json's `oracles` (and `answers`) for the run's oracle: the record `ttc score` writes, so `ttc info`,
+    `ttc score` and replay read a live run's columns as a scored pool's."""
+    oracle = plan.req.oracle
+    if oracle == "gt":
+        from .scoring import ScoreOptions, oracle_config
+
+        meta["oracles"] = {"gt": {**oracle_config("gt", ScoreOptions(timeout_s=plan.req.grade_timeout_s)),
+                                  "scored": "live, one response at a time (ttc run)"}}
+    elif oracle == "sc":
+        meta["oracles"] = {}
+        meta["answers"] = "answer column: the final answers ttc run --oracle sc compared (no ground truth)"
+    else:
+        rec = scorer.record(score_s) if scorer is not None else None
+        if rec is not None or oracle not in (meta.get("oracles") or {}):  # a rerun that scored nothing keeps it
+            meta["oracles"] = {oracle: rec if rec is not None else {**plan.oracle_config, "scored": None}}
+        if oracle in ("prm", "judge"):
+            meta["answers"] = (f"answer column: the final answers ttc run --oracle {oracle} read (as --oracle sc "
+                               "does; no ground truth)")
 
 
 def execute(plan: RunPlan, backend: Any, tokenizer: Any = None, *, prompt_len: Callable[[str], int] | None = None,
@@ -760,6 +924,11 @@ def execute(plan: RunPlan, backend: Any, tokenizer: Any = None, *, prompt_len: C
     if plan.messages is not None:  # a request the backend cannot take is refused before anything is written
         for m in plan.messages:
             render_batch_prompt(m, tokenizer, chat=req.chat, server=server)
+
+    # ---- the oracle's model (exec / prm / judge), loaded before anything is written unless the run is finished
+    scorer = _Scorer(plan) if req.oracle in SCORER_ORACLES else None
+    if scorer is not None and not plan.meta.get("complete"):
+        scorer.open()
 
     # ---- the directory, and what an earlier process of this run left in it
     meta, record, cache = _open_run(plan, argv)
@@ -836,7 +1005,9 @@ def execute(plan: RunPlan, backend: Any, tokenizer: Any = None, *, prompt_len: C
     summary = _summary(plan, source, live, results, meta, record, time.perf_counter() - t_start)
     summary["this_process"].update(overhead_s=round(overhead_s, 3), write_s=round(writer.write_s, 3),
                                    parts=writer.parts)
-    _write_pool_end(plan, source, live, meta, backend, prompt_fn, tokenizer)
+    if scorer is not None:
+        summary["this_process"]["scorer_load_s"] = round(scorer.load_s, 3)
+    _write_pool_end(plan, source, live, meta, backend, prompt_fn, tokenizer, scorer)
     _write_results(plan, results, summary, meta)
     return RunOutcome(out=out, results=results, summary=summary, live=live, resumed=resumed,
                       generated_now=source.generated)
@@ -882,7 +1053,8 @@ def _result_row(q: Query, i: int, source, live: dict, rule: str, gt: bool) -> di
 
 def _results(plan: RunPlan, source, live: dict) -> list[dict]:
     """One row per query, in input order."""
-    return [_result_row(q, i, source, live, plan.select, plan.req.oracle == "gt") for i, q in enumerate(plan.queries)]
+    truth = plan.req.oracle in TRUTH_ORACLES
+    return [_result_row(q, i, source, live, plan.select, truth) for i, q in enumerate(plan.queries)]
 
 
 def _summary(plan: RunPlan, source, live: dict, results: list[dict], meta: dict, record: dict,
@@ -896,7 +1068,7 @@ def _summary(plan: RunPlan, source, live: dict, results: list[dict], meta: dict,
         vals = [r.get(key, 0) for r in runs]
         return None if any(v is None for v in vals) else round(sum(vals), 3)
 
-    gt = req.oracle == "gt"
+    gt = req.oracle in TRUTH_ORACLES
     return {
         "format": FORMAT, "out": str(req.out), "model": req.model, "backend": req.backend,
         "queries": n, "policy": plan.config.policy, "config": plan.config.label(), "oracle": req.oracle,
@@ -939,7 +1111,7 @@ def _record_backend(meta: dict, backend) -> None:
             meta["backend"] = {"error": f"backend.info() failed: {type(e).__name__}: {e}"}
 
 
-def _write_pool_end(plan: RunPlan, source, live: dict, meta: dict, backend, prompt_fn, tokenizer):
+def _write_pool_end(plan: RunPlan, source, live: dict, meta: dict, backend, prompt_fn, tokenizer, scorer=None):
     """queries.parquet (the queries with a response), the final pool.json (provenance, oracle record), and a
     check that replay loads the pool."""
     from replay.pool import atomic_write_json, atomic_write_parquet, load_pool
@@ -959,20 +1131,13 @@ def _write_pool_end(plan: RunPlan, source, live: dict, meta: dict, backend, prom
                                            str(plan.generation["dataset"].get("source"))),
                              plan.pool / "queries.parquet")
     _record_backend(meta, backend)
-    if plan.req.oracle == "gt":
-        from .scoring import ScoreOptions, oracle_config
-
-        meta["oracles"] = {"gt": {**oracle_config("gt", ScoreOptions(timeout_s=plan.req.grade_timeout_s)),
-                                  "scored": "live, one response at a time (ttc run)"}}
-    elif plan.req.oracle == "sc":
-        meta["oracles"] = {}
-        meta["answers"] = "answer column: the final answers ttc run --oracle sc compared (no ground truth)"
+    _record_oracle(plan, meta, scorer, source.score_s)
     meta["complete"] = True
     meta["queries_written"] = len(have)
     meta["finished"] = _now()
     atomic_write_json(meta, plan.pool / "pool.json")
-    if have and plan.req.oracle == "gt":
-        load_pool(plan.pool, score="gt")  # replay must read what was written
+    if have and plan.score_column is not None:
+        load_pool(plan.pool, score=plan.score_column)  # replay must read what was written
 
 
 def batch_line(plan: RunPlan, row: dict, created: int) -> dict:
@@ -1095,10 +1260,13 @@ def execute_stream(plan: RunPlan, backend: Any, tokenizer: Any = None, *, lines=
     from .registry import BACKENDS
 
     req, out, pool = plan.req, Path(plan.req.out), plan.pool
-    cfg, rule, gt = plan.config, plan.select, req.oracle == "gt"
+    cfg, rule, gt = plan.config, plan.select, req.oracle in TRUTH_ORACLES
     server = BACKENDS[req.backend].chat == "server"
     lines = stream_lines(req.batch, req.stream_idle_s) if lines is None else lines
     t_start = time.perf_counter()
+    scorer = _Scorer(plan) if req.oracle in SCORER_ORACLES else None
+    if scorer is not None:
+        scorer.open()  # a stream may always get a new request
     meta, record, cache = _open_run(plan, argv)
     state = pool / "stream.jsonl"
     rows = _read_rows(state)
@@ -1164,12 +1332,13 @@ def execute_stream(plan: RunPlan, backend: Any, tokenizer: Any = None, *, lines=
             one = [q]
 
             def on_call(records, failures, one=one):
-                writer.on_call(records, failures, one, lambda i: source.ready(i))
+                writer.on_call(records, failures, one, lambda i: source.ready(i), lambda i, k: source.columns(i, k))
 
             source = BackendSource(backend, one, lambda _q, text=prompt_text: text, req.sampling,
-                                   lookahead=req.lookahead, oracle=req.oracle, retries=req.retries,
-                                   retry_delay_s=req.retry_delay_s, grade_timeout_s=req.grade_timeout_s,
-                                   prompt_len=prompt_len, on_call=on_call)
+                                   lookahead=req.lookahead, oracle=None if scorer is not None else req.oracle,
+                                   retries=req.retries, retry_delay_s=req.retry_delay_s,
+                                   grade_timeout_s=req.grade_timeout_s, prompt_len=prompt_len, on_call=on_call,
+                                   scorer=scorer)
             if q.query_id in cache:
                 source.preload(0, cache[q.query_id])
             if q.query_id in meta["failures"]:
@@ -1209,7 +1378,7 @@ def execute_stream(plan: RunPlan, backend: Any, tokenizer: Any = None, *, lines=
     stats["backend_s"] -= load_s
     record.update(finished=_now(), **snapshot(), load_s=round(load_s, 3),
                   seconds=round(time.perf_counter() - t_start, 3))
-    _stream_pool_end(plan, queries, prompts, meta, backend)
+    _stream_pool_end(plan, queries, prompts, meta, backend, scorer, stats["score_s"])
     import polars as pl
 
     from replay.outputs import write_parquet
@@ -1254,7 +1423,8 @@ def execute_stream(plan: RunPlan, backend: Any, tokenizer: Any = None, *, lines=
                       generated_now=stats["generated"])
 
 
-def _stream_pool_end(plan: RunPlan, queries: list[Query], prompts: dict, meta: dict, backend):
+def _stream_pool_end(plan: RunPlan, queries: list[Query], prompts: dict, meta: dict, backend, scorer=None,
+                     score_s: float = 0.0):
     """queries.parquet: the queries of this process with a response, added to those an earlier process listed."""
     import polars as pl
 
@@ -1277,6 +1447,8 @@ def _stream_pool_end(plan: RunPlan, queries: list[Query], prompts: dict, meta: d
         df = pl.concat(frames, how="diagonal_relaxed").unique("query_id", keep="last", maintain_order=True)
         atomic_write_parquet(df.filter(pl.col("query_id").is_in(list(have))), qf)
     _record_backend(meta, backend)
+    if plan.req.oracle in SCORER_ORACLES:
+        _record_oracle(plan, meta, scorer, score_s)
     meta["complete"] = True
     meta["finished"] = _now()
     atomic_write_json(meta, plan.pool / "pool.json")

@@ -209,7 +209,8 @@ def test_batch_refusals_that_need_the_options(tiny, tmp_path):
     clean_error(runner.invoke(app, [*base, "--oracle", "sc", "--limit", "2"]), "--limit applies to --dataset")
     batch.write_text(batch_line("a", [{"role": "system", "content": "s"}, {"role": "user", "content": "x"}]) + "\n")
     clean_error(runner.invoke(app, [*base, "--oracle", "sc", "--no-chat"]), "2 messages")
-    clean_error(runner.invoke(app, [*base, "--oracle", "sc", "--workers", "2"]), "--workers does not apply")
+    clean_error(runner.invoke(app, [*base, "--oracle", "sc", "--workers", "2"]),
+                "--workers applies to ttc run --oracle exec, not sc")
     clean_error(runner.invoke(app, [*base, "--oracle", "sc", "--base-url", "http://x/v1"]), "--base-url applies to")
-    clean_error(runner.invoke(app, [*base, "--oracle", "judge"]), "not run live yet")
+    clean_error(runner.invoke(app, [*base, "--oracle", "judge"]), "--oracle judge needs a gold answer")
     assert not (tmp_path / "o").exists()
