@@ -908,7 +908,14 @@ def run_cmd(
         prompt_len = lambda p: len(encode_prompt(tok, p))  # noqa: E731
     from harvest.backends import make_backend
 
-    gen = LazyBackend(lambda: make_backend(backend, **kw))
+    if harvest_registry.BACKENDS[backend].chat == "server":  # ServerUsage: the server's prompt-token counts, and
+        from harvest.run import ServerUsage                   # a batch request's system message sent as given
+
+        usage = ServerUsage()
+        prompt_len = usage.prompt_len
+        gen = LazyBackend(lambda: usage.attach(make_backend(backend, **kw)))
+    else:
+        gen = LazyBackend(lambda: make_backend(backend, **kw))
     if stream:
         typer.echo(f"{out}: requests from {batch} as they come, {plan.config.label()} with --oracle {req.oracle}, a "
                    f"budget rate of {budget:g} {req.unit}/query, {backend} {model}", err=True)

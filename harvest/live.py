@@ -151,12 +151,20 @@ class BackendSource:
         return self._prompts[i]
 
     def prompt_tokens_of(self, i: int) -> int | None:
-        """Query i's prompt length in tokens (None without prompt_len)."""
+        """Query i's prompt length in tokens: None without prompt_len, or while prompt_len does not know it yet (a
+        server's count, known once a response to the prompt came back: harvest.run.ServerUsage)."""
         if self.prompt_len is None:
             return None
         if i not in self._prompt_tokens:
-            self._prompt_tokens[i] = int(self.prompt_len(self.prompt_of(i)))
+            n = self.prompt_len(self.prompt_of(i))
+            if n is None:
+                return None
+            self._prompt_tokens[i] = int(n)
         return self._prompt_tokens[i]
+
+    def known_prompt_tokens(self, i: int, n: int):
+        """Query i's prompt length as counted before (a resumed run's record of a server's count)."""
+        self._prompt_tokens[i] = int(n)
 
     # -------------------------------------------------------------------------------------------- generation
 
@@ -205,7 +213,7 @@ class BackendSource:
                 self._good = q
             self.generated += len(items)
             self.completion_tokens += sum(r.n_tokens for r, _ in items)
-            self.prompt_tokens += len(items) * self._prompt_tokens.get(q, 0)
+            self.prompt_tokens += len(items) * (self.prompt_tokens_of(q) or 0)
 
     def _sampling(self, count: int) -> Sampling:
         s = self.sampling

@@ -285,22 +285,98 @@ def read_batch(path: Path, *, model: str, sampling: Sampling, oracle: str) -> tu
     return queries, messages
 
 
+# A prompt that stands for a whole conversation on a server backend: this prefix, then the messages as JSON.
+# ServerUsage sends it as those messages (harvest.backends.OpenAIBackend itself sends a prompt as one user message).
+MESSAGES_KEY = "\x00ttc-messages\x00"
+
+
 def render_batch_prompt(prompt: Any, tokenizer: Any, *, chat: bool | None, server: bool) -> str:
     """The text a backend completes for one batch request. Messages go through the model's chat template (a
-    tokenizer backend, unless --no-chat); a server backend (openai) gets the single user message as its prompt
-    (with --chat, the server applies the template). Several messages need a chat template here."""
+    tokenizer backend, unless --no-chat); a server backend (openai) with --chat gets them as the request's messages
+    (the server applies its template): a single user message as its prompt, several (a system message, earlier
+    turns) as MESSAGES_KEY + their JSON, which ServerUsage sends as they are. Several messages need a chat template,
+    here or on the server."""
     if isinstance(prompt, str):
         return prompt
     from .prompts import has_chat_template
 
     if not server and chat is not False and has_chat_template(tokenizer):
         return tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
-    if len(prompt) == 1:
+    if len(prompt) == 1 and prompt[0]["role"] == "user":
         return prompt[0]["content"]
-    why = ("the openai backend sends each prompt as one user message" if server else
+    if server and chat:
+        return MESSAGES_KEY + json.dumps(prompt, ensure_ascii=False)
+    why = ("--no-chat sends each prompt to the completions endpoint" if server else
            "--no-chat" if chat is False else "the model's tokenizer has no chat template")
     raise RunError(f"a request holds {len(prompt)} messages, and {why}; give one user message per request, or "
-                   "use --backend transformers or vllm with a chat model")
+                   "use the chat endpoint (--chat) or a chat model")
+
+
+def shown_prompt(prompt: str | None) -> str | None:
+    """A prompt as queries.parquet shows it: a conversation's messages as JSON, without MESSAGES_KEY."""
+    return prompt[len(MESSAGES_KEY):] if prompt is not None and prompt.startswith(MESSAGES_KEY) else prompt
+
+
+class _Namespace:
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+class ServerUsage:
+    """The openai backend's (harvest.backends.OpenAIBackend) prompt side, through its client: a prompt that stands for
+    a conversation (MESSAGES_KEY) goes out as its messages, system message included, and each response's
+    usage.prompt_tokens (the server's count, its chat template applied) is kept per prompt, which prompt_len(prompt)
+    reads (None until a response to that prompt came back; harvest.live.BackendSource counts it then). The backend
+    sends each prompt as one user message and keeps only usage.completion_tokens; its client is the one seam that
+    changes neither. attach(backend) wraps the client of a backend that has one and returns the backend."""
+
+    def __init__(self):
+        import threading
+
+        self.counts: dict[str, int] = {}
+        self.requests = 0
+        self._lock = threading.Lock()
+
+    def attach(self, backend):
+        client = getattr(backend, "_client", None)
+        if client is not None and not isinstance(client, _UsageClient):
+            backend._client = _UsageClient(client, self)
+        return backend
+
+    def prompt_len(self, prompt: str) -> int | None:
+        return self.counts.get(prompt)
+
+    def record(self, key: str, resp: Any):
+        n = getattr(getattr(resp, "usage", None), "prompt_tokens", None)
+        with self._lock:
+            self.requests += 1
+            if isinstance(n, int) and n >= 0:
+                self.counts[key] = n
+
+
+class _UsageClient:
+    """An openai client whose chat.completions.create and completions.create go through ServerUsage."""
+
+    def __init__(self, client, usage: ServerUsage):
+        self._client, self._usage = client, usage
+        self.chat = _Namespace(completions=_Namespace(create=self._chat))
+        self.completions = _Namespace(create=self._complete)
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+    def _chat(self, *, messages, **kw):
+        key = messages[-1]["content"] if messages else ""
+        if len(messages) == 1 and isinstance(key, str) and key.startswith(MESSAGES_KEY):
+            messages = json.loads(key[len(MESSAGES_KEY):])
+        resp = self._client.chat.completions.create(messages=messages, **kw)
+        self._usage.record(key, resp)
+        return resp
+
+    def _complete(self, *, prompt, **kw):
+        resp = self._client.completions.create(prompt=prompt, **kw)
+        self._usage.record(prompt, resp)
+        return resp
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -469,7 +545,8 @@ def plan_run(req: RunRequest) -> RunPlan:
         template = None
         info = {"name": "batch-messages", "version": 1, "chat": True, "stop": [],
                 "description": "each request's messages (or prompt) as given; chat messages through the model's "
-                               "chat template (tokenizer backends) or sent as one user message (openai --chat)"}
+                               "chat template (tokenizer backends) or sent as the request's messages (openai "
+                               "--chat)"}
         dataset = {"source": str(req.batch), "kind": "openai-batch", "path": str(Path(req.batch).resolve()),
                    "n_queries": len(queries),
                    "digest": _digest(f"{q.query_id}\0{json.dumps(m, sort_keys=True)}\0{q.gold}"
@@ -948,14 +1025,19 @@ def execute(plan: RunPlan, backend: Any, tokenizer: Any = None, *, prompt_len: C
                 "backend_s": round(source.backend_s, 3), "score_s": round(source.score_s, 3)}
 
     writer = _PartWriter(plan, meta, snapshot, flush_s=req.flush_s, min_responses=req.part_min)
-    on_call = lambda records, failures: writer.on_call(records, failures, queries, source.ready)  # noqa: E731
+    on_call = lambda records, failures: writer.on_call(records, failures, queries, source.ready,  # noqa: E731
+                                                       source.columns)
 
-    source = BackendSource(backend, queries, prompt_fn, req.sampling, lookahead=req.lookahead, oracle=req.oracle,
+    source = BackendSource(backend, queries, prompt_fn, req.sampling, lookahead=req.lookahead,
+                           oracle=None if scorer is not None else req.oracle,
                            stop=plan.template_info.get("stop") or (), retries=req.retries,
                            retry_delay_s=req.retry_delay_s, grade_timeout_s=req.grade_timeout_s,
-                           prompt_len=prompt_len, on_call=on_call)
+                           prompt_len=prompt_len, on_call=on_call, scorer=scorer)
     for qid, items in cache.items():
         source.preload(index[qid], items)
+    for qid, n in (meta.get("prompt_tokens") or {}).items():  # counted before (a server's count: ServerUsage)
+        if qid in index and n is not None:
+            source.known_prompt_tokens(index[qid], n)
     for qid, f in meta["failures"].items():
         if qid in index:
             source.fail[index[qid]] = f.get("error") or "failed"
@@ -1035,7 +1117,7 @@ def _result_row(q: Query, i: int, source, live: dict, rule: str, gt: bool) -> di
     failed = live["failed"].get(i)
     status = ("answered" if live["answered"][i] else "capped" if live["capped"][i] else
               "failed" if failed else "exhausted" if live["exhausted_q"][i] else "budget")
-    plen = source.prompt_tokens_of(i) if n else None
+    plen = source.prompt_tokens_of(i) if n else None  # None: not counted (no tokenizer, no server count)
     back = k if k >= 0 else (0 if n else -1)  # no valid answer to select (sc, weighted): the first response
     r, o = items[back] if back >= 0 else (None, None)
     return {
@@ -1043,7 +1125,7 @@ def _result_row(q: Query, i: int, source, live: dict, rule: str, gt: bool) -> di
         "capped": bool(live["capped"][i]), "exhausted": bool(live["exhausted_q"][i]), "error": failed,
         "responses": n, "generated": source.ready(i),
         "completion_tokens": sum(int(it[0].n_tokens) for it in items),
-        "prompt_tokens": None if source.prompt_len is None else (plen or 0) * n,
+        "prompt_tokens": None if source.prompt_len is None or (n and plen is None) else (plen or 0) * n,
         "selected": k, "returned": back, "answer": None if o is None or o.answer is None else str(o.answer),
         "text": None if r is None else r.text, "finish_reason": None if r is None else r.finish_reason,
         "correct": (bool(live[f"sel_{rule}"][i]) if k >= 0 else False) if gt else None,
@@ -1123,7 +1205,7 @@ def _write_pool_end(plan: RunPlan, source, live: dict, meta: dict, backend, prom
     for i, q in enumerate(plan.queries):
         if source.ready(i) > 0:
             try:
-                prompts[q.query_id] = source.prompt_of(i)
+                prompts[q.query_id] = shown_prompt(source.prompt_of(i))
             except Exception:  # rendering needs the tokenizer; a prompt that cannot be rendered is left out
                 prompts[q.query_id] = None
     if have:
@@ -1132,6 +1214,9 @@ def _write_pool_end(plan: RunPlan, source, live: dict, meta: dict, backend, prom
                              plan.pool / "queries.parquet")
     _record_backend(meta, backend)
     _record_oracle(plan, meta, scorer, source.score_s)
+    if source.prompt_len is not None:  # each query's prompt length, for the results of a rerun that sends nothing
+        meta["prompt_tokens"] = {q.query_id: source.prompt_tokens_of(i) for i, q in enumerate(plan.queries)
+                                 if source.ready(i) > 0 and source.prompt_tokens_of(i) is not None}
     meta["complete"] = True
     meta["queries_written"] = len(have)
     meta["finished"] = _now()
@@ -1357,7 +1442,7 @@ def execute_stream(plan: RunPlan, backend: Any, tokenizer: Any = None, *, lines=
             _append(fout, batch_line(plan, row, created))
             rows.append(row)
             queries.append(q)
-            prompts[q.query_id] = prompt_text
+            prompts[q.query_id] = shown_prompt(prompt_text)
             t += 1
             spent += int(live["samples_used"] if unit == "samples" else live["tokens_used"])
             for key, v in (("generated", source.generated), ("completion_tokens", source.completion_tokens),

@@ -193,3 +193,69 @@ def test_a_batch_file_goes_to_the_chat_endpoint_and_runs_as_its_data_set(setup, 
                                                                                  "correct"))
     meta = json.loads((tmp_path / "batch" / "pool" / "pool.json").read_text())
     assert meta["backend"]["chat"] is True and meta["generation"]["template"]["name"] == "batch-messages"
+
+
+def test_prompt_tokens_are_the_servers_count(setup, tmp_path):
+    """usage.prompt_tokens of every response (the loopback server counts a prompt's words) is the run's prompt-token
+    cost: per query, its prompt's count times the responses it got; in all, over every response generated; and a
+    rerun of the finished run, which sends nothing, writes the same counts."""
+    sp, pool = setup
+    server = Server(pool)
+    try:
+        args = run_args(sp, server.url, tmp_path / "run", "--policy", "elimination", "--budget", "3",
+                        "--lookahead", "2")
+        r = ok(runner.invoke(app, args, env={"TTC_RUN_TEST_KEY": KEY}))
+        served = server.stats()["served"]
+        again = ok(runner.invoke(app, args, env={"TTC_RUN_TEST_KEY": KEY}))
+        assert server.stats()["served"] == served  # the rerun sent nothing
+    finally:
+        server.close()
+    words = {q: len(f"problem {q}".split()) for q in sp.ids}
+    res = pl.read_parquet(tmp_path / "run" / "results.parquet")
+    assert res["prompt_tokens"].to_list() == [words[q] * n for q, n in zip(res["query_id"], res["responses"])]
+    summary = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert summary["cost"]["prompt_tokens"] == sum(words[q] * n for q, n in zip(res["query_id"], res["generated"]))
+    assert summary["cost"]["prompt_tokens"] == 2 * served  # every request carried one prompt of 2 words
+    assert "prompt tokens not counted" not in r.output and f"{summary['cost']['prompt_tokens']:,} prompt tokens" \
+        in r.output
+    line = json.loads((tmp_path / "run" / "results.jsonl").read_text().splitlines()[0])
+    assert line["response"]["body"]["usage"]["prompt_tokens"] == res["prompt_tokens"][0]
+    assert pl.read_parquet(tmp_path / "run" / "results.parquet").equals(res) and "generated nothing" in again.output
+
+
+def test_a_batch_system_message_reaches_the_server(setup, tmp_path):
+    """A batch request with a system message goes to the chat endpoint with it (the server sees the roles system,
+    user, and counts the system message's words in usage.prompt_tokens); it allocates as the data set does, since the
+    server answers by the user message."""
+    sp, pool = setup
+    system = "You are a careful solver."
+    batch = tmp_path / "batch.jsonl"
+    batch.write_text("".join(json.dumps({"custom_id": q, "method": "POST", "url": "/v1/chat/completions",
+                                         "body": {"messages": [{"role": "system", "content": system},
+                                                               {"role": "user", "content": f"problem {q}"}]},
+                                         "gold": g}) + "\n" for q, g in zip(sp.ids, sp.gold)))
+    server = Server(pool)
+    try:
+        ok(runner.invoke(app, run_args(sp, server.url, tmp_path / "data", "--policy", "ucb", "--budget", "3"),
+                         env={"TTC_RUN_TEST_KEY": KEY}))
+        args = run_args(sp, server.url, tmp_path / "batch", "--policy", "ucb", "--budget", "3")
+        i = args.index("--dataset")
+        args[i:i + 2] = ["--batch", str(batch)]
+        del args[args.index("--template"):args.index("--template") + 2]
+        ok(runner.invoke(app, args, env={"TTC_RUN_TEST_KEY": KEY}))
+        stats = server.stats()
+    finally:
+        server.close()
+    b = pl.read_parquet(tmp_path / "batch" / "results.parquet")
+    assert stats["roles"] == {"system,user": b["generated"].sum()}
+    a = pl.read_parquet(tmp_path / "data" / "results.parquet")
+    assert a.select("query_id", "responses", "text", "correct").equals(b.select("query_id", "responses", "text",
+                                                                                 "correct"))
+    per_prompt = (2 + len(system.split())) + (2 + 2)  # two messages, each with its role markers
+    assert b["prompt_tokens"].to_list() == [per_prompt * n for n in b["responses"]]
+    prompts = pl.read_parquet(tmp_path / "batch" / "pool" / "queries.parquet")["prompt"].to_list()
+    assert json.loads(prompts[0])[0] == {"role": "system", "content": system}
+    # --no-chat sends prompts to the completions endpoint, which takes no system message: refused up front
+    args[args.index("--out") + 1] = str(tmp_path / "nochat")
+    r = runner.invoke(app, [*args, "--no-chat"], env={"TTC_RUN_TEST_KEY": KEY})
+    assert r.exit_code == 2 and "holds 2 messages" in r.output and not (tmp_path / "nochat").exists()
