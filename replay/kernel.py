@@ -479,7 +479,6 @@ def run_one(P, W, cfg, budget, epoch):
             return n_ >= m_min and lc > tau * n_
         if rule == ELIM_SC_BETA:
             return lead >= 0 and lc >= min_a[sc]
-        return False
         if rule == ELIM_AC_MAJORITY:
             return n_ >= 2 and lc >= share * n_
         if rule == ELIM_ESC:  # the last K draws (a window) share one valid answer
@@ -506,6 +505,7 @@ def run_one(P, W, cfg, budget, epoch):
             if ncat == 1:  # AC adds a pseudo-category of count 1 so that one answer has an entropy
                 return (L[n_ + 1] - T[n_] / (n_ + 1)) / L[2] <= hmax
             return (L[n_] - ssum_ / n_) / L[ncat] <= hmax
+        return False
 
     def is_active(i):
         return qi[i, ELIM] == 0 and qi[i, CAPPED] == 0 and qi[i, EXH] == 0
