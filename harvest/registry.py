@@ -353,7 +353,31 @@ def importer_table() -> str:
     return "\n".join(lines)
 
 
-TABLES = {"docs/harvest.md": (oracle_table, backend_table, signal_table), "README.md": (importer_table,)}
+def methods_table() -> str:
+    """README.md's table of the field's methods (replay/policies.py METHODS; imported here only when rendering)."""
+    from replay.policies import markdown_methods
+
+    return markdown_methods()
+
+
+TABLES = {"docs/harvest.md": (oracle_table, backend_table, signal_table),
+          "README.md": (importer_table, methods_table)}
+
+
+def rewrite_option_rows(text: str) -> str:
+    """README.md's rows of --policy, --eliminate and --select: the choices after the row's '): ' are the
+    registries' (replay/policies.py), rendered as --help renders them."""
+    from replay.policies import ELIMINATION_RULES, REGISTRY, SELECTION_RULES, markdown_choices
+
+    out = []
+    for line in text.splitlines(keepends=True):
+        for flag, entries in (("--policy", REGISTRY), ("--eliminate", ELIMINATION_RULES),
+                              ("--select", SELECTION_RULES)):
+            if line.startswith(f"| `{flag}") and "): " in line:
+                head = line[:line.index("): ") + 3]
+                line = f"{head}{markdown_choices(entries)} |\n"
+        out.append(line)
+    return "".join(out)
 
 
 def rewrite_tables(text: str, tables) -> str:
@@ -382,7 +406,8 @@ def main(argv: list[str] | None = None) -> None:  # pragma: no cover - exercised
     for rel, renders in TABLES.items():
         if "--write" in argv:
             path = root / rel
-            path.write_text(rewrite_tables(path.read_text(), renders))
+            text = rewrite_tables(path.read_text(), renders)
+            path.write_text(rewrite_option_rows(text) if rel == "README.md" else text)
             print(f"rewrote {len(renders)} table(s) in {rel}")
         else:
             for render in renders:

@@ -338,6 +338,21 @@ METHODS = {m.name: m for m in (
            "Aggarwal et al. 2023, Let's Sample Step by Step: Adaptive-Consistency for Efficient Reasoning and Coding "
            "with LLMs, EMNLP (arXiv:2305.11860)",
            {"policy": "elimination", "K": 1, "eliminate": "sc-beta", "max_samples": 40}, "sc"),
+    Method("esc", "windows of 5 responses per query until one window is unanimous, at most 40, then the majority "
+           "answer", "Li et al. 2024, Escape Sky-high Cost: Early-stopping Self-Consistency for Multi-step Reasoning, "
+           "ICLR (arXiv:2401.10480)", {"policy": "elimination", "K": 5, "eliminate": "esc", "max_samples": 40}, "sc"),
+    Method("ac-majority", "one response at a time per query until the majority answer holds 80% of them, at most "
+           "40, then the majority", "Aggarwal et al. 2023 (arXiv:2305.11860), MajorityStoppingCriteria",
+           {"policy": "elimination", "K": 1, "eliminate": "ac-majority", "max_samples": 40}, "sc"),
+    Method("ac-entropy", "one response at a time per query until the normalised answer entropy is <= 0.75, at most "
+           "40, then the majority", "Aggarwal et al. 2023 (arXiv:2305.11860), EntropyStoppingCriteria",
+           {"policy": "elimination", "K": 1, "eliminate": "ac-entropy", "max_samples": 40}, "sc"),
+    Method("cisc", "N responses per query, the answer with the largest sum of softmax(confidence / T) weights",
+           "Taubenfeld et al. 2025, Confidence Improves Self-Consistency in LLMs (arXiv:2502.06233)",
+           {"policy": "uniform"}, "cisc", frozenset({"score"})),
+    Method("deepconf-offline", "N responses per query, the top eta% by confidence, then the largest summed "
+           "confidence", "Fu et al. 2025, Deep Think with Confidence (arXiv:2508.15260), offline mode",
+           {"policy": "uniform"}, "deepconf", frozenset({"score"})),
     Method("elimination", "round-robin over the queries no response of which has reached the score threshold gamma "
            "yet; the highest-scored response", _BANDIT, {"policy": "elimination"}, "bon", frozenset({"score"})),
     Method("ucb", "the next response to the query with the highest mean score + lambda / sqrt(n), until one reaches "

@@ -144,7 +144,9 @@ def test_methods_a_pool_cannot_run_are_listed_with_the_reason(tmp_path):
     assert "- `best-of-n`" not in section and "| best-of-n |" in section
     status = pl.read_csv(tmp_path / "rep" / "math500-llama3.1-8b-48" / "tables" / "methods_status.csv")
     assert status.filter(~pl.col("applies"))["method"].to_list() == [
-        "self-consistency", "weighted-vote", "adaptive-consistency"]
+        name for name, m in METHODS.items() if "answers" in m.all_needs()]
+    assert {"self-consistency", "weighted-vote", "adaptive-consistency", "esc", "cisc"} <= set(
+        status.filter(~pl.col("applies"))["method"].to_list())
     # only best-of-N is a baseline here
     assert pl.read_csv(tmp_path / "rep" / "math500-llama3.1-8b-48" / "tables" / "methods_saved.csv")[
         "baseline"].unique().to_list() == ["best-of-n"]
