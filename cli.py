@@ -824,6 +824,10 @@ def run_cmd(
                               rich_help_panel=_RUN_PANEL),
     tau: float = typer.Option(0.5, help="sc-share: the leading answer's share needed.", rich_help_panel=_RUN_PANEL),
     m_min: int = typer.Option(3, help="sc-share: responses needed before it can stop.", rich_help_panel=_RUN_PANEL),
+    share: float = typer.Option(0.8, help="ac-majority: the leading answer's share of the draws needed to stop.",
+                                rich_help_panel=_RUN_PANEL),
+    hmax: float = typer.Option(0.75, help="ac-entropy: the normalised answer entropy at or below which it stops.",
+                               rich_help_panel=_RUN_PANEL),
     conf: float = typer.Option(0.95, help="sc-beta: confidence P(p1 > p2) needed to stop.",
                                rich_help_panel=_RUN_PANEL),
     max_per_query: int = typer.Option(256, help="Most responses one query may get (the pool size of a replay: a "
@@ -889,7 +893,8 @@ def run_cmd(
     req = RunRequest(
         out=out, model=model, backend=backend, budget=budget, dataset=dataset, batch=batch, policy=_value(policy),
         unit=_value(unit), oracle=_value(oracle), K=k, eliminate=_value(eliminate), gamma=gamma, lam=lam, eps=eps,
-        max_samples=max_samples, rho=rho, tau=tau, m_min=m_min, conf=conf, select=_value(select),
+        max_samples=max_samples, rho=rho, tau=tau, m_min=m_min, share=share, hmax=hmax, conf=conf,
+        select=_value(select),
         score=score, scoring=score_options, max_per_query=max_per_query, lookahead=lookahead, retries=retries,
         retry_delay_s=retry_delay,
         grade_timeout_s=scoring["timeout"] if scoring["timeout"] is not None else 5.0,

@@ -111,6 +111,8 @@ class RunRequest:
     rho: float = 0.5
     tau: float = 0.5
     m_min: int = 3
+    share: float = 0.8
+    hmax: float = 0.75
     conf: float = 0.95
     select: str | None = None               # None: the oracle's default
     score: str | None = None                # prm: the column the policy reads (prm_min, ...); None: the oracle's
@@ -387,7 +389,8 @@ def _config(req: RunRequest, eliminate: str):
     from replay.run import config_from_options
 
     return config_from_options(req.policy, unit=req.unit, K=req.K, eliminate=eliminate, gamma=req.gamma, lam=req.lam,
-                               eps=req.eps, max_samples=req.max_samples, rho=req.rho, tau=req.tau, m_min=req.m_min)
+                               eps=req.eps, max_samples=req.max_samples, rho=req.rho, tau=req.tau, m_min=req.m_min,
+                               share=req.share, hmax=req.hmax)
 
 
 def check_oracle(req: RunRequest, cfg, select: str):
@@ -473,7 +476,7 @@ def plan_run(req: RunRequest) -> RunPlan:
     """Check the whole request and the output directory, read the queries, and compare with a run already in
     `--out` (a resume); nothing is written and no model is loaded."""
     from replay.outputs import check_output
-    from replay.policies import ELIMINATION_RULES, SELECTION_RULES
+    from replay.policies import ELIMINATION_RULES, LIVE_SELECTIONS, SELECTION_RULES
 
     from .pipeline import SEED_RULE, SEED_SPACING, _diff, comparable_generation, dataset_digest, read_meta
 
@@ -519,6 +522,8 @@ def plan_run(req: RunRequest) -> RunPlan:
     select = req.select or DEFAULT_SELECT[req.oracle]
     if eliminate not in ELIMINATION_RULES or select not in SELECTION_RULES:
         raise RunError(f"unknown --eliminate {eliminate!r} or --select {select!r}")
+    if select not in LIVE_SELECTIONS:  # (the command line offers only these; a RunRequest built in Python may not)
+        raise RunError(f"--select {select} is computed by replay only; ttc run returns {', '.join(LIVE_SELECTIONS)}")
     cfg = _config(req, eliminate)
     check_oracle(req, cfg, select)
     score_column, scoring, scorer_config = oracle_settings(req)
@@ -1068,7 +1073,8 @@ def execute(plan: RunPlan, backend: Any, tokenizer: Any = None, *, prompt_len: C
                             budget_total=plan.budget_total, unit=req.unit, K=plan.config.K,
                             elim=plan.config.eliminate, gamma=plan.config.gamma, lam=plan.config.lam,
                             eps=plan.config.eps, max_samples=plan.config.max_samples, rho=plan.config.rho,
-                            tau=plan.config.tau, m_min=plan.config.m_min, conf=req.conf, on_run=on_run)
+                            tau=plan.config.tau, m_min=plan.config.m_min, share=plan.config.share,
+                            hmax=plan.config.hmax, conf=req.conf, on_run=on_run)
         except BaseException:
             record.update(finished=_now(), seconds=round(time.perf_counter() - t_start, 3))
             writer.flush_quietly()
@@ -1432,7 +1438,8 @@ def execute_stream(plan: RunPlan, backend: Any, tokenizer: Any = None, *, lines=
             try:
                 live = run_live(source, [req.max_per_query], [0], policy="streaming", budget_total=bank,
                                 unit=unit, K=cfg.K, elim=cfg.eliminate, gamma=cfg.gamma, lam=cfg.lam, eps=cfg.eps,
-                                max_samples=cfg.max_samples, m_min=cfg.m_min, tau=cfg.tau, conf=req.conf)
+                                max_samples=cfg.max_samples, m_min=cfg.m_min, tau=cfg.tau, share=cfg.share,
+                                hmax=cfg.hmax, conf=req.conf)
             except BaseException:
                 writer.flush_quietly()
                 raise

@@ -176,6 +176,9 @@ def test_every_live_policy_equals_replay(sp, tmp_path, policy, unit):
     ("two-stage", dict(rho=0.25)),
     ("elimination", dict(eliminate="sc-share", tau=0.5, m_min=2)),
     ("streaming", dict(eliminate="sc-beta", max_samples=5)),
+    ("elimination", dict(K=2, eliminate="esc", max_samples=6)),
+    ("ucb", dict(eliminate="ac-majority", share=0.6)),
+    ("elimination", dict(eliminate="ac-entropy", hmax=0.5)),
 ])
 @pytest.mark.parametrize("select", ["bon", "sc", "weighted"])
 def test_parameters_and_selections_equal_replay(sp, tmp_path, policy, kw, select):
@@ -448,3 +451,12 @@ def test_an_output_directory_another_command_wrote_is_refused(sp, tmp_path):
         plan_run(request(sp, tmp_path / "out"))
     with pytest.raises(InputError, match="inside"):
         plan_run(request(sp, sp.path / "out"))
+
+
+@pytest.mark.parametrize("select", ["cisc", "deepconf"])
+def test_replay_only_selections_are_refused_live(sp, tmp_path, select):
+    """cisc and deepconf are computed after a replay's run; a RunRequest built in Python that asks for one is
+    refused before anything is written (the command line offers only the live ones)."""
+    with pytest.raises(RunError, match=f"--select {select} is computed by replay only"):
+        plan_run(request(sp, tmp_path / "out", select=select))
+    assert not (tmp_path / "out").exists()
