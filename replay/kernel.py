@@ -175,26 +175,7 @@ def kth_smallest(a, k):
     """The k-th smallest value of a (k from 0), by quickselect on a copy: expected O(len(a)). np.partition
     would do, but it alone added 3.5 s to the first run's compile."""
     b = a.copy()
-    lo, hi = 0, b.shape[0] - 1
-    while lo < hi:
-        pivot = b[(lo + hi) // 2]
-        i, j = lo, hi
-        while i <= j:  # Hoare partition: b[lo..j] <= pivot <= b[i..hi]
-            while b[i] < pivot:
-                i += 1
-            while b[j] > pivot:
-                j -= 1
-            if i <= j:
-                b[i], b[j] = b[j], b[i]
-                i += 1
-                j -= 1
-        if k <= j:
-            hi = j
-        elif k >= i:
-            lo = i
-        else:
-            break
-    return b[k]
+    return _kth_in_place(b, b.shape[0], k)
 
 
 @njit(cache=True)
@@ -903,8 +884,8 @@ def cisc_weights(score, temp, out):
 
 @njit(cache=True)
 def _kth_in_place(b, m, k):
-    """The k-th smallest of b[:m] (k from 0), by quickselect in place (b is scratch): kth_smallest without its
-    copy, as deepconf calls it once per query per run."""
+    """The k-th smallest of b[:m] (k from 0), by quickselect in place (b is scratch; Hoare partition:
+    b[lo..j] <= pivot <= b[i..hi]). deepconf calls it once per query per run, kth_smallest on a copy."""
     lo, hi = 0, m - 1
     while lo < hi:
         pivot = b[(lo + hi) // 2]
