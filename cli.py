@@ -772,7 +772,7 @@ def merge_cmd(
 # LIVE_POLICIES: every policy but the hindsight oracle), the oracles it scores with live (harvest/run.py LIVE_ORACLES)
 # and the registry's others, which it refuses with the reason; tests/test_run_cli.py holds them to those lists.
 LIVE_POLICY_NAMES = tuple(p for p in POLICY_NAMES if p != "oracle")
-RUN_ORACLES = ("gt", "sc") + tuple(o for o in ORACLES if o != "gt")
+RUN_ORACLES = ("gt", "sc") + tuple(o for o in ORACLES if o != "gt") + ("confidence",)
 RunPolicy = _choice("RunPolicy", LIVE_POLICY_NAMES)
 RunSelect = _choice("RunSelect", LIVE_SELECTIONS)  # cisc and deepconf are computed by replay only
 RunOracle = _choice("RunOracle", RUN_ORACLES)
@@ -783,6 +783,7 @@ _RUN_PANEL = "Allocation (as in ttc replay)"
 @app.command("run")
 @_with_dataset_options
 @_with_backend_options
+@_with_confidence_options
 @_with_scoring_options
 def run_cmd(
     ctx: typer.Context,
@@ -803,10 +804,12 @@ def run_cmd(
     oracle: RunOracle = typer.Option(RunOracle("gt"), help="What scores each response: gt (the final answer graded "
                                      "against the gold one), sc (answer agreement, no gold needed), exec (lcb-exec "
                                      "predictions run in the sandbox), prm (a process reward model: --prm-model, "
-                                     "--score) or judge (an LLM judge: --judge-model); each backend call's new "
-                                     "responses are scored in one oracle call (docs/run.md)."),
+                                     "--score), judge (an LLM judge: --judge-model) or confidence (the response's "
+                                     "own log-prob confidence: --confidence); each backend call's new responses are "
+                                     "scored in one oracle call (docs/run.md)."),
     score: Optional[str] = typer.Option(None, help="--oracle prm: the score the policy reads, prm_min (default), "
-                                        "prm_last or prm_prod (what ttc replay --score reads from the pool)."),
+                                        "prm_last or prm_prod; --oracle confidence: which --confidence signal (default "
+                                        "the first) (what ttc replay --score reads from the pool)."),
     unit: RunUnit = typer.Option(RunUnit("samples"), help="Budget unit.", rich_help_panel=_RUN_PANEL),
     eliminate: Optional[Eliminate] = typer.Option(None, help="Elimination rule (default: threshold with gt, "
                                                   "sc-share with sc).", rich_help_panel=_RUN_PANEL),
@@ -858,6 +861,7 @@ def run_cmd(
     scoring: dict = None,
     backend_options: dict = None,
     data: dict = None,
+    signals: dict = None,
 ):
     """Spend one budget across a batch of queries, live against a model, with an adaptive policy.
 
@@ -901,7 +905,7 @@ def run_cmd(
         sampling=Sampling(n=1, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed),
         template=_value(template), chat=chat, revision=revision, limit=limit, task=_value(data["task"]),
         id_column=data["id_column"], problem_column=data["problem_column"], answer_column=data["answer_column"],
-        split=data["split"],
+        split=data["split"], confidence=_confidence_spec(ctx, signals),
         backend_options={k2: v for k2, v in backend_options.items()}, progress=scoring["progress"], stream=stream,
         stream_idle_s=stream_idle)
     plan = plan_run(req)

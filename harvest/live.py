@@ -68,7 +68,8 @@ class BackendSource:
                  *, lookahead: int = 4, oracle: str | None = None, stop: Sequence[str] = (), batch: bool = True,
                  retries: int = 2, retry_delay_s: float = 1.0, grade_timeout_s: float = 5.0,
                  prompt_len: Callable[[str], int] | None = None,
-                 on_call: Callable[[list, dict], None] | None = None, scorer: Any = None):
+                 on_call: Callable[[list, dict], None] | None = None, scorer: Any = None,
+                 confidence: Any = None, score_signal: str | None = None):
         if lookahead < 1:
             raise InputError(f"lookahead must be >= 1, got {lookahead}")
         if scorer is not None:
@@ -83,6 +84,11 @@ class BackendSource:
         self.lookahead, self.oracle, self.stop, self.batch = lookahead, oracle, tuple(stop), batch
         self.retries, self.retry_delay_s, self.grade_timeout_s = retries, retry_delay_s, grade_timeout_s
         self.prompt_len, self.on_call, self.scorer = prompt_len, on_call, scorer
+        # confidence: the harvest.confidence.ConfidenceSpec the backend computes per response (log-probs are asked
+        # for only then); score_signal: with oracle "sc", the signal column that scores instead of 0
+        if score_signal is not None and (confidence is None or score_signal not in confidence.columns()):
+            raise InputError(f"score_signal {score_signal!r} is not a column of the confidence signals asked for")
+        self.confidence, self.score_signal = confidence, score_signal
         self._columns: dict[tuple[int, int], dict] = {}  # (query, sample) -> the scorer's columns (new responses)
         self._prompts: dict[int, str] = {}
         self._prompt_tokens: dict[int, int] = {}
@@ -231,8 +237,10 @@ class BackendSource:
                 time.sleep(min(MAX_BACKOFF_S, self.retry_delay_s * 2 ** (attempt - 1)))
             t0 = time.perf_counter()
             try:
-                out = (self.backend.generate(prompts, self._sampling(count), seeds, stop=list(self.stop))
-                       if self.stop else self.backend.generate(prompts, self._sampling(count), seeds))
+                kw = {"stop": list(self.stop)} if self.stop else {}
+                if self.confidence is not None:  # (only then: a backend without signals need not take the keyword)
+                    kw["confidence"] = self.confidence
+                out = self.backend.generate(prompts, self._sampling(count), seeds, **kw)
             except InputError:
                 raise  # the user's input, not a fault: retrying changes nothing
             except Exception as e:
@@ -317,7 +325,14 @@ class BackendSource:
         for r in responses:
             answer = response_answer(rule, r.text, r.finish_reason)
             if self.oracle == "sc":
-                out.append(Observed(False, 0.0, answer, r.n_tokens))
+                score = 0.0
+                if self.score_signal is not None:
+                    if r.signals is None or self.score_signal not in r.signals:
+                        from .backends import BackendError
+
+                        raise BackendError(f"the backend returned no confidence signals for query {q.query_id!r}")
+                    score = float(r.signals[self.score_signal])
+                out.append(Observed(False, score, answer, r.n_tokens))
                 continue
             ok = False
             if answer is not None:

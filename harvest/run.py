@@ -60,16 +60,20 @@ LIVE_ORACLES = {
            "prm_prod) and the final answers",
     "judge": "an LLM judge's verdict on the final answer against the gold one (--judge-model); score = the share of "
              "yes verdicts, and the final answers",
+    "confidence": "the response's own token-log-prob confidence (a --confidence signal; --score picks which when "
+                  "several are recorded): score = that signal in [0, 1], and the final answers as --oracle sc "
+                  "extracts them (no gold, no grading, no extra model)",
 }
 UNSUPPORTED: dict[str, str] = {}
 TRUTH_ORACLES = ("gt", "exec")             # score = correctness; results carry correct and covered
 SCORER_ORACLES = ("exec", "prm", "judge")  # scored through harvest.scoring.LiveScorer
 DEFAULT_ELIMINATE = {"gt": "threshold", "sc": "sc-share", "exec": "threshold", "prm": "threshold",
-                     "judge": "threshold"}
-DEFAULT_SELECT = {"gt": "bon", "sc": "sc", "exec": "bon", "prm": "weighted", "judge": "bon"}
+                     "judge": "threshold", "confidence": "sc-share"}
+DEFAULT_SELECT = {"gt": "bon", "sc": "sc", "exec": "bon", "prm": "weighted", "judge": "bon", "confidence": "weighted"}
 # the score column the policy reads: fixed by the oracle, or for prm chosen with --score (default prm_min)
 SCORE_COLUMNS = {"gt": ("gt",), "exec": ("gt",), "sc": (None,), "judge": ("score_judge",),
-                 "prm": ("score_prm_min", "score_prm_last", "score_prm_prod")}
+                 "prm": ("score_prm_min", "score_prm_last", "score_prm_prod"),
+                 "confidence": ()}  # (the --confidence signals recorded: oracle_settings)
 SCORE_POLICIES = ("ucb", "gap", "gap-literal", "two-stage")  # they rank queries by scores, which sc does not give
 BATCH_URLS = ("/v1/chat/completions", "/v1/completions")
 BATCH_SAMPLING = {"temperature": "temperature", "top_p": "top_p", "max_tokens": "max_tokens",
@@ -117,6 +121,8 @@ class RunRequest:
     select: str | None = None               # None: the oracle's default
     score: str | None = None                # prm: the column the policy reads (prm_min, ...); None: the oracle's
     scoring: Any = None                     # harvest.scoring.ScoreOptions of exec / prm / judge (None: defaults)
+    confidence: Any = None                  # harvest.confidence.ConfidenceSpec: signals each response records (the
+    #                                         scores of --oracle confidence; with another oracle, columns for replay)
     max_per_query: int = 256
     lookahead: int = 1
     retries: int = 2
@@ -423,6 +429,8 @@ def oracle_settings(req: RunRequest) -> tuple[str | None, Any, dict | None]:
     """The column the policy reads ("gt", a score column, or None for sc) and, for exec / prm / judge, the scoring
     options (progress bars off: a bar per round would flood the log) and the oracle's configuration (recorded in
     the run's allocation, so a resume with other scorer settings is refused)."""
+    if req.oracle == "confidence":
+        return _confidence_column(req), None, None
     cols = SCORE_COLUMNS[req.oracle]
     column = cols[0]
     if req.score is not None:
@@ -445,6 +453,27 @@ def oracle_settings(req: RunRequest) -> tuple[str | None, Any, dict | None]:
 
     opts = replace(req.scoring or ScoreOptions(), progress=False)
     return column, opts, oracle_config(req.oracle, opts)
+
+
+def _confidence_column(req: RunRequest) -> str:
+    """--oracle confidence: the score column of the --confidence signal the policy reads (the first one recorded, or
+    --score's: a signal name or its column)."""
+    from .registry import SIGNALS
+
+    if req.scoring is not None:
+        raise RunError("the scoring options are for --oracle exec, prm, judge; --oracle confidence reads the "
+                       "response's own log-probs")
+    if req.confidence is None:
+        raise RunError("--oracle confidence scores each response with a confidence signal from its token log-probs: "
+                       f"name one with --confidence ({', '.join(SIGNALS)})")
+    recorded = {name: SIGNALS[name].column for name in req.confidence.signals}
+    if req.score is None:
+        return next(iter(recorded.values()))
+    for name, col in recorded.items():
+        if req.score in (name, col, col.removeprefix("score_")):
+            return col
+    raise RunError(f"--score {req.score}: --oracle confidence reads one of the --confidence signals recorded "
+                   f"({', '.join(recorded)})")
 
 
 def check_scorer(req: RunRequest, queries: Sequence[Query], opts) -> None:
@@ -614,6 +643,8 @@ def plan_run(req: RunRequest) -> RunPlan:
                   "seed_rule": SEED_RULE, "template": {**info, "chat_option": req.chat}, "dataset": dataset,
                   "weights": model_fingerprint(req.model, req.revision, req.backend,
                                                dtype=req.backend_options.get("dtype"))}
+    if req.confidence is not None:  # in the generation block, as ttc harvest records it: a resume must agree
+        generation["confidence"] = req.confidence.record()
     allocation = {"policy": cfg.policy, "config": cfg.label(), "unit": req.unit, "budget_per_query": req.budget,
                   "budget_total": budget_total, "max_per_query": req.max_per_query, "oracle": req.oracle,
                   "conf": req.conf if cfg.eliminate == "sc-beta" and "eliminate" in cfg.used_params() else None,
@@ -627,6 +658,8 @@ def plan_run(req: RunRequest) -> RunPlan:
                                 "timeout_s": req.grade_timeout_s}
     if scorer_config is not None:
         allocation.update(score=score_column, scorer=scorer_config)
+    if req.oracle == "confidence":
+        allocation["score"] = score_column
 
     meta: dict = {}
     pool = out / "pool"
@@ -880,11 +913,13 @@ def _part_frame(plan: RunPlan, records) -> Any:
 
     cols: dict[str, list] = {"query_id": [], "sample_idx": [], "text": [], "n_tokens": [], "finish_reason": []}
     oracle = plan.req.oracle
-    if oracle in ("gt", "sc"):
+    if oracle in ("gt", "sc", "confidence"):
         cols["answer"] = []
     if oracle == "gt":
         cols["correct"] = []
     extra: dict[str, list] = {c: [] for c in written_columns(oracle)} if oracle in SCORER_ORACLES else {}
+    spec = plan.req.confidence
+    signals: dict[str, list] = {c: [] for c in spec.columns()} if spec is not None else {}
     for qid, start, items, more in records:
         for m, (r, o) in enumerate(items):
             cols["query_id"].append(qid)
@@ -898,11 +933,22 @@ def _part_frame(plan: RunPlan, records) -> Any:
                 cols["correct"].append(bool(o.correct))
             for c, values in extra.items():
                 values.append(more[m][c])
+            for c, values in signals.items():
+                if r.signals is None or c not in r.signals:
+                    raise RunError(f"the backend returned no confidence signals for query {qid!r} (--confidence)")
+                values.append(r.signals[c])
     df = samples_frame(cols)
     if extra:
         from .scoring import _with_columns
 
         df = _with_columns(df, extra)
+    if signals:  # after the rest, typed as ttc harvest writes them (harvest.pipeline._responses_frame)
+        import polars as pl
+
+        from replay.pool import column
+
+        df = df.with_columns(pl.Series(c, v, dtype=column(c).dtype if c.startswith("score_") else pl.Float64)
+                             for c, v in signals.items())
     return df
 
 
@@ -913,6 +959,18 @@ def written_columns(oracle: str) -> tuple[str, ...]:
 
     own = tuple(ORACLES[oracle].columns)
     return own if "answer" in own else ("answer",) + own
+
+
+def _source_oracle(oracle: str) -> str:
+    """What harvest.live.BackendSource scores with: --oracle confidence is --oracle sc's answers with the signal as
+    the score (BackendSource's score_signal)."""
+    return "sc" if oracle == "confidence" else oracle
+
+
+def _signal_options(plan: RunPlan) -> dict:
+    """BackendSource's confidence options: the signals to ask the backend for, and the one that scores."""
+    return {"confidence": plan.req.confidence,
+            "score_signal": plan.score_column if plan.req.oracle == "confidence" else None}
 
 
 def _now() -> str:
@@ -971,9 +1029,10 @@ def _record_oracle(plan: RunPlan, meta: dict, scorer: "_Scorer | None", score_s:
 
         meta["oracles"] = {"gt": {**oracle_config("gt", ScoreOptions(timeout_s=plan.req.grade_timeout_s)),
                                   "scored": "live, one response at a time (ttc run)"}}
-    elif oracle == "sc":
+    elif oracle in ("sc", "confidence"):
         meta["oracles"] = {}
-        meta["answers"] = "answer column: the final answers ttc run --oracle sc compared (no ground truth)"
+        meta["answers"] = (f"answer column: the final answers ttc run --oracle {oracle} "
+                           f"{'compared' if oracle == 'sc' else 'read (as --oracle sc does)'} (no ground truth)")
     else:
         rec = scorer.record(score_s) if scorer is not None else None
         if rec is not None or oracle not in (meta.get("oracles") or {}):  # a rerun that scored nothing keeps it
@@ -1034,10 +1093,10 @@ def execute(plan: RunPlan, backend: Any, tokenizer: Any = None, *, prompt_len: C
                                                        source.columns)
 
     source = BackendSource(backend, queries, prompt_fn, req.sampling, lookahead=req.lookahead,
-                           oracle=None if scorer is not None else req.oracle,
+                           oracle=None if scorer is not None else _source_oracle(req.oracle),
                            stop=plan.template_info.get("stop") or (), retries=req.retries,
                            retry_delay_s=req.retry_delay_s, grade_timeout_s=req.grade_timeout_s,
-                           prompt_len=prompt_len, on_call=on_call, scorer=scorer)
+                           prompt_len=prompt_len, on_call=on_call, scorer=scorer, **_signal_options(plan))
     for qid, items in cache.items():
         source.preload(index[qid], items)
     for qid, n in (meta.get("prompt_tokens") or {}).items():  # counted before (a server's count: ServerUsage)
@@ -1426,10 +1485,11 @@ def execute_stream(plan: RunPlan, backend: Any, tokenizer: Any = None, *, lines=
                 writer.on_call(records, failures, one, lambda i: source.ready(i), lambda i, k: source.columns(i, k))
 
             source = BackendSource(backend, one, lambda _q, text=prompt_text: text, req.sampling,
-                                   lookahead=req.lookahead, oracle=None if scorer is not None else req.oracle,
+                                   lookahead=req.lookahead,
+                                   oracle=None if scorer is not None else _source_oracle(req.oracle),
                                    retries=req.retries, retry_delay_s=req.retry_delay_s,
                                    grade_timeout_s=req.grade_timeout_s, prompt_len=prompt_len, on_call=on_call,
-                                   scorer=scorer)
+                                   scorer=scorer, **_signal_options(plan))
             if q.query_id in cache:
                 source.preload(0, cache[q.query_id])
             if q.query_id in meta["failures"]:

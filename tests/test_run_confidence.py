@@ -1,0 +1,157 @@
+"""`ttc run` with confidence signals: --confidence records them in the run's pool as `ttc harvest` does, and
+--oracle confidence lets the policy read one as its score (a live run that needs no gold answer and no extra model).
+The backend here answers from a synthetic pool and returns each response's signals from a per-response confidence;
+live must equal replay of that pool with the confidence as the score."""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+
+import numpy as np
+import polars as pl
+import pytest
+
+from harvest.confidence import ConfidenceSpec
+from harvest.pipeline import query_seed
+from harvest.run import RunError, execute, plan_run
+from harvest.types import Response
+from replay.engine import replay
+from replay.policies import RunConfig
+from replay.pool import Pool
+
+from test_run import SEED, PoolBackend, SynthPool, request
+
+
+class SignalPool(SynthPool):
+    """A SynthPool whose responses carry a confidence in (0, 1]: higher on correct responses on average, with ties."""
+
+    def __init__(self, tmp):
+        super().__init__(tmp, n=12, size=10, seed=3)
+        rng = np.random.default_rng(7)
+        self.conf = [[float(np.round(min(1.0, max(0.05, rng.uniform(0.1, 0.7) + (0.3 if a == g else 0.0))), 2))
+                      for a in row] for row, g in zip(self.answers, self.gold)]
+
+    def conf_pool(self) -> Pool:
+        """The pool as replay sees it with the confidence as the score (no ground truth: --oracle confidence)."""
+        base = self.pool(gt=False)
+        return Pool.from_arrays(base.off, score=[c for row in self.conf for c in row], ans=base.ans, tok=base.tok,
+                                query_ids=self.ids)
+
+
+class SignalBackend(PoolBackend):
+    """PoolBackend whose responses carry mean-logprob signals (raw = log of the pool's confidence); `asked` records
+    the ConfidenceSpec each call asked for."""
+
+    def __init__(self, sp: SignalPool):
+        super().__init__(sp)
+        self.asked = []
+
+    def generate(self, prompts, sampling, seeds, stop=None, confidence=None):
+        self.asked.append(confidence)
+        out = super().generate(prompts, sampling, seeds, stop)
+        if confidence is None:
+            return out
+        signed = []
+        for p, s, rows in zip(prompts, seeds, out):
+            i = self.by_prompt[p]
+            k0 = s - query_seed(self.seed, self.sp.ids[i])
+            signed.append([])
+            for m, r in enumerate(rows):
+                k = k0 + m
+                j = int(self.perm[i * self.sp.size + k]) - i * self.sp.size if k < self.sp.size else 0
+                c = self.sp.conf[i][j]
+                signed[-1].append(replace(r, signals={"score_mean_logprob": c, "mean_logprob": math.log(c)}))
+        return signed
+
+
+@pytest.fixture(scope="module")
+def sp(tmp_path_factory):
+    return SignalPool(tmp_path_factory.mktemp("signals"))
+
+
+SPEC = ConfidenceSpec(("mean-logprob",))
+
+
+def run(sp, out, backend=None, **kw):
+    backend = backend or SignalBackend(sp)
+    plan = plan_run(request(sp, out, **kw))
+    return execute(plan, backend, None, echo=lambda s: None), backend
+
+
+@pytest.mark.parametrize("policy, kw, select", [
+    ("ucb", dict(K=2, lam=0.5, eliminate="threshold", gamma=0.8), "weighted"),
+    ("ucb", dict(K=2, lam=0.5), "weighted"),
+    ("elimination", dict(eliminate="threshold", gamma=0.9), "bon"),
+    ("elimination", dict(eliminate="sc-share", tau=0.5, m_min=2), "weighted"),
+    ("gap", dict(eliminate="threshold", gamma=0.7), "bon"),
+])
+def test_oracle_confidence_equals_replay_with_the_confidence_as_score(sp, tmp_path, policy, kw, select):
+    o, backend = run(sp, tmp_path / "out", oracle="confidence", confidence=SPEC, policy=policy, select=select,
+                     budget=4.0, **kw)
+    assert all(a == SPEC for a in backend.asked)  # log-probs asked for on every call
+    cfg = RunConfig(policy, **{"eliminate": "sc-share", **kw})  # (sc-share: --oracle confidence's default rule)
+    df, pq = replay(sp.conf_pool(), [cfg], [4.0], [SEED], select=select, per_query=True)
+    e = {r["query_id"]: r for r in pq.iter_rows(named=True)}
+    for r in o.results:
+        assert r["responses"] == e[r["query_id"]]["n_drawn"], r["query_id"]
+        assert r["answered"] == e[r["query_id"]]["answered"], r["query_id"]
+        assert r["correct"] is None  # no ground truth
+    assert o.summary["spent"]["samples"] == df["samples_used"][0]
+    # the pool holds the signal and its raw value, in [0, 1] and its log, as ttc harvest writes them
+    samples = pl.read_parquet(tmp_path / "out" / "pool" / "samples")
+    assert {"score_mean_logprob", "mean_logprob", "answer"} <= set(samples.columns)
+    assert np.allclose(np.log(samples["score_mean_logprob"].to_numpy()), samples["mean_logprob"].to_numpy())
+    meta = json.loads((tmp_path / "out" / "pool" / "pool.json").read_text())
+    assert meta["generation"]["confidence"]["signals"] == ["mean-logprob"]
+    assert meta["allocation"]["score"] == "score_mean_logprob"
+
+
+def test_confidence_with_ground_truth_records_the_signals_and_changes_nothing(sp, tmp_path):
+    plain, b0 = run(sp, tmp_path / "plain", policy="elimination", budget=3.0)
+    rec, b1 = run(sp, tmp_path / "rec", policy="elimination", budget=3.0, confidence=SPEC)
+    assert b0.asked == [None] * len(b0.asked) and all(a == SPEC for a in b1.asked)
+    assert [r["responses"] for r in plain.results] == [r["responses"] for r in rec.results]
+    assert [r["correct"] for r in plain.results] == [r["correct"] for r in rec.results]
+    samples = pl.read_parquet(tmp_path / "rec" / "pool" / "samples")
+    assert "score_mean_logprob" in samples.columns and samples["score_mean_logprob"].null_count() == 0
+    assert "score_mean_logprob" not in pl.read_parquet(tmp_path / "plain" / "pool" / "samples").columns
+
+
+def test_a_resume_with_other_signals_is_refused(sp, tmp_path):
+    run(sp, tmp_path / "out", policy="uniform", budget=2.0, confidence=SPEC)
+    with pytest.raises(RunError, match="confidence"):
+        plan_run(request(sp, tmp_path / "out", policy="uniform", budget=2.0,
+                         confidence=ConfidenceSpec(("mean-logprob", "tail"))))
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(oracle="confidence"), "name one with --confidence"),
+    (dict(oracle="confidence", confidence=SPEC, score="tail"), "--score tail: --oracle confidence reads one of"),
+])
+def test_bad_confidence_requests_are_one_error_and_write_nothing(sp, tmp_path, kw, message):
+    with pytest.raises(RunError, match=message):
+        plan_run(request(sp, tmp_path / "out", **kw))
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_backend_that_returns_no_signals_is_one_error(sp, tmp_path):
+    class Silent(SignalBackend):
+        def generate(self, prompts, sampling, seeds, stop=None, confidence=None):
+            return PoolBackend.generate(self, prompts, sampling, seeds, stop)
+
+    from replay.errors import UserError
+
+    with pytest.raises(UserError, match="no confidence signals"):
+        run(sp, tmp_path / "out", Silent(sp), oracle="confidence", confidence=SPEC, policy="uniform", budget=2.0)
+
+
+def test_the_command_line_takes_confidence(sp, tmp_path):
+    """--confidence on ttc run is the harvest option group (one declaration); a bad signal name is one line."""
+    from typer.testing import CliRunner
+
+    import cli
+
+    r = CliRunner().invoke(cli.app, ["run", "--model", "m", "--out", str(tmp_path / "o"), "--budget", "2",
+                                     "--max-tokens", "8", "--dataset", str(sp.path), "--confidence", "nope"])
+    assert r.exit_code == 2 and "nope" in r.output and "Traceback" not in r.output
