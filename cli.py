@@ -341,6 +341,31 @@ def info_cmd(
     run_info(pool if pool is not None else DEFAULT_POOL, plot, force=force)
 
 
+# --------------------------------------------------------------------------------------------------------- signals
+
+@app.command("signals")
+def signals_cmd(
+    pool: Optional[Path] = typer.Argument(None, metavar="POOL", show_default=False,
+                                          help="Pool directory with ground truth (default: the embedded "
+                                          "data/lastletters-gpt35-40)."),
+    ks: Optional[str] = typer.Option(None, "--ks", help="Failed draws k (comma list; default 1, 2, 4, ... below the "
+                                     "largest pool size)."),
+    seeds: int = typer.Option(20, help="Number of seeds (replay's permutations) the AUC is averaged over."),
+    seed_start: int = typer.Option(0, help="First seed; also seeds the bootstrap."),
+    bootstrap: int = typer.Option(200, help="Bootstrap replicates over queries for the standard errors."),
+    out: Optional[Path] = typer.Option(None, help="Write one row per (target, signal, k) to this Parquet file."),
+    plot: Optional[Path] = typer.Option(None, help="Draw AUC against k per signal to this PNG."),
+    force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
+):
+    """How informative each side signal is: among queries whose first k draws all failed, the AUC of each signal
+    (scores, lengths, truncation, invalid answers, wrong-answer agreement, query metadata) for 'the query is
+    solvable' and 'the next draw is correct', mean over seeds ± a bootstrap standard error over queries."""
+    from replay.signals import SignalsRequest, run_signals
+
+    run_signals(SignalsRequest(pool=pool, ks=_ints(ks, "--ks") if ks else None, seeds=seeds, seed_start=seed_start,
+                               bootstrap=bootstrap, out=out, plot=plot, force=force))
+
+
 # ----------------------------------------------------------------------------------------------------------- bench
 
 @app.command("bench")
@@ -969,6 +994,10 @@ def synth_cmd(
     exact_counts: bool = typer.Option(False, "--exact-counts", help="Exactly round(p_i N) correct per query "
                                       "(at random positions) instead of independent draws."),
     seed: int = typer.Option(0, help="Seed; the same seed and parameters give identical files."),
+    side_signal: str = typer.Option("none", help="A side-information column score_side: solvable:AUC (each "
+                                    "response's signal separates queries with and without a correct response in "
+                                    "their pool with that AUC; solvable:0.5 is the no-information control), or none "
+                                    "(no column)."),
 ):
     """A synthetic pool from known parameters: difficulty, a noisy reward model with set false-positive and
     false-negative rates, repeating wrong answers, invalid outputs, token counts. Every parameter goes to
@@ -978,7 +1007,8 @@ def synth_cmd(
     spec = SynthSpec(queries=queries, responses=responses, difficulty=difficulty, fp=fp, fn=fn, gamma=gamma,
                      score_dist=score_dist, wrong_answers=wrong_answers, answer_skew=answer_skew,
                      invalid_rate=invalid_rate, invalid_rate_unsolvable=invalid_rate_unsolvable, tokens=tokens,
-                     tokens_sigma=tokens_sigma, tokens_wrong=tokens_wrong, exact_counts=exact_counts, seed=seed)
+                     tokens_sigma=tokens_sigma, tokens_wrong=tokens_wrong, exact_counts=exact_counts, seed=seed,
+                     side_signal=side_signal)
     path, meta = write_synth(out, spec)
     for line in summary_lines(path, spec, meta):
         typer.echo(line)

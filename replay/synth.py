@@ -32,6 +32,14 @@ parameter is recorded in pool.json. The generative model, per query i and respon
 - tokens (`tokens` = mean M > 0; 0 = no column): n_tokens = max(1, round(X)) with X lognormal of mean M for a
   correct response and M * `tokens_wrong` for a wrong or invalid one, log-standard deviation `tokens_sigma`
   (X = exp(N(log(mean) - sigma^2 / 2, sigma))): wrong responses ramble.
+- side signal (`side_signal`; `none` = no column): a per-response column `score_side` that says something about
+  the query, not about the response, to a designed degree, so that experiments can show when a policy that reads
+  side information gains and that it does not lose when the signal is empty. `solvable:A`: score_side =
+  logistic(X), X ~ N(d, 1) on a query with a correct response somewhere in its pool and N(0, 1) on one without,
+  independently per response, with d = sqrt(2) Phi^-1(A); so one response's signal separates the two kinds of
+  query with AUC exactly A (what `ttc signals` measures at k = 1, "solvable"; more draws separate them better).
+  A = 0.5 is the no-information control (the column is there, its values independent of everything else); A < 0.5
+  is a signal informative in reverse. Whether the response itself is correct does not enter.
 
 Each component draws from its own stream, numpy's default_rng(SeedSequence([seed, component])), so one seed
 gives identical files, and changing one parameter (say fp) leaves the other columns (say correct) unchanged.
@@ -49,7 +57,7 @@ from .errors import InputError
 from .pool import Pool, samples_frame
 
 MAX_ROWS = 50_000_000  # one samples.parquet held in memory; beyond this, generate several pools
-_DIFFICULTY, _CORRECT, _VERDICT, _SCORE, _ANSWER, _INVALID, _TOKENS = range(7)  # random stream ids
+_DIFFICULTY, _CORRECT, _VERDICT, _SCORE, _ANSWER, _INVALID, _TOKENS, _SIDE = range(8)  # random stream ids
 
 
 def make_pool(n=60, size=24, seed=0, ragged=False, scores="noisy", answers=True, tokens=True) -> Pool:
@@ -99,6 +107,7 @@ class SynthSpec:
     tokens_wrong: float = 1.5
     exact_counts: bool = False
     seed: int = 0
+    side_signal: str = "none"
 
     def __post_init__(self):
         self.check()
@@ -111,6 +120,7 @@ class SynthSpec:
                              "generate several smaller pools")
         parse_difficulty(self.difficulty)
         parse_score_dist(self.score_dist)
+        parse_side_signal(self.side_signal)
         for name, v in (("--fp", self.fp), ("--fn", self.fn), ("--invalid-rate", self.invalid_rate),
                         ("--invalid-rate-unsolvable", self.invalid_rate_unsolvable)):
             if not 0.0 <= v <= 1.0:
@@ -169,6 +179,27 @@ def parse_score_dist(text: str) -> tuple[str, list[float]]:
             raise SynthError(f"--score-dist beta:A,B needs A > 0 and B > 0, got {text!r}")
         return kind, [a, b]
     raise SynthError(f"unknown --score-dist {text!r}; use beta:A,B, binary or none")
+
+
+def parse_side_signal(text: str) -> tuple[str, list[float]]:
+    """'none' or 'solvable:AUC' (AUC in (0, 1); 0.5 = no information) -> (kind, parameters)."""
+    kind, _, rest = text.strip().partition(":")
+    if kind == "none" and not rest:
+        return kind, []
+    if kind == "solvable":
+        (a,) = _numbers(rest, "--side-signal solvable:AUC", 1)
+        if not 0.0 < a < 1.0:
+            raise SynthError(f"--side-signal solvable:AUC needs an AUC in (0, 1) (0.5 = no information), got {text!r}")
+        return kind, [a]
+    raise SynthError(f"unknown --side-signal {text!r}; use none or solvable:AUC (e.g. solvable:0.75; solvable:0.5 is "
+                     "the no-information control)")
+
+
+def side_shift(auc: float) -> float:
+    """The mean shift d of the side signal's normal that gives two-sample AUC `auc`: AUC = Phi(d / sqrt(2))."""
+    from statistics import NormalDist
+
+    return math.sqrt(2.0) * NormalDist().inv_cdf(auc)
 
 
 def _rng(seed: int, component: int) -> np.random.Generator:
@@ -237,7 +268,15 @@ def generate_arrays(spec: SynthSpec, sizes=None) -> dict:
         s = spec.tokens_sigma
         x = np.exp(_rng(spec.seed, _TOKENS).normal(np.log(mean) - s * s / 2, s))
         tok = np.maximum(1, np.rint(x)).astype(np.int64)
-    return {"off": off, "sizes": sizes, "p": p, "correct": correct, "score": score, "ans": ans, "tok": tok}
+
+    side = None
+    skind, spar = parse_side_signal(spec.side_signal)
+    if skind == "solvable":
+        solvable = np.add.reduceat(correct.astype(np.int64), off[:-1]) > 0
+        x = _rng(spec.seed, _SIDE).normal(0.0, 1.0, total) + side_shift(spar[0]) * solvable[qidx]
+        side = 1.0 / (1.0 + np.exp(-x))  # logistic: in (0, 1), and monotone, so the AUC is that of x
+    return {"off": off, "sizes": sizes, "p": p, "correct": correct, "score": score, "ans": ans, "tok": tok,
+            "side": side}
 
 
 def query_ids(n: int) -> list[str]:
@@ -293,6 +332,8 @@ def generate(spec: SynthSpec, sizes=None) -> tuple[pl.DataFrame, pl.DataFrame, d
         cols["n_tokens"] = a["tok"]
     if a["score"] is not None:
         cols["score_rm"] = a["score"]
+    if a.get("side") is not None:
+        cols["score_side"] = a["side"]
     samples = samples_frame(cols)  # the pool format's column types
     queries = pl.DataFrame({"query_id": ids, "p_true": a["p"], "solvable": a["p"] > 0, "n_responses": sizes})
     return samples, queries, _meta(spec, a)
@@ -312,6 +353,8 @@ def _meta(spec: SynthSpec, a: dict) -> dict:
         realised["fn_rate"] = float((~flagged[correct]).mean()) if correct.any() else None
     if a["tok"] is not None:
         realised["mean_tokens"] = float(a["tok"].mean())
+    if a.get("side") is not None:
+        realised["side_auc_wrong"] = _side_auc(a)
     return {
         "name": pool_name(spec),
         "generator": "ttc synth (replay/synth.py)",
@@ -328,6 +371,10 @@ def _meta(spec: SynthSpec, a: dict) -> dict:
                          "positive (replay/synth.py)"),
             "answer": "correct -> 'gold'; wrong -> null (invalid) with invalid_rate (solvable query) or "
                       "invalid_rate_unsolvable (p_true = 0), else 'wrong-k' with probability ~ k^-answer_skew",
+            **({} if a.get("side") is None else {"score_side": (
+                f"{spec.side_signal}: logistic(N(d, 1)) on a query with a correct response in its pool, logistic(N(0, "
+                f"1)) on one without, d = sqrt(2) Phi^-1(AUC) = {side_shift(parse_side_signal(spec.side_signal)[1][0]):.4f}"
+                "; independent of the response's own correctness (replay/synth.py)")}),
             "n_tokens": ("none" if a["tok"] is None else
                          "max(1, round(lognormal)) with mean tokens (correct) or tokens * tokens_wrong (wrong), "
                          "log-sd tokens_sigma"),
@@ -337,6 +384,20 @@ def _meta(spec: SynthSpec, a: dict) -> dict:
                        if a["score"] is not None else {})},
         "realised": realised,
     }
+
+
+def _side_auc(a: dict) -> float | None:
+    """The side signal's AUC over the wrong responses, solvable queries' against unsolvable ones' (the design's A,
+    realised): None when one kind is missing."""
+    from .signals import weighted_auc
+
+    sizes, correct = a["sizes"], a["correct"]
+    solvable = np.repeat(np.add.reduceat(correct.astype(np.int64), a["off"][:-1]) > 0, sizes)
+    wrong = ~correct
+    y = solvable[wrong]
+    if y.all() or not y.any():
+        return None
+    return float(weighted_auc(a["side"][wrong], y, np.ones((1, int(wrong.sum()))))[0])
 
 
 def write_synth(out, spec: SynthSpec) -> tuple[Path, dict]:
@@ -368,6 +429,10 @@ def summary_lines(out: Path, spec: SynthSpec, meta: dict) -> list[str]:
         lines.append(f"  score_rm ({spec.score_dist}): at gamma {spec.gamma:g} false-positive rate {fp} "
                      f"(set {spec.fp:g}), false-negative rate {fn} (set {spec.fn:g}); replay with "
                      f"--score rm --gamma {spec.gamma:g}")
+    if "side_auc_wrong" in r:
+        auc = "n/a (one kind of query is missing)" if r["side_auc_wrong"] is None else f"{r['side_auc_wrong']:.3f}"
+        lines.append(f"  score_side ({spec.side_signal}): AUC of a wrong response's signal, solvable against "
+                     f"unsolvable queries, {auc}; ttc signals shows it per k")
     if "mean_tokens" in r:
         lines.append(f"  n_tokens: mean {r['mean_tokens']:.0f} (correct ~{spec.tokens:g}, wrong "
                      f"~{spec.tokens * spec.tokens_wrong:g})")
