@@ -366,6 +366,88 @@ def signals_cmd(
                                bootstrap=bootstrap, out=out, plot=plot, force=force))
 
 
+# ------------------------------------------------------------------------------------------------------------ tune
+
+_GRID_PANEL = "Parameter grid (comma lists; only parameters the policy uses)"
+_GRID_INT = ("K", "max_samples", "m_min")  # RunConfig's integer fields among the named grid options
+
+
+@app.command("tune")
+def tune_cmd(
+    pool: Optional[Path] = typer.Argument(None, metavar="POOL", show_default=False,
+                                          help="Pool directory to tune on (default: the embedded "
+                                          "data/lastletters-gpt35-40)."),
+    policy: Optional[str] = typer.Option(None, "--policy", metavar="NAME", help="The policy to tune (one)."),
+    method: Optional[str] = typer.Option(None, "--method", metavar="NAME", help="Or a method of the report's "
+                                         "methods table (its fixed parameters are the default; a grid overrides "
+                                         "them)."),
+    budgets: str = typer.Option("4,8,16,32", help="Average budgets per query; each is tuned separately."),
+    seeds: int = typer.Option(100, help="Number of seeds (permutations) per configuration, on each part."),
+    seed_start: int = typer.Option(0, help="First seed; seeds are seed_start .. seed_start + seeds - 1."),
+    score: str = typer.Option("gt", help="Score column (score_<name> or <name>), or gt: 1 if correct else 0."),
+    eliminate: Optional[Eliminate] = typer.Option(None, help="Elimination rule of --policy (default threshold)."),
+    select: Optional[Select] = typer.Option(None, help="Selection for accuracy (--policy; default bon; a method has "
+                                            "its own)."),
+    metric: Optional[str] = typer.Option(None, help="What is maximised and reported: coverage or accuracy (default: "
+                                         "coverage for --policy, accuracy for --method)."),
+    unit: Unit = typer.Option(Unit("samples"), help="Budget unit."),
+    holdout: Optional[float] = typer.Option(None, help="Share of the queries held out for reporting (default 0.5); "
+                                            "the rest tunes. 0: tune and report on every query (flagged)."),
+    split_seed: int = typer.Option(0, help="Seed of the split of the queries."),
+    report_pool: Optional[Path] = typer.Option(None, help="Tune on the whole of POOL and report on the whole of this "
+                                               "pool instead of splitting one."),
+    k: Optional[str] = typer.Option(None, "--K", "-K", help="Responses per pull.", rich_help_panel=_GRID_PANEL),
+    gamma: Optional[str] = typer.Option(None, help="Threshold gamma.", rich_help_panel=_GRID_PANEL),
+    lam: Optional[str] = typer.Option(None, "--lambda", help="Exploration bonus.", rich_help_panel=_GRID_PANEL),
+    eps: Optional[str] = typer.Option(None, help="gap's epsilon.", rich_help_panel=_GRID_PANEL),
+    max_samples: Optional[str] = typer.Option(None, help="Per-query cap (0 = the pool size).",
+                                              rich_help_panel=_GRID_PANEL),
+    rho: Optional[str] = typer.Option(None, help="two-stage: share of the budget in stage 1.",
+                                      rich_help_panel=_GRID_PANEL),
+    tau: Optional[str] = typer.Option(None, help="sc-share: the leading answer's share.", rich_help_panel=_GRID_PANEL),
+    m_min: Optional[str] = typer.Option(None, help="sc-share: responses before it can stop.",
+                                        rich_help_panel=_GRID_PANEL),
+    share: Optional[str] = typer.Option(None, help="ac-majority: the leading answer's share.",
+                                        rich_help_panel=_GRID_PANEL),
+    hmax: Optional[str] = typer.Option(None, help="ac-entropy: the normalised entropy to stop at.",
+                                       rich_help_panel=_GRID_PANEL),
+    grid: Optional[List[str]] = typer.Option(None, "--grid", metavar="FIELD=V1,V2", help="Any other RunConfig "
+                                             "field (a new policy's parameter), repeat.",
+                                             rich_help_panel=_GRID_PANEL),
+    conf: float = typer.Option(0.95, help="sc-beta: confidence P(p1 > p2) needed to stop."),
+    out: Optional[Path] = typer.Option(None, help="Write the result table (with the split's provenance) to this "
+                                       "Parquet file."),
+    split_out: Optional[Path] = typer.Option(None, help="Write the split, one row per query (query_id, part, pool), "
+                                             "to this Parquet file."),
+    threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores); results do not depend on it."),
+    force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
+):
+    """Choose a policy's (or method's) parameters on one part of the queries (or one pool) and report them on the
+    held-out part (or another pool); every number tuned on the data it reports is flagged."""
+    from replay.tune import TuneRequest, run_tune
+
+    named = {"K": k, "gamma": gamma, "lam": lam, "eps": eps, "max_samples": max_samples, "rho": rho, "tau": tau,
+             "m_min": m_min, "share": share, "hmax": hmax}
+    values = {}
+    for name, text in named.items():
+        if text is not None:
+            flag = {"K": "--K", "lam": "--lambda"}.get(name, "--" + name.replace("_", "-"))
+            values[name] = _ints(text, flag) if name in _GRID_INT else _floats(text, flag)
+    for item in grid or []:
+        name, sep, text = item.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            _fail(f"--grid takes FIELD=V1,V2, got {item!r}")
+        if name in values:
+            _fail(f"--grid {name}: the parameter is already given")
+        values[name] = _floats(text, f"--grid {name}")
+    run_tune(TuneRequest(pool=pool, policy=policy, method=method, grid=values, budgets=_floats(budgets, "--budgets"),
+                         seeds=seeds, seed_start=seed_start, score=score, eliminate=_value(eliminate),
+                         select=_value(select), metric=metric, unit=_value(unit), holdout=holdout,
+                         split_seed=split_seed, report_pool=report_pool, conf=conf, out=out, split_out=split_out,
+                         threads=threads, force=force))
+
+
 # ----------------------------------------------------------------------------------------------------------- bench
 
 @app.command("bench")

@@ -258,6 +258,9 @@ def test_full_disk_keeps_the_earlier_output(tmp_path):
     ["synth", "--out", "{mnt}/synth", "--queries", 5, "--responses", 4],
     ["theory", "--sizes", 4, "--seeds", 2, "--out", "{mnt}/theory"],
     ["import", "generic", "{src}", "--out", "{mnt}/imported", "--correct", "correct"],
+    ["signals", "--seeds", 2, "--out", "{mnt}/signals.parquet"],
+    ["tune", "--policy", "elimination", "--max-samples", "0,4", "--seeds", 2, "--budgets", 4, "--out",
+     "{mnt}/tune.parquet"],
 ])
 def test_read_only_destination_is_refused_before_the_work(tmp_path, cmd):
     mnt = tmp_path / "ro"
@@ -270,7 +273,7 @@ def test_read_only_destination_is_refused_before_the_work(tmp_path, cmd):
     assert "Read-only file system" in _error_line(r)
     assert _left(r) == []
     assert "wrote" not in r.stdout
-    if cmd[0] in ("replay", "report"):
+    if cmd[0] in ("replay", "report", "signals", "tune"):
         assert "seeds" not in r.stdout  # refused before any replay started
     assert time.perf_counter() - t0 < 120
 
