@@ -150,3 +150,25 @@ def test_pool_without_ground_truth_is_refused(tmp_path):
                                               "score_x": [0.1, 0.2, 0.3]}), meta={})
     r = runner.invoke(app, ["signals", str(tmp_path / "p")])
     assert r.exit_code == 2 and "needs ground truth" in r.output
+
+
+def test_token_truncation_and_text_signals_are_read_in_the_pools_order(tmp_path):
+    """Columns load_pool does not keep (finish_reason, text) are read and lined up with the pool's sorted order,
+    whatever the row order of the file."""
+    from replay.pool import samples_frame, write_pool
+
+    rows = []
+    for q in ("b", "a"):  # written out of order, and responses reversed: the loader sorts both
+        for j in (2, 1, 0):
+            rows.append({"query_id": q, "sample_idx": j, "correct": q == "a" and j == 2, "answer": None,
+                         "n_tokens": 10 * j + (q == "a"), "finish_reason": "length" if j == 1 else "stop",
+                         "text": "x" * (j + 1), "score_r": j / 4})
+    write_pool(tmp_path / "p", samples_frame(rows), meta={})
+    pool = load_pool(tmp_path / "p")
+    sig = {s.name: s for s in pool_signals(tmp_path / "p", pool)}
+    assert list(sig) == ["score_r mean", "score_r max", "n_tokens mean", "truncated share", "text chars mean",
+                         "invalid share", "answer agreement"]
+    assert sig["n_tokens mean"].values.tolist() == [1, 11, 21, 0, 10, 20]  # a's 0, 1, 2 then b's
+    assert sig["truncated share"].values.tolist() == [0, 1, 0, 0, 1, 0]
+    assert sig["text chars mean"].values.tolist() == [1, 2, 3, 1, 2, 3]
+    assert sig["invalid share"].values.tolist() == [1.0] * 6
