@@ -344,6 +344,7 @@ def plot(df: pl.DataFrame, out: Path, name: str):
     matplotlib = require("matplotlib", "ttc signals --plot")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     fig, axes = plt.subplots(1, len(TARGETS), figsize=(12, 4.5), dpi=120, sharey=True)
     for ax, t in zip(axes, TARGETS):
@@ -354,6 +355,9 @@ def plot(df: pl.DataFrame, out: Path, name: str):
                         capsize=2, lw=1.4, label=s)
         ax.axhline(0.5, color="black", lw=0.8, ls=":")
         ax.set_xscale("log", base=2)
+        ax.set_xticks(sorted(sub["k"].unique().to_list()))
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
         ax.set_xlabel("failed draws k (log scale)")
         ax.set_title(f"target: {t}", fontsize=10)
         ax.grid(True, alpha=0.3)
