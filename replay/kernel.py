@@ -420,6 +420,37 @@ def stage2_split(qi, qf, U, u, alloc, R, unit, n):
 
 
 @njit(cache=True)
+def esc_window(ans, perm, a0, K):
+    """ESC's rule: the K draws perm[a0 .. a0 + K - 1] (a query's last window) share one valid answer. A function of
+    its own, not inlined in run_one's rule check: the check is inlined at three call sites, and this loop is read
+    only under --eliminate esc (each inlined copy costs compile time; the call costs nothing measurable)."""
+    first = ans[perm[a0]]
+    if first < 0:
+        return False
+    for k in range(a0 + 1, a0 + K):
+        if ans[perm[k]] != first:
+            return False
+    return True
+
+
+@njit(cache=True)
+def ac_entropy(si, T, L, lo, hi, n_):
+    """Adaptive-Consistency's normalised entropy of a query's answer categories (its slots si[lo:hi], invalid
+    first), with the source's pseudo-category of count 1 when there is one category. Its own function for the
+    reason esc_window is."""
+    total = 0.0
+    ncat = 0
+    for p in range(lo, hi):
+        c = si[p, CNT]
+        if c > 0:
+            ncat += 1
+            total += T[c]
+    if ncat == 1:
+        return (L[n_ + 1] - T[n_] / (n_ + 1)) / L[2]
+    return (L[n_] - total / n_) / L[ncat]
+
+
+@njit(cache=True)
 def run_one(P, W, cfg, budget, epoch):
     """Replay one configuration (a CONFIG record) at total budget `budget`; the outcome is left in W's state
     arrays (qi, qf, si, sf, tot).
@@ -462,30 +493,10 @@ def run_one(P, W, cfg, budget, epoch):
             return lead >= 0 and lc >= min_a[sc]
         if rule == ELIM_AC_MAJORITY:
             return n_ >= 2 and lc >= share * n_
-        if rule == ELIM_ESC:  # the last K draws (a window) share one valid answer
-            if n_ < K or lead < 0:
-                return False
-            a0 = off[i] + n_ - K
-            first = ans[perm[a0]]
-            if first < 0:
-                return False
-            for k in range(a0 + 1, a0 + K):
-                if ans[perm[k]] != first:
-                    return False
-            return True
-        if rule == ELIM_AC_ENTROPY:  # normalised entropy of the answer categories (invalid: one category)
-            if n_ < 2 or lead < 0:
-                return False
-            ssum_ = 0.0
-            ncat = 0
-            for p_ in range(aoff[i], aoff[i + 1]):
-                c_ = si[p_, CNT]
-                if c_ > 0:
-                    ncat += 1
-                    ssum_ += T[c_]
-            if ncat == 1:  # AC adds a pseudo-category of count 1 so that one answer has an entropy
-                return (L[n_ + 1] - T[n_] / (n_ + 1)) / L[2] <= hmax
-            return (L[n_] - ssum_ / n_) / L[ncat] <= hmax
+        if rule == ELIM_ESC:
+            return n_ >= K and lead >= 0 and esc_window(ans, perm, off[i] + n_ - K, K)
+        if rule == ELIM_AC_ENTROPY:
+            return n_ >= 2 and lead >= 0 and ac_entropy(si, T, L, aoff[i], aoff[i + 1], n_) <= hmax
         return False
 
     def is_active(i):
