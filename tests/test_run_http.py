@@ -166,16 +166,14 @@ def test_missing_server_option_and_bad_key_are_one_line(setup, tmp_path):
     assert "Traceback" not in r.output
 
 
-def test_a_batch_file_goes_to_the_chat_endpoint_and_runs_as_its_data_set(setup, tmp_path):
-    """An OpenAI Batch file of the same queries (custom_id = id, one user message = the problem, a gold answer),
-    sent to the server as chat requests (the default for a batch file on the openai backend), allocates as the
-    data set does: the same responses, query by query."""
-    sp, pool = setup
+def data_and_batch_runs(sp, pool, tmp_path, messages, **body):
+    """The same queries run twice against the loopback server, as the data set (tmp_path/data) and as an OpenAI Batch
+    file whose requests carry `messages(query id)` (tmp_path/batch); returns the batch run's arguments and the
+    server's stats."""
     batch = tmp_path / "batch.jsonl"
     batch.write_text("".join(json.dumps({"custom_id": q, "method": "POST", "url": "/v1/chat/completions",
-                                         "body": {"model": "pool-model", "max_tokens": 64,
-                                                  "messages": [{"role": "user", "content": f"problem {q}"}]},
-                                         "gold": g}) + "\n" for q, g in zip(sp.ids, sp.gold)))
+                                         "body": {**body, "messages": messages(q)}, "gold": g}) + "\n"
+                             for q, g in zip(sp.ids, sp.gold)))
     server = Server(pool)
     try:
         ok(runner.invoke(app, run_args(sp, server.url, tmp_path / "data", "--policy", "ucb", "--budget", "3"),
@@ -185,8 +183,18 @@ def test_a_batch_file_goes_to_the_chat_endpoint_and_runs_as_its_data_set(setup, 
         args[i:i + 2] = ["--batch", str(batch)]
         del args[args.index("--template"):args.index("--template") + 2]
         ok(runner.invoke(app, args, env={"TTC_RUN_TEST_KEY": KEY}))
+        return args, server.stats()
     finally:
         server.close()
+
+
+def test_a_batch_file_goes_to_the_chat_endpoint_and_runs_as_its_data_set(setup, tmp_path):
+    """An OpenAI Batch file of the same queries (custom_id = id, one user message = the problem, a gold answer),
+    sent to the server as chat requests (the default for a batch file on the openai backend), allocates as the
+    data set does: the same responses, query by query."""
+    sp, pool = setup
+    data_and_batch_runs(sp, pool, tmp_path, lambda q: [{"role": "user", "content": f"problem {q}"}],
+                        model="pool-model", max_tokens=64)
     a = pl.read_parquet(tmp_path / "data" / "results.parquet")
     b = pl.read_parquet(tmp_path / "batch" / "results.parquet")
     assert a.select("query_id", "responses", "text", "correct").equals(b.select("query_id", "responses", "text",
@@ -229,23 +237,8 @@ def test_a_batch_system_message_reaches_the_server(setup, tmp_path):
     server answers by the user message."""
     sp, pool = setup
     system = "You are a careful solver."
-    batch = tmp_path / "batch.jsonl"
-    batch.write_text("".join(json.dumps({"custom_id": q, "method": "POST", "url": "/v1/chat/completions",
-                                         "body": {"messages": [{"role": "system", "content": system},
-                                                               {"role": "user", "content": f"problem {q}"}]},
-                                         "gold": g}) + "\n" for q, g in zip(sp.ids, sp.gold)))
-    server = Server(pool)
-    try:
-        ok(runner.invoke(app, run_args(sp, server.url, tmp_path / "data", "--policy", "ucb", "--budget", "3"),
-                         env={"TTC_RUN_TEST_KEY": KEY}))
-        args = run_args(sp, server.url, tmp_path / "batch", "--policy", "ucb", "--budget", "3")
-        i = args.index("--dataset")
-        args[i:i + 2] = ["--batch", str(batch)]
-        del args[args.index("--template"):args.index("--template") + 2]
-        ok(runner.invoke(app, args, env={"TTC_RUN_TEST_KEY": KEY}))
-        stats = server.stats()
-    finally:
-        server.close()
+    args, stats = data_and_batch_runs(sp, pool, tmp_path, lambda q: [{"role": "system", "content": system},
+                                                                    {"role": "user", "content": f"problem {q}"}])
     b = pl.read_parquet(tmp_path / "batch" / "results.parquet")
     assert stats["roles"] == {"system,user": b["generated"].sum()}
     a = pl.read_parquet(tmp_path / "data" / "results.parquet")
