@@ -149,7 +149,8 @@ from harvest.oracles.sandbox import MODES as SANDBOX_MODES  # noqa: E402
 from harvest.prm import ENGINES as PRM_ENGINES, STEP_MODES  # noqa: E402
 from harvest.prompts import TEMPLATES  # noqa: E402
 
-POLICY_NAMES = ("uniform", "elimination", "ucb", "gap", "gap-literal", "entropy", "two-stage", "streaming", "oracle")
+POLICY_NAMES = ("uniform", "elimination", "ucb", "gap", "gap-literal", "entropy", "two-stage", "streaming", "oracle",
+                "optscale", "marginal-gain", "dsc")
 ELIMINATION_RULES = ("threshold", "sc-share", "sc-beta", "esc", "ac-majority", "ac-entropy", "none")  # replay.policies.ELIMS
 SELECTIONS = ("bon", "weighted", "sc", "cisc", "deepconf")  # replay.engine.SELECT
 LIVE_SELECTIONS = ("bon", "weighted", "sc")  # replay.policies.LIVE_SELECTIONS: what `ttc run` can return

@@ -49,16 +49,19 @@ def frozen(a, dtype) -> np.ndarray:
     return a
 
 
-def pool_arrays(off, correct, score, ans, tok, tables, have=None) -> PoolArrays:
+def pool_arrays(off, correct, score, ans, tok, tables, have=None, prior=None) -> PoolArrays:
     """What a run reads, in the one form every kernel is compiled for. have: responses that exist per query
-    (default: the whole pool)."""
+    (default: the whole pool); prior: a per-query predicted success probability (marginal-gain's --prior; default
+    none, NaN: an array all the same, so that the kernels keep one signature)."""
     off = frozen(off, np.int64)
     ans = frozen(ans, np.int64)
     T, L, min_a = tables
+    n = len(off) - 1
     return PoolArrays(off, frozen(answer_offsets(off, ans), np.int64), frozen(correct, np.int8),
                       frozen(score, np.float64), ans, frozen(tok, np.int64),
                       frozen(np.diff(off) if have is None else have, np.int64), frozen(T, np.float64),
-                      frozen(L, np.float64), frozen(min_a, np.int64))
+                      frozen(L, np.float64), frozen(min_a, np.int64),
+                      frozen(np.full(n, np.nan) if prior is None else prior, np.float64))
 
 
 def config_records(configs: list[RunConfig]) -> np.ndarray:
@@ -88,7 +91,7 @@ def run_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, se
     pq_flags = np.zeros(shape, np.uint16)
     if C and S:
         cw, eta = vote_weights(pool.score, votes)
-        args = (pool_arrays(pool.off, pool.correct, pool.score, pool.ans, pool.tok, tables),
+        args = (pool_arrays(pool.off, pool.correct, pool.score, pool.ans, pool.tok, tables, prior=pool.prior),
                 frozen(pool.qkeys, np.uint64), frozen(seeds, np.int64), config_records(configs),
                 frozen(budget_totals, np.int64), cw, eta, out_f, out_i, pq_n, pq_flags)
         chunks = min(S, get_threads())
@@ -212,6 +215,10 @@ def replay(pool: Pool, configs: list[RunConfig], budgets, seeds, select: str = "
         "m_min": np.repeat([c.m_min for c in rows_cfg], S),
         "share": np.repeat([c.share for c in rows_cfg], S),
         "hmax": np.repeat([c.hmax for c in rows_cfg], S),
+        "warmup": np.repeat([c.warmup for c in rows_cfg], S),
+        "percentile": np.repeat([c.percentile for c in rows_cfg], S),
+        "prior_strength": np.repeat([c.prior_strength for c in rows_cfg], S),
+        "judge": np.repeat([c.judge for c in rows_cfg], S),
         "select": [select] * (C * S),
         "cisc_temp": [float(cisc_temp)] * (C * S),
         "deepconf_eta": [float(deepconf_eta)] * (C * S),
@@ -269,11 +276,11 @@ def outcome(P: PoolArrays, W: Scratch, votes: tuple | None = None) -> dict:
 
 
 def run_once(off, correct, score, ans, tok, perm, rank, config: RunConfig, budget_total: int,
-             conf: float = 0.95, votes: tuple | None = None) -> dict:
+             conf: float = 0.95, votes: tuple | None = None, prior=None) -> dict:
     """One run on explicit permutations (perm, rank): per-query outcomes as arrays. For tests and drivers. votes =
-    (cisc_temp, deepconf_eta) adds sel_cisc and sel_deepconf."""
+    (cisc_temp, deepconf_eta) adds sel_cisc and sel_deepconf; prior: per-query predictions (marginal-gain)."""
     off = np.asarray(off, np.int64)
-    P = pool_arrays(off, correct, score, ans, tok, make_tables(int(np.diff(off).max(initial=1)), conf))
+    P = pool_arrays(off, correct, score, ans, tok, make_tables(int(np.diff(off).max(initial=1)), conf), prior=prior)
     W = scratch(len(off) - 1, int(P.aoff[-1]), perm, np.argsort(np.asarray(rank, np.int64)))
     run_one(P, W, config.record()[0], np.int64(budget_total), np.int64(0))
     return outcome(P, W, votes)

@@ -25,7 +25,8 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-UNIFORM, ELIMINATION, UCB, GAP, GAP_LITERAL, ENTROPY, TWO_STAGE, STREAMING, ORACLE = range(9)
+UNIFORM, ELIMINATION, UCB, GAP, GAP_LITERAL, ENTROPY, TWO_STAGE, STREAMING, ORACLE, OPTSCALE, MARGINAL_GAIN, DSC = \
+    range(12)
 # Integer codes (branched on inside the kernels; the names are the command line's).
 UNIT_SAMPLES, UNIT_TOKENS = 0, 1
 ELIM_NONE, ELIM_THRESHOLD, ELIM_SC_SHARE, ELIM_SC_BETA, ELIM_ESC, ELIM_AC_MAJORITY, ELIM_AC_ENTROPY = range(7)
@@ -46,12 +47,15 @@ TOT_SLOTS = 5
 CONFIG = np.dtype([("policy", np.int64), ("unit", np.int64), ("K", np.int64), ("elim", np.int64),
                    ("max_samples", np.int64), ("m_min", np.int64), ("gamma", np.float64), ("lam", np.float64),
                    ("eps", np.float64), ("rho", np.float64), ("tau", np.float64), ("share", np.float64),
-                   ("hmax", np.float64)], align=True)
+                   ("hmax", np.float64), ("warmup", np.int64), ("judge", np.int64), ("percentile", np.float64),
+                   ("prior_strength", np.float64)], align=True)
 
 # What a run reads (read-only): the pool's per-response arrays grouped by query (off), the answer slots (aoff,
 # answer_offsets), have[i] = how many of query i's responses exist (its pool size in replay; fewer in a live run,
-# which stops at the first response it lacks), and the lookup tables (replay/tables.py).
-PoolArrays = namedtuple("PoolArrays", "off aoff correct score ans tok have T L min_a")
+# which stops at the first response it lacks), the lookup tables (replay/tables.py) and prior[i], a per-query
+# predicted success probability in [0, 1] (marginal-gain's --prior; NaN for none: always an array, so that every
+# run has the one compiled signature).
+PoolArrays = namedtuple("PoolArrays", "off aoff correct score ans tok have T L min_a prior")
 # What a run writes: the permutation and its lazy-generation state (perm, qgen, hs; qgen has no rows when perm is
 # given whole), the query order, and the state arrays qi, qf, si, sf, tot. The grid allocates one per thread.
 Scratch = namedtuple("Scratch", "perm qgen hs order qi qf si sf tot")
@@ -420,6 +424,122 @@ def stage2_split(qi, qf, U, u, alloc, R, unit, n):
 
 
 @njit(cache=True)
+def optscale_target(drawn, wins, lo, cap, pct):
+    """optscale's N_i (docs/semantics.md): with p = wins / drawn the estimated chance that a draw succeeds, the
+    smallest N >= 1 with (1 - p)^N <= pct (the product (drawn - wins) / drawn multiplied N times from 1.0, so that
+    the reference computes the same bits), raised to lo (the warm-up) and at most cap; cap when no N up to cap
+    reaches it (the source's `return max_N`), at once when no warm-up draw succeeded."""
+    if wins == 0 or drawn == 0:
+        return cap
+    q = (drawn - wins) / drawn
+    t = 1.0
+    k = 0
+    while k < cap:
+        k += 1
+        t *= q
+        if t <= pct:
+            break
+    return min(max(lo, k), cap)
+
+
+@njit(cache=True)
+def gain_index(prior, qi, qf, i, c0, gamma):
+    """marginal-gain's index of query i: the expected gain of its next response, 0 once one of its draws reached
+    gamma (solved), else c0 p / (c0 + N), the mean of the Beta(c0 p, c0 (1 - p)) prior (mean p = prior[i], the
+    prediction; strength c0) updated by its N draws, all failures; with no prediction (NaN) Laplace's, p = 1/2 and
+    c0 = 2. A function of its own rather than a branch of run_one's index_of: the branch there cost ~1 s of compile."""
+    if qf[i, BEST] >= gamma:
+        return 0.0
+    pm = prior[i]
+    if pm != pm:
+        pm, c0 = 0.5, 2.0
+    return c0 * pm / (c0 + qi[i, N])
+
+
+@njit(cache=True)
+def optscale_caps(qi, score, off, perm, cap, warmup, max_samples, gamma, pct):
+    """After optscale's warm-up: cap[i] = query i's N_i from its draws that reach gamma (optscale_target, at most
+    max_samples, else its pool size), and capped = it holds N_i (or max_samples) already; exhausted queries keep
+    what they have."""
+    for i in range(qi.shape[0]):
+        nd = qi[i, N]
+        qi[i, CAPPED] = 1 if max_samples > 0 and nd >= max_samples else 0
+        if qi[i, EXH] or qi[i, CAPPED]:
+            continue
+        wins = 0
+        for k in range(nd):
+            wins += score[perm[off[i] + k]] >= gamma
+        cap[i] = optscale_target(nd, wins, warmup, max_samples if max_samples > 0 else off[i + 1] - off[i], pct)
+        if nd >= cap[i]:
+            qi[i, CAPPED] = 1
+
+
+@njit(cache=True)
+def dsc_easy(qi, U, jl, jr, bl, mid):
+    """dsc's partition at a midpoint: when every judge U[jl .. jr - 1] is answered, every query U[bl .. mid] is
+    easy (answered: it draws nothing more) and True is returned."""
+    for t in range(jl, jr):
+        if qi[U[t], ELIM] == 0:
+            return False
+    for t in range(bl, mid + 1):
+        qi[U[t], ELIM] = 1
+    return True
+
+
+@njit(cache=True)
+def active_in(qi, U, act):
+    """act[:m] = the active queries of U, in U's order; returns m."""
+    m = 0
+    for t in range(U.shape[0]):
+        i = U[t]
+        if qi[i, ELIM] == 0 and qi[i, CAPPED] == 0 and qi[i, EXH] == 0:
+            act[m] = i
+            m += 1
+    return m
+
+
+@njit(cache=True)
+def heapify(hk, hr, hq, size):
+    """Floyd's bottom-up heap construction on (key desc, rank asc), for an index rule whose first indices are not
+    all +inf (marginal-gain: the predictions). hk[size] is the -inf sentinel."""
+    for p0 in range(size // 2 - 1, -1, -1):
+        k, r, q = hk[p0], hr[p0], hq[p0]
+        p = p0
+        while True:
+            c = 2 * p + 1
+            if c >= size:
+                break
+            if hk[c + 1] > hk[c] or (hk[c + 1] == hk[c] and hr[c + 1] < hr[c]):
+                c += 1
+            if hk[c] > k or (hk[c] == k and hr[c] < r):
+                hk[p], hr[p], hq[p] = hk[c], hr[c], hq[c]
+                p = c
+            else:
+                break
+        hk[p], hr[p], hq[p] = k, r, q
+
+
+_ONE_BITS = np.int64(0x3FF0000000000000)  # the bits of 1.0: for x in [0, 1], bits(1.0) - bits(x) orders x descending
+
+
+@njit(cache=True)
+def difficulty_order(score, off, perm, order, out):
+    """dsc's ranking: out = the queries sorted by the score of their first draw, highest (easiest) first, ties by
+    rank. The bits of a non-negative double order like its value, so an integer stable sort does it."""
+    n = order.shape[0]
+    x = np.empty(n)
+    for t in range(n):
+        x[t] = score[perm[off[order[t]]]] + 0.0  # (+ 0.0: a -0.0 score sorts as 0.0)
+    bits = x.view(np.int64)
+    key = np.empty(n, np.int64)
+    for t in range(n):
+        key[t] = _ONE_BITS - bits[t]
+    by = stable_argsort(key, n)
+    for t in range(n):
+        out[t] = order[by[t]]
+
+
+@njit(cache=True)
 def esc_window(ans, perm, a0, K):
     """ESC's rule: the K draws perm[a0 .. a0 + K - 1] (a query's last window) share one valid answer. A function of
     its own, not inlined in run_one's rule check: the check is inlined at three call sites, and this loop is read
@@ -467,11 +587,12 @@ def run_one(P, W, cfg, budget, epoch):
     decisions). Round-robin then runs its rounds one at a time, so that the stop finds every query at a round
     boundary and the driver can generate for all of them in one batch."""
     off, aoff, correct, score, ans, tok, have = P.off, P.aoff, P.correct, P.score, P.ans, P.tok, P.have
-    T, L, min_a = P.T, P.L, P.min_a
+    T, L, min_a, prior = P.T, P.L, P.min_a, P.prior
     perm, qgen, hs, order = W.perm, W.qgen, W.hs, W.order
     qi, qf, si, sf, tot = W.qi, W.qf, W.si, W.sf, W.tot
     policy, unit, K, elim, max_samples, m_min = cfg.policy, cfg.unit, cfg.K, cfg.elim, cfg.max_samples, cfg.m_min
     gamma, lam, eps, rho, tau, share, hmax = cfg.gamma, cfg.lam, cfg.eps, cfg.rho, cfg.tau, cfg.share, cfg.hmax
+    warmup, judge, pct, strength = cfg.warmup, cfg.judge, cfg.percentile, cfg.prior_strength
     n = off.shape[0] - 1
     lazy = qgen.shape[0] > 0  # a runtime bool: one specialisation for lazy and given permutations
     live = False
@@ -685,8 +806,8 @@ def run_one(P, W, cfg, budget, epoch):
     # elimination rule, repeats), makes it at the single `pull` call site, then updates the rule's own cursor.
     # numba inlines `pull` wherever it is called, and each copy costs ~2 s of compile time, hence one call
     # site; it is also the shape a live driver needs (pick the next pulls; fold the responses in).
-    is_rr = policy == UNIFORM or policy == ELIMINATION or policy == TWO_STAGE
-    is_index = policy == UCB or policy == GAP or policy == GAP_LITERAL or policy == ENTROPY
+    is_rr = policy == UNIFORM or policy == ELIMINATION or policy == TWO_STAGE or policy == OPTSCALE or policy == DSC
+    is_index = policy == UCB or policy == GAP or policy == GAP_LITERAL or policy == ENTROPY or policy == MARGINAL_GAIN
 
     # round-robin (uniform, elimination, two-stage's stage 1): rounds over act[:m] in order; p reads, w keeps.
     # A block of rounds the budget pays for may run its queries in any order (none can be starved), so act
@@ -697,7 +818,13 @@ def run_one(P, W, cfg, budget, epoch):
         rr_k, rr_cap, rr_elim = K, max_samples, elim
     elif policy == TWO_STAGE:
         rr_budget = np.int64(math.floor(rho * budget))
+    elif policy == OPTSCALE:  # the warm-up: round-robin up to `warmup` responses each
+        rr_cap = warmup if max_samples == 0 else min(warmup, max_samples)
+    elif policy == DSC:  # the ranking's first draw: one response each
+        rr_cap = 1
     one_pull = rr_elim == ELIM_NONE and rr_cap == 0
+    rr_on = is_rr  # a round-robin phase is running (two-stage's stage 2 and dsc's partition are not)
+    per_cap = False  # optscale's stage 2: each query's cap is its own N_i, alloc[i]
     blk = 1  # rounds in the current block
     act = np.arange(n)
     by_rank = False
@@ -715,6 +842,10 @@ def run_one(P, W, cfg, budget, epoch):
     hq = np.empty(size + 1, np.int64)
     for t in range(size):  # (a loop: an array-to-array slice assignment cost ~3 s of compile, measured)
         hq[t] = order[t]
+    if policy == MARGINAL_GAIN:  # its first indices are the predictions: heap them
+        for t in range(size):
+            hk[t] = gain_index(prior, qi, qf, hq[t], strength, gamma)
+        heapify(hk, hr, hq, size)
 
     # two-stage's stage 2: the unanswered queries U[:u] and their allocations; q is the cursor
     U = np.empty(n, np.int64)
@@ -732,19 +863,34 @@ def run_one(P, W, cfg, budget, epoch):
     left = budget
 
     sp = 0  # streaming: position of the current query in the order
+    # dsc's partition: a binary search over U (the queries easiest first) for the easy prefix [0, bl); the judges
+    # of the current midpoint mid are the positions jl .. jr - 1, jb the next to judge, alloc[pos] = 1 once judged
+    bl, br, mid, jl, jr, jb = 0, n, 0, 0, 0, 0
     n_max = off[n] + 1  # more pulls than any query can make
 
     while True:
         i, want, bud, uu, cap, rule, reps = -1, 0, budget, unit, max_samples, elim, 1
         # ---- name the next pull ----
-        if is_rr and stage == 1:
+        if rr_on:
             if m == 0:
-                if policy != TWO_STAGE:
+                if stage != 1 or (policy != TWO_STAGE and policy != OPTSCALE and policy != DSC):
                     break
-                # Stage 2: one check of the elimination rule, then what is left of the budget split over the
-                # unanswered queries in proportion to (sum + 1) / (N + 2), drawn without elimination.
+                if policy != TWO_STAGE:  # optscale's and dsc's first round-robin: its cap was its own
+                    if tot[STOP]:
+                        break
+                    for i in range(n):
+                        qi[i, CAPPED] = 0
+                if policy == OPTSCALE:  # each query's N_i (alloc) from its warm-up; stage 2 draws up to it
+                    optscale_caps(qi, score, off, perm, alloc, warmup, max_samples, gamma, pct)
+                    m = active_by_rank(qi, order, act)
+                    by_rank, per_cap, p, w, stage = True, True, 0, 0, 2
+                    continue
+                # Two-stage's stage 2 and dsc's partition: one check of the elimination rule (dsc: on the first
+                # draw); two-stage then splits what is left of the budget over the unanswered queries in proportion
+                # to (sum + 1) / (N + 2), drawn without elimination.
                 tot[STOP] = 0
                 stage = 2
+                rr_on = False
                 for pos in range(n):
                     i = order[pos]
                     if max_samples > 0 and qi[i, N] >= max_samples:
@@ -756,6 +902,15 @@ def run_one(P, W, cfg, budget, epoch):
                     else:
                         U[u] = i
                         u += 1
+                if policy == DSC:  # the ranking (U: easiest first), then the partition's first midpoint
+                    difficulty_order(score, off, perm, order, U)
+                    for t in range(n):
+                        alloc[t] = 0
+                    br = n
+                    mid = (bl + br) // 2
+                    jl, jr = max(0, mid - judge // 2), min(mid + judge // 2, n)
+                    jb = jl
+                    continue
                 if u > 0:
                     stage2_split(qi, qf, U, u, alloc, budget - (tot[SAMPLES] if unit == UNIT_SAMPLES else tot[TOKENS]),
                                  unit, n)
@@ -770,6 +925,8 @@ def run_one(P, W, cfg, budget, epoch):
                     by_rank = True
                 blk = max(1, blk)
             i, want, bud, cap, rule, reps = act[p], rr_k, rr_budget, rr_cap, rr_elim, blk
+            if per_cap:
+                cap = alloc[i]
             if one_pull:  # no rule between its pulls: the block is one pull
                 want, reps = rr_k * blk, 1
         elif policy == TWO_STAGE:
@@ -796,6 +953,36 @@ def run_one(P, W, cfg, budget, epoch):
                     start = tot[TOKENS]
                     continue
                 want, bud, cap, rule = 1, start + alloc[q], 0, ELIM_NONE
+        elif policy == DSC:  # stage 2, the partition: judge the midpoint's neighbours, then move the bounds
+            if jb < jr:
+                i = U[jb]
+                n_i = qi[i, N]
+                if alloc[jb] or not is_active(i) or n_i >= K:
+                    alloc[jb] = 1  # judged: easy if answered (its rule was checked on what it holds)
+                    jb += 1
+                    continue
+                if n_i == off[i + 1] - off[i]:  # its pool is used up before its first window is full
+                    alloc[jb] = 1
+                    qi[i, EXH] = 1
+                    tot[EXHAUSTED] += 1
+                    jb += 1
+                    continue
+                want = K - n_i  # its first window, then the rule
+            else:
+                if dsc_easy(qi, U, jl, jr, bl, mid):  # every query from bl to the midpoint is easy
+                    bl = mid + 1
+                else:
+                    br = mid
+                if bl < br:
+                    mid = (bl + br) // 2
+                    jl, jr = max(0, mid - judge // 2), min(mid + judge // 2, n)
+                    jb = jl
+                    continue
+                # stage 3: windows of K for the others, round-robin easiest first, the rule after each window
+                m = active_in(qi, U, act)
+                rr_k, rr_cap, rr_elim, one_pull = K, max_samples, elim, False
+                rr_on, by_rank, p, w, stage = True, True, 0, 0, 3
+                continue
         elif is_index:
             if size == 0:
                 break
@@ -832,7 +1019,7 @@ def run_one(P, W, cfg, budget, epoch):
             return
 
         # ---- fold the outcome into the rule's cursor ----
-        if is_rr and stage == 1:
+        if rr_on:
             if tot[STOP]:
                 m = 0  # the (stage's) budget is spent
                 continue
@@ -842,6 +1029,11 @@ def run_one(P, W, cfg, budget, epoch):
             p += 1
             if p == m:
                 m, p, w = w, 0, 0
+        elif policy == DSC:  # a judge's window was drawn
+            alloc[jb] = 1
+            jb += 1
+            if tot[STOP]:
+                break
         elif policy == TWO_STAGE:
             if unit == UNIT_SAMPLES or tot[STOP]:
                 tot[STOP] = 0
@@ -851,7 +1043,8 @@ def run_one(P, W, cfg, budget, epoch):
             if tot[STOP]:
                 break
             if is_active(i):  # its new index replaces it at the top
-                key, r0, q0 = index_of(i), hr[0], i
+                key, r0, q0 = (gain_index(prior, qi, qf, i, strength, gamma) if policy == MARGINAL_GAIN else
+                               index_of(i)), hr[0], i
             else:  # it leaves the heap: the last entry moves to the top
                 size -= 1
                 key, r0, q0 = hk[size], hr[size], hq[size]

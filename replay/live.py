@@ -147,7 +147,8 @@ class _Received:
 def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], *, policy: str,
              budget_total: int, unit: str = "samples", K: int = 1, elim: str = "threshold", gamma: float = 1.0,
              lam: float | None = None, eps: float = 0.01, max_samples: int = 0, rho: float = 0.5, tau: float = 0.5,
-             m_min: int = 3, share: float = 0.8, hmax: float = 0.75, conf: float = 0.95,
+             m_min: int = 3, share: float = 0.8, hmax: float = 0.75, conf: float = 0.95, warmup: int = 3,
+             percentile: float = 0.05, prior_strength: float = 2.0, judge: int = 32, prior: Sequence | None = None,
              on_run: Callable[[dict], None] | None = None) -> dict:
     """Run one policy live. sizes[i] bounds the responses query i may receive (its pool size in replay; beyond it
     the query is exhausted); rank[i] is query i's position in the run's query order. Returns the engine's
@@ -159,11 +160,13 @@ def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], 
     `received`: how many responses the source gave (with a token budget a query's next response may be received
     and then not fit); `runs`: engine runs; `source_s` / `driver_s`: seconds inside the source and in the driver
     (engine runs and bookkeeping). on_run, when given, is called after every engine run with the state it
-    reached: {"samples", "tokens", "answered", "runs"} (a progress display)."""
+    reached: {"samples", "tokens", "answered", "runs"} (a progress display). prior: per-query predicted success
+    probabilities (marginal-gain; None: none)."""
     if policy not in LIVE_POLICIES:
         raise ValueError(f"policy {policy!r} cannot run live (choose from {', '.join(LIVE_POLICIES)})")
     cfg = RunConfig(policy, unit=unit, K=K, eliminate=elim, gamma=gamma, lam=lam, eps=eps, max_samples=max_samples,
-                    rho=rho, tau=tau, m_min=m_min, share=share, hmax=hmax)
+                    rho=rho, tau=tau, m_min=m_min, share=share, hmax=hmax, warmup=warmup, percentile=percentile,
+                    prior_strength=prior_strength, judge=judge)
     sizes = np.asarray(sizes, np.int64).reshape(-1)
     n = len(sizes)
     if len(rank) != n or sorted(int(r) for r in rank) != list(range(n)):
@@ -197,7 +200,7 @@ def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], 
     try:
         while True:
             got.take_ready()
-            P = pool_arrays(got.off, got.correct, got.score, got.ans, got.tok, tables, got.have)
+            P = pool_arrays(got.off, got.correct, got.score, got.ans, got.tok, tables, got.have, prior)
             W = scratch(n, int(P.aoff[-1]), np.arange(len(got.correct)), order)
             run_one(P, W, record, np.int64(budget_total), np.int64(0))
             runs += 1

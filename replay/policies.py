@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .kernel import (CONFIG, ELIM_AC_ENTROPY, ELIM_AC_MAJORITY, ELIM_ESC, ELIM_NONE, ELIM_SC_BETA, ELIM_SC_SHARE,
-                     ELIM_THRESHOLD, ELIMINATION, ENTROPY, GAP, GAP_LITERAL,
+from .kernel import (CONFIG, DSC, ELIM_AC_ENTROPY, ELIM_AC_MAJORITY, ELIM_ESC, ELIM_NONE, ELIM_SC_BETA, ELIM_SC_SHARE,
+                     ELIM_THRESHOLD, ELIMINATION, ENTROPY, GAP, GAP_LITERAL, MARGINAL_GAIN, OPTSCALE,
                      ORACLE, STREAMING, TWO_STAGE, UCB, UNIFORM, UNIT_SAMPLES, UNIT_TOKENS)
 
 
@@ -61,6 +61,15 @@ REGISTRY = {p.name: p for p in (
            _ADAPTIVE, grid=frozenset({"tokens", "cap"}), style=("#17becf", "*", "-.")),
     Policy("oracle", ORACLE, "hindsight ceiling: each query up to its first correct response, cheapest first",
            needs=frozenset({"gt"}), live=False, style=("#bcbd22", "h", ":")),
+    Policy("optscale", OPTSCALE, "OptScale: a warm-up per query, then each its own N: the fewest draws that reach "
+           "gamma with probability 1 - percentile, from the warm-up's success rate",
+           ("warmup", "percentile", "max_samples", "gamma"), style=("#e377c2", "p", "--")),
+    Policy("marginal-gain", MARGINAL_GAIN, "each pull to the unsolved query whose next response most likely reaches "
+           "gamma: a Beta posterior mean from its --prior prediction (else Laplace's) and its scores",
+           ("K", "eliminate", "max_samples", "gamma", "prior_strength"), style=("#7f7f7f", "d", "-.")),
+    Policy("dsc", DSC, "DSC: one draw per query ranks them by its score; a binary search marks the easy prefix (its "
+           "judges stop at their first window of K); the rest draw windows of K until the rule stops them",
+           ("K", "eliminate", "max_samples", "judge"), style=("#aec7e8", "8", ":")),
 )}
 
 
@@ -160,6 +169,10 @@ class RunConfig:
     m_min: int = 3
     share: float = 0.8
     hmax: float = 0.75
+    warmup: int = 3
+    percentile: float = 0.05
+    prior_strength: float = 2.0
+    judge: int = 32
 
     def __post_init__(self):
         if self.policy not in POLICIES:
@@ -191,6 +204,17 @@ class RunConfig:
             raise ValueError(f"lambda must be a finite number >= 0, got {self.lam}")
         if not 0.0 <= self.gamma <= 1.0:
             raise ValueError(f"gamma must be in [0, 1] (scores are), got {self.gamma}")
+        if not 1 <= self.warmup <= MAX_COUNT:
+            raise ValueError(f"warmup must be in 1..{MAX_COUNT:,} (responses per query before its N is set), got "
+                             f"{self.warmup}")
+        if not 0.0 < self.percentile < 1.0:
+            raise ValueError(f"percentile must be in (0, 1) (the chance of no success it accepts), got "
+                             f"{self.percentile}")
+        if not 0.0 < self.prior_strength < math.inf:
+            raise ValueError(f"prior_strength must be a finite number > 0 (pseudo-draws), got {self.prior_strength}")
+        if not 2 <= self.judge <= MAX_COUNT:
+            raise ValueError(f"judge must be in 2..{MAX_COUNT:,} (queries judged around each midpoint), got "
+                             f"{self.judge}")
 
     @property
     def lam_value(self) -> float:
@@ -209,6 +233,8 @@ class RunConfig:
         r["max_samples"], r["m_min"] = self.max_samples, self.m_min
         r["gamma"], r["lam"], r["eps"], r["rho"], r["tau"] = self.gamma, self.lam_value, self.eps, self.rho, self.tau
         r["share"], r["hmax"] = self.share, self.hmax
+        r["warmup"], r["judge"], r["percentile"], r["prior_strength"] = self.warmup, self.judge, self.percentile, \
+            self.prior_strength
         return r
 
     def used_params(self) -> tuple:

@@ -125,6 +125,7 @@ class Pool:
     has_tokens: bool
     meta: dict = field(default_factory=dict)
     score_columns: list = field(default_factory=list)
+    prior: np.ndarray | None = None  # per-query predicted success probability (load_pool's prior=), None: none
 
     @classmethod
     def from_arrays(cls, off, correct=None, score=None, ans=None, tok=None, query_ids=None, name="in-memory"):
@@ -345,9 +346,35 @@ def _check_scores(files: list[Path], scores: list[str], where: str):
             _fail(where, f"column '{c}' has values outside {span} (min {lo}, max {hi})")
 
 
-def load_pool(path, score: str = "gt", need_tokens: bool = False) -> Pool:
+def load_prior(queries_file: Path, column: str, qids: list) -> np.ndarray:
+    """marginal-gain's per-query predictions: `column` of queries.parquet, a number in [0, 1] for every query (no
+    null, no NaN), in the order of qids (the pool's queries). Anything else is one PoolError naming the problem."""
+    where = "queries.parquet"
+    if not queries_file.exists():
+        _fail(where, f"--prior {column} reads a column of queries.parquet, and this pool has no queries.parquet")
+    names = pl.read_parquet_schema(queries_file)
+    if column not in names:
+        _fail(where, f"--prior: no column '{column}' (columns: {', '.join(names)})")
+    if column == "query_id" or not names[column].is_numeric():
+        _fail(where, f"--prior: column '{column}' must hold numbers (predicted success probabilities in [0, 1]), "
+                     f"found {names[column]}")
+    q = pl.read_parquet(queries_file, columns=["query_id", column]).with_columns(pl.col(column).cast(pl.Float64))
+    bad = q.filter(pl.col(column).is_null() | pl.col(column).is_nan())
+    if bad.height:
+        _fail(where, f"--prior: column '{column}' has {bad.height} null or NaN values (e.g. query "
+                     f"{bad['query_id'][0]!r}); every query needs a prediction")
+    out = q.filter((pl.col(column) < 0.0) | (pl.col(column) > 1.0))
+    if out.height:
+        _fail(where, f"--prior: column '{column}' has {out.height} values outside [0, 1] (e.g. {out[column][0]} for "
+                     f"query {out['query_id'][0]!r}); it is a probability")
+    by_id = dict(zip(q["query_id"].to_list(), q[column].to_list()))
+    return np.array([by_id[i] for i in qids], np.float64)  # (load_pool checked it lists exactly the pool's queries)
+
+
+def load_pool(path, score: str = "gt", need_tokens: bool = False, prior: str | None = None) -> Pool:
     """Read and validate a pool against the contract (SAMPLE_COLUMNS, SCORE). Every score column is validated;
-    only the columns a replay needs are read into memory."""
+    only the columns a replay needs are read into memory. prior: a column of queries.parquet read as each query's
+    predicted success probability (marginal-gain, load_prior)."""
     path = Path(path)
     files = sample_files(path)
     where = "samples.parquet" if files[0].name == "samples.parquet" else "samples/*.parquet"
@@ -474,4 +501,4 @@ def load_pool(path, score: str = "gt", need_tokens: bool = False) -> Pool:
                 score=np.ascontiguousarray(score, np.float64), ans=np.ascontiguousarray(ans, np.int64),
                 tok=np.ascontiguousarray(tok, np.int64), score_name=score_col, has_gt=has_gt,
                 has_answers=has_answers, has_tokens=has_tokens, meta=meta,
-                score_columns=scores)
+                score_columns=scores, prior=None if prior is None else load_prior(queries_file, prior, qids.to_list()))

@@ -14,8 +14,9 @@ import math
 from fractions import Fraction
 from functools import lru_cache
 
-POLICIES = ("uniform", "elimination", "ucb", "gap", "gap-literal", "entropy", "two-stage", "streaming", "oracle")
-INDEX_POLICIES = ("ucb", "gap", "gap-literal", "entropy")
+POLICIES = ("uniform", "elimination", "ucb", "gap", "gap-literal", "entropy", "two-stage", "streaming", "oracle",
+            "optscale", "marginal-gain", "dsc")
+INDEX_POLICIES = ("ucb", "gap", "gap-literal", "entropy", "marginal-gain")
 UNITS = ("samples", "tokens")
 ELIMS = ("none", "threshold", "sc-share", "sc-beta", "esc", "ac-majority", "ac-entropy")
 
@@ -240,23 +241,36 @@ class _Run:
 # exploration rules
 # ----------------------------------------------------------------------------------------------------
 
-def _round_robin(run, order, budget, K, max_samples, elim):
+def _round_robin(run, order, budget, K, max_samples, elim, caps=None):
     """Rounds; in each round every active query, in order, gets one pull.  Ends when the budget is spent
-    (the pull says so) or when no query is active."""
+    (the pull says so: returns True) or when no query is active (returns False).  caps[i], when given, is query
+    i's own cap in place of max_samples (optscale's N_i)."""
     while True:
         any_active = False
         for i in order:
             if not run.q[i].active():
                 continue
             any_active = True
-            if run.pull(i, K, budget, max_samples, elim):
-                return
+            if run.pull(i, K, budget, max_samples if caps is None else caps[i], elim):
+                return True
         if not any_active:
-            return
+            return False
 
 
 def _index(run, i, policy, lam, gamma, eps):
     s = run.q[i]
+    if policy == "marginal-gain":
+        # the expected gain of its next response: 0 once a draw reached gamma, else the mean of a Beta posterior
+        # whose prior has mean p (the prediction; 1/2 without one) and strength c (prior_strength; 2 without one),
+        # after N failures (an unsolved query's draws all failed): c p / (c + N)
+        if s.best >= gamma:
+            return 0.0
+        p = run.prior[i]
+        if p is None:
+            p, c = 0.5, 2.0
+        else:
+            c = run.strength
+        return c * p / (c + s.N)
     if s.N == 0:
         return math.inf
     m = s.sum / s.N
@@ -382,6 +396,82 @@ def _streaming(run, order, B, K, max_samples, elim):
                 break                       # unit tokens: a response did not fit in left - reserve
 
 
+def optscale_target(drawn, wins, lo, cap, pct):
+    """The smallest N >= 1 with (1 - wins/drawn)^N <= pct, the power taken as a product from 1.0 (docs/semantics.md),
+    raised to lo and at most cap; cap when no warm-up draw succeeded or no N up to cap reaches pct."""
+    if wins == 0 or drawn == 0:
+        return cap
+    q = (drawn - wins) / drawn
+    t = 1.0
+    for k in range(1, cap + 1):
+        t *= q
+        if t <= pct:
+            return min(max(lo, k), cap)
+    return cap
+
+
+def _optscale(run, order, B, warmup, pct, max_samples, gamma):
+    n = run.n
+    # warm-up: round-robin of one response at a time up to `warmup` each (the cap), no elimination
+    if _round_robin(run, order, B, 1, min(warmup, max_samples) if max_samples else warmup, "none"):
+        return                              # the budget ended the run
+    target = {}
+    for i in range(n):
+        s = run.q[i]
+        s.capped = bool(max_samples) and s.N >= max_samples      # the warm-up's cap was its own: caps anew
+        if s.exhausted or s.capped:
+            continue
+        wins = 0
+        for k in range(s.N):
+            if run.score[run.perm[run.off[i] + k]] >= gamma:
+                wins += 1
+        target[i] = optscale_target(s.N, wins, warmup, max_samples if max_samples else s.pool, pct)
+        if s.N >= target[i]:
+            s.capped = True                 # it holds its N_i already
+    # stage 2: round-robin of one response at a time, each query up to its N_i (its cap)
+    _round_robin(run, order, B, 1, 0, "none", caps=target)
+
+
+def _dsc(run, order, rank, B, K, max_samples, elim, judge):
+    n = run.n
+    # the ranking's first draw: round-robin of one response each
+    if _round_robin(run, order, B, 1, 1, "none"):
+        return
+    for i in range(n):
+        s = run.q[i]
+        s.capped = bool(max_samples) and s.N >= max_samples
+    for i in order:                         # the rule once on the first draw
+        if run.q[i].active() and run.elim_rule(i, elim):
+            run.q[i].eliminated = True
+    E = sorted(range(n), key=lambda i: (-run.score[run.perm[run.off[i]]], rank[i]))    # easiest first
+    judged = [False] * n
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi) // 2
+        jl, jr = max(0, mid - judge // 2), min(mid + judge // 2, n)
+        for t in range(jl, jr):
+            if judged[t]:
+                continue
+            judged[t] = True
+            i = E[t]
+            s = run.q[i]
+            if not s.active() or s.N >= K:
+                continue                    # nothing to draw: its rule was checked on what it holds
+            if s.N == s.pool:
+                s.exhausted = True          # its pool ends before its first window is full
+                continue
+            if run.pull(i, K - s.N, B, max_samples, elim):     # its first window, then the rule
+                return
+        if all(run.q[E[t]].eliminated for t in range(jl, jr)):
+            for t in range(lo, mid + 1):
+                run.q[E[t]].eliminated = True  # easy: it draws nothing more
+            lo = mid + 1
+        else:
+            hi = mid
+    rest = [E[t] for t in range(n) if run.q[E[t]].active()]
+    _round_robin(run, rest, B, K, max_samples, elim)
+
+
 def _oracle(run, rank, B):
     n = run.n
     items = []
@@ -443,7 +533,8 @@ def _check_inputs(off, correct, score, ans, tok, perm, rank):
 
 def run_reference(off, correct, score, ans, tok, perm, rank, *, policy, unit="samples", budget_total,
                   K=1, elim="threshold", gamma=1.0, lam=None, eps=0.01, max_samples=0, rho=0.5,
-                  tau=0.5, m_min=3, conf=0.95, share=0.8, hmax=0.75):
+                  tau=0.5, m_min=3, conf=0.95, share=0.8, hmax=0.75, warmup=3, percentile=0.05,
+                  prior_strength=2.0, judge=32, prior=None):
     """Replay one run of `policy` on one pool and one seed (perm, rank), exactly as docs/semantics.md."""
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}")
@@ -462,11 +553,12 @@ def run_reference(off, correct, score, ans, tok, perm, rank, *, policy, unit="sa
     run = _Run(off, correct, score, ans, tok, perm, unit,
                (float(gamma), float(tau), int(m_min), conf, int(K), float(share), float(hmax)))
     return run_policy(run, rank, policy=policy, budget_total=budget_total, K=K, elim=elim, gamma=gamma, lam=lam,
-                      eps=eps, max_samples=max_samples, rho=rho)
+                      eps=eps, max_samples=max_samples, rho=rho, warmup=warmup, percentile=percentile,
+                      prior_strength=prior_strength, judge=judge, prior=prior)
 
 
 def run_policy(run, rank, *, policy, budget_total, K=1, elim="threshold", gamma=1.0, lam=None, eps=0.01,
-               max_samples=0, rho=0.5):
+               max_samples=0, rho=0.5, warmup=3, percentile=0.05, prior_strength=2.0, judge=32, prior=None):
     """Run `policy` on a prepared run (its responses come from run.next_response) and collect the outcome.
     Shared by run_reference (responses from a permutation) and replay/live.py (responses from a source)."""
     B = int(budget_total)
@@ -483,6 +575,10 @@ def run_policy(run, rank, *, policy, budget_total, K=1, elim="threshold", gamma=
     n = run.n
     order = sorted(range(n), key=lambda i: rank[i])     # increasing rank
     correct = run.correct
+    # marginal-gain's predictions: None (or NaN) where there is none
+    run.prior = [None if prior is None or prior[i] is None or prior[i] != prior[i] else float(prior[i])
+                 for i in range(n)]
+    run.strength = float(prior_strength)
 
     if policy == "uniform":
         # forced: elim none, K = 1, no cap.
@@ -500,6 +596,10 @@ def run_policy(run, rank, *, policy, budget_total, K=1, elim="threshold", gamma=
         _streaming(run, order, B, K, max_samples, elim)
     elif policy == "oracle":
         _oracle(run, rank, B)                           # K, caps and elimination do not apply
+    elif policy == "optscale":
+        _optscale(run, order, B, int(warmup), float(percentile), max_samples, gamma)
+    elif policy == "dsc":
+        _dsc(run, order, rank, B, K, max_samples, elim, int(judge))
 
     assert run.used() <= B or n == 0
 

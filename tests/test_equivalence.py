@@ -45,18 +45,25 @@ def configs(draw, total, tokens_total, policy, unit):
         eps=draw(st.sampled_from([0.0, 0.01, 0.3])), max_samples=draw(st.integers(0, 6)),
         rho=draw(st.sampled_from([0.25, 0.5, 0.75])), tau=draw(st.sampled_from([0.3, 0.5, 0.7])),
         m_min=draw(st.integers(1, 4)), share=draw(st.sampled_from([0.5, 0.6, 0.8, 1.0])),
-        hmax=draw(st.sampled_from([0.0, 0.5, 0.75, 0.9])))
+        hmax=draw(st.sampled_from([0.0, 0.5, 0.75, 0.9])), warmup=draw(st.integers(1, 4)),
+        percentile=draw(st.sampled_from([0.01, 0.05, 0.3, 0.7])), prior_strength=draw(st.sampled_from([0.5, 2.0, 8.0])),
+        judge=draw(st.integers(2, 5)))
     hi = total + 3 if unit == "samples" else tokens_total + 5
     return cfg, draw(st.integers(0, hi))
 
 
-def _compare(data, cfg, budget, conf=0.95):
+def new_params(cfg):
+    """The parameters of optscale, marginal-gain and dsc, as run_reference and run_live take them."""
+    return dict(warmup=cfg.warmup, percentile=cfg.percentile, prior_strength=cfg.prior_strength, judge=cfg.judge)
+
+
+def _compare(data, cfg, budget, conf=0.95, prior=None):
     off, correct, score, ans, tok, perm, rank = data
     ref = run_reference(off, correct, score, ans, tok, perm, rank, policy=cfg.policy, unit=cfg.unit,
                         budget_total=budget, K=cfg.K, elim=cfg.eliminate, gamma=cfg.gamma, lam=cfg.lam,
                         eps=cfg.eps, max_samples=cfg.max_samples, rho=cfg.rho, tau=cfg.tau, m_min=cfg.m_min,
-                        conf=conf, share=cfg.share, hmax=cfg.hmax)
-    got = run_once(off, correct, score, ans, tok, perm, rank, cfg, budget, conf=conf)
+                        conf=conf, share=cfg.share, hmax=cfg.hmax, prior=prior, **new_params(cfg))
+    got = run_once(off, correct, score, ans, tok, perm, rank, cfg, budget, conf=conf, prior=prior)
     for key in ("n_drawn", "answered", "covered", "exhausted_q", "sel_bon", "sel_weighted", "sel_sc"):
         assert list(np.asarray(got[key]).astype(int)) == [int(v) for v in ref[key]], (key, cfg, budget)
     for key in ("samples_used", "tokens_used", "exhausted"):
@@ -109,7 +116,7 @@ def test_grid_equals_reference_over_configs_and_seeds(data):
             ref = run_reference(off, correct, score, ans, tok, perm, rank, policy=cfg.policy, unit=cfg.unit,
                                 budget_total=int(budgets[c, s]), K=cfg.K, elim=cfg.eliminate, gamma=cfg.gamma,
                                 lam=cfg.lam, eps=cfg.eps, max_samples=cfg.max_samples, rho=cfg.rho, tau=cfg.tau,
-                                m_min=cfg.m_min, share=cfg.share, hmax=cfg.hmax)
+                                m_min=cfg.m_min, share=cfg.share, hmax=cfg.hmax, **new_params(cfg))
             where = (cfg, int(budgets[c, s]), int(seed))
             assert pq_n[c, s].tolist() == [int(v) for v in ref["n_drawn"]], where
             flags = pq_flags[c, s]
@@ -117,3 +124,15 @@ def test_grid_equals_reference_over_configs_and_seeds(data):
                              (F_SEL[0], "sel_bon"), (F_SEL[1], "sel_weighted"), (F_SEL[2], "sel_sc")):
                 assert ((flags & bit) > 0).tolist() == [bool(v) for v in ref[key]], (key, where)
             assert out_i[c, s, :3].tolist() == [ref["samples_used"], ref["tokens_used"], ref["exhausted"]], where
+
+
+@pytest.mark.parametrize("unit", ["samples", "tokens"])
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_marginal_gain_with_a_prior_equals_reference(unit, data):
+    """marginal-gain with per-query predictions (--prior): ties between predictions, 0 and 1 included."""
+    pool = data.draw(pools())
+    n, total, tokens_total = len(pool[0]) - 1, int(pool[0][-1]), int(pool[4].sum())
+    prior = np.array(data.draw(st.lists(st.sampled_from([0.0, 0.1, 0.5, 0.5, 0.9, 1.0]), min_size=n, max_size=n)))
+    cfg, budget = data.draw(configs(total, tokens_total, "marginal-gain", unit))
+    _compare(pool, cfg, budget, prior=prior)

@@ -11,7 +11,7 @@ from replay.engine import run_once
 from replay.live import LIVE_POLICIES, Observed, PoolSource, run_live
 from replay.policies import RunConfig
 
-from test_equivalence import configs, pools
+from test_equivalence import configs, new_params, pools
 
 KEYS = ("n_drawn", "answered", "covered", "exhausted_q", "sel_bon", "sel_weighted", "sel_sc")
 
@@ -26,7 +26,7 @@ def _assert_same(live, got, what):
 def _live(source, sizes, rank, cfg, budget):
     return run_live(source, sizes, rank, policy=cfg.policy, unit=cfg.unit, budget_total=budget, K=cfg.K,
                     elim=cfg.eliminate, gamma=cfg.gamma, lam=cfg.lam, eps=cfg.eps, max_samples=cfg.max_samples,
-                    rho=cfg.rho, tau=cfg.tau, m_min=cfg.m_min, share=cfg.share, hmax=cfg.hmax)
+                    rho=cfg.rho, tau=cfg.tau, m_min=cfg.m_min, share=cfg.share, hmax=cfg.hmax, **new_params(cfg))
 
 
 class Relabelled(PoolSource):
