@@ -239,6 +239,17 @@ def replay_cmd(
     conf: float = typer.Option(0.95, help="sc-beta: confidence P(p1 > p2) needed to stop."),
     share: float = typer.Option(0.8, help="ac-majority: the leading answer's share of the draws needed to stop."),
     hmax: float = typer.Option(0.75, help="ac-entropy: the normalised answer entropy at or below which it stops."),
+    warmup: int = typer.Option(3, help="optscale: responses per query before its N is set (the source's smallest "
+                               "peek_number)."),
+    percentile: float = typer.Option(0.05, help="optscale: the chance of no draw reaching gamma that its N accepts "
+                                     "(the source's percentile; N: the fewest with (1 - p)^N <= it)."),
+    prior: Optional[str] = typer.Option(None, metavar="COLUMN", help="marginal-gain: a column of the pool's "
+                                        "queries.parquet holding each query's predicted success probability in "
+                                        "[0, 1] (default: none, Laplace's estimate from its own scores)."),
+    prior_strength: float = typer.Option(2.0, help="marginal-gain: the prediction's weight in pseudo-draws (its Beta "
+                                         "prior's a + b)."),
+    judge: int = typer.Option(32, help="dsc: queries judged around each midpoint of its partition's binary search "
+                              "(the source's judge_window_size)."),
     out: Optional[Path] = typer.Option(None, help="Write one row per (configuration, budget, seed) to this Parquet file."),
     per_query: Optional[Path] = typer.Option(None, help="Write the per-query allocation of every run to this Parquet file."),
     curve: Optional[Path] = typer.Option(None, help="Write uniform's exact curves (coverage@k, best-of-k) to this Parquet file."),
@@ -256,7 +267,7 @@ def replay_cmd(
         unit=_value(unit), Ks=_ints(k, "--K"), lams=_floats(lam, "--lambda") if lam else None, eps=eps,
         max_samples=_ints(max_samples, "--max-samples"), rhos=_floats(rho, "--rho"), taus=_floats(tau, "--tau"),
         m_min=m_min, share=share, hmax=hmax, conf=conf, out=out, per_query=per_query, curve=curve, threads=threads,
-        force=force)
+        force=force, warmup=warmup, percentile=percentile, prior=prior, prior_strength=prior_strength, judge=judge)
     run_replay(req)
 
 

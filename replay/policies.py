@@ -379,6 +379,18 @@ METHODS = {m.name: m for m in (
     Method("deepconf-offline", "N responses per query, the top eta% by confidence, then the largest summed "
            "confidence", "Fu et al. 2025, Deep Think with Confidence (arXiv:2508.15260), offline mode",
            {"policy": "uniform"}, "deepconf", frozenset({"score"})),
+    Method("optscale", "a warm-up of 3 per query, then each query its own N: the fewest draws that reach gamma with "
+           "probability 0.95 at its warm-up's success rate; the highest-scored response", "Wang et al. 2025, OptScale: "
+           "Probabilistic Optimality for Inference-time Scaling, AAAI 2026 (arXiv:2506.22376)", {"policy": "optscale"},
+           "bon", frozenset({"score"})),
+    Method("marginal-gain", "the next response to the unsolved query most likely to succeed: a Beta posterior from "
+           "its predicted success probability (ttc replay --prior) and its failures; the highest-scored response",
+           "Damani et al. 2024, Learning How Hard to Think: Input-Adaptive Allocation of LM Computation "
+           "(arXiv:2410.04707)", {"policy": "marginal-gain"}, "bon", frozenset({"score"})),
+    Method("dsc", "one draw per query ranks the batch; a binary search gives the easiest prefix nothing more; the "
+           "rest draw windows of 4 until the Beta rule stops, at most 40; the majority answer", "Wang et al. 2025, "
+           "Make Every Penny Count: Difficulty-Adaptive Self-Consistency for Cost-Efficient Reasoning, NAACL "
+           "Findings (arXiv:2408.13457)", {"policy": "dsc", "K": 4, "eliminate": "sc-beta", "max_samples": 40}, "sc"),
     Method("elimination", "round-robin over the queries no response of which has reached the score threshold gamma "
            "yet; the highest-scored response", _BANDIT, {"policy": "elimination"}, "bon", frozenset({"score"})),
     Method("ucb", "the next response to the query with the highest mean score + lambda / sqrt(n), until one reaches "

@@ -50,6 +50,11 @@ class ReplayRequest:
     curve: Path | None = None
     threads: int | None = None
     force: bool = False  # replace --out / --per-query / --curve files that another command (or no ttc) wrote
+    warmup: int = 3  # optscale
+    percentile: float = 0.05  # optscale
+    prior: str | None = None  # marginal-gain: a column of queries.parquet
+    prior_strength: float = 2.0  # marginal-gain
+    judge: int = 32  # dsc
 
 
 def config_from_options(policy: str, **params) -> RunConfig:
@@ -97,7 +102,9 @@ def build_configs(req: ReplayRequest, policies: list[str]) -> list[RunConfig]:
         for vals in itertools.product(*grid.values()):
             kw = dict(zip(grid.keys(), vals))
             configs.append(config_from_options(pol, unit=req.unit, eliminate=req.eliminate, eps=req.eps,
-                                               m_min=req.m_min, share=req.share, hmax=req.hmax, **kw))
+                                               m_min=req.m_min, share=req.share, hmax=req.hmax, warmup=req.warmup,
+                                               percentile=req.percentile, prior_strength=req.prior_strength,
+                                               judge=req.judge, **kw))
     return configs
 
 
@@ -135,7 +142,8 @@ def validate_request(req: ReplayRequest):
     for K, ms, rho, tau in itertools.zip_longest(req.Ks, req.max_samples, req.rhos, req.taus):
         config_from_options("elimination", unit=req.unit, eliminate=req.eliminate, K=K or 1, max_samples=ms or 0,
                             rho=rho if rho is not None else 0.5, tau=tau if tau is not None else 0.5,
-                            m_min=req.m_min, eps=req.eps, share=req.share, hmax=req.hmax)
+                            m_min=req.m_min, eps=req.eps, share=req.share, hmax=req.hmax, warmup=req.warmup,
+                            percentile=req.percentile, prior_strength=req.prior_strength, judge=req.judge)
     targets = [(name, Path(t)) for name, t in (("--out", req.out), ("--per-query", req.per_query),
                                                  ("--curve", req.curve)) if t is not None]
     for name, target in targets:
@@ -173,7 +181,7 @@ def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.D
     console = console or _console()
     validate_request(req)
     path = req.pool or DEFAULT_POOL
-    pool = load_pool(path, score=req.score, need_tokens=req.unit != "samples")
+    pool = load_pool(path, score=req.score, need_tokens=req.unit != "samples", prior=req.prior)
     check_budget_totals(req.budgets, pool.n_queries)
     if req.policies:
         policies = list(dict.fromkeys(req.policies))
