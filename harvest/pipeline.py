@@ -436,98 +436,153 @@ def _base_meta(plan: HarvestPlan, shard_size: int) -> dict:
     return meta
 
 
-def run_harvest(plan: HarvestPlan, backend: Backend, prompt_fn: Callable[[Query], str], *, shard_size: int = 32,
-                progress: bool = True, argv: Sequence[str] | None = None, stop: Sequence[str] = ()) -> HarvestResult:
-    """Generate the plan's pending queries in parts of `shard_size` queries. pool.json is written first (so an
-    interrupted directory is recognised on resume), queries.parquet lists the queries written plus the part in
-    flight, and each part is renamed into place only once complete. Any exception (including Ctrl-C) leaves a
-    directory that the same command resumes. `stop`: the template's stop strings, passed to backends that take
-    them."""
-    if shard_size < 1:
-        raise HarvestError(f"--shard-size must be at least 1, got {shard_size}")
-    if plan.spec.confidence is not None and not _takes(backend.generate, "confidence"):
-        raise HarvestError(f"the {type(backend).__name__} backend returns no token log-probs; run without "
-                           "--confidence")
-    out = plan.out
-    (out / "samples").mkdir(parents=True, exist_ok=True)
-    meta = _base_meta(plan, shard_size)
-    try:
-        info = dict(backend.info())
-    except Exception as e:  # provenance must not kill a run, but say it is missing
-        info = {"error": f"backend.info() failed: {type(e).__name__}: {e}"}
-    meta["backend"] = info
-    meta["versions"] = library_versions()
-    meta["complete"] = False
-    run_record = {"started": now(), "argv": list(argv if argv is not None else sys.argv),
-                  "queries_before": len(plan.done), "queries_written": 0}
-    meta["runs"] = list(meta.get("runs", [])) + [run_record]
-    atomic_write_json(meta, out / "pool.json")
+class HarvestWriter:
+    """The files of one harvest run, whichever engine generates: pool.json first (so an interrupted directory is
+    recognised on resume), queries.parquet listing the written queries plus those in flight, each part renamed into
+    place only once complete, pool.json updated after every part, and at the end (whatever happened) queries.parquet
+    listing exactly the written queries. The local loop (run_harvest) and the Ray driver (harvest/ray_engine.py) both
+    write through it, so a pool does not depend on the engine that wrote it.
 
-    sampling = plan.spec.sampling
-    confidence = plan.spec.confidence
-    extra: dict[str, Any] = {}   # keywords only when used: a backend without stop strings or log-probs still works
+    `engine`: how this run generated ({"name": "local"} or Ray's record), kept in its `runs` entry. Part numbers
+    continue after the highest on disk; write_part(number=k) writes part next_part + k (the Ray driver numbers its
+    parts at planning, and they arrive in any order). fail(): a query that could not be generated, recorded in
+    pool.json's `failures` (cleared at the next run's start, which generates it again)."""
+
+    def __init__(self, plan: HarvestPlan, backend_info: dict, *, shard_size: int, argv: Sequence[str] | None = None,
+                 engine: dict | None = None):
+        self.plan, self.out = plan, plan.out
+        (self.out / "samples").mkdir(parents=True, exist_ok=True)
+        meta = _base_meta(plan, shard_size)
+        meta["backend"] = backend_info
+        meta["versions"] = library_versions()
+        meta["complete"] = False
+        meta.pop("failures", None)  # the last run's: this run generates those queries again
+        self.failures: dict[str, dict] = {}
+        self.run_record = {"started": now(), "argv": list(argv if argv is not None else sys.argv),
+                           "engine": dict(engine or {"name": "local"}), "queries_before": len(plan.done),
+                           "queries_written": 0}
+        meta["runs"] = list(meta.get("runs", [])) + [self.run_record]
+        self.meta = meta
+        atomic_write_json(meta, self.out / "pool.json")
+        self.written = [q for q in plan.queries if q.query_id in plan.done]
+        self.prompts = {q.query_id: plan.prompts.get(q.query_id) for q in self.written}
+        self.next_part = max((_part_number(p) for p in part_files(self.out)), default=-1) + 1
+        self.crash_at = os.environ.get(CRASH_ENV)
+        self.parts_this_run = 0
+        self.n_resp = self.n_tok = 0
+        self.t0 = time.monotonic()
+
+    def list_queries(self, extra: Sequence[Query] = ()):
+        """queries.parquet: the written queries and `extra` (in flight: listed before their part exists; a resume
+        drops rows without samples), in the data set's order."""
+        have = {q.query_id for q in self.written} | {q.query_id for q in extra}
+        rows = [q for q in self.plan.queries if q.query_id in have]
+        dataset = str(self.plan.spec.dataset.get("source"))
+        atomic_write_parquet(queries_frame(rows, self.prompts, self.plan.promoted, dataset),
+                             self.out / "queries.parquet")
+
+    def write_part(self, batch: Sequence[Query], responses: list[list[Response]], number: int | None = None
+                   ) -> pl.DataFrame:
+        """Write `batch`'s responses as one part (temporary file, then rename; rewriting a part with the same
+        number writes the same file) and record the progress in pool.json."""
+        spec = self.plan.spec
+        df = _responses_frame(batch, responses, spec.sampling.n, spec.confidence)
+        k = self.next_part + (self.parts_this_run if number is None else number)
+        part = self.out / "samples" / f"{PART_PREFIX}{k:05d}.parquet"
+        hook = None
+        if self.crash_at is not None and int(self.crash_at) == self.parts_this_run:
+            hook = lambda: os._exit(75)  # simulate a kill with the part written but not yet renamed
+        atomic_write_parquet(df, part, before_rename=hook)
+        self.written.extend(batch)
+        self.parts_this_run += 1
+        tok = int(df["n_tokens"].sum())
+        self.n_resp += df.height
+        self.n_tok += tok
+        self.run_record.update(queries_written=len(self.written) - len(self.plan.done), responses=self.n_resp,
+                               tokens=self.n_tok)
+        self.meta["queries_written"] = len(self.written)
+        atomic_write_json(self.meta, self.out / "pool.json")  # progress survives even a hard kill
+        return df
+
+    def fail(self, query_id: str, error: str):
+        """Record a query that could not be generated (kept out of every part, so a rerun generates it)."""
+        self.failures[query_id] = {"error": error, "at": now()}
+        self.meta["failures"] = self.failures
+
+    def finish(self) -> HarvestResult:
+        self.list_queries()
+        meta, rec = self.meta, self.run_record
+        meta["complete"] = len(self.written) == len(self.plan.queries)
+        meta["queries_written"] = len(self.written)
+        rec["finished"] = now()
+        rec["seconds"] = round(time.monotonic() - self.t0, 3)
+        rec["responses"] = self.n_resp
+        rec["tokens"] = self.n_tok
+        if self.failures:
+            rec["failed"] = len(self.failures)
+        if meta["complete"]:
+            meta["finished"] = rec["finished"]
+        atomic_write_json(meta, self.out / "pool.json")
+        return HarvestResult(out=self.out, queries=len(self.plan.queries), written_before=len(self.plan.done),
+                             written_now=len(self.written) - len(self.plan.done), responses=self.n_resp,
+                             tokens=self.n_tok, seconds=time.monotonic() - self.t0)
+
+
+def backend_info(backend: Any) -> dict:
+    try:
+        return dict(backend.info())
+    except Exception as e:  # provenance must not kill a run, but say it is missing
+        return {"error": f"backend.info() failed: {type(e).__name__}: {e}"}
+
+
+def backend_extra(spec: HarvestSpec, stop: Sequence[str]) -> dict[str, Any]:
+    """generate()'s keywords beyond the sampling: only those used, so a backend without stop strings or log-probs
+    still works."""
+    extra: dict[str, Any] = {}
     if stop:
         extra["stop"] = list(stop)
-    if confidence is not None:
-        extra["confidence"] = confidence
-    dataset_name = str(plan.spec.dataset.get("source"))
-    written = [q for q in plan.queries if q.query_id in plan.done]
-    prompts = {q.query_id: plan.prompts.get(q.query_id) for q in written}
+    if spec.confidence is not None:
+        extra["confidence"] = spec.confidence
+    return extra
+
+
+def check_confidence(plan: HarvestPlan, generate: Callable) -> None:
+    if plan.spec.confidence is not None and not _takes(generate, "confidence"):
+        raise HarvestError(f"the {type(getattr(generate, '__self__', generate)).__name__} backend returns no token "
+                           "log-probs; run without --confidence")
+
+
+def run_harvest(plan: HarvestPlan, backend: Backend, prompt_fn: Callable[[Query], str], *, shard_size: int = 32,
+                progress: bool = True, argv: Sequence[str] | None = None, stop: Sequence[str] = ()) -> HarvestResult:
+    """Generate the plan's pending queries in parts of `shard_size` queries, in this process (`--engine local`),
+    writing through HarvestWriter. Any exception (including Ctrl-C) leaves a directory that the same command
+    resumes. `stop`: the template's stop strings, passed to backends that take them."""
+    if shard_size < 1:
+        raise HarvestError(f"--shard-size must be at least 1, got {shard_size}")
+    check_confidence(plan, backend.generate)
+    writer = HarvestWriter(plan, backend_info(backend), shard_size=shard_size, argv=argv)
+    sampling = plan.spec.sampling
+    extra = backend_extra(plan.spec, stop)
     pending = plan.pending
-    next_part = max((_part_number(p) for p in part_files(out)), default=-1) + 1
-    crash_at = os.environ.get(CRASH_ENV)
+    out = plan.out
     # a line per part when the output is a log (every_s=0): Slurm-style logs then show steady progress
     bar = progress_display(len(pending), f"{out.name}" + (f" shard {plan.shard}" if plan.shard else ""), "queries",
                            enabled=progress, every_s=0.0, rates=("responses", "tokens")).__enter__()
-    t0 = time.monotonic()
-    n_resp = n_tok = 0
-    parts_this_run = 0
-
-    def write_queries(extra: Sequence[Query] = ()):
-        rows = written + list(extra)
-        atomic_write_parquet(queries_frame(rows, prompts, plan.promoted, dataset_name), out / "queries.parquet")
-
     try:
         for start in range(0, len(pending), shard_size):
             batch = pending[start:start + shard_size]
             for q in batch:
-                prompts[q.query_id] = prompt_fn(q)
-            write_queries(batch)  # listed before its part exists; a resume drops rows without samples
+                writer.prompts[q.query_id] = prompt_fn(q)
+            writer.list_queries(batch)  # listed before its part exists; a resume drops rows without samples
             seeds = [query_seed(sampling.seed, q.query_id) for q in batch]
-            texts = [prompts[q.query_id] for q in batch]
-            responses = backend.generate(texts, sampling, seeds, **extra)
-            df = _responses_frame(batch, responses, sampling.n, confidence)
-            part = out / "samples" / f"{PART_PREFIX}{next_part:05d}.parquet"
-            hook = None
-            if crash_at is not None and int(crash_at) == parts_this_run:
-                hook = lambda: os._exit(75)  # simulate a kill with the part written but not yet renamed
-            atomic_write_parquet(df, part, before_rename=hook)
-            written.extend(batch)
-            next_part += 1
-            parts_this_run += 1
-            tok = int(df["n_tokens"].sum())
-            n_resp += df.height
-            n_tok += tok
-            run_record.update(queries_written=len(written) - len(plan.done), responses=n_resp, tokens=n_tok)
-            meta["queries_written"] = len(written)
-            atomic_write_json(meta, out / "pool.json")  # progress survives even a hard kill
-            bar.advance(len(batch), responses=df.height, tokens=tok)
+            responses = backend.generate([writer.prompts[q.query_id] for q in batch], sampling, seeds, **extra)
+            df = writer.write_part(batch, responses)
+            bar.advance(len(batch), responses=df.height, tokens=int(df["n_tokens"].sum()))
     finally:
         bar.__exit__(None, None, None)
         # whatever happened, queries.parquet lists exactly the written queries and pool.json says how far it got
-        write_queries()
-        meta["complete"] = len(written) == len(plan.queries)
-        meta["queries_written"] = len(written)
-        run_record["finished"] = now()
-        run_record["seconds"] = round(time.monotonic() - t0, 3)
-        run_record["responses"] = n_resp
-        run_record["tokens"] = n_tok
-        if meta["complete"]:
-            meta["finished"] = run_record["finished"]
-        atomic_write_json(meta, out / "pool.json")
-    return HarvestResult(out=out, queries=len(plan.queries), written_before=len(plan.done),
-                         written_now=len(written) - len(plan.done), responses=n_resp, tokens=n_tok,
-                         seconds=time.monotonic() - t0)
+        result = writer.finish()
+    return result
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -647,7 +702,7 @@ def merge_pools(inputs: Sequence[Path], out: Path, *, allow_missing: bool = Fals
                 pl.concat(queries, how="diagonal_relaxed").sort("query_id").write_parquet(
                     tmp / "queries.parquet", compression="zstd")
             per_shard = ("shard", "runs", "queries_expected", "queries_written", "expected_query_ids",
-                         "scoring_in_progress", "created", "finished")
+                         "scoring_in_progress", "created", "finished", "failures")
             meta = {k2: v for k2, v in ref.items() if k2 not in per_shard}
             meta.update({
                 "name": out.name, "created": now(), "complete": not (missing or missing_shards),

@@ -623,10 +623,13 @@ class ScoreResult:
 
 
 def score_pool(pool: Path, oracles: Sequence[str], opts: ScoreOptions | None = None, *,
-               skip_scored: bool = False) -> list[ScoreResult]:
+               skip_scored: bool = False, engine: Any = None) -> list[ScoreResult]:
     """Add (or replace) oracle columns in every sample file of `pool`. Every oracle is checked against the pool
     before any work starts. `skip_scored` keeps an oracle whose recorded configuration matches and whose columns
-    every part has (ttc harvest --oracle on a resumed run)."""
+    every part has (ttc harvest --oracle on a resumed run). `engine`: None scores in this process (the oracle's own
+    `score`); an engine object (harvest/ray_engine.py's RayEngine) scores the parts elsewhere with the same
+    sessions, through `engine.score(impl, sp, todo, rec, opts)`, and names itself in the runtime record
+    (`engine.record()`); the bookkeeping here (what is done, what is recorded) is the same for both."""
     opts = opts or ScoreOptions()
     oracles = parse_oracles(oracles)
     if not oracles:
@@ -650,11 +653,13 @@ def score_pool(pool: Path, oracles: Sequence[str], opts: ScoreOptions | None = N
         for p in todo:  # a damaged part is one error line here, not a traceback (or wrong scores) later
             verify_file(p)
         impl = implementation(o)
-        summary = impl.score(sp, todo, rec, opts)
+        summary = impl.score(sp, todo, rec, opts) if engine is None else engine.score(impl, sp, todo, rec, opts)
         record = {**cfg, "scored": now(), "seconds": round(time.monotonic() - t0, 3),
                   "versions": library_versions(), "runtime": {**summary, "workers": opts.workers,
                                                               "parts_resumed": rec.resumed,
-                                                              **impl.runtime(summary, opts)}}
+                                                              **impl.runtime(summary, opts),
+                                                              "engine": {"name": "local"} if engine is None
+                                                              else engine.record()}}
         rec.finish(record)
         results.append(ScoreResult(o, "resumed" if rec.resumed else "scored", replaced, summary))
     return results
