@@ -475,27 +475,52 @@ def optscale_caps(qi, score, off, perm, cap, warmup, max_samples, gamma, pct):
 
 
 @njit(cache=True)
-def dsc_easy(qi, U, jl, jr, bl, mid):
-    """dsc's partition at a midpoint: when every judge U[jl .. jr - 1] is answered, every query U[bl .. mid] is
-    easy (answered: it draws nothing more) and True is returned."""
-    for t in range(jl, jr):
-        if qi[U[t], ELIM] == 0:
-            return False
-    for t in range(bl, mid + 1):
-        qi[U[t], ELIM] = 1
-    return True
-
-
-@njit(cache=True)
-def active_in(qi, U, act):
-    """act[:m] = the active queries of U, in U's order; returns m."""
-    m = 0
-    for t in range(U.shape[0]):
-        i = U[t]
-        if qi[i, ELIM] == 0 and qi[i, CAPPED] == 0 and qi[i, EXH] == 0:
-            act[m] = i
-            m += 1
-    return m
+def dsc_judge(qi, off, tot, U, alloc, ds, K, judge):
+    """dsc's partition (docs/semantics.md), the source's binary search over U (the queries easiest first) for the
+    easy prefix: returns the next judge that must draw its first window (the caller pulls K - N for it, then sets
+    alloc[ds[5]] = 1 and moves ds[5] on), or -1 once the search is over. ds = (lo, hi, mid, first judge, end of the
+    judges, next judge), hi = -1 before the first call; alloc[pos] = 1 once position pos is judged. A function of its
+    own: in run_one's loop this code cost ~1 s of compile."""
+    n = U.shape[0]
+    if ds[1] < 0:
+        for t in range(n):
+            alloc[t] = 0
+        ds[1] = n
+        ds[2] = n // 2
+        ds[3], ds[4] = max(0, ds[2] - judge // 2), min(ds[2] + judge // 2, n)
+        ds[5] = ds[3]
+    while True:
+        jb = ds[5]
+        if jb < ds[4]:
+            i = U[jb]
+            n_i = qi[i, N]
+            if alloc[jb] or qi[i, ELIM] or qi[i, CAPPED] or qi[i, EXH] or n_i >= K:
+                alloc[jb] = 1  # nothing to draw: easy if answered (its rule was checked on what it holds)
+                ds[5] = jb + 1
+                continue
+            if n_i == off[i + 1] - off[i]:  # its pool is used up before its first window is full
+                alloc[jb] = 1
+                qi[i, EXH] = 1
+                tot[EXHAUSTED] += 1
+                ds[5] = jb + 1
+                continue
+            return i
+        easy = True
+        for t in range(ds[3], ds[4]):
+            if qi[U[t], ELIM] == 0:
+                easy = False
+                break
+        if easy:  # every query from lo to the midpoint is easy: it draws nothing more
+            for t in range(ds[0], ds[2] + 1):
+                qi[U[t], ELIM] = 1
+            ds[0] = ds[2] + 1
+        else:
+            ds[1] = ds[2]
+        if ds[0] >= ds[1]:
+            return -1
+        ds[2] = (ds[0] + ds[1]) // 2
+        ds[3], ds[4] = max(0, ds[2] - judge // 2), min(ds[2] + judge // 2, n)
+        ds[5] = ds[3]
 
 
 @njit(cache=True)
@@ -863,9 +888,8 @@ def run_one(P, W, cfg, budget, epoch):
     left = budget
 
     sp = 0  # streaming: position of the current query in the order
-    # dsc's partition: a binary search over U (the queries easiest first) for the easy prefix [0, bl); the judges
-    # of the current midpoint mid are the positions jl .. jr - 1, jb the next to judge, alloc[pos] = 1 once judged
-    bl, br, mid, jl, jr, jb = 0, n, 0, 0, 0, 0
+    ds = np.zeros(6, np.int64)  # dsc's partition: its binary search's state (dsc_judge)
+    ds[1] = -1
     n_max = off[n] + 1  # more pulls than any query can make
 
     while True:
@@ -902,14 +926,8 @@ def run_one(P, W, cfg, budget, epoch):
                     else:
                         U[u] = i
                         u += 1
-                if policy == DSC:  # the ranking (U: easiest first), then the partition's first midpoint
+                if policy == DSC:  # the ranking (U: easiest first), then the partition (dsc_judge)
                     difficulty_order(score, off, perm, order, U)
-                    for t in range(n):
-                        alloc[t] = 0
-                    br = n
-                    mid = (bl + br) // 2
-                    jl, jr = max(0, mid - judge // 2), min(mid + judge // 2, n)
-                    jb = jl
                     continue
                 if u > 0:
                     stage2_split(qi, qf, U, u, alloc, budget - (tot[SAMPLES] if unit == UNIT_SAMPLES else tot[TOKENS]),
@@ -953,36 +971,14 @@ def run_one(P, W, cfg, budget, epoch):
                     start = tot[TOKENS]
                     continue
                 want, bud, cap, rule = 1, start + alloc[q], 0, ELIM_NONE
-        elif policy == DSC:  # stage 2, the partition: judge the midpoint's neighbours, then move the bounds
-            if jb < jr:
-                i = U[jb]
-                n_i = qi[i, N]
-                if alloc[jb] or not is_active(i) or n_i >= K:
-                    alloc[jb] = 1  # judged: easy if answered (its rule was checked on what it holds)
-                    jb += 1
-                    continue
-                if n_i == off[i + 1] - off[i]:  # its pool is used up before its first window is full
-                    alloc[jb] = 1
-                    qi[i, EXH] = 1
-                    tot[EXHAUSTED] += 1
-                    jb += 1
-                    continue
-                want = K - n_i  # its first window, then the rule
-            else:
-                if dsc_easy(qi, U, jl, jr, bl, mid):  # every query from bl to the midpoint is easy
-                    bl = mid + 1
-                else:
-                    br = mid
-                if bl < br:
-                    mid = (bl + br) // 2
-                    jl, jr = max(0, mid - judge // 2), min(mid + judge // 2, n)
-                    jb = jl
-                    continue
-                # stage 3: windows of K for the others, round-robin easiest first, the rule after each window
-                m = active_in(qi, U, act)
+        elif policy == DSC:  # stage 2, the partition: dsc_judge names the next judge (-1: the partition is over)
+            i = dsc_judge(qi, off, tot, U, alloc, ds, K, judge)
+            if i < 0:  # stage 3: windows of K for the others, round-robin easiest first, the rule after each window
+                m = active_by_rank(qi, U, act)
                 rr_k, rr_cap, rr_elim, one_pull = K, max_samples, elim, False
                 rr_on, by_rank, p, w, stage = True, True, 0, 0, 3
                 continue
+            want = K - qi[i, N]  # its first window, then the rule
         elif is_index:
             if size == 0:
                 break
@@ -1030,8 +1026,8 @@ def run_one(P, W, cfg, budget, epoch):
             if p == m:
                 m, p, w = w, 0, 0
         elif policy == DSC:  # a judge's window was drawn
-            alloc[jb] = 1
-            jb += 1
+            alloc[ds[5]] = 1
+            ds[5] += 1
             if tot[STOP]:
                 break
         elif policy == TWO_STAGE:
