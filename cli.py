@@ -14,7 +14,7 @@ One convention for every command (issue 11):
 - `--seeds N` is a number of seeds, with `--seed-start S` the first; `--seed S` is one seed (synth, harvest);
 - `--queries` / `--limit` count queries, `--responses` responses per query (`-n` in harvest);
 - an enumeration is a choice: `--help` lists its values and the parser refuses any other;
-- the options `ttc harvest` and `ttc score` share are declared once (_SCORING).
+- the options `ttc harvest` and `ttc score` share are declared once (_SCORING, and _ENGINE: where the work runs).
 Old spellings (`replay --pool`, `import --per-query`, `harvest --n`, `theory --n/--trials/--seed`) still work,
 hidden from `--help`, with a deprecation warning."""
 from __future__ import annotations
@@ -160,6 +160,7 @@ BACKENDS = tuple(harvest_registry.BACKENDS)
 IMPORT_FORMATS = tuple(harvest_registry.IMPORTERS)
 SIGNALS = tuple(harvest_registry.SIGNALS)  # confidence signals: --confidence
 THEORY_ENGINES = ("check", "bisect", "off")  # replay.theory.ENGINE_MODES
+HARVEST_ENGINES = ("local", "ray")  # ttc harvest / score --engine: this process, or Ray Data (harvest/ray_engine.py)
 
 
 def _choice(name: str, values) -> type[enum.Enum]:
@@ -178,6 +179,7 @@ StepMode = _choice("StepMode", STEP_MODES)
 PrmEngine = _choice("PrmEngine", PRM_ENGINES)
 SandboxMode = _choice("SandboxMode", SANDBOX_MODES)
 TheoryEngine = _choice("TheoryEngine", THEORY_ENGINES)
+HarvestEngine = _choice("HarvestEngine", HARVEST_ENGINES)
 
 
 def _names(what: str, allowed: tuple[str, ...]):
@@ -597,6 +599,42 @@ def _with_scoring_options(command):
 
 _with_backend_options = _option_group(_BACKEND_OPTIONS, "backend_options")
 
+_ENGINE_PANEL = "Engine (--engine)"
+# Where `ttc harvest` and `ttc score` run, declared once: parameter -> (type, option). The Ray options are refused with
+# --engine local (_ray_engine).
+_ENGINE = {
+    "engine": (HarvestEngine, typer.Option(HarvestEngine("local"), help="Where the work runs: local (this process) or "
+                                           "ray (a Ray Data job: generation and scoring in actor pools across a Ray "
+                                           "cluster, the pool written here; a grading actor uses --workers "
+                                           "processes, default 1; needs the ray extra; docs/harvest.md).",
+                                           rich_help_panel=_ENGINE_PANEL)),
+    "address": (Optional[str], typer.Option(None, help="ray: a running cluster's address (what `ray start --head` "
+                                            "prints, or auto); default: start a local cluster for this command.",
+                                            rich_help_panel=_ENGINE_PANEL)),
+    "ray_workers": (Optional[int], typer.Option(None, help="ray without --address: CPUs of the local cluster (default: "
+                                                "all cores).", rich_help_panel=_ENGINE_PANEL)),
+    "ray_retries": (int, typer.Option(3, help="ray: restarts of a lost worker and retries of its batches, and attempts "
+                                      "of a failing row before it is recorded as failed (a rerun retries it).",
+                                      rich_help_panel=_ENGINE_PANEL)),
+}
+_with_engine_options = _option_group(_ENGINE, "engine_options")
+
+
+def _ray_engine(ctx: typer.Context, engine_options: dict):
+    """The RayEngine of --engine ray (not yet connected), or None for --engine local, which refuses the Ray options
+    rather than ignoring them. Without the ray extra: one error line naming it, before anything is read or written."""
+    if _value(engine_options["engine"]) == "local":
+        for param, flag in (("address", "--address"), ("ray_workers", "--ray-workers"),
+                            ("ray_retries", "--ray-retries")):
+            src = ctx.get_parameter_source(param)
+            if src is not None and src.name == "COMMANDLINE":
+                _fail(f"{flag} applies to --engine ray")
+        return None
+    from harvest.ray_engine import RayEngine, RayOptions
+
+    return RayEngine(RayOptions(address=engine_options["address"], workers=engine_options["ray_workers"],
+                                retries=engine_options["ray_retries"]))
+
 _DATA_PANEL = "Data set (--dataset FILE or hub name)"
 # How `ttc harvest --dataset` and `ttc run --dataset` read a data set (harvest/datasets.py load_queries), declared once.
 _DATASET = {
@@ -717,6 +755,7 @@ def _harvest_release(backend):
 @_with_backend_options
 @_with_confidence_options
 @_with_scoring_options
+@_with_engine_options
 def harvest_cmd(
     ctx: typer.Context,
     dataset: str = typer.Option(..., help="math500, aime24, aime25, lcb-exec (HuggingFace hub), hf:OWNER/NAME, or a "
@@ -746,6 +785,7 @@ def harvest_cmd(
     backend_options: dict = None,
     data: dict = None,
     signals: dict = None,
+    engine_options: dict = None,
 ):
     """Generate N responses per query and write them as a pool (resumable part files), optionally scored."""
     from harvest.pipeline import HarvestSpec, ShardSpec, plan_harvest, run_harvest
@@ -772,6 +812,7 @@ def harvest_cmd(
             _fail(f"{name} must be at least 1, got {v}")
     if limit is not None and limit < 1:
         _fail(f"--limit must be at least 1, got {limit}")
+    ray_engine = _ray_engine(ctx, engine_options)
     try:
         from harvest.datasets import load_queries
         from harvest.prompts import default_template, render, template_info
@@ -795,7 +836,7 @@ def harvest_cmd(
         if Path(dataset).expanduser().is_file():
             ds["path"] = str(Path(dataset).expanduser().resolve())
         device = backend_options.get("device")
-        if device and str(device).startswith("cuda"):
+        if device and str(device).startswith("cuda") and ray_engine is None:  # with ray: the workers' GPUs
             import torch
 
             if not torch.cuda.is_available():
@@ -815,18 +856,13 @@ def harvest_cmd(
             f"{len(queries)}"
         typer.echo(f"{out}: {where} queries ({name} prompts); {len(plan.done)} already written, {len(pending)} to "
                    f"generate ({len(pending) * n:,} responses)")
-        if pending:
-            kw = {"model": model, "revision": revision}
-            if entry.chat == "server":  # the server applies the chat template; --chat picks its chat endpoint
-                kw["chat"] = bool(chat)
-            for param in entry.options:  # None: the backend's own default
-                if backend_options[param] is not None:
-                    kw[harvest_registry.BACKEND_OPTIONS[param].keyword] = backend_options[param]
-            if backend == "vllm" and confidence is not None and confidence.top_logprobs > 20:
-                kw["max_logprobs"] = confidence.top_logprobs  # vLLM's engine refuses more than 20 by default
+        if ray_engine is not None:
+            _harvest_ray(ray_engine, plan, backend, model, revision, chat, backend_options, confidence, name, info,
+                         shard_size, progress, oracles, opts, out)
+        elif pending:
             from harvest.backends import make_backend
 
-            gen = make_backend(backend, **kw)
+            gen = make_backend(backend, **_backend_kwargs(backend, model, revision, chat, backend_options, confidence))
             tok = getattr(gen, "tokenizer", None)
             render_chat = False if entry.chat == "server" else chat
             res = run_harvest(plan, gen, lambda q: render(name, q, tok, chat=render_chat), shard_size=shard_size,
@@ -836,7 +872,7 @@ def harvest_cmd(
                        f"{res.tokens / max(res.seconds, 1e-9):,.0f} tokens/s)")
             _harvest_release(gen)  # give the GPU back before a PRM or judge loads (best effort)
             del gen
-        if oracles:
+        if oracles and ray_engine is None:
             _harvest_print_scores(score_pool(out, oracles, opts, skip_scored=True), out)
         if shard_spec:
             typer.echo(f"when every shard is done: ttc merge {out.parent}/<shard dirs> --out POOL")
@@ -845,21 +881,75 @@ def harvest_cmd(
         raise typer.Exit(130)
 
 
+def _backend_kwargs(backend: str, model: str, revision, chat, backend_options: dict, confidence) -> dict:
+    """The keyword arguments make_backend gets from `ttc harvest`'s options (None: the backend's own default), for
+    the backend built here (--engine local) or in each Ray actor (--engine ray)."""
+    entry = harvest_registry.BACKENDS[backend]
+    kw = {"model": model, "revision": revision}
+    if entry.chat == "server":  # the server applies the chat template; --chat picks its chat endpoint
+        kw["chat"] = bool(chat)
+    for param in entry.options:
+        if backend_options[param] is not None:
+            kw[harvest_registry.BACKEND_OPTIONS[param].keyword] = backend_options[param]
+    if backend == "vllm" and confidence is not None and confidence.top_logprobs > 20:
+        kw["max_logprobs"] = confidence.top_logprobs  # vLLM's engine refuses more than 20 by default
+    return kw
+
+
+def _harvest_ray(engine, plan, backend, model, revision, chat, backend_options, confidence, name, info, shard_size,
+                 progress, oracles, opts, out):
+    """`ttc harvest --engine ray`: the plan's pending queries generated by a Ray Data job (each actor builds the
+    backend from these options), then the oracles scored by Ray jobs, on one cluster. The driver renders the prompts
+    with the model's tokenizer (loaded here, without the weights), as the local engine does with its backend's."""
+    from harvest.backends import make_backend
+    from harvest.prompts import render
+    from harvest.ray_engine import generation_gpus
+    from harvest.run import load_tokenizer
+    from harvest.scoring import score_pool
+
+    entry = harvest_registry.BACKENDS[backend]
+    kw = _backend_kwargs(backend, model, revision, chat, backend_options, confidence)
+    with engine:
+        pending = plan.pending
+        if pending:
+            tok = load_tokenizer(backend, model, revision, kw)
+            render_chat = False if entry.chat == "server" else chat
+            res = engine.harvest(plan, functools.partial(make_backend, backend, **kw),
+                                 lambda q: render(name, q, tok, chat=render_chat), shard_size=shard_size,
+                                 gpus=generation_gpus(backend, kw, engine.resources()), progress=progress,
+                                 stop=info.get("stop") or (), generate=entry.load().generate)
+            job = engine.jobs[-1]
+            typer.echo(f"wrote {res.written_now} queries, {res.responses:,} responses, {res.tokens:,} tokens in "
+                       f"{res.seconds:,.1f} s ({res.responses / max(res.seconds, 1e-9):,.1f} responses/s, "
+                       f"{res.tokens / max(res.seconds, 1e-9):,.0f} tokens/s; ray: {job['placement']})")
+        if oracles:
+            _harvest_print_scores(score_pool(out, oracles, opts, skip_scored=True, engine=engine), out)
+
+
 @app.command("score")
 @_with_scoring_options
+@_with_engine_options
 def score_cmd(
+    ctx: typer.Context,
     pool: Path = typer.Argument(..., metavar="POOL", help="Pool directory with a text column (written by ttc harvest)."),
     oracle: List[str] = typer.Option(..., metavar="NAME[,NAME...]", callback=_names("oracle", ORACLES),
                                      help=f"Oracles (repeat or comma-separate; re-scoring replaces an oracle's "
                                      f"columns): {_described(harvest_registry.ORACLES)}."),
     scoring: dict = None,
+    engine_options: dict = None,
 ):
     """Add oracle columns to a pool (answer/correct, score_prm_*, score_judge), recording each oracle in pool.json.
     Scoring again replaces the oracle's columns; an interrupted scoring resumes with the same options."""
     from harvest.scoring import score_pool
 
+    engine = _ray_engine(ctx, engine_options)
+    opts = _score_options(scoring)
     try:
-        _harvest_print_scores(score_pool(pool, oracle, _score_options(scoring)), pool)
+        if engine is None:
+            _harvest_print_scores(score_pool(pool, oracle, opts), pool)
+        else:
+            with engine:
+                _harvest_print_scores(score_pool(pool, oracle, opts, engine=engine), pool)
     except KeyboardInterrupt:
         typer.echo(f"interrupted; rerun the same command to finish scoring {pool}", err=True)
         raise typer.Exit(130)

@@ -519,6 +519,7 @@ def test_harvest_and_score_share_one_declaration_of_the_scoring_options():
     s = {p.name: p for p in score.params}
     shared = list(cli._SCORING)
     assert {"workers", "timeout", "memory_mb", "prm_model", "prm_engine", "judge_model", "progress"} <= set(shared)
+    shared += list(cli._ENGINE)  # --engine, --address, ...: where both run
     for name in shared:
         assert h[name].opts == s[name].opts and h[name].default == s[name].default and h[name].help == s[name].help
     assert set(s) - set(shared) == {"pool", "oracle"}
