@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -67,6 +68,13 @@ def require_ray():
 def _first_line(e: BaseException) -> str:
     lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
     return f"{type(e).__name__}: {lines[0][:300]}" if lines else type(e).__name__
+
+
+def _job_error(e: BaseException) -> str:
+    """What stopped a Ray job, in one line: Ray wraps a worker's exception (an actor that could not load its model)
+    in its own, whose text ends with the worker's traceback; its last `module.Error: message` line is the cause."""
+    causes = re.findall(r"^\s*((?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception): .+)$", str(e), re.MULTILINE)
+    return causes[-1].strip()[:300] if causes else _first_line(e)
 
 
 @dataclass(frozen=True)
@@ -264,7 +272,7 @@ class RayEngine:
             writer.run_record["engine"] = self.record()
             result = writer.finish()
         if job_error is not None:
-            raise BackendError(f"the Ray job stopped ({_first_line(job_error)}); the {len(parts_in.written)} parts "
+            raise BackendError(f"the Ray job stopped ({_job_error(job_error)}); the {len(parts_in.written)} parts "
                                f"written are kept in {plan.out}: rerun the same command to generate the rest") from None
         if writer.failures:
             qid, f = next(iter(writer.failures.items()))
@@ -367,7 +375,7 @@ class RayEngine:
             bar.__exit__(None, None, None)
             job["seconds"] = round(time.monotonic() - t0, 3)
         if job_error is not None:
-            raise BackendError(f"the Ray job stopped ({_first_line(job_error)}); the parts scored are recorded in "
+            raise BackendError(f"the Ray job stopped ({_job_error(job_error)}); the parts scored are recorded in "
                                f"{sp.path / 'pool.json'}: rerun the same command to score the rest") from None
         if failures:
             prog = sp.meta.setdefault("scoring_in_progress", {}).setdefault(oracle, {"config": rec.cfg, "done": []})
