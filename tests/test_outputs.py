@@ -160,7 +160,11 @@ def test_report_refuses_a_directory_it_did_not_write(tmp_path):
 
 def test_per_query_past_the_memory_is_refused_before_the_run(tmp_path):
     r = _ttc("replay", "--seeds", 10_000_000, "--per-query", tmp_path / "pq.parquet", timeout=120)
-    _one_error_line(r, r"--per-query would hold 220,000,000,000 rows .* GiB\) and this machine has .* GiB available")
+    _one_error_line(r, r"--per-query would hold [\d,]+ rows .* GiB\) and this machine has .* GiB available")
+    import re  # the rows are the default grid's configurations x seeds x queries, whatever the registry holds
+    rows, configs = re.search(r"hold ([\d,]+) rows \((\d+) configurations x budgets, 10,000,000 seeds, 500 queries",
+                              r.stderr).groups()
+    assert int(rows.replace(",", "")) == int(configs) * 10_000_000 * 500
     assert not (tmp_path / "pq.parquet").exists()
 
 
