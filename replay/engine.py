@@ -144,8 +144,11 @@ def replay(pool: Pool, configs: list[RunConfig], budgets, seeds, select: str = "
     why = check_selection_params(cisc_temp, deepconf_eta)
     if why:
         raise PoolError(why)
-    # The confidence votes need answers to vote on and ground truth to score; without, their columns are NaN.
-    votes = (cisc_temp, deepconf_eta) if pool.has_answers and pool.has_gt else None
+    # The confidence votes need answers to vote on and ground truth to score; without, their columns are NaN. Under
+    # --score gt they would weigh responses by their correctness (an oracle, as bon there is) at about two thirds of
+    # the grid's time again, so they run then only when asked for by --select.
+    votes = (cisc_temp, deepconf_eta) if pool.has_answers and pool.has_gt and (
+        pool.score_name != "gt" or select in ("cisc", "deepconf")) else None
     budgets = [float(b) for b in budgets]
     seeds = np.asarray(list(seeds), np.int64)
     check_budgets(budgets, "budgets")

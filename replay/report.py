@@ -678,7 +678,8 @@ def method_runs(r: Runs) -> MethodRuns:
     parts = []
     if configs:
         runs = list(index)
-        df = replay(pool, runs, budgets, seeds, select="bon", cisc_temp=req.cisc_temp,
+        voting = [m.select for name, m in METHODS.items() if status[name][0] and m.select in ("cisc", "deepconf")]
+        df = replay(pool, runs, budgets, seeds, select=voting[0] if voting else "bon", cisc_temp=req.cisc_temp,
                     deepconf_eta=req.deepconf_eta)[0].with_columns(
             pl.Series("_run", np.repeat(np.arange(len(runs)), B * S)))
         for name, m in METHODS.items():  # a selection rule whose accuracy the engine does not report yet

@@ -304,3 +304,14 @@ def test_replay_writes_the_columns(tmp_path):
     assert r.exit_code == 0, r.output
     df = pl.read_parquet(out2)
     assert df["accuracy_cisc"].is_nan().all() and df["accuracy_deepconf"].is_nan().all()
+
+
+def test_the_votes_run_under_score_gt_only_when_selected():
+    """Under --score gt a confidence vote weighs responses by their correctness (an oracle): its columns are NaN
+    unless --select asks for it, which spares the default replay the votes' pass."""
+    pool = load_pool(DEFAULT_POOL)
+    plain, _ = replay(pool, [RunConfig("uniform")], [4.0], [0, 1], select="bon")
+    assert plain["accuracy_cisc"].is_nan().all() and plain["accuracy_deepconf"].is_nan().all()
+    voted, _ = replay(pool, [RunConfig("uniform")], [4.0], [0, 1], select="cisc")
+    assert not voted["accuracy_cisc"].is_nan().any() and not voted["accuracy_deepconf"].is_nan().any()
+    assert voted["accuracy"].to_list() == voted["accuracy_cisc"].to_list()
