@@ -292,13 +292,7 @@ def test_greedy_and_batched_rows_get_their_own_signals(tiny):
 # ------------------------------------------------------------------------------------- vLLM (stand-in module)
 
 
-@pytest.fixture
-def fake_vllm(monkeypatch, tmp_path):
-    monkeypatch.syspath_prepend(str(FIX / "fake_vllm"))
-    monkeypatch.delitem(sys.modules, "vllm", raising=False)
-    log = tmp_path / "engines.jsonl"
-    monkeypatch.setenv("FAKE_VLLM_LOG", str(log))
-    return log
+from test_harvest_generation import fake_vllm  # noqa: E402,F401  (the stand-in vllm on sys.path, its engine log)
 
 
 def _vllm_reference(out, k, spec):
