@@ -150,7 +150,7 @@ from harvest.prm import ENGINES as PRM_ENGINES, STEP_MODES  # noqa: E402
 from harvest.prompts import TEMPLATES  # noqa: E402
 
 POLICY_NAMES = ("uniform", "elimination", "ucb", "gap", "gap-literal", "entropy", "two-stage", "streaming", "oracle",
-                "optscale", "marginal-gain", "dsc")
+                "optscale", "marginal-gain", "dsc", "side-eb")
 ELIMINATION_RULES = ("threshold", "sc-share", "sc-beta", "esc", "ac-majority", "ac-entropy", "none")  # replay.policies.ELIMS
 SELECTIONS = ("bon", "weighted", "sc", "cisc", "deepconf")  # replay.engine.SELECT
 LIVE_SELECTIONS = ("bon", "weighted", "sc")  # replay.policies.LIVE_SELECTIONS: what `ttc run` can return
@@ -252,6 +252,10 @@ def replay_cmd(
                                          "prior's a + b)."),
     judge: int = typer.Option(32, help="dsc: queries judged around each midpoint of its partition's binary search "
                               "(the source's judge_window_size)."),
+    side: Optional[str] = typer.Option(None, metavar="COLUMN", help="side-eb: a column of the pool's responses "
+                                       "holding a side signal in [0, 1] (e.g. a confidence; default: none, 0.5)."),
+    bins: int = typer.Option(3, help="side-eb: bins of the side signal's mean over a query's failed draws."),
+    refresh: int = typer.Option(8, help="side-eb: pulls between refreshes of every query's index."),
     out: Optional[Path] = typer.Option(None, help="Write one row per (configuration, budget, seed) to this Parquet file."),
     per_query: Optional[Path] = typer.Option(None, help="Write the per-query allocation of every run to this Parquet file."),
     curve: Optional[Path] = typer.Option(None, help="Write uniform's exact curves (coverage@k, best-of-k) to this Parquet file."),
@@ -269,7 +273,8 @@ def replay_cmd(
         unit=_value(unit), Ks=_ints(k, "--K"), lams=_floats(lam, "--lambda") if lam else None, eps=eps,
         max_samples=_ints(max_samples, "--max-samples"), rhos=_floats(rho, "--rho"), taus=_floats(tau, "--tau"),
         m_min=m_min, share=share, hmax=hmax, conf=conf, out=out, per_query=per_query, curve=curve, threads=threads,
-        force=force, warmup=warmup, percentile=percentile, prior=prior, prior_strength=prior_strength, judge=judge)
+        force=force, warmup=warmup, percentile=percentile, prior=prior, prior_strength=prior_strength, judge=judge,
+        side=side, bins=bins, refresh=refresh)
     run_replay(req)
 
 

@@ -49,10 +49,11 @@ def frozen(a, dtype) -> np.ndarray:
     return a
 
 
-def pool_arrays(off, correct, score, ans, tok, tables, have=None, prior=None) -> PoolArrays:
+def pool_arrays(off, correct, score, ans, tok, tables, have=None, prior=None, side=None) -> PoolArrays:
     """What a run reads, in the one form every kernel is compiled for. have: responses that exist per query
     (default: the whole pool); prior: a per-query predicted success probability (marginal-gain's --prior; default
-    none, NaN: an array all the same, so that the kernels keep one signature)."""
+    none, NaN: an array all the same, so that the kernels keep one signature); side: a per-response side signal in
+    [0, 1] (side-eb's --side; default none, 0.5 everywhere: no information)."""
     off = frozen(off, np.int64)
     ans = frozen(ans, np.int64)
     T, L, min_a = tables
@@ -61,7 +62,8 @@ def pool_arrays(off, correct, score, ans, tok, tables, have=None, prior=None) ->
                       frozen(score, np.float64), ans, frozen(tok, np.int64),
                       frozen(np.diff(off) if have is None else have, np.int64), frozen(T, np.float64),
                       frozen(L, np.float64), frozen(min_a, np.int64),
-                      frozen(np.full(n, np.nan) if prior is None else prior, np.float64))
+                      frozen(np.full(n, np.nan) if prior is None else prior, np.float64),
+                      frozen(np.full(len(score), 0.5) if side is None else side, np.float64))
 
 
 def config_records(configs: list[RunConfig]) -> np.ndarray:
@@ -91,7 +93,8 @@ def run_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, se
     pq_flags = np.zeros(shape, np.uint16)
     if C and S:
         cw, eta = vote_weights(pool.score, votes)
-        args = (pool_arrays(pool.off, pool.correct, pool.score, pool.ans, pool.tok, tables, prior=pool.prior),
+        args = (pool_arrays(pool.off, pool.correct, pool.score, pool.ans, pool.tok, tables, prior=pool.prior,
+                             side=pool.side),
                 frozen(pool.qkeys, np.uint64), frozen(seeds, np.int64), config_records(configs),
                 frozen(budget_totals, np.int64), cw, eta, out_f, out_i, pq_n, pq_flags)
         chunks = min(S, get_threads())
@@ -279,11 +282,12 @@ def outcome(P: PoolArrays, W: Scratch, votes: tuple | None = None) -> dict:
 
 
 def run_once(off, correct, score, ans, tok, perm, rank, config: RunConfig, budget_total: int,
-             conf: float = 0.95, votes: tuple | None = None, prior=None) -> dict:
+             conf: float = 0.95, votes: tuple | None = None, prior=None, side=None) -> dict:
     """One run on explicit permutations (perm, rank): per-query outcomes as arrays. For tests and drivers. votes =
     (cisc_temp, deepconf_eta) adds sel_cisc and sel_deepconf; prior: per-query predictions (marginal-gain)."""
     off = np.asarray(off, np.int64)
-    P = pool_arrays(off, correct, score, ans, tok, make_tables(int(np.diff(off).max(initial=1)), conf), prior=prior)
+    P = pool_arrays(off, correct, score, ans, tok, make_tables(int(np.diff(off).max(initial=1)), conf), prior=prior,
+                    side=side)
     W = scratch(len(off) - 1, int(P.aoff[-1]), perm, np.argsort(np.asarray(rank, np.int64)))
     run_one(P, W, config.record()[0], np.int64(budget_total), np.int64(0))
     return outcome(P, W, votes)

@@ -25,8 +25,8 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-UNIFORM, ELIMINATION, UCB, GAP, GAP_LITERAL, ENTROPY, TWO_STAGE, STREAMING, ORACLE, OPTSCALE, MARGINAL_GAIN, DSC = \
-    range(12)
+UNIFORM, ELIMINATION, UCB, GAP, GAP_LITERAL, ENTROPY, TWO_STAGE, STREAMING, ORACLE, OPTSCALE, MARGINAL_GAIN, DSC, \
+    SIDE_EB = range(13)
 # Integer codes (branched on inside the kernels; the names are the command line's).
 UNIT_SAMPLES, UNIT_TOKENS = 0, 1
 ELIM_NONE, ELIM_THRESHOLD, ELIM_SC_SHARE, ELIM_SC_BETA, ELIM_ESC, ELIM_AC_MAJORITY, ELIM_AC_ENTROPY = range(7)
@@ -48,14 +48,15 @@ CONFIG = np.dtype([("policy", np.int64), ("unit", np.int64), ("K", np.int64), ("
                    ("max_samples", np.int64), ("m_min", np.int64), ("gamma", np.float64), ("lam", np.float64),
                    ("eps", np.float64), ("rho", np.float64), ("tau", np.float64), ("share", np.float64),
                    ("hmax", np.float64), ("warmup", np.int64), ("judge", np.int64), ("percentile", np.float64),
-                   ("prior_strength", np.float64)], align=True)
+                   ("prior_strength", np.float64), ("bins", np.int64), ("refresh", np.int64)], align=True)
 
 # What a run reads (read-only): the pool's per-response arrays grouped by query (off), the answer slots (aoff,
 # answer_offsets), have[i] = how many of query i's responses exist (its pool size in replay; fewer in a live run,
 # which stops at the first response it lacks), the lookup tables (replay/tables.py) and prior[i], a per-query
 # predicted success probability in [0, 1] (marginal-gain's --prior; NaN for none: always an array, so that every
-# run has the one compiled signature).
-PoolArrays = namedtuple("PoolArrays", "off aoff correct score ans tok have T L min_a prior")
+# run has the one compiled signature) and side[j], a per-response side signal in [0, 1] (side-eb's --side; 0.5
+# everywhere for none, likewise always an array).
+PoolArrays = namedtuple("PoolArrays", "off aoff correct score ans tok have T L min_a prior side")
 # What a run writes: the permutation and its lazy-generation state (perm, qgen, hs; qgen has no rows when perm is
 # given whole), the query order, and the state arrays qi, qf, si, sf, tot. The grid allocates one per thread.
 Scratch = namedtuple("Scratch", "perm qgen hs order qi qf si sf tot")
@@ -456,6 +457,59 @@ def gain_index(prior, qi, qf, i, c0, gamma):
     return c0 * pm / (c0 + qi[i, N])
 
 
+EB_SHRINK = 32.0  # side-eb: the bins' ratios start at 1 with this many expected successes (docs/semantics.md)
+
+
+@njit(cache=True)
+def side_eb(hk, hr, hq, size, qi, ex, eb, i, n0, side, tok, perm, off, nb, c0, unit, tot):
+    """side-eb's bookkeeping (docs/semantics.md), one function (each njit function costs compile time).
+    i >= 0: fold in the pull of query i that held n0 draws (all failures): the bin it was in gains the pull's draws
+    (and, a failed bin, the successes the base rate expected of them, before this pull's news) and a success when
+    the pull answered it, as does row nb + 1 (the failed bins together) for a failed bin; its side and token sums
+    take in the new draws; returns its new index. i < 0: the refresh: every query in the heap gets its index anew,
+    then Floyd's construction (the order of the tops depends only on the keys and ranks, not on the positions).
+    The index of q: N = 0: (successes + 1) / (draws + 2) of the first draws (row nb); N >= 1: the base rate
+    c0 M / (c0 + N), M = (successes + 1) / (draws + 2) of row nb + 1, times its bin's ratio (successes + a) /
+    (expected + a), a = EB_SHRINK, its bin floor(nb x) clamped to 0 .. nb - 1, x = ex[q, 0] / N, the mean side
+    signal of its draws; unit tokens: divided by 1 + its expected cost, (its tokens + the run's mean per draw) /
+    (N + 1)."""
+    lo, hi = 0, size
+    if i >= 0:
+        lo, hi = -1, 0
+        b = nb
+        nd = qi[i, N]
+        if n0 > 0:
+            b = min(nb - 1, max(0, np.int64(math.floor(ex[i, 0] / n0 * nb))))
+            eb[b, 2] += (nd - n0) * (c0 * ((eb[nb + 1, 0] + 1.0) / (eb[nb + 1, 1] + 2.0)) / (c0 + n0))
+        for k in range(n0, nd):
+            j = perm[off[i] + k]
+            ex[i, 0] += side[j]
+            ex[i, 1] += tok[j]
+        for r in range(b, b + 2 if b < nb else b + 1):  # its bin, and row nb + 1 for a failed bin
+            rr = nb + 1 if r > b else b
+            eb[rr, 1] += nd - n0
+            if qi[i, ELIM]:
+                eb[rr, 0] += 1.0
+    g = 0.0
+    for t in range(lo, hi):
+        q = i if t < 0 else hq[t]
+        nd = qi[q, N]
+        if nd == 0:
+            g = (eb[nb, 0] + 1.0) / (eb[nb, 1] + 2.0)
+        else:
+            b = min(nb - 1, max(0, np.int64(math.floor(ex[q, 0] / nd * nb))))
+            g = c0 * ((eb[nb + 1, 0] + 1.0) / (eb[nb + 1, 1] + 2.0)) / (c0 + nd)
+            g = g * ((eb[b, 0] + EB_SHRINK) / (eb[b, 2] + EB_SHRINK))
+        if unit == UNIT_TOKENS:
+            mbar = 1.0 if tot[SAMPLES] == 0 else tot[TOKENS] / tot[SAMPLES]
+            g = g / ((ex[q, 1] + mbar) / (nd + 1) + 1.0)
+        if t >= 0:
+            hk[t] = g
+    if i < 0:
+        heapify(hk, hr, hq, size)
+    return g
+
+
 @njit(cache=True)
 def optscale_caps(qi, score, off, perm, cap, warmup, max_samples, gamma, pct):
     """After optscale's warm-up: cap[i] = query i's N_i from its draws that reach gamma (optscale_target, at most
@@ -615,12 +669,13 @@ def run_one(P, W, cfg, budget, epoch):
     decisions). Round-robin then runs its rounds one at a time, so that the stop finds every query at a round
     boundary and the driver can generate for all of them in one batch."""
     off, aoff, correct, score, ans, tok, have = P.off, P.aoff, P.correct, P.score, P.ans, P.tok, P.have
-    T, L, min_a, prior = P.T, P.L, P.min_a, P.prior
+    T, L, min_a, prior, side = P.T, P.L, P.min_a, P.prior, P.side
     perm, qgen, hs, order = W.perm, W.qgen, W.hs, W.order
     qi, qf, si, sf, tot = W.qi, W.qf, W.si, W.sf, W.tot
     policy, unit, K, elim, max_samples, m_min = cfg.policy, cfg.unit, cfg.K, cfg.elim, cfg.max_samples, cfg.m_min
     gamma, lam, eps, rho, tau, share, hmax = cfg.gamma, cfg.lam, cfg.eps, cfg.rho, cfg.tau, cfg.share, cfg.hmax
     warmup, judge, pct, strength = cfg.warmup, cfg.judge, cfg.percentile, cfg.prior_strength
+    nb, refresh = cfg.bins, cfg.refresh
     n = off.shape[0] - 1
     lazy = qgen.shape[0] > 0  # a runtime bool: one specialisation for lazy and given permutations
     live = False
@@ -832,7 +887,8 @@ def run_one(P, W, cfg, budget, epoch):
     # numba inlines `pull` wherever it is called, and each copy costs ~2 s of compile time, hence one call
     # site; it is also the shape a live driver needs (pick the next pulls; fold the responses in).
     is_rr = policy == UNIFORM or policy == ELIMINATION or policy == TWO_STAGE or policy == OPTSCALE or policy == DSC
-    is_index = policy == UCB or policy == GAP or policy == GAP_LITERAL or policy == ENTROPY or policy == MARGINAL_GAIN
+    is_index = policy == UCB or policy == GAP or policy == GAP_LITERAL or policy == ENTROPY or policy == MARGINAL_GAIN \
+        or policy == SIDE_EB
 
     # round-robin (uniform, elimination, two-stage's stage 1): rounds over act[:m] in order; p reads, w keeps.
     # A block of rounds the budget pays for may run its queries in any order (none can be starved), so act
@@ -871,6 +927,13 @@ def run_one(P, W, cfg, budget, epoch):
         for t in range(size):
             hk[t] = gain_index(prior, qi, qf, hq[t], strength, gamma)
         heapify(hk, hr, hq, size)
+    # side-eb: per bin (successes, draws), bin nb for the queries not drawn yet; per query (side sum, token sum)
+    eb = np.zeros((nb + 2 if policy == SIDE_EB else 0, 3))
+    ex = np.zeros((n if policy == SIDE_EB else 0, 2))
+    pulls = 0
+    n0 = np.int64(0)
+    if policy == SIDE_EB:
+        side_eb(hk, hr, hq, size, qi, ex, eb, -1, n0, side, tok, perm, off, nb, strength, unit, tot)
 
     # two-stage's stage 2: the unanswered queries U[:u] and their allocations; q is the cursor
     U = np.empty(n, np.int64)
@@ -983,6 +1046,7 @@ def run_one(P, W, cfg, budget, epoch):
             if size == 0:
                 break
             i, want = hq[0], K
+            n0 = qi[i, N]
         elif policy == STREAMING:
             if sp >= n:
                 break
@@ -1039,14 +1103,20 @@ def run_one(P, W, cfg, budget, epoch):
         elif is_index:
             if tot[STOP]:
                 break
+            key = 0.0
+            if policy == SIDE_EB:  # the pull's outcome into the bins; its new index
+                key = side_eb(hk, hr, hq, size, qi, ex, eb, i, n0, side, tok, perm, off, nb, strength, unit, tot)
+                pulls += 1
             if qi[i, ELIM] == 0 and qi[i, CAPPED] == 0 and qi[i, EXH] == 0:  # active: its new index at the top
                 key, r0, q0 = (gain_index(prior, qi, qf, i, strength, gamma) if policy == MARGINAL_GAIN else
-                               index_of(i)), hr[0], i
+                               key if policy == SIDE_EB else index_of(i)), hr[0], i
             else:  # it leaves the heap: the last entry moves to the top
                 size -= 1
                 key, r0, q0 = hk[size], hr[size], hq[size]
                 hk[size] = -np.inf
             sift_down(hk, hr, hq, size, key, r0, q0)
+            if policy == SIDE_EB and pulls % refresh == 0:  # every bin's news reaches every query's index
+                side_eb(hk, hr, hq, size, qi, ex, eb, -1, n0, side, tok, perm, off, nb, strength, unit, tot)
         elif policy == STREAMING:
             if tot[STOP]:  # the reserve is reached (tokens: the next response does not fit): the turn ends
                 tot[STOP] = 0

@@ -16,7 +16,7 @@ import numpy as np
 
 from .kernel import (CONFIG, DSC, ELIM_AC_ENTROPY, ELIM_AC_MAJORITY, ELIM_ESC, ELIM_NONE, ELIM_SC_BETA, ELIM_SC_SHARE,
                      ELIM_THRESHOLD, ELIMINATION, ENTROPY, GAP, GAP_LITERAL, MARGINAL_GAIN, OPTSCALE,
-                     ORACLE, STREAMING, TWO_STAGE, UCB, UNIFORM, UNIT_SAMPLES, UNIT_TOKENS)
+                     ORACLE, SIDE_EB, STREAMING, TWO_STAGE, UCB, UNIFORM, UNIT_SAMPLES, UNIT_TOKENS)
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,9 @@ REGISTRY = {p.name: p for p in (
     Policy("dsc", DSC, "DSC: one draw per query ranks them by its score; a binary search marks the easy prefix (its "
            "judges stop at their first window of K); the rest draw windows of K until the rule stops them",
            ("K", "eliminate", "max_samples", "judge"), style=("#aec7e8", "8", ":")),
+    Policy("side-eb", SIDE_EB, "each pull to the unanswered query whose next response most likely answers it per "
+           "unit cost: an empirical-Bayes rate learnt during the run per bin of the --side signal of its failed draws",
+           ("K", "eliminate", "max_samples", "prior_strength", "bins", "refresh"), style=("#ffbb78", "X", "--")),
 )}
 
 
@@ -173,8 +176,13 @@ class RunConfig:
     percentile: float = 0.05
     prior_strength: float = 2.0
     judge: int = 32
+    bins: int = 3
+    refresh: int = 8
 
     def __post_init__(self):
+        if not (1 <= self.bins <= 1024 and 1 <= self.refresh <= MAX_COUNT):
+            raise ValueError(f"bins must be in 1..1024 and refresh in 1..{MAX_COUNT:,} (pulls between refreshes), got "
+                             f"{self.bins} and {self.refresh}")
         if self.policy not in POLICIES:
             raise ValueError(f"unknown policy {self.policy!r}; choose from {', '.join(POLICIES)}")
         if self.eliminate not in ELIMS:
@@ -235,6 +243,7 @@ class RunConfig:
         r["share"], r["hmax"] = self.share, self.hmax
         r["warmup"], r["judge"], r["percentile"], r["prior_strength"] = self.warmup, self.judge, self.percentile, \
             self.prior_strength
+        r["bins"], r["refresh"] = self.bins, self.refresh
         return r
 
     def used_params(self) -> tuple:
@@ -391,6 +400,10 @@ METHODS = {m.name: m for m in (
            "rest draw windows of 4 until the Beta rule stops, at most 40; the majority answer", "Wang et al. 2025, "
            "Make Every Penny Count: Difficulty-Adaptive Self-Consistency for Cost-Efficient Reasoning, NAACL "
            "Findings (arXiv:2408.13457)", {"policy": "dsc", "K": 4, "eliminate": "sc-beta", "max_samples": 40}, "sc"),
+    Method("side-eb", "the next response to the unanswered query most likely to be answered by it per unit cost: a "
+           "success rate learnt during the run per bin of the side signal of its failed draws (ttc replay --side); "
+           "the highest-scored response", "this project (issue 15): an empirical-Bayes index",
+           {"policy": "side-eb"}, "bon", frozenset({"score"})),
     Method("elimination", "round-robin over the queries no response of which has reached the score threshold gamma "
            "yet; the highest-scored response", _BANDIT, {"policy": "elimination"}, "bon", frozenset({"score"})),
     Method("ucb", "the next response to the query with the highest mean score + lambda / sqrt(n), until one reaches "

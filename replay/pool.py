@@ -126,6 +126,7 @@ class Pool:
     meta: dict = field(default_factory=dict)
     score_columns: list = field(default_factory=list)
     prior: np.ndarray | None = None  # per-query predicted success probability (load_pool's prior=), None: none
+    side: np.ndarray | None = None  # per-response side signal in [0, 1] (side-eb; load_pool's side=), None: none
 
     @classmethod
     def from_arrays(cls, off, correct=None, score=None, ans=None, tok=None, query_ids=None, name="in-memory"):
@@ -371,10 +372,12 @@ def load_prior(queries_file: Path, column: str, qids: list) -> np.ndarray:
     return np.array([by_id[i] for i in qids], np.float64)  # (load_pool checked it lists exactly the pool's queries)
 
 
-def load_pool(path, score: str = "gt", need_tokens: bool = False, prior: str | None = None) -> Pool:
+def load_pool(path, score: str = "gt", need_tokens: bool = False, prior: str | None = None,
+              side: str | None = None) -> Pool:
     """Read and validate a pool against the contract (SAMPLE_COLUMNS, SCORE). Every score column is validated;
     only the columns a replay needs are read into memory. prior: a column of queries.parquet read as each query's
-    predicted success probability (marginal-gain, load_prior)."""
+    predicted success probability (marginal-gain, load_prior); side: a column of the responses read as each
+    response's side signal (side-eb: numbers in [0, 1], no null or NaN)."""
     path = Path(path)
     files = sample_files(path)
     where = "samples.parquet" if files[0].name == "samples.parquet" else "samples/*.parquet"
@@ -416,6 +419,11 @@ def load_pool(path, score: str = "gt", need_tokens: bool = False, prior: str | N
     cols = list(REQUIRED) + [c for c in ("correct", "answer", "n_tokens") if c in names]
     if score_col != "gt":
         cols.append(score_col)
+    if side is not None:
+        if side not in names:
+            _fail(where, f"--side: no column '{side}' (columns: {', '.join(names)})")
+        if side not in cols:
+            cols.append(side)
     try:
         df = pl.scan_parquet(files).select(cols).collect()
     except Exception as e:
@@ -497,8 +505,18 @@ def load_pool(path, score: str = "gt", need_tokens: bool = False, prior: str | N
     else:
         ans = np.full(df.height, -1, np.int64)
     tok = (df["n_tokens"].fill_null(0).cast(pl.Int64).to_numpy() if has_tokens else np.zeros(df.height, np.int64))
+    side_v = None
+    if side is not None:
+        try:
+            side_v = df[side].cast(pl.Float64).to_numpy().copy()
+        except Exception:
+            _fail(where, f"--side: column '{side}' must hold numbers (a side signal in [0, 1]), found {df[side].dtype}")
+        bad = ~((side_v >= 0.0) & (side_v <= 1.0))  # NaN and nulls (NaN here) fail too
+        if bad.any():
+            _fail(where, f"--side: column '{side}' has {int(bad.sum())} null, NaN or out-of-[0, 1] values (e.g. "
+                  f"{side_v[bad][0]}); a side signal is a number in [0, 1]")
     return Pool(path=path, query_ids=qids.to_list(), off=off, correct=np.ascontiguousarray(correct, np.int8),
                 score=np.ascontiguousarray(score, np.float64), ans=np.ascontiguousarray(ans, np.int64),
                 tok=np.ascontiguousarray(tok, np.int64), score_name=score_col, has_gt=has_gt,
-                has_answers=has_answers, has_tokens=has_tokens, meta=meta,
+                has_answers=has_answers, has_tokens=has_tokens, meta=meta, side=side_v,
                 score_columns=scores, prior=None if prior is None else load_prior(queries_file, prior, qids.to_list()))

@@ -15,7 +15,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 POLICIES = ("uniform", "elimination", "ucb", "gap", "gap-literal", "entropy", "two-stage", "streaming", "oracle",
-            "optscale", "marginal-gain", "dsc")
+            "optscale", "marginal-gain", "dsc", "side-eb")
 INDEX_POLICIES = ("ucb", "gap", "gap-literal", "entropy", "marginal-gain")
 UNITS = ("samples", "tokens")
 ELIMS = ("none", "threshold", "sc-share", "sc-beta", "esc", "ac-majority", "ac-entropy")
@@ -303,6 +303,74 @@ def _index_policy(run, order, budget, K, max_samples, elim, policy, lam, gamma, 
             return                          # budget spent
 
 
+def _side_eb(run, order, B, K, max_samples, elim, c, nb, refresh):
+    """side-eb (docs/semantics.md): keys are stored, as the engine's heap holds them: every query's at the start and
+    at each refresh (after every `refresh` pulls), the pulled query's after its pull; the next pull goes to the
+    active query with the largest stored key, ties to the smaller rank."""
+    n = run.n
+    a = 32.0                            # the bins' ratios' pseudo-count (expected successes)
+    succ = [0.0] * (nb + 2)             # per bin; bin nb: the queries not drawn yet; nb + 1: bins 0..nb-1 together
+    draws = [0.0] * (nb + 2)
+    expect = [0.0] * (nb + 2)           # per failed bin: the successes the base rate expected of its draws
+    sx = [0.0] * n                      # summed side signal of the query's draws
+    st = [0.0] * n                      # summed tokens of the query's draws
+
+    def bin_of(i, nd):
+        if nd == 0:
+            return nb
+        return min(nb - 1, max(0, math.floor(sx[i] / nd * nb)))
+
+    def base(nd):                       # the base rate after nd >= 1 failures, from the failed bins together
+        return c * ((succ[nb + 1] + 1.0) / (draws[nb + 1] + 2.0)) / (c + nd)
+
+    def index(i):
+        nd = run.q[i].N
+        if nd == 0:
+            g = (succ[nb] + 1.0) / (draws[nb] + 2.0)
+        else:
+            b = bin_of(i, nd)
+            g = base(nd)
+            g = g * ((succ[b] + a) / (expect[b] + a))
+        if run.unit == "tokens":
+            mbar = 1.0 if run.samples_used == 0 else run.tokens_used / run.samples_used
+            g = g / ((st[i] + mbar) / (nd + 1) + 1.0)
+        return g
+
+    key = [index(i) for i in range(n)]
+    pulls = 0
+    while True:
+        best_i = -1
+        for i in order:                     # increasing rank: strict '>' keeps the smaller rank on ties
+            if run.q[i].active() and (best_i < 0 or key[i] > key[best_i]):
+                best_i = i
+        if best_i < 0:
+            return
+        i = best_i
+        n0 = run.q[i].N
+        b = bin_of(i, n0)
+        if run.pull(i, K, B, max_samples, elim):
+            return
+        d = run.q[i].N - n0
+        if n0 > 0:
+            expect[b] += d * base(n0)
+        for k in range(n0, run.q[i].N):
+            j = run.perm[run.off[i] + k]
+            sx[i] += run.side[j]
+            st[i] += run.tok[j]
+        won = 1.0 if run.q[i].eliminated else 0.0   # the pull answered it: a success of the bin it was in
+        draws[b] += d
+        succ[b] += won
+        if b < nb:
+            draws[nb + 1] += d
+            succ[nb + 1] += won
+        pulls += 1
+        key[i] = index(i)
+        if pulls % refresh == 0:
+            for t in range(n):
+                if run.q[t].active():
+                    key[t] = index(t)
+
+
 def _two_stage(run, order, rank, B, rho, max_samples, elim):
     # stage 1: uniform (round-robin, elimination none, K = 1, no cap) with budget floor(rho * B);
     # unit tokens: the same round-robin, which stops at the first response that does not fit in floor(rho*B).
@@ -534,7 +602,7 @@ def _check_inputs(off, correct, score, ans, tok, perm, rank):
 def run_reference(off, correct, score, ans, tok, perm, rank, *, policy, unit="samples", budget_total,
                   K=1, elim="threshold", gamma=1.0, lam=None, eps=0.01, max_samples=0, rho=0.5,
                   tau=0.5, m_min=3, conf=0.95, share=0.8, hmax=0.75, warmup=3, percentile=0.05,
-                  prior_strength=2.0, judge=32, prior=None):
+                  prior_strength=2.0, judge=32, prior=None, bins=3, refresh=8, side=None):
     """Replay one run of `policy` on one pool and one seed (perm, rank), exactly as docs/semantics.md."""
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}")
@@ -554,11 +622,12 @@ def run_reference(off, correct, score, ans, tok, perm, rank, *, policy, unit="sa
                (float(gamma), float(tau), int(m_min), conf, int(K), float(share), float(hmax)))
     return run_policy(run, rank, policy=policy, budget_total=budget_total, K=K, elim=elim, gamma=gamma, lam=lam,
                       eps=eps, max_samples=max_samples, rho=rho, warmup=warmup, percentile=percentile,
-                      prior_strength=prior_strength, judge=judge, prior=prior)
+                      prior_strength=prior_strength, judge=judge, prior=prior, bins=bins, refresh=refresh, side=side)
 
 
 def run_policy(run, rank, *, policy, budget_total, K=1, elim="threshold", gamma=1.0, lam=None, eps=0.01,
-               max_samples=0, rho=0.5, warmup=3, percentile=0.05, prior_strength=2.0, judge=32, prior=None):
+               max_samples=0, rho=0.5, warmup=3, percentile=0.05, prior_strength=2.0, judge=32, prior=None, bins=3,
+               refresh=8, side=None):
     """Run `policy` on a prepared run (its responses come from run.next_response) and collect the outcome.
     Shared by run_reference (responses from a permutation) and replay/live.py (responses from a source)."""
     B = int(budget_total)
@@ -579,6 +648,8 @@ def run_policy(run, rank, *, policy, budget_total, K=1, elim="threshold", gamma=
     run.prior = [None if prior is None or prior[i] is None or prior[i] != prior[i] else float(prior[i])
                  for i in range(n)]
     run.strength = float(prior_strength)
+    # side-eb's side signal per response: 0.5 (no information) without one
+    run.side = [0.5] * len(run.score) if side is None else [float(x) for x in side]
 
     if policy == "uniform":
         # forced: elim none, K = 1, no cap.
@@ -600,6 +671,8 @@ def run_policy(run, rank, *, policy, budget_total, K=1, elim="threshold", gamma=
         _optscale(run, order, B, int(warmup), float(percentile), max_samples, gamma)
     elif policy == "dsc":
         _dsc(run, order, rank, B, K, max_samples, elim, int(judge))
+    elif policy == "side-eb":
+        _side_eb(run, order, B, K, max_samples, elim, float(prior_strength), int(bins), int(refresh))
 
     assert run.used() <= B or n == 0
 

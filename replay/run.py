@@ -55,6 +55,9 @@ class ReplayRequest:
     prior: str | None = None  # marginal-gain: a column of queries.parquet
     prior_strength: float = 2.0  # marginal-gain
     judge: int = 32  # dsc
+    side: str | None = None  # side-eb: a column of the responses (a side signal in [0, 1])
+    bins: int = 3  # side-eb
+    refresh: int = 8  # side-eb
 
 
 def config_from_options(policy: str, **params) -> RunConfig:
@@ -104,7 +107,7 @@ def build_configs(req: ReplayRequest, policies: list[str]) -> list[RunConfig]:
             configs.append(config_from_options(pol, unit=req.unit, eliminate=req.eliminate, eps=req.eps,
                                                m_min=req.m_min, share=req.share, hmax=req.hmax, warmup=req.warmup,
                                                percentile=req.percentile, prior_strength=req.prior_strength,
-                                               judge=req.judge, **kw))
+                                               judge=req.judge, bins=req.bins, refresh=req.refresh, **kw))
     return configs
 
 
@@ -143,7 +146,8 @@ def validate_request(req: ReplayRequest):
         config_from_options("elimination", unit=req.unit, eliminate=req.eliminate, K=K or 1, max_samples=ms or 0,
                             rho=rho if rho is not None else 0.5, tau=tau if tau is not None else 0.5,
                             m_min=req.m_min, eps=req.eps, share=req.share, hmax=req.hmax, warmup=req.warmup,
-                            percentile=req.percentile, prior_strength=req.prior_strength, judge=req.judge)
+                            percentile=req.percentile, prior_strength=req.prior_strength, judge=req.judge,
+                            bins=req.bins, refresh=req.refresh)
     targets = [(name, Path(t)) for name, t in (("--out", req.out), ("--per-query", req.per_query),
                                                  ("--curve", req.curve)) if t is not None]
     for name, target in targets:
@@ -181,7 +185,8 @@ def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.D
     console = console or _console()
     validate_request(req)
     path = req.pool or DEFAULT_POOL
-    pool = load_pool(path, score=req.score, need_tokens=req.unit != "samples", prior=req.prior)
+    pool = load_pool(path, score=req.score, need_tokens=req.unit != "samples", prior=req.prior,
+                     side=req.side)
     check_budget_totals(req.budgets, pool.n_queries)
     if req.policies:
         policies = list(dict.fromkeys(req.policies))

@@ -47,23 +47,24 @@ def configs(draw, total, tokens_total, policy, unit):
         m_min=draw(st.integers(1, 4)), share=draw(st.sampled_from([0.5, 0.6, 0.8, 1.0])),
         hmax=draw(st.sampled_from([0.0, 0.5, 0.75, 0.9])), warmup=draw(st.integers(1, 4)),
         percentile=draw(st.sampled_from([0.01, 0.05, 0.3, 0.7])), prior_strength=draw(st.sampled_from([0.5, 2.0, 8.0])),
-        judge=draw(st.integers(2, 5)))
+        judge=draw(st.integers(2, 5)), bins=draw(st.integers(1, 5)), refresh=draw(st.integers(1, 4)))
     hi = total + 3 if unit == "samples" else tokens_total + 5
     return cfg, draw(st.integers(0, hi))
 
 
 def new_params(cfg):
-    """The parameters of optscale, marginal-gain and dsc, as run_reference and run_live take them."""
-    return dict(warmup=cfg.warmup, percentile=cfg.percentile, prior_strength=cfg.prior_strength, judge=cfg.judge)
+    """The parameters of optscale, marginal-gain, dsc and side-eb, as run_reference and run_live take them."""
+    return dict(warmup=cfg.warmup, percentile=cfg.percentile, prior_strength=cfg.prior_strength, judge=cfg.judge,
+                bins=cfg.bins, refresh=cfg.refresh)
 
 
-def _compare(data, cfg, budget, conf=0.95, prior=None):
+def _compare(data, cfg, budget, conf=0.95, prior=None, side=None):
     off, correct, score, ans, tok, perm, rank = data
     ref = run_reference(off, correct, score, ans, tok, perm, rank, policy=cfg.policy, unit=cfg.unit,
                         budget_total=budget, K=cfg.K, elim=cfg.eliminate, gamma=cfg.gamma, lam=cfg.lam,
                         eps=cfg.eps, max_samples=cfg.max_samples, rho=cfg.rho, tau=cfg.tau, m_min=cfg.m_min,
-                        conf=conf, share=cfg.share, hmax=cfg.hmax, prior=prior, **new_params(cfg))
-    got = run_once(off, correct, score, ans, tok, perm, rank, cfg, budget, conf=conf, prior=prior)
+                        conf=conf, share=cfg.share, hmax=cfg.hmax, prior=prior, side=side, **new_params(cfg))
+    got = run_once(off, correct, score, ans, tok, perm, rank, cfg, budget, conf=conf, prior=prior, side=side)
     for key in ("n_drawn", "answered", "covered", "exhausted_q", "sel_bon", "sel_weighted", "sel_sc"):
         assert list(np.asarray(got[key]).astype(int)) == [int(v) for v in ref[key]], (key, cfg, budget)
     for key in ("samples_used", "tokens_used", "exhausted"):
@@ -136,3 +137,16 @@ def test_marginal_gain_with_a_prior_equals_reference(unit, data):
     prior = np.array(data.draw(st.lists(st.sampled_from([0.0, 0.1, 0.5, 0.5, 0.9, 1.0]), min_size=n, max_size=n)))
     cfg, budget = data.draw(configs(total, tokens_total, "marginal-gain", unit))
     _compare(pool, cfg, budget, prior=prior)
+
+
+@pytest.mark.parametrize("unit", ["samples", "tokens"])
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_side_eb_with_a_side_signal_equals_reference(unit, data):
+    """side-eb with a per-response side signal (--side): bins at their edges (0, 1, 0.5) and ties included."""
+    pool = data.draw(pools())
+    total, tokens_total = int(pool[0][-1]), int(pool[4].sum())
+    side = np.array(data.draw(st.lists(st.sampled_from([0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0]), min_size=total,
+                                       max_size=total)))
+    cfg, budget = data.draw(configs(total, tokens_total, "side-eb", unit))
+    _compare(pool, cfg, budget, side=side)

@@ -31,7 +31,7 @@ def test_readme_option_rows_are_rendered_from_the_registry():
 def test_every_kernel_policy_code_has_one_entry():
     codes = {v for k, v in vars(kernel).items() if k in {"UNIFORM", "ELIMINATION", "UCB", "GAP", "GAP_LITERAL",
                                                          "ENTROPY", "TWO_STAGE", "STREAMING", "ORACLE",
-                                                             "OPTSCALE", "MARGINAL_GAIN", "DSC"}}
+                                                             "OPTSCALE", "MARGINAL_GAIN", "DSC", "SIDE_EB"}}
     assert sorted(p.code for p in REGISTRY.values()) == sorted(codes)
     elim_codes = {v for k, v in vars(kernel).items() if k.startswith("ELIM_")}
     assert sorted(r.code for r in ELIMINATION_RULES.values()) == sorted(elim_codes)
