@@ -6,6 +6,7 @@ same permutation of a seed (common random numbers), and results do not depend on
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from concurrent.futures import ThreadPoolExecutor
@@ -68,6 +69,18 @@ def pool_arrays(off, correct, score, ans, tok, tables, have=None, prior=None, si
 
 def config_records(configs: list[RunConfig]) -> np.ndarray:
     return np.concatenate([c.record() for c in configs]) if configs else np.zeros(0, CONFIG)
+
+
+# A result row's configuration: every RunConfig field after the policy (which leads the row), one column each.
+CONFIG_COLUMNS = tuple(f.name for f in dataclasses.fields(RunConfig))[1:]
+
+
+def config_value(c: RunConfig, name: str):
+    """Field `name` of c as its result column holds it: the elimination rule only where the policy reads one (else
+    "none"), lambda as the value the run used (the policy's default when unset)."""
+    if name == "eliminate":
+        return c.eliminate if "eliminate" in c.used_params() else "none"
+    return c.lam_value if name == "lam" else getattr(c, name)
 
 
 def vote_weights(score, votes) -> tuple[np.ndarray, float]:
@@ -209,22 +222,7 @@ def replay(pool: Pool, configs: list[RunConfig], budgets, seeds, select: str = "
         "exhausted": out_i[:, :, 2].ravel(),
         "answered": out_i[:, :, 3].ravel(),
         "budget_total": budget_totals.ravel(),
-        "unit": np.repeat([c.unit for c in rows_cfg], S),
-        "K": np.repeat([c.K for c in rows_cfg], S),
-        "eliminate": np.repeat([c.eliminate if "eliminate" in c.used_params() else "none" for c in rows_cfg], S),
-        "gamma": np.repeat([c.gamma for c in rows_cfg], S),
-        "lam": np.repeat([c.lam_value for c in rows_cfg], S),
-        "eps": np.repeat([c.eps for c in rows_cfg], S),
-        "max_samples": np.repeat([c.max_samples for c in rows_cfg], S),
-        "rho": np.repeat([c.rho for c in rows_cfg], S),
-        "tau": np.repeat([c.tau for c in rows_cfg], S),
-        "m_min": np.repeat([c.m_min for c in rows_cfg], S),
-        "share": np.repeat([c.share for c in rows_cfg], S),
-        "hmax": np.repeat([c.hmax for c in rows_cfg], S),
-        "warmup": np.repeat([c.warmup for c in rows_cfg], S),
-        "percentile": np.repeat([c.percentile for c in rows_cfg], S),
-        "prior_strength": np.repeat([c.prior_strength for c in rows_cfg], S),
-        "judge": np.repeat([c.judge for c in rows_cfg], S),
+        **{name: np.repeat([config_value(c, name) for c in rows_cfg], S) for name in CONFIG_COLUMNS},
         "select": [select] * (C * S),
         "cisc_temp": [float(cisc_temp)] * (C * S),
         "deepconf_eta": [float(deepconf_eta)] * (C * S),
