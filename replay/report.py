@@ -9,6 +9,7 @@ else runs in the same call.
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import platform
@@ -499,8 +500,7 @@ def token_section(r: Runs) -> tuple[list[Table], str]:
         return [], f"Token-matched: not applicable, {r.no_tokens}."
     labs = []
     for c in r.variants["token"]:
-        plain = RunConfig(c.policy, K=c.K, eliminate=c.eliminate, gamma=c.gamma, lam=c.lam, eps=c.eps,
-                          max_samples=c.max_samples, rho=c.rho, tau=c.tau, m_min=c.m_min).label()
+        plain = dataclasses.replace(c, unit="samples").label()  # the same configuration at its sample budget
         labs += [plain, c.label()]
     s_tok = r.summary(labs).filter(~pl.col("config").str.contains("post hoc"))
     return metric_tables("token_matched", "Token-matched: each run spends the tokens uniform spent at the same "

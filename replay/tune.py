@@ -35,7 +35,6 @@ from .errors import InputError
 from .pool import Pool, PoolError
 
 ROWS = ("chosen", "default", "post-hoc best")
-PARAM_COLUMNS = ("K", "eliminate", "gamma", "lam", "eps", "max_samples", "rho", "tau", "m_min", "share", "hmax")
 MARK = "†"  # a result tuned on the data it reports
 
 
@@ -257,7 +256,8 @@ def tune(tune_pool: Pool, report_pool: Pool, configs: list, default, budgets, se
                      "metric": metric, "mean": r["mean"], "se": r["se"], "seeds": r["seeds"],
                      "samples_per_query": r["samples_per_query"], "vs_default": diff[0], "vs_default_se": diff[1],
                      "tuned_on_reported": flag,
-                     **{p: (getattr(c, p) if p != "lam" else c.lam_value) for p in PARAM_COLUMNS}})
+                     **{f.name: (getattr(c, f.name) if f.name != "lam" else c.lam_value)  # every RunConfig field
+                        for f in dataclasses.fields(c)[2:]}})  # after the policy and the unit
 
     def best(s, budget):
         cand = s.filter((pl.col("budget") == budget) & pl.col("config").is_in(list(order)))
