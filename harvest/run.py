@@ -1128,12 +1128,8 @@ def execute(plan: RunPlan, backend: Any, tokenizer: Any = None, *, prompt_len: C
 
         t_loop = time.perf_counter()
         try:
-            live = run_live(source, [req.max_per_query] * len(queries), rank, policy=plan.config.policy,
-                            budget_total=plan.budget_total, unit=req.unit, K=plan.config.K,
-                            elim=plan.config.eliminate, gamma=plan.config.gamma, lam=plan.config.lam,
-                            eps=plan.config.eps, max_samples=plan.config.max_samples, rho=plan.config.rho,
-                            tau=plan.config.tau, m_min=plan.config.m_min, share=plan.config.share,
-                            hmax=plan.config.hmax, conf=req.conf, on_run=on_run)
+            live = run_live(source, [req.max_per_query] * len(queries), rank, config=plan.config,
+                            budget_total=plan.budget_total, conf=req.conf, on_run=on_run)
         except BaseException:
             record.update(finished=_now(), seconds=round(time.perf_counter() - t_start, 3))
             writer.flush_quietly()
@@ -1496,10 +1492,8 @@ def execute_stream(plan: RunPlan, backend: Any, tokenizer: Any = None, *, lines=
                 source.fail[0] = meta["failures"][q.query_id].get("error") or "failed"
             bank = int(round(req.budget * (t + 1))) - spent
             try:
-                live = run_live(source, [req.max_per_query], [0], policy="streaming", budget_total=bank,
-                                unit=unit, K=cfg.K, elim=cfg.eliminate, gamma=cfg.gamma, lam=cfg.lam, eps=cfg.eps,
-                                max_samples=cfg.max_samples, m_min=cfg.m_min, tau=cfg.tau, share=cfg.share,
-                                hmax=cfg.hmax, conf=req.conf)
+                live = run_live(source, [req.max_per_query], [0], config=cfg, budget_total=bank,
+                                conf=req.conf)
             except BaseException:
                 writer.flush_quietly()
                 raise

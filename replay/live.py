@@ -144,8 +144,9 @@ class _Received:
                 self.take(i)
 
 
-def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], *, policy: str,
-             budget_total: int, unit: str = "samples", K: int = 1, elim: str = "threshold", gamma: float = 1.0,
+def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], *, policy: str | None = None,
+             budget_total: int, config: RunConfig | None = None, unit: str = "samples", K: int = 1,
+             elim: str = "threshold", gamma: float = 1.0,
              lam: float | None = None, eps: float = 0.01, max_samples: int = 0, rho: float = 0.5, tau: float = 0.5,
              m_min: int = 3, share: float = 0.8, hmax: float = 0.75, conf: float = 0.95, warmup: int = 3,
              percentile: float = 0.05, prior_strength: float = 2.0, judge: int = 32, prior: Sequence | None = None,
@@ -161,12 +162,16 @@ def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], 
     and then not fit); `runs`: engine runs; `source_s` / `driver_s`: seconds inside the source and in the driver
     (engine runs and bookkeeping). on_run, when given, is called after every engine run with the state it
     reached: {"samples", "tokens", "answered", "runs"} (a progress display). prior: per-query predicted success
-    probabilities (marginal-gain; None: none)."""
-    if policy not in LIVE_POLICIES:
-        raise ValueError(f"policy {policy!r} cannot run live (choose from {', '.join(LIVE_POLICIES)})")
-    cfg = RunConfig(policy, unit=unit, K=K, eliminate=elim, gamma=gamma, lam=lam, eps=eps, max_samples=max_samples,
-                    rho=rho, tau=tau, m_min=m_min, share=share, hmax=hmax, warmup=warmup, percentile=percentile,
-                    prior_strength=prior_strength, judge=judge, bins=bins, refresh=refresh)
+    probabilities (marginal-gain; None: none). The configuration is `config`, a RunConfig given whole (a driver that
+    holds one), or else the policy and the keywords after it."""
+    if (config is None) == (policy is None):
+        raise ValueError("give run_live a policy or a config, not both")
+    cfg = config if config is not None else RunConfig(
+        policy, unit=unit, K=K, eliminate=elim, gamma=gamma, lam=lam, eps=eps, max_samples=max_samples, rho=rho,
+        tau=tau, m_min=m_min, share=share, hmax=hmax, warmup=warmup, percentile=percentile,
+        prior_strength=prior_strength, judge=judge, bins=bins, refresh=refresh)
+    if cfg.policy not in LIVE_POLICIES:
+        raise ValueError(f"policy {cfg.policy!r} cannot run live (choose from {', '.join(LIVE_POLICIES)})")
     sizes = np.asarray(sizes, np.int64).reshape(-1)
     n = len(sizes)
     if len(rank) != n or sorted(int(r) for r in rank) != list(range(n)):
