@@ -16,16 +16,23 @@ from replay.tables import make_tables
 SCORES = [0.0, 0.25, 0.5, 0.75, 0.9, 1.0]
 
 
+def gt_or_graded(draw, correct):
+    """The score of pools(): the ground truth itself, or graded scores with ties."""
+    if draw(st.booleans()):
+        return correct.astype(float)
+    return np.array(draw(st.lists(st.sampled_from(SCORES), min_size=len(correct), max_size=len(correct))))
+
+
 @st.composite
-def pools(draw):
+def pools(draw, max_size=12, scores=gt_or_graded):
+    """(off, correct, score, ans, tok, perm, rank) of a random ragged pool: up to 8 queries of 1..max_size responses,
+    invalid answers, ties; scores(draw, correct) draws the score column."""
     n = draw(st.integers(1, 8))
-    sizes = draw(st.lists(st.integers(1, 12), min_size=n, max_size=n))
+    sizes = draw(st.lists(st.integers(1, max_size), min_size=n, max_size=n))
     off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     total = int(off[-1])
     correct = np.array(draw(st.lists(st.integers(0, 1), min_size=total, max_size=total)), np.int8)
-    gt = draw(st.booleans())
-    score = correct.astype(float) if gt else np.array(
-        draw(st.lists(st.sampled_from(SCORES), min_size=total, max_size=total)))
+    score = scores(draw, correct)
     ans, perm = [], []
     for i, m in enumerate(sizes):
         ans += draw(st.lists(st.integers(-1, min(m - 1, 3)), min_size=m, max_size=m))

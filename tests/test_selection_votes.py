@@ -22,30 +22,23 @@ from replay.rng import permutation, query_order
 from replay.synth import make_pool
 from replay.tables import make_tables
 
+from test_equivalence import pools as equivalence_pools
+
 SCORES = [0.0, 0.1, 0.25, 0.5, 0.5, 0.75, 0.9, 1.0]  # ties on purpose
 TEMPS = [1 / 700, 0.05, 0.2, 1.0, 10.0, math.inf]
 ETAS = [0.5, 10.0, 33.3, 50.0, 90.0, 100.0]
 MATH = DEFAULT_POOL.parent / "math500-llama3.1-8b-48"
 
 
-@st.composite
-def pools(draw):
-    n = draw(st.integers(1, 8))
-    sizes = draw(st.lists(st.integers(1, 14), min_size=n, max_size=n))
-    off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    total = int(off[-1])
-    correct = np.array(draw(st.lists(st.integers(0, 1), min_size=total, max_size=total)), np.int8)
+def graded(draw, correct):
+    """Scores for the votes: ties on a grid, or any float in [0, 1]."""
     if draw(st.booleans()):
-        score = np.array(draw(st.lists(st.sampled_from(SCORES), min_size=total, max_size=total)))
-    else:
-        score = np.array(draw(st.lists(st.floats(0.0, 1.0), min_size=total, max_size=total)))
-    ans, perm = [], []
-    for i, m in enumerate(sizes):
-        ans += draw(st.lists(st.integers(-1, min(m - 1, 3)), min_size=m, max_size=m))
-        perm += list(off[i] + np.array(draw(st.permutations(range(m)))))
-    tok = np.array(draw(st.lists(st.integers(0, 6), min_size=total, max_size=total)), np.int64)
-    rank = np.array(draw(st.permutations(range(n))), np.int64)
-    return off, correct, score, np.array(ans, np.int64), tok, np.array(perm, np.int64), rank
+        return np.array(draw(st.lists(st.sampled_from(SCORES), min_size=len(correct), max_size=len(correct))))
+    return np.array(draw(st.lists(st.floats(0.0, 1.0), min_size=len(correct), max_size=len(correct))))
+
+
+def pools():
+    return equivalence_pools(max_size=14, scores=graded)
 
 
 def _reference(data, cfg, budget, temp, eta):
