@@ -59,18 +59,18 @@ def configs(draw, total, tokens_total, policy, unit):
     return cfg, draw(st.integers(0, hi))
 
 
-def new_params(cfg):
-    """The parameters of optscale, marginal-gain, dsc and side-eb, as run_reference and run_live take them."""
-    return dict(warmup=cfg.warmup, percentile=cfg.percentile, prior_strength=cfg.prior_strength, judge=cfg.judge,
-                bins=cfg.bins, refresh=cfg.refresh)
+def config_kwargs(cfg):
+    """A RunConfig as the keywords run_reference and run_live take (they are independent of RunConfig)."""
+    return dict(policy=cfg.policy, unit=cfg.unit, K=cfg.K, elim=cfg.eliminate, gamma=cfg.gamma, lam=cfg.lam,
+                eps=cfg.eps, max_samples=cfg.max_samples, rho=cfg.rho, tau=cfg.tau, m_min=cfg.m_min, share=cfg.share,
+                hmax=cfg.hmax, warmup=cfg.warmup, percentile=cfg.percentile, prior_strength=cfg.prior_strength,
+                judge=cfg.judge, bins=cfg.bins, refresh=cfg.refresh)
 
 
 def _compare(data, cfg, budget, conf=0.95, prior=None, side=None):
     off, correct, score, ans, tok, perm, rank = data
-    ref = run_reference(off, correct, score, ans, tok, perm, rank, policy=cfg.policy, unit=cfg.unit,
-                        budget_total=budget, K=cfg.K, elim=cfg.eliminate, gamma=cfg.gamma, lam=cfg.lam,
-                        eps=cfg.eps, max_samples=cfg.max_samples, rho=cfg.rho, tau=cfg.tau, m_min=cfg.m_min,
-                        conf=conf, share=cfg.share, hmax=cfg.hmax, prior=prior, side=side, **new_params(cfg))
+    ref = run_reference(off, correct, score, ans, tok, perm, rank, budget_total=budget, conf=conf, prior=prior,
+                        side=side, **config_kwargs(cfg))
     got = run_once(off, correct, score, ans, tok, perm, rank, cfg, budget, conf=conf, prior=prior, side=side)
     for key in ("n_drawn", "answered", "covered", "exhausted_q", "sel_bon", "sel_weighted", "sel_sc"):
         assert list(np.asarray(got[key]).astype(int)) == [int(v) for v in ref[key]], (key, cfg, budget)
@@ -121,10 +121,8 @@ def test_grid_equals_reference_over_configs_and_seeds(data):
         perm = permutation(pool.off, pool.qkeys, int(seed))
         rank, _ = query_order(pool.qkeys, int(seed))
         for c, cfg in enumerate(cfgs):
-            ref = run_reference(off, correct, score, ans, tok, perm, rank, policy=cfg.policy, unit=cfg.unit,
-                                budget_total=int(budgets[c, s]), K=cfg.K, elim=cfg.eliminate, gamma=cfg.gamma,
-                                lam=cfg.lam, eps=cfg.eps, max_samples=cfg.max_samples, rho=cfg.rho, tau=cfg.tau,
-                                m_min=cfg.m_min, share=cfg.share, hmax=cfg.hmax, **new_params(cfg))
+            ref = run_reference(off, correct, score, ans, tok, perm, rank, budget_total=int(budgets[c, s]),
+                                **config_kwargs(cfg))
             where = (cfg, int(budgets[c, s]), int(seed))
             assert pq_n[c, s].tolist() == [int(v) for v in ref["n_drawn"]], where
             flags = pq_flags[c, s]
@@ -157,3 +155,11 @@ def test_side_eb_with_a_side_signal_equals_reference(unit, data):
                                        max_size=total)))
     cfg, budget = data.draw(configs(total, tokens_total, "side-eb", unit))
     _compare(pool, cfg, budget, side=side)
+
+
+def test_config_kwargs_carries_every_runconfig_field():
+    """A RunConfig field config_kwargs forgot would reach the reference and run_live as its default, and the equality
+    tests would compare the engine against another configuration without noticing (as share and hmax once did live)."""
+    import dataclasses
+
+    assert len(config_kwargs(RunConfig("uniform"))) == len(dataclasses.fields(RunConfig))

@@ -11,7 +11,7 @@ from replay.engine import run_once
 from replay.live import LIVE_POLICIES, Observed, PoolSource, run_live
 from replay.policies import RunConfig
 
-from test_equivalence import configs, new_params, pools
+from test_equivalence import config_kwargs, configs, pools
 
 KEYS = ("n_drawn", "answered", "covered", "exhausted_q", "sel_bon", "sel_weighted", "sel_sc")
 
@@ -24,9 +24,7 @@ def _assert_same(live, got, what):
 
 
 def _live(source, sizes, rank, cfg, budget):
-    return run_live(source, sizes, rank, policy=cfg.policy, unit=cfg.unit, budget_total=budget, K=cfg.K,
-                    elim=cfg.eliminate, gamma=cfg.gamma, lam=cfg.lam, eps=cfg.eps, max_samples=cfg.max_samples,
-                    rho=cfg.rho, tau=cfg.tau, m_min=cfg.m_min, share=cfg.share, hmax=cfg.hmax, **new_params(cfg))
+    return run_live(source, sizes, rank, budget_total=budget, **config_kwargs(cfg))
 
 
 class Relabelled(PoolSource):

@@ -22,7 +22,7 @@ from replay.rng import permutation, query_order
 from replay.synth import make_pool
 from replay.tables import make_tables
 
-from test_equivalence import pools as equivalence_pools
+from test_equivalence import config_kwargs, pools as equivalence_pools
 
 SCORES = [0.0, 0.1, 0.25, 0.5, 0.5, 0.75, 0.9, 1.0]  # ties on purpose
 TEMPS = [1 / 700, 0.05, 0.2, 1.0, 10.0, math.inf]
@@ -43,9 +43,7 @@ def pools():
 
 def _reference(data, cfg, budget, temp, eta):
     off, correct, score, ans, tok, perm, rank = data
-    ref = run_reference(off, correct, score, ans, tok, perm, rank, policy=cfg.policy, unit=cfg.unit,
-                        budget_total=budget, K=cfg.K, elim=cfg.eliminate, gamma=cfg.gamma, lam=cfg.lam,
-                        eps=cfg.eps, max_samples=cfg.max_samples, rho=cfg.rho, tau=cfg.tau, m_min=cfg.m_min)
+    ref = run_reference(off, correct, score, ans, tok, perm, rank, budget_total=budget, **config_kwargs(cfg))
     return (ref["n_drawn"], select_cisc(off, correct, score, ans, perm, ref["n_drawn"], temp),
             select_deepconf(off, correct, score, ans, perm, ref["n_drawn"], eta))
 
