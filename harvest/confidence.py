@@ -175,6 +175,15 @@ class ConfidenceSpec:
 
         return [c for name, e in SIGNALS.items() if name in self.signals for c in (e.column, e.raw)]
 
+    def schema(self) -> dict:
+        """columns() with their types, as every writer of them (ttc harvest, ttc run) types them: a score_* column as
+        the pool format declares it, a raw value as a plain float."""
+        import polars as pl
+
+        from replay.pool import column
+
+        return {c: column(c).dtype if c.startswith("score_") else pl.Float64 for c in self.columns()}
+
     def record(self) -> dict:
         """pool.json's account (in the generation block, so a resume or merge with other signals is refused)."""
         params = {o: getattr(self, o) for o in ("window", "top_k", "tail") if o in self.uses()}

@@ -371,9 +371,7 @@ def _responses_frame(batch: Sequence[Query], responses: list[list[Response]], n:
                      confidence: ConfidenceSpec | None = None) -> pl.DataFrame:
     if len(responses) != len(batch):
         raise HarvestError(f"the backend returned {len(responses)} response lists for {len(batch)} prompts")
-    # confidence columns after the fixed ones: score_* typed by the pool format, raw values as plain floats
-    extra = {c: column(c).dtype if c.startswith("score_") else pl.Float64
-             for c in (confidence.columns() if confidence is not None else ())}
+    extra = confidence.schema() if confidence is not None else {}  # (after the fixed columns)
     schema = {**SAMPLE_SCHEMA, **extra}
     cols: dict[str, list] = {k: [] for k in schema}
     for q, rs in zip(batch, responses):

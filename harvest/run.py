@@ -942,13 +942,11 @@ def _part_frame(plan: RunPlan, records) -> Any:
         from .scoring import _with_columns
 
         df = _with_columns(df, extra)
-    if signals:  # after the rest, typed as ttc harvest writes them (harvest.pipeline._responses_frame)
+    if signals:  # after the rest, typed as ttc harvest writes them
         import polars as pl
 
-        from replay.pool import column
-
-        df = df.with_columns(pl.Series(c, v, dtype=column(c).dtype if c.startswith("score_") else pl.Float64)
-                             for c, v in signals.items())
+        df = df.with_columns(pl.Series(c, v, dtype=dtype) for (c, v), dtype in zip(signals.items(),
+                                                                                  spec.schema().values()))
     return df
 
 
