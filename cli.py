@@ -468,6 +468,39 @@ def tune_cmd(
                          threads=threads, force=force))
 
 
+# --------------------------------------------------------------------------------------------------------- compare
+
+@app.command("compare")
+def compare_cmd(
+    pools: Optional[List[Path]] = typer.Argument(None, metavar="POOL", show_default=False,
+                                                 help="Pool directories with ground truth (default: every embedded "
+                                                 "pool in data/)."),
+    budgets: str = typer.Option("4,8,16,32", help="Average budgets per query (samples); each is tuned separately."),
+    seeds: int = typer.Option(100, help="Number of seeds (permutations) per configuration, on each part."),
+    seed_start: int = typer.Option(0, help="First seed; seeds are seed_start .. seed_start + seeds - 1."),
+    holdout: float = typer.Option(0.5, help="Share of each pool's queries held out for reporting; the rest tunes. "
+                                  "0: tune and report on every query (flagged)."),
+    split_seed: int = typer.Option(0, help="Seed of the split of the queries."),
+    policy: Optional[List[str]] = typer.Option(
+        None, "--policy", metavar="NAME[,NAME...]", callback=_names("policy", POLICY_NAMES),
+        help="Published policies to compare, repeat or comma-separate (default: every one the pool supports); the "
+             "oracle and this project's own (side-eb) are always compared."),
+    side: Optional[str] = typer.Option(None, metavar="COLUMN", help="side-eb's side signal, a column of every pool's "
+                                       "responses (default: each score column is tried, chosen on the tuning part)."),
+    out: Optional[Path] = typer.Option(None, help="Directory for compare.parquet, compare.md and split.parquet."),
+    threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores); results do not depend on it."),
+    force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
+):
+    """Every published policy, tuned on held-out queries, against side-eb tuned alike and the hindsight oracle, per
+    pool and budget: the best published, side-eb's paired difference from it and the share of the gap to the oracle
+    it closes."""
+    from replay.compare import CompareRequest, run_compare
+
+    run_compare(CompareRequest(pools=list(pools or []), budgets=_floats(budgets, "--budgets"), seeds=seeds,
+                               seed_start=seed_start, holdout=holdout, split_seed=split_seed,
+                               policies=policy or None, side=side, out=out, threads=threads, force=force))
+
+
 # ----------------------------------------------------------------------------------------------------------- bench
 
 @app.command("bench")

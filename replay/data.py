@@ -36,3 +36,13 @@ def embedded_pool(name: str) -> Path:
 
 
 DEFAULT_POOL = embedded_pool("lastletters-gpt35-40")
+
+
+def embedded_pools() -> list[Path]:
+    """Every embedded pool (a directory of data/ holding samples.parquet or samples/), sorted by name: what `ttc
+    compare` compares when given no pool. Empty when no data/ can be found."""
+    base = data_dir()
+    if base is None:
+        return []
+    return sorted(d for d in base.iterdir()
+                  if d.is_dir() and ((d / "samples.parquet").is_file() or (d / "samples").is_dir()))

@@ -24,7 +24,9 @@ class Policy:
     """One allocation policy. params: the RunConfig fields that change what it does, in label order (the others
     are ignored and dropped from its label; gamma is also read through a threshold rule, and listed here only
     where the policy reads it whatever the rule); needs: what a pool must have ("answers", "gt"); lam: its default exploration
-    bonus; live: whether it can run without hindsight; grid: the report's parameter sweeps it takes part in;
+    bonus; live: whether it can run without hindsight; published: from the literature (False: this project's own,
+    which `ttc compare` measures against the best published policy, tuned alike); grid: the report's parameter
+    sweeps it takes part in;
     style: (colour, marker, line style) in every figure."""
 
     name: str
@@ -34,6 +36,7 @@ class Policy:
     needs: frozenset = frozenset()
     lam: float | None = None
     live: bool = True
+    published: bool = True
     grid: frozenset = frozenset()
     style: tuple = ("#4d4d4d", "o", "-")
 
@@ -72,7 +75,8 @@ REGISTRY = {p.name: p for p in (
            ("K", "eliminate", "max_samples", "judge"), style=("#aec7e8", "8", ":")),
     Policy("side-eb", SIDE_EB, "each pull to the unanswered query whose next response most likely answers it per "
            "unit cost: an empirical-Bayes rate learnt during the run per bin of the --side signal of its failed draws",
-           ("K", "eliminate", "max_samples", "prior_strength", "bins", "refresh"), style=("#ffbb78", "X", "--")),
+           ("K", "eliminate", "max_samples", "prior_strength", "bins", "refresh"), published=False,
+           style=("#ffbb78", "X", "--")),
 )}
 
 

@@ -71,8 +71,12 @@ def subset(pool: Pool, idx, label: str) -> Pool:
     off = np.zeros(len(idx) + 1, np.int64)
     np.cumsum(sizes, out=off[1:])
     rows = np.repeat(pool.off[idx], sizes) + (np.arange(int(off[-1])) - np.repeat(off[:-1], sizes))
+    # the per-query prior and the per-response side signal too: left whole, they would pair the sub-pool's queries
+    # with other queries' values (side-eb and marginal-gain would read the wrong query's signal)
     return dataclasses.replace(pool, query_ids=[pool.query_ids[i] for i in idx], off=off, correct=pool.correct[rows],
                                score=pool.score[rows], ans=pool.ans[rows], tok=pool.tok[rows],
+                               prior=None if pool.prior is None else pool.prior[idx],
+                               side=None if pool.side is None else pool.side[rows],
                                meta={**pool.meta, "name": f"{pool.name}/{label}"})
 
 
@@ -177,6 +181,34 @@ def grid_configs(base, grid: dict) -> list:
     return configs
 
 
+# The search space when none is given (`ttc compare` tunes every policy over it): per RunConfig field, the values
+# tried, the field's default among them (so the untuned configuration is a candidate). A policy is tuned over the
+# fields it uses (RunConfig.used_params), so a policy with more knobs gets a larger grid. gamma, the threshold
+# rule's own parameters and refresh stay at their defaults: under --score gt every gamma in (0, 1] eliminates at
+# the first correct response, and the rules' knobs belong to the rule, not the policy.
+DEFAULT_GRID = {
+    "K": (1, 2),
+    "max_samples": (0, 4, 8, 16, 32),  # 0 = no cap; caps at or above the largest pool size are dropped (no cap too)
+    "lam": (0.5, 1.0, 3.0),  # ucb's default 1 and entropy's 3 both in it
+    "eps": (0.01, 0.1),
+    "rho": (0.25, 0.5, 0.75),
+    "warmup": (1, 3),
+    "percentile": (0.05, 0.2),
+    "prior_strength": (1.0, 2.0, 8.0),
+    "judge": (8, 32),
+    "bins": (2, 3, 5),
+}
+
+
+def default_grid(base, max_size: int) -> dict:
+    """DEFAULT_GRID restricted to the fields `base` uses; a cap of max_size or more is no cap (0 stands for it).
+    Empty for a policy without parameters (uniform, oracle): its one configuration is the grid."""
+    grid = {f: DEFAULT_GRID[f] for f in base.used_params() if f in DEFAULT_GRID}
+    if "max_samples" in grid:
+        grid["max_samples"] = tuple(v for v in grid["max_samples"] if v == 0 or v < max_size)
+    return grid
+
+
 def validate(req: TuneRequest):
     """What can be refused before a pool is read."""
     from .engine import check_budgets
@@ -231,6 +263,13 @@ def _paired(df: pl.DataFrame, metric: str, a: str, b: str, budget: float) -> tup
     return float(d.mean()), (float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("nan"))
 
 
+def with_default(configs: list, default) -> tuple[list, object]:
+    """(every run the tuning needs, the default as the grid holds it): the grid plus the default configuration when
+    the grid lacks it (lambda None and 1 are the same run, so the grid's own copy of it stands in)."""
+    same = [c for c in configs if c.label() == default.label()]
+    return (list(configs), same[0]) if same else (list(configs) + [default], default)
+
+
 def tune(tune_pool: Pool, report_pool: Pool, configs: list, default, budgets, seeds, *, select: str, metric: str,
          overlap: bool, conf: float = 0.95, replay_kw: dict | None = None, progress=None,
          same_data: bool = False) -> pl.DataFrame:
@@ -238,13 +277,23 @@ def tune(tune_pool: Pool, report_pool: Pool, configs: list, default, budgets, se
     same_data: the parts are the same pool). Returns the rows of the result table, without provenance columns."""
     from .engine import replay
 
-    same = [c for c in configs if c.label() == default.label()]
-    default = same[0] if same else default  # the grid's own copy of it (lambda None and 1 are the same run)
-    runs = list(configs) + ([] if same else [default])
+    runs, default = with_default(configs, default)
     kw = dict(select=select, conf=conf, progress=progress, **(replay_kw or {}))
     df_t = replay(tune_pool, runs, budgets, seeds, **kw)[0]
     df_r = df_t if same_data else replay(report_pool, runs, budgets, seeds, **kw)[0]
-    s_t, s_r = _summary(df_t, metric, tune_pool.n_queries), _summary(df_r, metric, report_pool.n_queries)
+    return choose(df_t, df_r, configs, default, budgets, metric=metric, overlap=overlap,
+                  n_tune=tune_pool.n_queries, n_report=report_pool.n_queries)
+
+
+def choose(df_t: pl.DataFrame, df_r: pl.DataFrame, configs: list, default, budgets, *, metric: str, overlap: bool,
+           n_tune: int, n_report: int) -> pl.DataFrame:
+    """The choice and its rows, from runs already made: df_t and df_r hold (at least) every configuration of
+    `configs` and `default` at every budget, on the tuning and the reporting part (the same seeds). Separate from
+    the runs so that `ttc compare` tunes many policies from one engine call per part, by the same rule as ttc tune."""
+    runs, default = with_default(configs, default)
+    labels = [c.label() for c in runs]
+    df_t, df_r = (d.filter(pl.col("config").is_in(labels)) for d in (df_t, df_r))
+    s_t, s_r = _summary(df_t, metric, n_tune), _summary(df_r, metric, n_report)
     order = {c.label(): i for i, c in enumerate(configs)}
     by_label = {c.label(): c for c in runs}
     rows = []

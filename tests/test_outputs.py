@@ -265,6 +265,7 @@ def test_full_disk_keeps_the_earlier_output(tmp_path):
     ["signals", "--seeds", 2, "--out", "{mnt}/signals.parquet"],
     ["tune", "--policy", "elimination", "--max-samples", "0,4", "--seeds", 2, "--budgets", 4, "--out",
      "{mnt}/tune.parquet"],
+    ["compare", "{pool}", "--policy", "uniform", "--seeds", 2, "--budgets", 4, "--out", "{mnt}/compare"],
 ])
 def test_read_only_destination_is_refused_before_the_work(tmp_path, cmd):
     mnt = tmp_path / "ro"
@@ -277,7 +278,7 @@ def test_read_only_destination_is_refused_before_the_work(tmp_path, cmd):
     assert "Read-only file system" in _error_line(r)
     assert _left(r) == []
     assert "wrote" not in r.stdout
-    if cmd[0] in ("replay", "report", "signals", "tune"):
+    if cmd[0] in ("replay", "report", "signals", "tune", "compare"):
         assert "seeds" not in r.stdout  # refused before any replay started
     assert time.perf_counter() - t0 < 120
 

@@ -142,3 +142,19 @@ def test_bad_input_is_one_line(args, message):
     r = runner.invoke(app, ["tune", *args, "--seeds", "2", "--budgets", "2"])
     assert r.exit_code == 2, r.output
     assert message in r.output and "Traceback" not in r.output and r.output.count("error:") == 1
+
+
+def test_subset_carries_each_querys_own_side_signal_and_prior():
+    """A sub-pool pairs each kept query with its own per-response side signal and per-query prior (side-eb and
+    marginal-gain read them): left whole, they would be read against other queries' responses."""
+    import dataclasses
+
+    pool = load_pool(DEFAULT_POOL)
+    total = int(pool.off[-1])
+    pool = dataclasses.replace(pool, side=np.arange(total) / total, prior=np.linspace(0, 1, pool.n_queries))
+    idx = np.array([1, 7, 300])
+    sub = subset(pool, idx, "x")
+    rows = np.concatenate([np.arange(pool.off[i], pool.off[i + 1]) for i in idx])
+    assert np.array_equal(sub.side, pool.side[rows]) and np.array_equal(sub.prior, pool.prior[idx])
+    bare = subset(dataclasses.replace(pool, side=None, prior=None), idx, "y")
+    assert bare.side is None and bare.prior is None

@@ -1,0 +1,509 @@
+"""`ttc compare [POOL...]`: issue 15's comparison table from one command: every published policy, each tuned on
+held-out queries, against this project's own policies (side-eb) tuned alike, and the hindsight oracle.
+
+Why a command of its own and not a mode of `ttc tune`: tune answers "which parameters for this one policy", with a
+grid the user gives; the comparison needs every policy the pool supports, each over its own grid (tune.DEFAULT_GRID,
+by the fields the policy uses), side-eb's side column chosen from what the pool has, the oracle, and a verdict per
+(pool, budget). It reuses tune's machinery whole: the split (tune.split_queries, recorded by tune.split_digest and
+written per query), the sub-pools (tune.subset) and the choice (tune.choose: best mean on the tuning part, ties to
+the first in grid order, every row flagged tuned_on_reported when tuning and reported data overlap). So a policy's
+number here is the "chosen / report" row `ttc tune --policy P` with the same grid, split and seeds prints.
+
+For each pool and budget (metric: coverage under ground truth, the issue's target):
+- each published policy (the registry's `published` and `live` entries the pool supports; `--policy` narrows them):
+  its grid runs on the tuning part, the best configuration there is measured on the held-out part;
+- the best published policy: the one whose chosen configuration scored best *on the tuning part*. The choice of
+  policy is one more hyperparameter, so it is made where the others are, and its held-out number stays honest;
+- each of this project's policies (`published` False: side-eb), tuned alike, its side column one more choice on the
+  tuning part among the pool's per-response score columns (`--side COLUMN` fixes one); with none it is skipped, and
+  the row says why (a response-level signal it could read is what it needs: `ttc signals` shows the pool's);
+- the hindsight oracle (the registry's policies that are not `live`), untuned: the ceiling;
+- side-eb minus the best published, paired over seeds on the held-out queries (common random numbers: seed s gives
+  every policy the same permutation of each query's responses), mean ± standard error of the per-seed differences;
+  "better" / "worse" beyond 2 standard errors, else "within 2 SE". The standard error is over seeds with the
+  held-out queries fixed: it says whether the difference is more than the draw order's luck on these queries, not
+  how it would vary over other queries from the same population;
+- the share of the gap closed: (side-eb - best published) / (oracle - best published), from the held-out means;
+  its standard error by the delta method over the same seeds (the ratio of two paired means). Undefined (NaN) when
+  the oracle is not above the best published policy.
+
+All pools are read and checked, and every output refused or accepted, before the first engine call. The outputs
+(`--out DIR`): compare.parquet (one row per pool, budget and policy, with the split and the comparison), compare.md
+(the tables as markdown, with the command that regenerates them) and split.parquet (each query's part), written as
+one directory atomically.
+"""
+from __future__ import annotations
+
+import shlex
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from .errors import InputError
+from .pool import PoolError
+
+METRIC = "coverage"
+SE_METHOD = ("paired over seeds on the held-out queries (common random numbers), standard deviation of the per-seed "
+             "differences / sqrt(seeds); the held-out queries fixed")
+ROLES = ("published", "new", "hindsight")
+
+
+@dataclass
+class CompareRequest:
+    pools: list = field(default_factory=list)  # empty: every embedded pool
+    budgets: list = field(default_factory=lambda: [4, 8, 16, 32])
+    seeds: int = 100
+    seed_start: int = 0
+    holdout: float = 0.5
+    split_seed: int = 0
+    policies: list | None = None  # published policies to compare (default: every one the pool supports)
+    side: str | None = None  # the new policies' side column (default: chosen on the tuning part)
+    out: Path | None = None
+    threads: int | None = None
+    force: bool = False
+
+
+def published_policies() -> list[str]:
+    from .policies import REGISTRY
+
+    return [n for n, p in REGISTRY.items() if p.published and p.live]
+
+
+def pool_paths(req: CompareRequest) -> list[Path]:
+    from .data import embedded_pools
+
+    if not req.pools:
+        found = embedded_pools()
+        if not found:
+            raise InputError("no embedded pools were found (data/ or the installed ttc_data); give POOL directories")
+        return found
+    paths = [Path(p) for p in req.pools]
+    seen = {}
+    for p in paths:
+        r = p.resolve()
+        if r in seen:
+            raise InputError(f"pool {p} is given twice (as {seen[r]} too)")
+        seen[r] = p
+    return paths
+
+
+def validate(req: CompareRequest) -> list[Path]:
+    """What can be refused before a pool is read; returns the pools."""
+    from .engine import check_budgets
+    from .outputs import check_output
+    from .run import check_seeds
+
+    check_budgets(req.budgets)
+    if req.seeds < 1:
+        raise InputError(f"--seeds must be >= 1, got {req.seeds}")
+    check_seeds(req.seed_start, req.seeds)
+    if not 0.0 <= req.holdout < 1.0:
+        raise InputError(f"--holdout is the share of queries held out for reporting, in [0, 1) (0: tune and report "
+                         f"on every query, flagged), got {req.holdout}")
+    if req.policies is not None:
+        allowed = published_policies()
+        if not req.policies:
+            raise InputError("--policy: no policy given")
+        for p in req.policies:
+            if p not in allowed:
+                raise InputError(f"--policy {p}: not a published policy (the oracle and this project's own are always "
+                                 f"compared); choose from {', '.join(allowed)}")
+    paths = pool_paths(req)
+    if req.out is not None:
+        check_output(req.out, flag="--out", command="compare", reads=paths, force=req.force, kind="dir")
+    return paths
+
+
+# ---------------------------------------------------------------------------------------------------- the plan
+
+@dataclass
+class PoolPlan:
+    """One pool, read and checked: its parts, the policies by role and their grids, the side columns to try."""
+
+    path: Path
+    pool: object
+    t_idx: np.ndarray
+    r_idx: np.ndarray
+    grids: dict  # policy -> list of RunConfig
+    roles: dict  # role -> [policy]
+    sides: list  # candidate side columns for the new policies
+    side_pools: dict  # column -> the pool loaded with it as its side signal
+    skipped: dict  # new policy -> why it is not compared on this pool
+
+    @property
+    def same(self) -> bool:
+        return len(self.t_idx) == len(self.r_idx) == self.pool.n_queries
+
+    def parts(self, pool):
+        from .tune import subset
+
+        return (pool, pool) if self.same else (subset(pool, self.t_idx, "tune"), subset(pool, self.r_idx, "report"))
+
+    def calls(self) -> int:
+        """Engine calls (each over every seed) this pool takes."""
+        return (1 + len(self.side_pools)) * (1 if self.same else 2)
+
+
+def side_columns(path: Path, side: str | None) -> list[str]:
+    """The columns a new policy may read as its side signal: `side` when given, else every per-response score column
+    of the pool (numbers in [0, 1] that the pool format already validates: confidences, reward-model scores)."""
+    from .pool import is_score, sample_files
+
+    names = pl.read_parquet_schema(sample_files(path)[0]).names()
+    if side is not None:
+        if side not in names:
+            raise PoolError(f"{path}: --side: no column '{side}' (columns: {', '.join(names)})")
+        return [side]
+    return [c for c in names if is_score(c)]
+
+
+def plan_pool(path: Path, req: CompareRequest) -> PoolPlan:
+    from .engine import check_configs
+    from .policies import REGISTRY, RunConfig, supported
+    from .pool import load_pool, sample_files
+    from .run import check_budget_totals
+    from .tune import default_grid, grid_configs, split_queries
+
+    # ground truth is checked first, in this command's words (load_pool's would speak of --score gt)
+    pool = load_pool(path) if "correct" in pl.read_parquet_schema(sample_files(path)[0]) else None
+    if pool is None or not pool.has_gt:
+        raise PoolError(f"ttc compare needs ground truth (a 'correct' column) to score coverage, and {path} has none")
+    sup = supported(pool)
+    roles = {"published": [p for p in sup if REGISTRY[p].published and REGISTRY[p].live
+                           and (req.policies is None or p in req.policies)],
+             "new": [p for p in sup if not REGISTRY[p].published and REGISTRY[p].live],
+             "hindsight": [p for p in sup if not REGISTRY[p].live]}
+    if not roles["published"]:
+        raise PoolError(f"{path}: none of --policy {','.join(req.policies or [])} runs on this pool (it supports "
+                        f"{', '.join(p for p in sup if REGISTRY[p].published and REGISTRY[p].live)})")
+    t_idx, r_idx = split_queries(pool.query_ids, req.holdout, req.split_seed)
+    for n in {len(t_idx), len(r_idx)}:
+        check_budget_totals(req.budgets, n)
+    size = int(pool.sizes.max())
+    grids = {}
+    for p in (q for r in ROLES for q in roles[r]):
+        base = RunConfig(p)
+        grid = default_grid(base, size)
+        grids[p] = grid_configs(base, grid) if grid else [base]
+        check_configs(pool, grids[p], "bon")
+    sides = side_columns(path, req.side) if roles["new"] else []
+    side_pools = {c: load_pool(path, side=c) for c in sides}  # the loader checks each: present, numbers in [0, 1]
+    skipped = {} if sides else {p: ("the pool has no per-response score column to read as a side signal (ttc signals "
+                                    "lists what it has); give one with --side COLUMN") for p in roles["new"]}
+    if skipped:
+        roles["new"] = []
+    return PoolPlan(path, pool, t_idx, r_idx, grids, roles, sides, side_pools, skipped)
+
+
+# --------------------------------------------------------------------------------------------------- the work
+
+def _per_seed(df: pl.DataFrame, label: str, budget: float) -> np.ndarray:
+    return (df.filter((pl.col("config") == label) & (pl.col("budget") == budget)).sort("seed")[METRIC]
+            .to_numpy())
+
+
+def paired(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Mean and standard error of x - y over seeds (x[s], y[s] from the same seed)."""
+    d = x - y
+    return float(d.mean()), (float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("nan"))
+
+
+def gap_share(new: np.ndarray, best: np.ndarray, oracle: np.ndarray) -> tuple[float, float]:
+    """The share of the gap between the best published policy and the oracle that the new policy closes, from
+    per-seed values: mean(new - best) / mean(oracle - best), and its delta-method standard error over seeds,
+    sqrt((v1 - 2 r c12 + r^2 v2) / (S m2^2)) with v, c the sample (co)variances of the two differences. NaN when
+    the oracle is not above the best published policy (no gap to close)."""
+    d1, d2 = new - best, oracle - best
+    m1, m2 = float(d1.mean()), float(d2.mean())
+    if not m2 > 0:
+        return float("nan"), float("nan")
+    r = m1 / m2
+    S = len(d1)
+    if S < 2:
+        return r, float("nan")
+    c = np.cov(d1, d2, ddof=1)
+    var = (c[0, 0] - 2 * r * c[0, 1] + r * r * c[1, 1]) / (S * m2 * m2)
+    return r, float(np.sqrt(max(var, 0.0)))
+
+
+def verdict(diff: float, se: float) -> str:
+    if not np.isfinite(se):
+        return "n/a (one seed)"
+    return "better" if diff > 2 * se else "worse" if diff < -2 * se else "within 2 SE"
+
+
+def compare_pool(plan: PoolPlan, req: CompareRequest, progress=None) -> pl.DataFrame:
+    """The rows of one pool (module docstring): one per (budget, policy)."""
+    from .engine import replay
+    from .policies import RunConfig
+    from .tune import choose, split_digest
+
+    seeds = range(req.seed_start, req.seed_start + req.seeds)
+    n_t, n_r = len(plan.t_idx), len(plan.r_idx)
+    kw = dict(metric=METRIC, overlap=plan.same, n_tune=n_t, n_report=n_r)
+
+    def run(pool, configs):
+        tp, rp = plan.parts(pool)
+        df_t = replay(tp, configs, req.budgets, seeds, progress=progress)[0]
+        return df_t, (df_t if plan.same else replay(rp, configs, req.budgets, seeds, progress=progress)[0])
+
+    main = [c for r in ("published", "hindsight") for p in plan.roles[r] for c in plan.grids[p]]
+    frames = {None: run(plan.pool, main)}
+    for col, pool in plan.side_pools.items():
+        frames[col] = run(pool, [c for p in plan.roles["new"] for c in plan.grids[p]])
+    chosen = {}  # (policy, side) -> choose()'s rows
+    for r in ROLES:
+        for p in plan.roles[r]:
+            for col in (plan.sides if r == "new" else [None]):
+                chosen[p, col] = choose(*frames[col], plan.grids[p], RunConfig(p), req.budgets, **kw)
+
+    def pick(p, col, b):
+        rows = chosen[p, col].filter(pl.col("budget") == float(b))
+        tune = rows.filter((pl.col("row") == "chosen") & (pl.col("evaluated_on") == "tune")).row(0, named=True)
+        rep = rows.filter((pl.col("row") == "chosen") & (pl.col("evaluated_on") == "report")).row(0, named=True)
+        return tune, rep
+
+    out = []
+    for b in req.budgets:
+        b = float(b)
+        entries = {}  # policy -> (role, side, tune row, report row)
+        for r in ROLES:
+            for p in plan.roles[r]:
+                cols = plan.sides if r == "new" else [None]
+                # a new policy's side column: the one whose chosen configuration is best on the tuning part
+                scored = [(pick(p, c, b), c) for c in cols]
+                (tune, rep), col = max(scored, key=lambda s: (np.nan_to_num(s[0][0]["mean"], nan=-np.inf),
+                                                               -cols.index(s[1])))
+                entries[p] = (r, col, tune, rep)
+        pub = plan.roles["published"]
+        best = max(pub, key=lambda p: (np.nan_to_num(entries[p][2]["mean"], nan=-np.inf), -pub.index(p)))
+        x_best = _per_seed(frames[None][1], entries[best][3]["config"], b)
+        oracle = plan.roles["hindsight"][0] if plan.roles["hindsight"] else None
+        x_oracle = _per_seed(frames[None][1], entries[oracle][3]["config"], b) if oracle else None
+        for p, (r, col, tune, rep) in entries.items():
+            row = {"pool": plan.pool.name, "pool_path": str(plan.path), "budget": b, "policy": p, "role": r,
+                   "config": rep["config"], "side": col, "tune_mean": tune["mean"], "mean": rep["mean"],
+                   "se": rep["se"], "seeds": rep["seeds"], "samples_per_query": rep["samples_per_query"],
+                   "tuned_on_reported": rep["tuned_on_reported"], "is_best_published": p == best,
+                   "best_published": best, "skipped": None, "vs_best": float("nan"), "vs_best_se": float("nan"),
+                   "verdict": None, "gap_share": float("nan"), "gap_share_se": float("nan")}
+            if r == "new":
+                x = _per_seed(frames[col][1], rep["config"], b)
+                row["vs_best"], row["vs_best_se"] = paired(x, x_best)
+                row["verdict"] = verdict(row["vs_best"], row["vs_best_se"])
+                if x_oracle is not None:
+                    row["gap_share"], row["gap_share_se"] = gap_share(x, x_best, x_oracle)
+            out.append(row)
+        for p, why in plan.skipped.items():
+            out.append({"pool": plan.pool.name, "pool_path": str(plan.path), "budget": b, "policy": p, "role": "new",
+                        "config": None, "side": None, "tune_mean": float("nan"), "mean": float("nan"),
+                        "se": float("nan"), "seeds": 0, "samples_per_query": float("nan"),
+                        "tuned_on_reported": False, "is_best_published": False, "best_published": best,
+                        "skipped": why, "vs_best": float("nan"), "vs_best_se": float("nan"), "verdict": None,
+                        "gap_share": float("nan"), "gap_share_se": float("nan")})
+    return pl.DataFrame(out, schema=SCHEMA).with_columns(
+        pl.lit(float(req.holdout), dtype=pl.Float64).alias("holdout"),
+        pl.lit(req.split_seed, dtype=pl.Int64).alias("split_seed"),
+        pl.lit(n_t, dtype=pl.Int64).alias("n_tune"), pl.lit(n_r, dtype=pl.Int64).alias("n_report"),
+        pl.lit(split_digest([plan.pool.query_ids[i] for i in plan.r_idx])).alias("report_digest"),
+        pl.lit(req.seed_start, dtype=pl.Int64).alias("seed_start"), pl.lit(req.seeds, dtype=pl.Int64).alias("n_seeds"),
+        pl.lit(METRIC).alias("metric"), pl.lit(SE_METHOD).alias("se_method"))
+
+
+SCHEMA = {"pool": pl.String, "pool_path": pl.String, "budget": pl.Float64, "policy": pl.String, "role": pl.String,
+          "config": pl.String, "side": pl.String, "tune_mean": pl.Float64, "mean": pl.Float64, "se": pl.Float64,
+          "seeds": pl.Int64, "samples_per_query": pl.Float64, "tuned_on_reported": pl.Boolean,
+          "is_best_published": pl.Boolean, "best_published": pl.String, "skipped": pl.String,
+          "vs_best": pl.Float64, "vs_best_se": pl.Float64, "verdict": pl.String, "gap_share": pl.Float64,
+          "gap_share_se": pl.Float64}
+
+
+def split_frame(plan: PoolPlan) -> pl.DataFrame:
+    part = np.full(plan.pool.n_queries, "tune+report" if plan.same else "tune", dtype=object)
+    if not plan.same:
+        part[plan.r_idx] = "report"
+    return pl.DataFrame({"pool": str(plan.path), "query_id": plan.pool.query_ids, "part": part.tolist()})
+
+
+def command_line(req: CompareRequest) -> str:
+    """The canonical command that regenerates the table (every option explicit)."""
+    args = ["ttc", "compare", *[str(p) for p in req.pools], "--budgets", ",".join(f"{b:g}" for b in req.budgets),
+            "--seeds", str(req.seeds), "--seed-start", str(req.seed_start), "--holdout", f"{req.holdout:g}",
+            "--split-seed", str(req.split_seed)]
+    if req.policies is not None:
+        args += ["--policy", ",".join(req.policies)]
+    if req.side is not None:
+        args += ["--side", req.side]
+    if req.out is not None:
+        args += ["--out", str(req.out)]
+    return shlex.join(args)
+
+
+def run_compare(req: CompareRequest, console=None) -> pl.DataFrame:
+    from .engine import set_threads
+    from .outputs import MARK as OUTPUT_MARK, atomic_dir
+    from .progress import progress
+    from .run import _console
+
+    console = console or _console()
+    paths = validate(req)
+    set_threads(req.threads)
+    plans = [plan_pool(p, req) for p in paths]
+    for plan in plans:
+        n_cfg = sum(len(plan.grids[p]) for r in ROLES for p in plan.roles[r])
+        side = (f"; side column{'s' if len(plan.sides) > 1 else ''} tried: {', '.join(plan.sides)}" if plan.sides
+                else "; " + "; ".join(f"{p} skipped: {why}" for p, why in plan.skipped.items()))
+        split = ("tuned and reported on every query: every number is in-sample †" if plan.same else
+                 f"tuned on {len(plan.t_idx)} queries, reported on the {len(plan.r_idx)} held out (--holdout "
+                 f"{req.holdout:g}, --split-seed {req.split_seed})")
+        console.print(f"[bold]{plan.pool.name}[/]: {n_cfg} configurations of {sum(map(len, plan.roles.values()))} "
+                      f"policies x {len(req.budgets)} budgets x {req.seeds} seeds; {split}{side}", highlight=False)
+    t0 = time.perf_counter()
+    with progress(req.seeds * sum(p.calls() for p in plans), "comparing", "seeds", console=console) as bar:
+        df = pl.concat([compare_pool(plan, req, progress=bar.advance) for plan in plans])
+    elapsed = time.perf_counter() - t0
+    console.print(render_table(df))
+    for note in skip_notes(df):
+        console.print(note, style="dim", highlight=False)
+    for name in df["pool"].unique(maintain_order=True):
+        console.print(render_policies(df.filter(pl.col("pool") == name)))
+    console.print(f"† tuned on the data it reports (--holdout 0). Standard errors: {SE_METHOD}. {elapsed:.1f} s.",
+                  style="dim", highlight=False)
+    if req.out is not None:
+        with atomic_dir(req.out, "compare") as tmp:
+            df.write_parquet(tmp / "compare.parquet", metadata={OUTPUT_MARK: "compare"})
+            pl.concat([split_frame(p) for p in plans]).write_parquet(tmp / "split.parquet",
+                                                                     metadata={OUTPUT_MARK: "compare"})
+            (tmp / "compare.md").write_text(markdown(df, command_line(req)))
+        console.print(f"wrote compare.parquet ({df.height} rows), compare.md and split.parquet to {req.out}",
+                      highlight=False)
+    return df
+
+
+# ---------------------------------------------------------------------------------------------------- tables
+
+def _mse(m, se) -> str:
+    from .summary import fmt_mean_se
+
+    return fmt_mean_se(m, se)
+
+
+def _signed(m, se) -> str:
+    if m is None or not np.isfinite(m):
+        return "—"
+    return f"{m:+.4f}±{se:.4f}" if np.isfinite(se) else f"{m:+.4f}"  # differences are small: one digit more
+
+
+def _share(m, se) -> str:
+    if m is None or not np.isfinite(m):
+        return "—"
+    return f"{m:.1%}±{se:.1%}" if np.isfinite(se) else f"{m:.1%}"
+
+
+def _dagger(r) -> str:
+    return " †" if r["tuned_on_reported"] else ""
+
+
+def summary_rows(df: pl.DataFrame) -> list[list[str]]:
+    """One row per (pool, budget) and new policy: the comparison, as text cells (the rich and markdown tables)."""
+    rows = []
+    for (pool, b), g in df.group_by("pool", "budget", maintain_order=True):
+        best = g.filter(pl.col("is_best_published")).row(0, named=True)
+        hind = g.filter(pl.col("role") == "hindsight")
+        orc = hind.row(0, named=True) if hind.height else None
+        for r in g.filter(pl.col("role") == "new").iter_rows(named=True):
+            if r["skipped"]:  # the reason once per pool, under the table (skip_notes)
+                new, diff, verd, share = f"{r['policy']}: skipped", "—", "—", "—"
+            else:
+                new = f"{r['policy']} [{r['side']}] {_mse(r['mean'], r['se'])}{_dagger(r)}"
+                diff, verd, share = _signed(r["vs_best"], r["vs_best_se"]), r["verdict"], _share(r["gap_share"],
+                                                                                                 r["gap_share_se"])
+            rows.append([pool, f"{b:g}", f"{best['policy']} {_mse(best['mean'], best['se'])}{_dagger(best)}", new,
+                         diff, verd, (_mse(orc["mean"], orc["se"]) + _dagger(orc)) if orc else "—", share])
+    return rows
+
+
+def skip_notes(df: pl.DataFrame) -> list[str]:
+    """Why a new policy was not compared on a pool, once per (pool, policy)."""
+    sk = df.filter(pl.col("skipped").is_not_null()).unique(["pool", "policy"], maintain_order=True)
+    return [f"{r['policy']} skipped on {r['pool']}: {r['skipped']}" for r in sk.iter_rows(named=True)]
+
+
+SUMMARY_HEAD = ("pool", "budget", "best published (tuned)", "new policy [side column]", "new - best", "verdict",
+                "oracle", "gap closed")
+
+
+def render_table(df: pl.DataFrame):
+    from rich.markup import escape
+    from rich.table import Table
+
+    t = Table(title=f"{METRIC} on the held-out queries: mean ± standard error over seeds; best published = best on "
+                    "the tuning part; new - best paired over seeds; gap closed = (new - best) / (oracle - best)",
+              title_style="dim")
+    for h in SUMMARY_HEAD:
+        t.add_column(h, justify="right" if h in ("budget", "new - best", "gap closed") else "left")
+    last = None
+    for row in summary_rows(df):
+        if last is not None and row[0] != last:
+            t.add_section()
+        last = row[0]
+        t.add_row(*map(escape, row))
+    return t
+
+
+def policy_rows(df: pl.DataFrame) -> tuple[list, list[list[str]]]:
+    """Per pool: one row per policy, one cell per budget (held-out coverage, the chosen configuration)."""
+    budgets = sorted(df["budget"].unique().to_list())
+    rows = []
+    for p in df.filter(pl.col("skipped").is_null())["policy"].unique(maintain_order=True):
+        cells = {r["budget"]: r for r in df.filter(pl.col("policy") == p).iter_rows(named=True)}
+        first = next(iter(cells.values()))
+        rows.append([f"{p} ({first['role']})"] + [
+            f"{_mse(cells[b]['mean'], cells[b]['se'])}{_dagger(cells[b])}{' *' if cells[b]['is_best_published'] else ''}"
+            f" {cells[b]['config'].removeprefix(p) or '(default)'}" + (f" [{cells[b]['side']}]" if cells[b]['side']
+                                                                      else "")
+            for b in budgets])
+    return budgets, rows
+
+
+def render_policies(df: pl.DataFrame):
+    from rich.markup import escape
+    from rich.table import Table
+
+    budgets, rows = policy_rows(df)
+    t = Table(title=f"{df['pool'][0]}: every policy, held-out {METRIC} of the configuration chosen on the tuning part "
+                    "(* = best published, chosen there)", title_style="dim")
+    t.add_column("policy")
+    for b in budgets:
+        t.add_column(f"budget {b:g}", justify="right")
+    for r in rows:
+        t.add_row(*map(escape, r))
+    return t
+
+
+def markdown(df: pl.DataFrame, command: str) -> str:
+    def table(head, rows):
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
+        return "\n".join(lines)
+
+    first = df.row(0, named=True)
+    parts = [f"# ttc compare\n\n```bash\n{command}\n```\n",
+             f"Metric: {METRIC} (ground truth) on the held-out queries (holdout {first['holdout']:g}, split seed "
+             f"{first['split_seed']}), {first['n_seeds']} seeds from {first['seed_start']}. Each policy's parameters "
+             f"were chosen on the tuning part (replay/tune.py DEFAULT_GRID over the fields it uses); the best "
+             f"published policy too. Standard errors: {SE_METHOD}. Gap closed = (new - best) / (oracle - best), "
+             f"delta-method standard error. † tuned on the data it reports.\n",
+             table(SUMMARY_HEAD, summary_rows(df))] + [f"\n{n}." for n in skip_notes(df)]
+    for name in df["pool"].unique(maintain_order=True):
+        sub = df.filter(pl.col("pool") == name)
+        budgets, rows = policy_rows(sub)
+        r0 = sub.row(0, named=True)
+        parts.append(f"\n## {name}\n\n{r0['n_tune']} queries tune, {r0['n_report']} report (digest "
+                     f"{r0['report_digest']}). Held-out {METRIC} of each policy's chosen configuration "
+                     f"(* = best published):\n")
+        parts.append(table(["policy"] + [f"budget {b:g}" for b in budgets], rows))
+    return "\n".join(parts) + "\n"
