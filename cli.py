@@ -210,6 +210,27 @@ _CISC_TEMP_HELP = ("cisc: the temperature T of its softmax(score / T) vote weigh
 _DEEPCONF_ETA_HELP = "deepconf: the percentage of valid draws it keeps, by score (the paper: 10 or 90)."
 _FORCE_HELP = ("Replace existing outputs that were not written by this command (by default only its own earlier "
                "output is replaced).")
+# The scalar parameters of optscale, marginal-gain, dsc and side-eb, declared once for ttc replay and ttc run: name ->
+# (default, help). The defaults are RunConfig's (replay/policies.py), spelled here because cli.py does not import the
+# registry at start (numba); tests/test_run_policies.py holds them to RunConfig.
+_POLICY_PARAMS = {
+    "warmup": (3, "optscale: responses per query before its N is set (the source's smallest peek_number)."),
+    "percentile": (0.05, "optscale: the chance of no draw reaching gamma that its N accepts (the source's percentile; "
+                   "N: the fewest with (1 - p)^N <= it)."),
+    "prior_strength": (2.0, "marginal-gain: the prediction's weight in pseudo-draws (its Beta prior's a + b); side-eb: "
+                       "the strength of its base rate's Beta prior."),
+    "judge": (32, "dsc: queries judged around each midpoint of its partition's binary search (the source's "
+              "judge_window_size)."),
+    "bins": (3, "side-eb: bins of the side signal's mean over a query's failed draws."),
+    "refresh": (8, "side-eb: pulls between refreshes of every query's index."),
+}
+
+
+def _param_option(name: str, **kw):
+    """The typer option of a _POLICY_PARAMS parameter (kw: e.g. ttc run's help panel)."""
+    default, text = _POLICY_PARAMS[name]
+    return typer.Option(default, help=text, **kw)
+
 
 # ---------------------------------------------------------------------------------------------------------- replay
 
@@ -242,21 +263,17 @@ def replay_cmd(
     conf: float = typer.Option(0.95, help="sc-beta: confidence P(p1 > p2) needed to stop."),
     share: float = typer.Option(0.8, help="ac-majority: the leading answer's share of the draws needed to stop."),
     hmax: float = typer.Option(0.75, help="ac-entropy: the normalised answer entropy at or below which it stops."),
-    warmup: int = typer.Option(3, help="optscale: responses per query before its N is set (the source's smallest "
-                               "peek_number)."),
-    percentile: float = typer.Option(0.05, help="optscale: the chance of no draw reaching gamma that its N accepts "
-                                     "(the source's percentile; N: the fewest with (1 - p)^N <= it)."),
+    warmup: int = _param_option("warmup"),
+    percentile: float = _param_option("percentile"),
     prior: Optional[str] = typer.Option(None, metavar="COLUMN", help="marginal-gain: a column of the pool's "
                                         "queries.parquet holding each query's predicted success probability in "
                                         "[0, 1] (default: none, Laplace's estimate from its own scores)."),
-    prior_strength: float = typer.Option(2.0, help="marginal-gain: the prediction's weight in pseudo-draws (its Beta "
-                                         "prior's a + b)."),
-    judge: int = typer.Option(32, help="dsc: queries judged around each midpoint of its partition's binary search "
-                              "(the source's judge_window_size)."),
+    prior_strength: float = _param_option("prior_strength"),
+    judge: int = _param_option("judge"),
     side: Optional[str] = typer.Option(None, metavar="COLUMN", help="side-eb: a column of the pool's responses "
                                        "holding a side signal in [0, 1] (e.g. a confidence; default: none, 0.5)."),
-    bins: int = typer.Option(3, help="side-eb: bins of the side signal's mean over a query's failed draws."),
-    refresh: int = typer.Option(8, help="side-eb: pulls between refreshes of every query's index."),
+    bins: int = _param_option("bins"),
+    refresh: int = _param_option("refresh"),
     out: Optional[Path] = typer.Option(None, help="Write one row per (configuration, budget, seed) to this Parquet file."),
     per_query: Optional[Path] = typer.Option(None, help="Write the per-query allocation of every run to this Parquet file."),
     curve: Optional[Path] = typer.Option(None, help="Write uniform's exact curves (coverage@k, best-of-k) to this Parquet file."),
@@ -1081,6 +1098,22 @@ def run_cmd(
                                rich_help_panel=_RUN_PANEL),
     conf: float = typer.Option(0.95, help="sc-beta: confidence P(p1 > p2) needed to stop.",
                                rich_help_panel=_RUN_PANEL),
+    warmup: int = _param_option("warmup", rich_help_panel=_RUN_PANEL),
+    percentile: float = _param_option("percentile", rich_help_panel=_RUN_PANEL),
+    prior: Optional[str] = typer.Option(None, metavar="COLUMN", help="marginal-gain: the field of each query holding "
+                                        "its predicted success probability in [0, 1], a column of the --dataset file "
+                                        "or a top-level key of each --batch line; the run's pool records it in "
+                                        "queries.parquet, for ttc replay --prior (default: none, Laplace's estimate "
+                                        "from its own scores).", rich_help_panel=_RUN_PANEL),
+    prior_strength: float = _param_option("prior_strength", rich_help_panel=_RUN_PANEL),
+    judge: int = _param_option("judge", rich_help_panel=_RUN_PANEL),
+    side: Optional[str] = typer.Option(None, metavar="COLUMN", help="side-eb: a score column this run records for "
+                                       "every response, read as its side signal as it arrives: a --confidence "
+                                       "signal's (score_mean_logprob, ...) or the oracle's (prm: score_prm_min, ...; "
+                                       "judge: score_judge); ttc replay RUN/pool --side reads the same column "
+                                       "(default: none, 0.5).", rich_help_panel=_RUN_PANEL),
+    bins: int = _param_option("bins", rich_help_panel=_RUN_PANEL),
+    refresh: int = _param_option("refresh", rich_help_panel=_RUN_PANEL),
     max_per_query: int = typer.Option(256, help="Most responses one query may get (the pool size of a replay: a "
                                       "query that wants more is exhausted).", rich_help_panel=_RUN_PANEL),
     lookahead: int = typer.Option(1, help="Responses generated per query per backend call: more means fewer calls "
@@ -1146,7 +1179,8 @@ def run_cmd(
         out=out, model=model, backend=backend, budget=budget, dataset=dataset, batch=batch, policy=_value(policy),
         unit=_value(unit), oracle=_value(oracle), K=k, eliminate=_value(eliminate), gamma=gamma, lam=lam, eps=eps,
         max_samples=max_samples, rho=rho, tau=tau, m_min=m_min, share=share, hmax=hmax, conf=conf,
-        select=_value(select),
+        warmup=warmup, percentile=percentile, prior=prior, prior_strength=prior_strength, judge=judge, side=side,
+        bins=bins, refresh=refresh, select=_value(select),
         score=score, scoring=score_options, max_per_query=max_per_query, lookahead=lookahead, retries=retries,
         retry_delay_s=retry_delay,
         grade_timeout_s=scoring["timeout"] if scoring["timeout"] is not None else 5.0,

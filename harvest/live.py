@@ -69,7 +69,7 @@ class BackendSource:
                  retries: int = 2, retry_delay_s: float = 1.0, grade_timeout_s: float = 5.0,
                  prompt_len: Callable[[str], int] | None = None,
                  on_call: Callable[[list, dict], None] | None = None, scorer: Any = None,
-                 confidence: Any = None, score_signal: str | None = None):
+                 confidence: Any = None, score_signal: str | None = None, side_column: str | None = None):
         if lookahead < 1:
             raise InputError(f"lookahead must be >= 1, got {lookahead}")
         if scorer is not None:
@@ -89,6 +89,9 @@ class BackendSource:
         if score_signal is not None and (confidence is None or score_signal not in confidence.columns()):
             raise InputError(f"score_signal {score_signal!r} is not a column of the confidence signals asked for")
         self.confidence, self.score_signal = confidence, score_signal
+        # side_column: a score column the run records (a confidence signal's, or one of the scorer's columns) that
+        # each response carries as its side signal (Observed.side, read by side-eb: ttc run --side)
+        self.side_column = side_column
         self._columns: dict[tuple[int, int], dict] = {}  # (query, sample) -> the scorer's columns (new responses)
         self._prompts: dict[int, str] = {}
         self._prompt_tokens: dict[int, int] = {}
@@ -206,6 +209,8 @@ class BackendSource:
         else:
             for q in done:
                 records.append((q, len(self._cache[q]), list(zip(got[q], self._score(q, got[q])))))
+        if self.side_column is not None:
+            records = [(q, start, self._with_side(q, start, items)) for q, start, items in records]
         self.score_s += time.perf_counter() - t0
         for q, msg in failures.items():
             self.fail[q] = msg
@@ -313,6 +318,25 @@ class BackendSource:
         return got, failures
 
     # ----------------------------------------------------------------------------------------------- scoring
+
+    def _with_side(self, q: int, start: int, items: list) -> list:
+        """items with each response's side signal: the value of side_column among the scorer's columns of it, or
+        among its confidence signals. Both are the columns the run's pool records, so replay of that pool with --side
+        reads the same numbers."""
+        from dataclasses import replace
+
+        out = []
+        for m, (r, o) in enumerate(items):
+            v = self._columns.get((q, start + m), {}).get(self.side_column)
+            if v is None and r.signals is not None:
+                v = r.signals.get(self.side_column)
+            if v is None:
+                from .backends import BackendError
+
+                raise BackendError(f"no {self.side_column!r} for a response of query {self.queries[q].query_id!r} "
+                                   "(the --side signal): the backend returned no confidence signals")
+            out.append((r, replace(o, side=float(v))))
+        return out
 
     def _score(self, i: int, responses: Sequence[Response]) -> list[Observed]:
         if self.oracle is None:

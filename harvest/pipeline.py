@@ -212,6 +212,10 @@ def _diff(a: Any, b: Any, path: str = "") -> list[str]:
 # Queries table
 
 
+# queries.parquet's own columns; a query field of the same name stays in `fields` only (promoted_fields)
+QUERY_COLUMNS = ("query_id", "task", "problem", "gold", "dataset", "prompt", "fields")
+
+
 def queries_frame(queries: Sequence[Query], prompts: dict[str, str], promoted: dict[str, pl.DataType],
                   dataset: str) -> pl.DataFrame:
     """queries.parquet: the fixed columns, the rendered prompt, every field as JSON (lossless; the scorers read
@@ -243,10 +247,9 @@ def promoted_fields(queries: Sequence[Query]) -> dict[str, pl.DataType]:
         for k, v in q.fields.items():
             kinds.setdefault(k, set()).add(type(v))
     out = {}
-    fixed = {"query_id", "task", "problem", "gold", "dataset", "prompt", "fields"}
     for k, ts in kinds.items():
         ts = ts - {type(None)}
-        if k in fixed or len(ts) != 1:
+        if k in QUERY_COLUMNS or len(ts) != 1:
             continue
         t = ts.pop()
         dtype = {bool: pl.Boolean, int: pl.Int64, float: pl.Float64, str: pl.String}.get(t)

@@ -94,7 +94,9 @@ class RunError(InputError):
 
 @dataclass
 class RunRequest:
-    """Everything `ttc run` is given."""
+    """Everything `ttc run` is given. The policy's parameters are the RunConfig fields under their RunConfig names and
+    defaults (_config reads every one by name, so a parameter added to RunConfig is one field here; the eliminate
+    default is the oracle's instead, which is why it is None)."""
 
     out: Path
     model: str
@@ -117,6 +119,16 @@ class RunRequest:
     m_min: int = 3
     share: float = 0.8
     hmax: float = 0.75
+    warmup: int = 3                         # optscale
+    percentile: float = 0.05                # optscale
+    prior_strength: float = 2.0             # marginal-gain, side-eb
+    judge: int = 32                         # dsc
+    bins: int = 3                           # side-eb
+    refresh: int = 8                        # side-eb
+    prior: str | None = None                # marginal-gain: a field of each query (a --dataset column, a --batch
+    #                                         line's top-level key) holding its predicted success probability
+    side: str | None = None                 # side-eb: a score column the run records (a --confidence signal's, or
+    #                                         the oracle's), each response's side signal
     conf: float = 0.95
     select: str | None = None               # None: the oracle's default
     score: str | None = None                # prm: the column the policy reads (prm_min, ...); None: the oracle's
@@ -162,6 +174,8 @@ class RunPlan:
     score_column: str | None = None        # what the policy reads: "gt", a score column, None (sc: answers only)
     scoring: Any = None                    # ScoreOptions of a SCORER_ORACLES oracle (progress off)
     oracle_config: dict | None = None      # its harvest.scoring.oracle_config, recorded in allocation and pool.json
+    prior: list | None = None              # --prior: each query's predicted success probability, in query order
+    side_column: str | None = None         # --side: the recorded score column that is each response's side signal
 
     @property
     def pool(self) -> Path:
@@ -190,10 +204,11 @@ def _content(value: Any, where: str) -> str:
     raise RunError(f"{where}: a message's content must be a string or a list of text parts")
 
 
-def parse_batch_line(line: str, where: str, n: int, *, model: str, sampling: Sampling, oracle: str
-                     ) -> tuple[Query, Any, set[str]]:
+def parse_batch_line(line: str, where: str, n: int, *, model: str, sampling: Sampling, oracle: str,
+                     keep: Sequence[str] = ()) -> tuple[Query, Any, set[str]]:
     """One request of an OpenAI Batch API input file (read_batch): its query, its messages (a list) or prompt (a
-    string), and the body fields ignored. RunError names `where` (FILE:LINE) and what is wrong."""
+    string), and the body fields ignored. keep: top-level keys that become query fields when present (--prior's,
+    checked by read_prior). RunError names `where` (FILE:LINE) and what is wrong."""
     try:
         row = json.loads(line)
     except json.JSONDecodeError as e:
@@ -254,11 +269,12 @@ def parse_batch_line(line: str, where: str, n: int, *, model: str, sampling: Sam
         raise RunError(f"{where}: --oracle {oracle} needs a gold answer on every line (a top-level \"gold\"); "
                        "without gold answers use --oracle sc or prm")
     query = Query(query_id=cid.strip(), task="math" if oracle == "gt" else "custom", problem=problem, gold=gold,
-                  fields={"batch_line": n})
+                  fields={"batch_line": n, **{k: row[k] for k in keep if k in row and k != "batch_line"}})
     return query, prompt, ignored
 
 
-def read_batch(path: Path, *, model: str, sampling: Sampling, oracle: str) -> tuple[list[Query], list]:
+def read_batch(path: Path, *, model: str, sampling: Sampling, oracle: str, keep: Sequence[str] = ()
+               ) -> tuple[list[Query], list]:
     """Queries from an OpenAI Batch API input file (JSONL; one request per line: custom_id, method, url, body), as
     `vllm run-batch` reads it: custom_id is the query id; body.messages (chat completions) or body.prompt
     (completions) the prompt. A top-level "gold" is the gold answer (`--oracle gt` needs it on every line). Sampling
@@ -278,7 +294,8 @@ def read_batch(path: Path, *, model: str, sampling: Sampling, oracle: str) -> tu
         if not line.strip():
             continue
         where = f"{path}:{n}"
-        q, prompt, skipped = parse_batch_line(line, where, n, model=model, sampling=sampling, oracle=oracle)
+        q, prompt, skipped = parse_batch_line(line, where, n, model=model, sampling=sampling, oracle=oracle,
+                                              keep=keep)
         if q.query_id in seen:
             raise RunError(f"{where}: custom_id {q.query_id!r} is also on line {seen[q.query_id]}; custom ids must "
                            "be unique")
@@ -392,11 +409,94 @@ class _UsageClient:
 
 
 def _config(req: RunRequest, eliminate: str):
+    """The RunConfig of the request: every RunConfig field read from the RunRequest field of the same name (a
+    hand-kept list here once dropped optscale's, marginal-gain's, dsc's and side-eb's parameters)."""
+    from dataclasses import fields
+
+    from replay.policies import RunConfig
     from replay.run import config_from_options
 
-    return config_from_options(req.policy, unit=req.unit, K=req.K, eliminate=eliminate, gamma=req.gamma, lam=req.lam,
-                               eps=req.eps, max_samples=req.max_samples, rho=req.rho, tau=req.tau, m_min=req.m_min,
-                               share=req.share, hmax=req.hmax)
+    params = {f.name: getattr(req, f.name) for f in fields(RunConfig) if f.name not in ("policy", "eliminate")}
+    return config_from_options(req.policy, eliminate=eliminate, **params)
+
+
+def check_inputs(req: RunRequest, cfg) -> None:
+    """--prior and --side feed one policy each (the registry's Policy.inputs); given to another policy they would
+    be ignored without a word, so they are refused."""
+    from replay.policies import REGISTRY
+
+    for name, value in (("prior", req.prior), ("side", req.side)):
+        if value is not None and name not in REGISTRY[cfg.policy].inputs:
+            readers = [p for p, entry in REGISTRY.items() if name in entry.inputs]
+            raise RunError(f"--{name} is read by --policy {' or '.join(readers)}; --policy {cfg.policy} would ignore "
+                           "it")
+
+
+def side_columns(req: RunRequest) -> list[str]:
+    """The score columns this run records for every response, any of which --side may name: each --confidence
+    signal's score and the score columns of --oracle prm or judge (correctness is the oracle itself, not a side
+    signal). Only score_* columns: the pool format holds them in [0, 1] with no null, as a side signal must be."""
+    from .registry import ORACLES, SIGNALS
+
+    cols = [SIGNALS[name].column for name in req.confidence.signals] if req.confidence is not None else []
+    if req.oracle in SCORER_ORACLES:
+        cols += [c for c in ORACLES[req.oracle].columns if c.startswith("score_")]
+    return list(dict.fromkeys(cols))
+
+
+def side_column(req: RunRequest) -> str | None:
+    """--side COLUMN checked against what the run records (side_columns): the column each response's side signal is
+    read from as it arrives, and the one `ttc replay RUN/pool --side COLUMN` reads."""
+    if req.side is None:
+        return None
+    cols = side_columns(req)
+    if req.side in cols:
+        return req.side
+    if not cols:
+        raise RunError(f"--side {req.side}: side-eb's side signal is a score this run records for every response, "
+                       f"and --oracle {req.oracle} records none: add a --confidence signal (--side score_<signal>), or "
+                       "score with --oracle prm (score_prm_min, ...) or judge (score_judge)")
+    raise RunError(f"--side {req.side}: this run records {', '.join(cols)} for every response; name one of them")
+
+
+def read_prior(req: RunRequest, queries: Sequence[Query]) -> tuple[list[Query], list[float] | None]:
+    """--prior COLUMN: each query's predicted success probability, from its field COLUMN (a column of the --dataset
+    file, or a top-level key of each --batch line), a number in [0, 1] for every query. Returns the queries with that
+    field as a float (so queries.parquet holds it as one Float64 column, which `ttc replay RUN/pool --prior COLUMN`
+    reads) and the values in query order."""
+    if req.prior is None:
+        return list(queries), None
+    from dataclasses import replace
+
+    from .pipeline import QUERY_COLUMNS
+
+    col = req.prior
+    if col in QUERY_COLUMNS:
+        raise RunError(f"--prior {col}: the run's queries.parquet keeps the name {col!r} for its own column; name the "
+                       "predictions otherwise")
+
+    def where(q: Query) -> str:
+        line = q.fields.get("batch_line")
+        return f"{req.batch}:{line}" if req.batch is not None and line is not None else f"query {q.query_id!r}"
+
+    if not any(col in q.fields for q in queries):
+        what = (f"no line of --batch {req.batch} has a top-level {col!r}" if req.batch is not None else
+                f"the queries of --dataset {req.dataset} have no column {col!r} (fields: "
+                f"{', '.join(sorted({k for q in queries for k in q.fields})) or 'none'})")
+        raise RunError(f"--prior {col}: {what}; marginal-gain reads each query's predicted success probability there")
+    out, values = [], []
+    for q in queries:
+        v = q.fields.get(col)
+        if v is None:
+            raise RunError(f"--prior {col}: {where(q)} has none; every query needs a predicted success probability")
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise RunError(f"--prior {col}: {where(q)} has {v!r}, not a number (a predicted success probability in "
+                           "[0, 1])")
+        if not 0.0 <= float(v) <= 1.0:  # (NaN fails too)
+            raise RunError(f"--prior {col}: {where(q)} has {v!r}, outside [0, 1] (a predicted success probability)")
+        values.append(float(v))
+        out.append(replace(q, fields={**q.fields, col: float(v)}))
+    return out, values
 
 
 def check_oracle(req: RunRequest, cfg, select: str):
@@ -555,7 +655,9 @@ def plan_run(req: RunRequest) -> RunPlan:
         raise RunError(f"--select {select} is computed by replay only; ttc run returns {', '.join(LIVE_SELECTIONS)}")
     cfg = _config(req, eliminate)
     check_oracle(req, cfg, select)
+    check_inputs(req, cfg)
     score_column, scoring, scorer_config = oracle_settings(req)
+    side = side_column(req)
     inputs = _inputs(req)
     out = Path(req.out)
     check_output(out, flag="--out", command="run", reads=inputs, kind="dir")
@@ -575,7 +677,8 @@ def plan_run(req: RunRequest) -> RunPlan:
                         ("--answer-column", req.answer_column), ("--split", req.split)):
             if v is not None:
                 raise RunError(f"{flag} applies to --dataset; a --batch file carries its own prompts and ids")
-        queries, messages = read_batch(req.batch, model=req.model, sampling=req.sampling, oracle=req.oracle)
+        queries, messages = read_batch(req.batch, model=req.model, sampling=req.sampling, oracle=req.oracle,
+                                       keep=(req.prior,) if req.prior is not None else ())
         template = None
         info = {"name": "batch-messages", "version": 1, "chat": True, "stop": [],
                 "description": "each request's messages (or prompt) as given; chat messages through the model's "
@@ -622,6 +725,7 @@ def plan_run(req: RunRequest) -> RunPlan:
     n = len(queries)
     if len({q.query_id for q in queries}) != n:
         raise RunError("the queries' ids are not unique")
+    queries, prior = read_prior(req, queries)
     if scoring is not None:
         check_scorer(req, queries, scoring)
     budget_total = int(round(req.budget * n))  # (--stream: 0, the budget is a rate per query)
@@ -660,6 +764,11 @@ def plan_run(req: RunRequest) -> RunPlan:
         allocation.update(score=score_column, scorer=scorer_config)
     if req.oracle == "confidence":
         allocation["score"] = score_column
+    if prior is not None:  # (only when given: the allocation of a run without them reads as before, for its resume)
+        allocation["prior"] = {"column": req.prior, "digest": _digest(f"{q.query_id}\0{v!r}"
+                                                                      for q, v in zip(queries, prior))}
+    if side is not None:
+        allocation["side"] = side
 
     meta: dict = {}
     pool = out / "pool"
@@ -676,7 +785,8 @@ def plan_run(req: RunRequest) -> RunPlan:
                            + (f"; ... {len(diffs) - 6} more" if len(diffs) > 6 else ""))
     return RunPlan(req=req, queries=queries, messages=messages, config=cfg, budget_total=budget_total, select=select,
                    template=template, template_info=info, generation=generation, allocation=allocation, meta=meta,
-                   inputs=inputs, score_column=score_column, scoring=scoring, oracle_config=scorer_config)
+                   inputs=inputs, score_column=score_column, scoring=scoring, oracle_config=scorer_config,
+                   prior=prior, side_column=side)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -809,9 +919,11 @@ def _read_cache(plan: RunPlan) -> dict[str, list[tuple[Response, Any]]]:
             raise RunError(f"{e}; delete {f} and rerun to generate its responses again") from None
         has_answer, has_correct = "answer" in df.columns, "correct" in df.columns
         col = plan.score_column if plan.score_column not in (None, "gt") else None
-        if col is not None and col not in df.columns:
-            raise RunError(f"{f} has no {col!r} column, which this run's oracle writes; delete it and rerun to "
-                           "generate its responses again")
+        side = plan.side_column
+        for c in (col, side):
+            if c is not None and c not in df.columns:
+                raise RunError(f"{f} has no {c!r} column, which this run writes; delete it and rerun to generate its "
+                               "responses again")
         for r in df.iter_rows(named=True):
             qid, k = r["query_id"], int(r["sample_idx"])
             if ids is not None and qid not in ids:
@@ -823,7 +935,8 @@ def _read_cache(plan: RunPlan) -> dict[str, list[tuple[Response, Any]]]:
             score = (float(r[col]) if col is not None else
                      1.0 if correct and plan.req.oracle in TRUTH_ORACLES else 0.0)
             rows[qid][k] = (Response(r["text"] or "", int(r["n_tokens"]), r["finish_reason"] or "unknown"),
-                            Observed(correct, score, answer, int(r["n_tokens"])))
+                            Observed(correct, score, answer, int(r["n_tokens"]),
+                                     0.5 if side is None else float(r[side])))
     cache = {}
     for qid, by_k in rows.items():
         if sorted(by_k) != list(range(len(by_k))):
@@ -1094,7 +1207,8 @@ def execute(plan: RunPlan, backend: Any, tokenizer: Any = None, *, prompt_len: C
                            oracle=None if scorer is not None else _source_oracle(req.oracle),
                            stop=plan.template_info.get("stop") or (), retries=req.retries,
                            retry_delay_s=req.retry_delay_s, grade_timeout_s=req.grade_timeout_s,
-                           prompt_len=prompt_len, on_call=on_call, scorer=scorer, **_signal_options(plan))
+                           prompt_len=prompt_len, on_call=on_call, scorer=scorer, side_column=plan.side_column,
+                           **_signal_options(plan))
     for qid, items in cache.items():
         source.preload(index[qid], items)
     for qid, n in (meta.get("prompt_tokens") or {}).items():  # counted before (a server's count: ServerUsage)
@@ -1127,7 +1241,7 @@ def execute(plan: RunPlan, backend: Any, tokenizer: Any = None, *, prompt_len: C
         t_loop = time.perf_counter()
         try:
             live = run_live(source, [req.max_per_query] * len(queries), rank, config=plan.config,
-                            budget_total=plan.budget_total, conf=req.conf, on_run=on_run)
+                            budget_total=plan.budget_total, conf=req.conf, prior=plan.prior, on_run=on_run)
         except BaseException:
             record.update(finished=_now(), seconds=round(time.perf_counter() - t_start, 3))
             writer.flush_quietly()
@@ -1212,7 +1326,8 @@ def _summary(plan: RunPlan, source, live: dict, results: list[dict], meta: dict,
     gt = req.oracle in TRUTH_ORACLES
     return {
         "format": FORMAT, "out": str(req.out), "model": req.model, "backend": req.backend,
-        "queries": n, "policy": plan.config.policy, "config": plan.config.label(), "oracle": req.oracle,
+        "queries": n, "policy": plan.config.policy, "config": plan.config.label(), "prior": req.prior,
+        "side": plan.side_column, "oracle": req.oracle,
         "select": plan.select, "unit": req.unit, "budget_per_query": req.budget, "budget_total": plan.budget_total,
         "max_per_query": req.max_per_query, "seed": req.sampling.seed,
         "spent": {"samples": int(live["samples_used"]), "tokens": int(live["tokens_used"])},
@@ -1280,8 +1395,8 @@ def _write_pool_end(plan: RunPlan, source, live: dict, meta: dict, backend, prom
     meta["queries_written"] = len(have)
     meta["finished"] = _now()
     atomic_write_json(meta, plan.pool / "pool.json")
-    if have and plan.score_column is not None:
-        load_pool(plan.pool, score=plan.score_column)  # replay must read what was written
+    if have and plan.score_column is not None:  # replay must read what was written, --prior and --side included
+        load_pool(plan.pool, score=plan.score_column, prior=plan.req.prior, side=plan.side_column)
 
 
 def batch_line(plan: RunPlan, row: dict, created: int) -> dict:

@@ -41,12 +41,15 @@ LIVE_POLICIES = tuple(name for name, p in REGISTRY.items() if p.live)  # the ora
 
 @dataclass(frozen=True)
 class Observed:
-    """One scored response as a policy sees it."""
+    """One scored response as a policy sees it. side: its side signal in [0, 1] (side-eb's --side: a score the source
+    records beside the oracle's, e.g. a confidence; 0.5 when there is none, which is what replay's engine puts in
+    every slot without --side, so a source without side signals runs side-eb as replay does without one)."""
 
     correct: bool
     score: float              # in [0, 1]
     answer: Hashable | None   # None = invalid / no answer
     n_tokens: int = 0
+    side: float = 0.5
 
 
 class Unavailable(Exception):
@@ -61,15 +64,18 @@ class ResponseSource(Protocol):
 
 
 class PoolSource:
-    """Responses of a pool in the order of a permutation (perm[off[i] + k] = the k-th response of query i)."""
+    """Responses of a pool in the order of a permutation (perm[off[i] + k] = the k-th response of query i); side: the
+    pool's per-response side signal (None: none, 0.5)."""
 
-    def __init__(self, off, correct, score, ans, tok, perm):
+    def __init__(self, off, correct, score, ans, tok, perm, side=None):
         self.off, self.correct, self.score, self.ans, self.tok, self.perm = off, correct, score, ans, tok, perm
+        self.side = side
 
     def response(self, i: int, k: int) -> Observed:
         j = int(self.perm[int(self.off[i]) + k])
         a = int(self.ans[j])
-        return Observed(bool(self.correct[j]), float(self.score[j]), None if a < 0 else a, int(self.tok[j]))
+        return Observed(bool(self.correct[j]), float(self.score[j]), None if a < 0 else a, int(self.tok[j]),
+                        0.5 if self.side is None else float(self.side[j]))
 
     def ready(self, i: int) -> int:
         return int(self.off[i + 1] - self.off[i])
@@ -86,6 +92,7 @@ class _Received:
         self.score = np.zeros(total)
         self.ans = np.full(total, -1, np.int64)
         self.tok = np.zeros(total, np.int64)
+        self.side = np.full(total, 0.5)
         self.have = np.zeros(len(sizes), np.int64)
         self.responses: list[list[Observed]] = [[] for _ in sizes]
         self._labels = [dict() for _ in sizes]  # answer -> per-query id, in order of first appearance
@@ -117,12 +124,15 @@ class _Received:
             raise ValueError(f"query {i} response {k}: score {r.score} is outside [0, 1]")
         if r.n_tokens < 0:
             raise ValueError(f"query {i} response {k}: negative token count {r.n_tokens}")
+        if not 0.0 <= r.side <= 1.0:
+            raise ValueError(f"query {i} response {k}: side signal {r.side} is outside [0, 1]")
         j = int(self.off[i]) + k
         self.correct[j] = 1 if r.correct else 0
         self.score[j] = float(r.score)
         labels = self._labels[i]
         self.ans[j] = -1 if r.answer is None else labels.setdefault(r.answer, len(labels))
         self.tok[j] = int(r.n_tokens)
+        self.side[j] = float(r.side)
         self.responses[i].append(r)
         self.have[i] = k + 1
 
@@ -162,7 +172,8 @@ def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], 
     and then not fit); `runs`: engine runs; `source_s` / `driver_s`: seconds inside the source and in the driver
     (engine runs and bookkeeping). on_run, when given, is called after every engine run with the state it
     reached: {"samples", "tokens", "answered", "runs"} (a progress display). prior: per-query predicted success
-    probabilities (marginal-gain; None: none). The configuration is `config`, a RunConfig given whole (a driver that
+    probabilities (marginal-gain; None: none); each response's side signal (side-eb) is its Observed.side. The
+    configuration is `config`, a RunConfig given whole (a driver that
     holds one), or else the policy and the keywords after it."""
     if (config is None) == (policy is None):
         raise ValueError("give run_live a policy or a config, not both")
@@ -178,6 +189,10 @@ def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], 
         raise ValueError("rank must be a permutation of 0..n-1 with one entry per query")
     if (sizes < 1).any():
         raise ValueError("every query must allow at least one response (sizes >= 1)")
+    if prior is not None:
+        prior = np.asarray(prior, np.float64)
+        if prior.shape != (n,) or not ((prior >= 0.0) & (prior <= 1.0)).all():  # (NaN fails too)
+            raise ValueError("prior must hold one predicted success probability in [0, 1] per query")
     got = _Received(source, sizes)
     failed: dict[int, str] = {}
     t_start = time.perf_counter()
@@ -205,7 +220,7 @@ def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], 
     try:
         while True:
             got.take_ready()
-            P = pool_arrays(got.off, got.correct, got.score, got.ans, got.tok, tables, got.have, prior)
+            P = pool_arrays(got.off, got.correct, got.score, got.ans, got.tok, tables, got.have, prior, got.side)
             W = scratch(n, int(P.aoff[-1]), np.arange(len(got.correct)), order)
             run_one(P, W, record, np.int64(budget_total), np.int64(0))
             runs += 1

@@ -27,7 +27,9 @@ class Policy:
     bonus; live: whether it can run without hindsight; published: from the literature (False: this project's own,
     which `ttc compare` measures against the best published policy, tuned alike); grid: the report's parameter
     sweeps it takes part in;
-    style: (colour, marker, line style) in every figure."""
+    style: (colour, marker, line style) in every figure; inputs: the signals beyond the pool's scores it reads,
+    "prior" (a per-query predicted success probability: --prior COLUMN) or "side" (a per-response side signal: --side
+    COLUMN), so that `ttc run` can refuse such an option for a policy that would ignore it."""
 
     name: str
     code: int
@@ -39,6 +41,7 @@ class Policy:
     published: bool = True
     grid: frozenset = frozenset()
     style: tuple = ("#4d4d4d", "o", "-")
+    inputs: tuple = ()
 
 
 _ADAPTIVE = ("K", "eliminate", "max_samples")
@@ -69,14 +72,16 @@ REGISTRY = {p.name: p for p in (
            ("warmup", "percentile", "max_samples", "gamma"), style=("#e377c2", "p", "--")),
     Policy("marginal-gain", MARGINAL_GAIN, "each pull to the unsolved query whose next response most likely reaches "
            "gamma: a Beta posterior mean from its --prior prediction (else Laplace's) and its scores",
-           ("K", "eliminate", "max_samples", "gamma", "prior_strength"), style=("#7f7f7f", "d", "-.")),
+           ("K", "eliminate", "max_samples", "gamma", "prior_strength"), style=("#7f7f7f", "d", "-."),
+           inputs=("prior",)),
     Policy("dsc", DSC, "DSC: one draw per query ranks them by its score; a binary search marks the easy prefix (its "
            "judges stop at their first window of K); the rest draw windows of K until the rule stops them",
            ("K", "eliminate", "max_samples", "judge"), style=("#aec7e8", "8", ":")),
     Policy("side-eb", SIDE_EB, "each pull to the unanswered query whose next response most likely answers it per "
            "unit cost: an empirical-Bayes rate learnt during the run per bin of the --side signal of its failed draws",
            ("K", "eliminate", "max_samples", "prior_strength", "bins", "refresh"), published=False,
-           style=("#ffbb78", "X", "--")),
+           style=("#ffbb78", "X", "--"),
+           inputs=("side",)),
 )}
 
 
