@@ -457,6 +457,8 @@ def gain_index(prior, qi, qf, i, c0, gamma):
     return c0 * pm / (c0 + qi[i, N])
 
 
+REFRESH = np.int64(-1)  # side_eb's query for a refresh (an int64: with a literal -1 numba compiled side_eb twice)
+INT64_MAX = np.iinfo(np.int64).max  # (a constant: np.iinfo in the kernel compiled two library functions)
 EB_SHRINK = 32.0  # side-eb: the bins' ratios start at 1 with this many expected successes (docs/semantics.md)
 
 
@@ -907,7 +909,7 @@ def run_one(P, W, cfg, budget, epoch):
     rr_on = is_rr  # a round-robin phase is running (two-stage's stage 2 and dsc's partition are not)
     per_cap = False  # optscale's stage 2: each query's cap is its own N_i, alloc[i]
     blk = 1  # rounds in the current block
-    act = np.arange(n)
+    act = np.empty(n, np.int64)
     by_rank = False
     m = n if is_rr else 0
     p = 0
@@ -917,11 +919,18 @@ def run_one(P, W, cfg, budget, epoch):
     # index rules: a max-heap by (index desc, rank asc). Every index starts at +inf, so the queries in rank
     # order already form a valid heap; only the pulled query's index changes.
     size = n if is_index else 0
-    hk = np.full(size + 1, np.inf)
-    hk[size] = -np.inf
-    hr = np.arange(size + 1)
+    hk = np.empty(size + 1)
+    hr = np.empty(size + 1, np.int64)
     hq = np.empty(size + 1, np.int64)
-    for t in range(size):  # (a loop: an array-to-array slice assignment cost ~3 s of compile, measured)
+    # (loops, not np.arange / np.full / slice assignment: each of those compiles a library function of its own,
+    # ~0.1-3 s of the first run's compile, measured)
+    for t in range(n):
+        act[t] = t
+    for t in range(size + 1):
+        hk[t] = np.inf
+        hr[t] = t
+    hk[size] = -np.inf
+    for t in range(size):
         hq[t] = order[t]
     if policy == MARGINAL_GAIN:  # its first indices are the predictions: heap them
         for t in range(size):
@@ -933,7 +942,7 @@ def run_one(P, W, cfg, budget, epoch):
     pulls = 0
     n0 = np.int64(0)
     if policy == SIDE_EB:
-        side_eb(hk, hr, hq, size, qi, ex, eb, -1, n0, side, tok, perm, off, nb, strength, unit, tot)
+        side_eb(hk, hr, hq, size, qi, ex, eb, REFRESH, n0, side, tok, perm, off, nb, strength, unit, tot)
 
     # two-stage's stage 2: the unanswered queries U[:u] and their allocations; q is the cursor
     U = np.empty(n, np.int64)
@@ -1073,7 +1082,7 @@ def run_one(P, W, cfg, budget, epoch):
             if q >= c or cost[by_cost[q]] > left:
                 break
             left -= cost[by_cost[q]]
-            i, want, bud, uu, cap, rule = cand[by_cost[q]], first[by_cost[q]] + 1, np.iinfo(np.int64).max, \
+            i, want, bud, uu, cap, rule = cand[by_cost[q]], first[by_cost[q]] + 1, INT64_MAX, \
                 UNIT_SAMPLES, 0, ELIM_NONE
 
         if pull(i, want, bud, uu, cap, rule, reps):  # (live) a response that does not exist yet: stop here
@@ -1116,7 +1125,7 @@ def run_one(P, W, cfg, budget, epoch):
                 hk[size] = -np.inf
             sift_down(hk, hr, hq, size, key, r0, q0)
             if policy == SIDE_EB and pulls % refresh == 0:  # every bin's news reaches every query's index
-                side_eb(hk, hr, hq, size, qi, ex, eb, -1, n0, side, tok, perm, off, nb, strength, unit, tot)
+                side_eb(hk, hr, hq, size, qi, ex, eb, REFRESH, n0, side, tok, perm, off, nb, strength, unit, tot)
         elif policy == STREAMING:
             if tot[STOP]:  # the reserve is reached (tokens: the next response does not fit): the turn ends
                 tot[STOP] = 0
@@ -1258,9 +1267,11 @@ def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags,
     votes = cw.shape[0] > 0
     if s_lo < s_hi:
         qi, qf, si, sf, tot = new_state(n, aoff[n])
-        perm = np.arange(total)
+        perm = np.empty(total, np.int64)
+        for j in range(total):
+            perm[j] = j
         qgen = np.zeros((n, 2), np.int64)
-        hs = np.zeros(n, np.uint64)
+        hs = np.empty(n, np.uint64)  # (filled for every seed before it is read)
         order = np.empty(n, np.int64)
         rank = np.empty(n, np.int64)
         sel = np.empty(n, np.int64)
@@ -1269,7 +1280,8 @@ def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags,
         for i in range(n):
             biggest = max(biggest, off[i + 1] - off[i])
         v_acc = np.zeros(aoff[n] if votes else 0)
-        v_first = np.full(aoff[n] if votes else 0, -1, np.int64)
+        v_first = np.empty(aoff[n] if votes else 0, np.int64)
+        v_first[:] = -1
         v_lst = np.empty(biggest + 1, np.int64)
         v_buf = np.empty(biggest + 1)
         for s in range(s_lo, s_hi):
