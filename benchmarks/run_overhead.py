@@ -9,7 +9,7 @@ policy runs through `ttc run`'s own path (harvest.run.plan_run and execute) with
 policy it prints the backend calls against the allocation rounds (round-robin: the deepest query's responses; the
 others: the engine runs that stopped for a response), the backend time (HTTP round trips, the server), the scoring
 time (math-verify grading in one warm process), and everything else (the allocation loop's wall time less those
-two: every engine run from the start, taking responses, writing the pool's parts), as seconds, per call, and as a
+two: the engine's runs (each goes on where the last stopped), taking responses, writing the pool's parts), as seconds, per call, and as a
 share of the backend time. Not a test: the numbers depend on the machine and its load."""
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ def main():
         server.wait(timeout=10)
     print("rounds: round-robin policies, the deepest query's responses (two-stage*: stage 1 and 2 together); the "
           "others, the engine runs that stopped for a response. other: the allocation loop's wall time less the "
-          "backend and the scoring, i.e. everything else (engine runs from the start, taking responses, writing "
+          "backend and the scoring, i.e. everything else (the engine's runs, taking responses, writing "
           "the pool's parts: engine s and write s are parts of it).")
 
 

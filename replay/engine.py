@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 
 from .kernel import (CAPPED, CONFIG, COVERED, ELIM, EXH, EXHAUSTED, F_ANSWERED, F_CAPPED, F_COVERED, F_EXHAUSTED,
-                     F_SEL, N, SAMPLES, TOKENS, PoolArrays, Scratch, _grid, answer_offsets, cisc_weights,
+                     F_SEL, N, SAMPLES, TOKENS, PoolArrays, SCHED_SLOTS, Sched, Scratch, _grid, answer_offsets, cisc_weights,
                      confidence_votes, new_state, run_one, selections)
 from .policies import CISC_TEMP, DEEPCONF_ETA, REGISTRY, SELECTION_RULES, RunConfig, check_selection_params
 from .pool import Pool, PoolError
@@ -50,16 +50,19 @@ def frozen(a, dtype) -> np.ndarray:
     return a
 
 
-def pool_arrays(off, correct, score, ans, tok, tables, have=None, prior=None, side=None) -> PoolArrays:
+def pool_arrays(off, correct, score, ans, tok, tables, have=None, prior=None, side=None, aoff=None) -> PoolArrays:
     """What a run reads, in the one form every kernel is compiled for. have: responses that exist per query
     (default: the whole pool); prior: a per-query predicted success probability (marginal-gain's --prior; default
     none, NaN: an array all the same, so that the kernels keep one signature); side: a per-response side signal in
-    [0, 1] (side-eb's --side; default none, 0.5 everywhere: no information)."""
+    [0, 1] (side-eb's --side; default none, 0.5 everywhere: no information); aoff: the answer slots' layout
+    (default: answer_offsets, as many as the pool's answers need; a live run gives room for more). Arrays already
+    in that form are taken as read-only views, not copies: a live run's later responses show through."""
     off = frozen(off, np.int64)
     ans = frozen(ans, np.int64)
     T, L, min_a = tables
     n = len(off) - 1
-    return PoolArrays(off, frozen(answer_offsets(off, ans), np.int64), frozen(correct, np.int8),
+    return PoolArrays(off, frozen(answer_offsets(off, ans) if aoff is None else aoff, np.int64),
+                      frozen(correct, np.int8),
                       frozen(score, np.float64), ans, frozen(tok, np.int64),
                       frozen(np.diff(off) if have is None else have, np.int64), frozen(T, np.float64),
                       frozen(L, np.float64), frozen(min_a, np.int64),
@@ -111,11 +114,13 @@ def run_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, se
                 frozen(pool.qkeys, np.uint64), frozen(seeds, np.int64), config_records(configs),
                 frozen(budget_totals, np.int64), cw, eta, out_f, out_i, pq_n, pq_flags)
         chunks = min(S, get_threads())
+        bins = max(c.bins for c in configs)  # side-eb's, at most (each thread has its own scheduler scratch)
         if chunks == 1:
-            _grid(*args, 0, S)
+            _grid(*args, sched(n, bins), 0, S)
         else:  # contiguous chunks of seeds; _grid releases the GIL
             with ThreadPoolExecutor(chunks) as ex:
-                for f in [ex.submit(_grid, *args, t * S // chunks, (t + 1) * S // chunks) for t in range(chunks)]:
+                for f in [ex.submit(_grid, *args, sched(n, bins), t * S // chunks, (t + 1) * S // chunks)
+                          for t in range(chunks)]:
                     f.result()
     return out_f, out_i, pq_n, pq_flags
 
@@ -248,11 +253,22 @@ def replay(pool: Pool, configs: list[RunConfig], budgets, seeds, select: str = "
     return df, pq
 
 
-def scratch(n: int, slots: int, perm, order) -> Scratch:
-    """Scratch for runs on a given permutation (no lazy generation) and query order."""
+def scratch(n: int, slots: int, perm, order, bins: int = 0, snap_slots: int = 0) -> Scratch:
+    """Scratch for runs on a given permutation (no lazy generation) and query order; bins: side-eb's, at most;
+    snap_slots: the most answer slots of one query, for a live run (which may stop inside a pull)."""
     qi, qf, si, sf, tot = new_state(n, slots)
     return Scratch(np.ascontiguousarray(perm, np.int64), np.zeros((0, 2), np.int64), np.zeros(0, np.uint64),
-                   np.ascontiguousarray(order, np.int64), qi, qf, si, sf, tot)
+                   np.ascontiguousarray(order, np.int64), qi, qf, si, sf, tot, *sched(n, bins, snap_slots))
+
+
+def sched(n: int, bins: int = 0, snap_slots: int = 0) -> Sched:
+    """The scheduler's scratch (kernel.Sched) for n queries, side-eb up to `bins` bins, and a live pull's keep of up
+    to snap_slots answer slots (0 in replay, which never stops for a response). Allocated here, not in the kernel:
+    a jitted allocator cost 0.4 s of the first run's compile."""
+    e = np.empty
+    return Sched(e(n, np.int64), e(n + 1), e(n + 1, np.int64), e(n + 1, np.int64), e((bins + 2, 3)), e((n, 2)),
+                 e(n, np.int64), e(n, np.int64), e(n, np.int64), e(n, np.int64), e(n, np.int64), e(6, np.int64),
+                 np.zeros(SCHED_SLOTS, np.int64), e((snap_slots, 2), np.int64), e(snap_slots))
 
 
 def outcome(P: PoolArrays, W: Scratch, votes: tuple | None = None) -> dict:
@@ -286,6 +302,6 @@ def run_once(off, correct, score, ans, tok, perm, rank, config: RunConfig, budge
     off = np.asarray(off, np.int64)
     P = pool_arrays(off, correct, score, ans, tok, make_tables(int(np.diff(off).max(initial=1)), conf), prior=prior,
                     side=side)
-    W = scratch(len(off) - 1, int(P.aoff[-1]), perm, np.argsort(np.asarray(rank, np.int64)))
+    W = scratch(len(off) - 1, int(P.aoff[-1]), perm, np.argsort(np.asarray(rank, np.int64)), config.bins)
     run_one(P, W, config.record()[0], np.int64(budget_total), np.int64(0))
     return outcome(P, W, votes)

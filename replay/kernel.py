@@ -59,7 +59,21 @@ CONFIG = np.dtype([("policy", np.int64), ("unit", np.int64), ("K", np.int64), ("
 PoolArrays = namedtuple("PoolArrays", "off aoff correct score ans tok have T L min_a prior side")
 # What a run writes: the permutation and its lazy-generation state (perm, qgen, hs; qgen has no rows when perm is
 # given whole), the query order, and the state arrays qi, qf, si, sf, tot. The grid allocates one per thread.
-Scratch = namedtuple("Scratch", "perm qgen hs order qi qf si sf tot")
+Scratch = namedtuple("Scratch", "perm qgen hs order qi qf si sf tot act hk hr hq eb ex U alloc cost first cand ds sch "
+                                 "snap snapf")
+# ... and the scheduler's, a Sched that engine.sched allocates: its per-query arrays (act: round-robin's active
+# queries; hk, hr, hq: the index rules' heap; eb, ex: side-eb's bins and per-query sums; U, alloc: two-stage's,
+# optscale's and dsc's stage 2; cost, first, cand: the oracle's candidates; ds: dsc's search), sch: its scalars (S_*
+# slots), and snap / snapf: a query's answer slots kept while a live pull may stop for a response. (Flat in Scratch:
+# with the Sched nested in it, numba 0.68 compiled run_one without the stores before a live stop; tests/test_live.py
+# caught it.) A live run that stops (tot[NEED]) leaves
+# every one of them as it was before the pull it could not finish, with sch[S_RESUME] = 1: the next call goes on
+# from there instead of from the start (replay/live.py), so each live round costs its own decisions only.
+Sched = namedtuple("Sched", "act hk hr hq eb ex U alloc cost first cand ds sch snap snapf")
+S_RESUME, S_RR_BUDGET, S_RR_K, S_RR_CAP, S_RR_ELIM, S_ONE_PULL, S_RR_ON, S_PER_CAP, S_BLK, S_BY_RANK, S_M, S_P, \
+    S_W, S_STAGE, S_SIZE, S_PULLS, S_N0, S_U, S_Q, S_START, S_C, S_LEFT, S_SP, S_I, S_WANT, S_BUD, S_UU, S_CAP, \
+    S_RULE, S_REPS = range(30)
+SCHED_SLOTS = 30
 
 
 
@@ -666,14 +680,17 @@ def run_one(P, W, cfg, budget, epoch):
     restore_identity undoes them before the next seed. Both give the same permutation.
 
     A live run (replay/live.py) passes have[i] < pool size for the queries whose later responses do not exist
-    yet: the run stops at the first draw of one, with tot[NEED] = 1 + that query, and is run again from the
-    start once the response is there (runs are deterministic, so every run repeats the previous one's
-    decisions). Round-robin then runs its rounds one at a time, so that the stop finds every query at a round
-    boundary and the driver can generate for all of them in one batch."""
+    yet: the run stops at the first draw of one, with tot[NEED] = 1 + that query, leaving the state as it was
+    before that pull and the scheduler's own in W (sch[S_RESUME] = 1); called again with the same W once the
+    response is there, it makes that pull again and goes on, so a live run costs its decisions once, as a replay
+    does, and is the replay's run cut into pieces. Round-robin then runs its rounds one at a time, so that the
+    stop finds every query at a round boundary and the driver can generate for all of them in one batch. The
+    pool arrays P may grow between the calls only where have[i] says (replay/live.py lays the answer slots out
+    with room for as many answers as a query may receive, so that new answers move no slot)."""
     off, aoff, correct, score, ans, tok, have = P.off, P.aoff, P.correct, P.score, P.ans, P.tok, P.have
     T, L, min_a, prior, side = P.T, P.L, P.min_a, P.prior, P.side
     perm, qgen, hs, order = W.perm, W.qgen, W.hs, W.order
-    qi, qf, si, sf, tot = W.qi, W.qf, W.si, W.sf, W.tot
+    qi, qf, si, sf, tot, snap, snapf = W.qi, W.qf, W.si, W.sf, W.tot, W.snap, W.snapf
     policy, unit, K, elim, max_samples, m_min = cfg.policy, cfg.unit, cfg.K, cfg.elim, cfg.max_samples, cfg.m_min
     gamma, lam, eps, rho, tau, share, hmax = cfg.gamma, cfg.lam, cfg.eps, cfg.rho, cfg.tau, cfg.share, cfg.hmax
     warmup, judge, pct, strength = cfg.warmup, cfg.judge, cfg.percentile, cfg.prior_strength
@@ -686,6 +703,10 @@ def run_one(P, W, cfg, budget, epoch):
             live = True
             break
     tot[NEED] = 0
+    sch = W.sch
+    resume = sch[S_RESUME] != 0  # a live run that stopped for a response: this call goes on from there
+    sch[S_RESUME] = 0
+    live = live or resume
 
     def answered(i, rule, n_, best, lead, lc, sc):
         """The elimination rule on query i's state (n_ responses drawn). The rules of ESC and Adaptive-
@@ -758,6 +779,11 @@ def run_one(P, W, cfg, budget, epoch):
         short = (avail // want_k) * want_k if avail < D else -1  # the draw at which the short pull starts
         D = min(D, avail)
         Dh = min(D, have[i] - n_) if live else D  # (live) the draws whose responses exist
+        if Dh < D:  # (live) the pull may stop for a response: keep its answer slots, to leave them as they were
+            for t in range(aoff[i], aoff[i + 1]):
+                snap[t - aoff[i], 0] = si[t, CNT]
+                snap[t - aoff[i], 1] = si[t, FIRST_J]
+                snapf[t - aoff[i]] = sf[t]
         start = 0  # the current pull starts at this many draws and ends at end
         end = min(want_k, D)
         d = 0
@@ -815,6 +841,10 @@ def run_one(P, W, cfg, budget, epoch):
                     fired = True
                     break
         if live and d == Dh and Dh < D and not fired and not stop:  # (live) the next draw does not exist yet
+            for t in range(aoff[i], aoff[i + 1]):  # nothing of the pull stays: the next call makes it again
+                si[t, CNT] = snap[t - aoff[i], 0]
+                si[t, FIRST_J] = snap[t - aoff[i], 1]
+                sf[t] = snapf[t - aoff[i]]
             tot[NEED] = i + 1
             return True
         if stop and d > start:  # (tokens) a pull cut short by the budget, after some draws: the rule
@@ -892,82 +922,98 @@ def run_one(P, W, cfg, budget, epoch):
     is_index = policy == UCB or policy == GAP or policy == GAP_LITERAL or policy == ENTROPY or policy == MARGINAL_GAIN \
         or policy == SIDE_EB
 
-    # round-robin (uniform, elimination, two-stage's stage 1): rounds over act[:m] in order; p reads, w keeps.
-    # A block of rounds the budget pays for may run its queries in any order (none can be starved), so act
-    # starts in memory order, which on large pools halves the cache misses of a query's first draws; the first
-    # round the budget may cut short puts act in rank order, which compaction keeps.
-    rr_budget, rr_k, rr_cap, rr_elim = budget, 1, 0, ELIM_NONE
-    if policy == ELIMINATION:
-        rr_k, rr_cap, rr_elim = K, max_samples, elim
-    elif policy == TWO_STAGE:
-        rr_budget = np.int64(math.floor(rho * budget))
-    elif policy == OPTSCALE:  # the warm-up: round-robin up to `warmup` responses each
-        rr_cap = warmup if max_samples == 0 else min(warmup, max_samples)
-    elif policy == DSC:  # the ranking's first draw: one response each
-        rr_cap = 1
-    one_pull = rr_elim == ELIM_NONE and rr_cap == 0
-    rr_on = is_rr  # a round-robin phase is running (two-stage's stage 2 and dsc's partition are not)
-    per_cap = False  # optscale's stage 2: each query's cap is its own N_i, alloc[i]
-    blk = 1  # rounds in the current block
-    act = np.empty(n, np.int64)
-    by_rank = False
-    m = n if is_rr else 0
-    p = 0
-    w = 0
-    stage = 1
-
-    # index rules: a max-heap by (index desc, rank asc). Every index starts at +inf, so the queries in rank
-    # order already form a valid heap; only the pulled query's index changes.
-    size = n if is_index else 0
-    hk = np.empty(size + 1)
-    hr = np.empty(size + 1, np.int64)
-    hq = np.empty(size + 1, np.int64)
-    # (loops, not np.arange / np.full / slice assignment: each of those compiles a library function of its own,
-    # ~0.1-3 s of the first run's compile, measured)
-    for t in range(n):
-        act[t] = t
-    for t in range(size + 1):
-        hk[t] = np.inf
-        hr[t] = t
-    hk[size] = -np.inf
-    for t in range(size):
-        hq[t] = order[t]
-    if policy == MARGINAL_GAIN:  # its first indices are the predictions: heap them
-        for t in range(size):
-            hk[t] = gain_index(prior, qi, qf, hq[t], strength, gamma)
-        heapify(hk, hr, hq, size)
-    # side-eb: per bin (successes, draws), bin nb for the queries not drawn yet; per query (side sum, token sum)
-    eb = np.zeros((nb + 2 if policy == SIDE_EB else 0, 3))
-    ex = np.zeros((n if policy == SIDE_EB else 0, 2))
-    pulls = 0
-    n0 = np.int64(0)
-    if policy == SIDE_EB:
-        side_eb(hk, hr, hq, size, qi, ex, eb, REFRESH, n0, side, tok, perm, off, nb, strength, unit, tot)
-
-    # two-stage's stage 2: the unanswered queries U[:u] and their allocations; q is the cursor
-    U = np.empty(n, np.int64)
-    alloc = np.zeros(n, np.int64)
-    u = np.int64(0)  # (an int64 from the start: a literal 0 compiled stage2_split a second time)
-    q = 0
-    start = 0
-
-    # oracle: candidates (queries with a correct response) by (cost, rank)
-    cost = np.empty(n, np.int64)
-    first = np.empty(n, np.int64)
-    cand = np.empty(n, np.int64)
-    c = oracle_candidates(P, W, epoch, unit, cost, first, cand) if policy == ORACLE else 0
-    by_cost = stable_argsort(cost, c) if policy == ORACLE else cost  # in rank order: ties keep smaller rank
-    left = budget
-
-    sp = 0  # streaming: position of the current query in the order
-    ds = np.zeros(6, np.int64)  # dsc's partition: its binary search's state (dsc_judge)
-    ds[1] = -1
+    act, hk, hr, hq, eb, ex = W.act, W.hk, W.hr, W.hq, W.eb, W.ex
+    U, alloc, cost, first, cand, ds = W.U, W.alloc, W.cost, W.first, W.cand, W.ds
+    by_cost = cost
     n_max = off[n] + 1  # more pulls than any query can make
+    if resume:  # (live) where the last call stopped: its scalars back (the arrays are where it left them)
+        rr_budget, rr_k, rr_cap, rr_elim = sch[S_RR_BUDGET], sch[S_RR_K], sch[S_RR_CAP], sch[S_RR_ELIM]
+        one_pull, rr_on, per_cap, by_rank = sch[S_ONE_PULL] != 0, sch[S_RR_ON] != 0, sch[S_PER_CAP] != 0, \
+            sch[S_BY_RANK] != 0
+        blk, m, p, w, stage, size = sch[S_BLK], sch[S_M], sch[S_P], sch[S_W], sch[S_STAGE], sch[S_SIZE]
+        pulls, n0, u, q, start = sch[S_PULLS], sch[S_N0], sch[S_U], sch[S_Q], sch[S_START]
+        c, left, sp = sch[S_C], sch[S_LEFT], sch[S_SP]
+    else:
+        # round-robin (uniform, elimination, two-stage's stage 1): rounds over act[:m] in order; p reads, w keeps.
+        # A block of rounds the budget pays for may run its queries in any order (none can be starved), so act
+        # starts in memory order, which on large pools halves the cache misses of a query's first draws; the first
+        # round the budget may cut short puts act in rank order, which compaction keeps.
+        rr_budget, rr_k, rr_cap, rr_elim = budget, 1, 0, ELIM_NONE
+        if policy == ELIMINATION:
+            rr_k, rr_cap, rr_elim = K, max_samples, elim
+        elif policy == TWO_STAGE:
+            rr_budget = np.int64(math.floor(rho * budget))
+        elif policy == OPTSCALE:  # the warm-up: round-robin up to `warmup` responses each
+            rr_cap = warmup if max_samples == 0 else min(warmup, max_samples)
+        elif policy == DSC:  # the ranking's first draw: one response each
+            rr_cap = 1
+        one_pull = rr_elim == ELIM_NONE and rr_cap == 0
+        rr_on = is_rr  # a round-robin phase is running (two-stage's stage 2 and dsc's partition are not)
+        per_cap = False  # optscale's stage 2: each query's cap is its own N_i, alloc[i]
+        blk = 1  # rounds in the current block
+        by_rank = False
+        m = n if is_rr else 0
+        p = 0
+        w = 0
+        stage = 1
 
+        # index rules: a max-heap by (index desc, rank asc). Every index starts at +inf, so the queries in rank
+        # order already form a valid heap; only the pulled query's index changes.
+        size = n if is_index else 0
+        # (loops, not np.arange / np.full / slice assignment: each of those compiles a library function of its own,
+        # ~0.1-3 s of the first run's compile, measured)
+        for t in range(n):
+            act[t] = t
+        for t in range(size + 1):
+            hk[t] = np.inf
+            hr[t] = t
+        hk[size] = -np.inf
+        for t in range(size):
+            hq[t] = order[t]
+        if policy == MARGINAL_GAIN:  # its first indices are the predictions: heap them
+            for t in range(size):
+                hk[t] = gain_index(prior, qi, qf, hq[t], strength, gamma)
+            heapify(hk, hr, hq, size)
+        # side-eb: per bin (successes, draws), bin nb for the queries not drawn yet; per query (side sum, token sum)
+        if policy == SIDE_EB:
+            for r in range(nb + 2):
+                for t in range(3):
+                    eb[r, t] = 0.0
+            for t in range(n):
+                ex[t, 0] = 0.0
+                ex[t, 1] = 0.0
+        pulls = 0
+        n0 = np.int64(0)
+        if policy == SIDE_EB:
+            side_eb(hk, hr, hq, size, qi, ex, eb, REFRESH, n0, side, tok, perm, off, nb, strength, unit, tot)
+
+        # two-stage's stage 2: the unanswered queries U[:u] and their allocations; q is the cursor
+        for t in range(n):
+            alloc[t] = 0
+        u = np.int64(0)  # (an int64 from the start: a literal 0 compiled stage2_split a second time)
+        q = 0
+        start = 0
+
+        # oracle: candidates (queries with a correct response) by (cost, rank)
+        c = oracle_candidates(P, W, epoch, unit, cost, first, cand) if policy == ORACLE else 0
+        if policy == ORACLE:  # in rank order: ties keep smaller rank
+            by_cost = stable_argsort(cost, c)
+        left = budget
+
+        sp = 0  # streaming: position of the current query in the order
+        for t in range(6):  # dsc's partition: its binary search's state (dsc_judge)
+            ds[t] = 0
+        ds[1] = -1
+
+    pending = resume
     while True:
         i, want, bud, uu, cap, rule, reps = -1, 0, budget, unit, max_samples, elim, 1
         # ---- name the next pull ----
-        if rr_on:
+        if pending:  # (live) the pull the last call could not finish, made again
+            pending = False
+            i, want, bud, uu, cap, rule, reps = sch[S_I], sch[S_WANT], sch[S_BUD], sch[S_UU], sch[S_CAP], \
+                sch[S_RULE], sch[S_REPS]
+        elif rr_on:
             if m == 0:
                 if stage != 1 or (policy != TWO_STAGE and policy != OPTSCALE and policy != DSC):
                     break
@@ -1085,7 +1131,17 @@ def run_one(P, W, cfg, budget, epoch):
             i, want, bud, uu, cap, rule = cand[by_cost[q]], first[by_cost[q]] + 1, INT64_MAX, \
                 UNIT_SAMPLES, 0, ELIM_NONE
 
-        if pull(i, want, bud, uu, cap, rule, reps):  # (live) a response that does not exist yet: stop here
+        if pull(i, want, bud, uu, cap, rule, reps):  # (live) a response that does not exist yet: stop here,
+            # keeping the scheduler's scalars and this pull for the next call (sch[S_RESUME])
+            sch[S_RR_BUDGET], sch[S_RR_K], sch[S_RR_CAP], sch[S_RR_ELIM] = rr_budget, rr_k, rr_cap, rr_elim
+            sch[S_ONE_PULL], sch[S_RR_ON], sch[S_PER_CAP], sch[S_BY_RANK] = (1 if one_pull else 0), \
+                (1 if rr_on else 0), (1 if per_cap else 0), (1 if by_rank else 0)
+            sch[S_BLK], sch[S_M], sch[S_P], sch[S_W], sch[S_STAGE], sch[S_SIZE] = blk, m, p, w, stage, size
+            sch[S_PULLS], sch[S_N0], sch[S_U], sch[S_Q], sch[S_START] = pulls, n0, u, q, start
+            sch[S_C], sch[S_LEFT], sch[S_SP] = c, left, sp
+            sch[S_I], sch[S_WANT], sch[S_BUD], sch[S_UU], sch[S_CAP], sch[S_RULE], sch[S_REPS] = i, want, bud, uu, \
+                cap, rule, reps
+            sch[S_RESUME] = 1
             return
 
         # ---- fold the outcome into the rule's cursor ----
@@ -1254,12 +1310,13 @@ def confidence_votes(off, aoff, correct, score, ans, perm, qi, cw, eta, acc, fir
 
 
 @njit(nogil=True, cache=True)
-def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags, s_lo, s_hi):
+def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags, sched, s_lo, s_hi):
     """Every configuration (cfgs: CONFIG records) at budgets[c, s] on seeds s_lo .. s_hi - 1, with scratch
     allocated once. It releases the GIL: engine.run_grid runs contiguous chunks of seeds on threads, and a
     seed's results depend only on the seed. (Threads rather than prange: numba's parallel compile pipeline
     cost ~8 s of the first run's compile, measured.) cw: cisc's per-response weights (cisc_weights) and eta
-    deepconf's kept percentage; with no weights (an empty cw) the confidence votes are skipped (their bits 0)."""
+    deepconf's kept percentage; with no weights (an empty cw) the confidence votes are skipped (their bits 0). sched:
+    the scheduler's scratch (engine.sched), one per thread."""
     off, aoff, correct = P.off, P.aoff, P.correct
     n = qkeys.shape[0]
     total = off[n]
@@ -1275,7 +1332,9 @@ def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags,
         order = np.empty(n, np.int64)
         rank = np.empty(n, np.int64)
         sel = np.empty(n, np.int64)
-        W = Scratch(perm, qgen, hs, order, qi, qf, si, sf, tot)
+        W = Scratch(perm, qgen, hs, order, qi, qf, si, sf, tot, sched.act, sched.hk, sched.hr, sched.hq, sched.eb,
+                    sched.ex, sched.U, sched.alloc, sched.cost, sched.first, sched.cand, sched.ds, sched.sch, sched.snap,
+                    sched.snapf)
         biggest = 0  # the largest pool: the confidence votes' scratch
         for i in range(n):
             biggest = max(biggest, off[i + 1] - off[i])

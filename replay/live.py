@@ -3,10 +3,9 @@
 A policy only ever asks for "the k-th response of query i" (docs/semantics.md: the k-th entry of the query's
 permutation). `run_live` runs the engine's own `run_one` over the responses received so far, in the order they
 were received (the identity permutation): the run stops at the first response that does not exist yet
-(kernel.NEED), the driver asks the source for it, and the run starts again from the beginning. Runs are
-deterministic, so each one repeats the previous one's decisions and goes further; generation dominates the cost
-of a live run, and a run over a few thousand responses takes milliseconds. Live therefore equals replay by
-construction: `PoolSource` answers from a pool and a permutation, and a live run over it is one engine run on
+(kernel.NEED), leaving its state as it was before the pull that needed it, the driver asks the source for it, and
+the run goes on from there (the engine keeps its scheduler's state in the scratch W). The run is thus one engine
+run cut where responses were missing, each decision made once. Live therefore equals replay by construction: `PoolSource` answers from a pool and a permutation, and a live run over it is one engine run on
 that permutation; `harvest.live.BackendSource` answers by generating and scoring, drawing the k-th response of a
 query with the seed its k-th pool sample would have had, so a live run equals a replay of the pool that
 `ttc harvest` writes with the same model, template and seed (taken in sample order).
@@ -217,12 +216,18 @@ def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], 
     if hasattr(source, "watch"):
         source.watch(next_k)
     runs = 0
+    P = None
     try:
         while True:
             got.take_ready()
-            P = pool_arrays(got.off, got.correct, got.score, got.ans, got.tok, tables, got.have, prior, got.side)
-            W = scratch(n, int(P.aoff[-1]), np.arange(len(got.correct)), order)
-            run_one(P, W, record, np.int64(budget_total), np.int64(0))
+            if P is None:  # (again after a query's size was cut: the run then starts over)
+                # Views of the received arrays (they show later responses) with answer slots for as many answers
+                # as a query may receive, so that the engine's state stays valid as responses arrive.
+                slots = got.sizes + 1
+                P = pool_arrays(got.off, got.correct, got.score, got.ans, got.tok, tables, got.have, prior, got.side,
+                                aoff=np.concatenate([[0], np.cumsum(slots)]))
+                W = scratch(n, int(P.aoff[-1]), np.arange(len(got.correct)), order, cfg.bins, int(slots.max()))
+            run_one(P, W, record, np.int64(budget_total), np.int64(0))  # goes on where the last call stopped
             runs += 1
             if on_run is not None:
                 on_run({"samples": int(W.tot[SAMPLES]), "tokens": int(W.tot[TOKENS]),
@@ -235,6 +240,7 @@ def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], 
             except Unavailable as e:
                 failed[need - 1] = str(e) or type(e).__name__
                 got = got.resized(need - 1)
+                P = None
     finally:
         if hasattr(source, "watch"):
             source.watch(None)  # the run is over: nothing more to batch for

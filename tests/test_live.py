@@ -243,3 +243,35 @@ def test_a_batch_gives_each_query_the_seeds_of_its_own_next_samples():
     assert [src.text(0, k) for k in range(2)] == ["a:0", "a:1"]
     assert [src.text(1, k) for k in range(6)] == [f"b:{k}" for k in range(6)]
     assert len(src._cache[2]) == 0
+
+
+def test_a_stop_inside_a_pull_leaves_the_state_as_before_it():
+    """The engine stops where a pull lacks a response and the next call goes on from there (kernel.run_one): a pull
+    of a window of 4 that finds 2 of them leaves no trace (answer counts, scores, totals), the scheduler's state is
+    kept (sch[S_RESUME]), and once the responses are there the same scratch finishes the run as one replay does."""
+    from replay.engine import outcome, pool_arrays, scratch
+    from replay.kernel import CNT, NEED, S_RESUME, SAMPLES, run_one
+    from replay.tables import make_tables
+
+    off = np.array([0, 6, 12], np.int64)
+    correct = np.array([0, 0, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0], np.int8)
+    score = correct.astype(float)
+    ans = np.array([0, 1, 2, 2, 0, 1, 0, 1, 1, 1, 2, 0], np.int64)
+    tok = np.full(12, 10, np.int64)
+    cfg = RunConfig("elimination", K=4, eliminate="sc-share", tau=0.5, m_min=4)
+    have = np.array([2, 6], np.int64)  # query 0 holds 2 of its responses, query 1 all
+    slots = np.diff(off) + 1
+    P = pool_arrays(off, correct, score, ans, tok, make_tables(6, 0.95), have,
+                    aoff=np.concatenate([[0], np.cumsum(slots)]))
+    W = scratch(2, int(P.aoff[-1]), np.arange(12), np.array([0, 1]), 0, int(slots.max()))
+    run_one(P, W, cfg.record()[0], np.int64(16), np.int64(0))
+    assert W.tot[NEED] == 1 and W.sch[S_RESUME] == 1  # stopped for query 0, at its first pull
+    assert W.qi[0].tolist()[0] == 0 and W.si[:int(P.aoff[1]), CNT].sum() == 0 and W.sf[:int(P.aoff[1])].sum() == 0
+    assert W.tot[SAMPLES] == 0  # query 0 comes first in rank order: nothing was drawn before the stop
+    have[0] = 6  # the responses arrive (P.have is a view of it)
+    run_one(P, W, cfg.record()[0], np.int64(16), np.int64(0))
+    assert W.tot[NEED] == 0 and W.sch[S_RESUME] == 0
+    whole = run_once(off, correct, score, ans, tok, np.arange(12), [0, 1], cfg, 16)
+    got = outcome(P, W)
+    for key in ("n_drawn", "answered", "covered", "exhausted_q", "sel_sc", "samples_used"):
+        assert np.array_equal(np.asarray(got[key]), np.asarray(whole[key])), key
