@@ -152,7 +152,8 @@ from harvest.prompts import TEMPLATES  # noqa: E402
 
 POLICY_NAMES = ("uniform", "elimination", "ucb", "gap", "gap-literal", "entropy", "two-stage", "streaming", "oracle",
                 "optscale", "marginal-gain", "dsc", "side-eb")
-ELIMINATION_RULES = ("threshold", "sc-share", "sc-beta", "esc", "ac-majority", "ac-entropy", "none")  # replay.policies.ELIMS
+ELIMINATION_RULES = ("threshold", "sc-share", "sc-beta", "esc", "ac-majority", "ac-entropy", "ac-dirichlet",
+                     "none")  # replay.policies.ELIMS
 SELECTIONS = ("bon", "weighted", "sc", "cisc", "deepconf")  # replay.engine.SELECT
 LIVE_SELECTIONS = ("bon", "weighted", "sc")  # replay.policies.LIVE_SELECTIONS: what `ttc run` can return
 BUDGET_UNITS = ("samples", "tokens", "token-matched")  # replay.policies.UNITS and token-matched (replay/run.py)
@@ -210,9 +211,9 @@ _CISC_TEMP_HELP = ("cisc: the temperature T of its softmax(score / T) vote weigh
 _DEEPCONF_ETA_HELP = "deepconf: the percentage of valid draws it keeps, by score (the paper: 10 or 90)."
 _FORCE_HELP = ("Replace existing outputs that were not written by this command (by default only its own earlier "
                "output is replaced).")
-# The scalar parameters of optscale, marginal-gain, dsc and side-eb, declared once for ttc replay and ttc run: name ->
-# (default, help). The defaults are RunConfig's (replay/policies.py), spelled here because cli.py does not import the
-# registry at start (numba); tests/test_run_policies.py holds them to RunConfig.
+# The scalar parameters of optscale, marginal-gain, dsc, side-eb and ac-dirichlet, declared once for ttc replay and ttc
+# run: name -> (default, help). The defaults are RunConfig's (replay/policies.py), spelled here because cli.py does not
+# import the registry at start (numba); tests/test_run_policies.py holds them to RunConfig.
 _POLICY_PARAMS = {
     "warmup": (3, "optscale: responses per query before its N is set (the source's smallest peek_number)."),
     "percentile": (0.05, "optscale: the chance of no draw reaching gamma that its N accepts (the source's percentile; "
@@ -223,6 +224,8 @@ _POLICY_PARAMS = {
               "judge_window_size)."),
     "bins": (3, "side-eb: bins of the side signal's mean over a query's failed draws."),
     "refresh": (8, "side-eb: pulls between refreshes of every query's index."),
+    "dirichlet_conf": (0.95, "ac-dirichlet: the chance that the leading answer is the most likely one (Dirichlet "
+                       "posterior over the top 5) needed to stop (the source's conf_thresh)."),
 }
 
 
@@ -274,6 +277,7 @@ def replay_cmd(
                                        "holding a side signal in [0, 1] (e.g. a confidence; default: none, 0.5)."),
     bins: int = _param_option("bins"),
     refresh: int = _param_option("refresh"),
+    dirichlet_conf: float = _param_option("dirichlet_conf"),
     out: Optional[Path] = typer.Option(None, help="Write one row per (configuration, budget, seed) to this Parquet file."),
     per_query: Optional[Path] = typer.Option(None, help="Write the per-query allocation of every run to this Parquet file."),
     curve: Optional[Path] = typer.Option(None, help="Write uniform's exact curves (coverage@k, best-of-k) to this Parquet file."),
@@ -292,7 +296,7 @@ def replay_cmd(
         max_samples=_ints(max_samples, "--max-samples"), rhos=_floats(rho, "--rho"), taus=_floats(tau, "--tau"),
         m_min=m_min, share=share, hmax=hmax, conf=conf, out=out, per_query=per_query, curve=curve, threads=threads,
         force=force, warmup=warmup, percentile=percentile, prior=prior, prior_strength=prior_strength, judge=judge,
-        side=side, bins=bins, refresh=refresh)
+        side=side, bins=bins, refresh=refresh, dirichlet_conf=dirichlet_conf)
     run_replay(req)
 
 
@@ -1114,6 +1118,7 @@ def run_cmd(
                                        "(default: none, 0.5).", rich_help_panel=_RUN_PANEL),
     bins: int = _param_option("bins", rich_help_panel=_RUN_PANEL),
     refresh: int = _param_option("refresh", rich_help_panel=_RUN_PANEL),
+    dirichlet_conf: float = _param_option("dirichlet_conf", rich_help_panel=_RUN_PANEL),
     max_per_query: int = typer.Option(256, help="Most responses one query may get (the pool size of a replay: a "
                                       "query that wants more is exhausted).", rich_help_panel=_RUN_PANEL),
     lookahead: int = typer.Option(1, help="Responses generated per query per backend call: more means fewer calls "
@@ -1180,7 +1185,7 @@ def run_cmd(
         unit=_value(unit), oracle=_value(oracle), K=k, eliminate=_value(eliminate), gamma=gamma, lam=lam, eps=eps,
         max_samples=max_samples, rho=rho, tau=tau, m_min=m_min, share=share, hmax=hmax, conf=conf,
         warmup=warmup, percentile=percentile, prior=prior, prior_strength=prior_strength, judge=judge, side=side,
-        bins=bins, refresh=refresh, select=_value(select),
+        bins=bins, refresh=refresh, dirichlet_conf=dirichlet_conf, select=_value(select),
         score=score, scoring=score_options, max_per_query=max_per_query, lookahead=lookahead, retries=retries,
         retry_delay_s=retry_delay,
         grade_timeout_s=scoring["timeout"] if scoring["timeout"] is not None else 5.0,

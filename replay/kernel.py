@@ -29,7 +29,8 @@ UNIFORM, ELIMINATION, UCB, GAP, GAP_LITERAL, ENTROPY, TWO_STAGE, STREAMING, ORAC
     SIDE_EB = range(13)
 # Integer codes (branched on inside the kernels; the names are the command line's).
 UNIT_SAMPLES, UNIT_TOKENS = 0, 1
-ELIM_NONE, ELIM_THRESHOLD, ELIM_SC_SHARE, ELIM_SC_BETA, ELIM_ESC, ELIM_AC_MAJORITY, ELIM_AC_ENTROPY = range(7)
+ELIM_NONE, ELIM_THRESHOLD, ELIM_SC_SHARE, ELIM_SC_BETA, ELIM_ESC, ELIM_AC_MAJORITY, ELIM_AC_ENTROPY, \
+    ELIM_AC_DIRICHLET = range(8)
 
 # qi columns
 N, BEST_J, COVERED, LEAD, LEAD_CNT, SECOND_CNT, WLEAD, ELIM, CAPPED, EXH = range(10)
@@ -48,7 +49,8 @@ CONFIG = np.dtype([("policy", np.int64), ("unit", np.int64), ("K", np.int64), ("
                    ("max_samples", np.int64), ("m_min", np.int64), ("gamma", np.float64), ("lam", np.float64),
                    ("eps", np.float64), ("rho", np.float64), ("tau", np.float64), ("share", np.float64),
                    ("hmax", np.float64), ("warmup", np.int64), ("judge", np.int64), ("percentile", np.float64),
-                   ("prior_strength", np.float64), ("bins", np.int64), ("refresh", np.int64)], align=True)
+                   ("prior_strength", np.float64), ("bins", np.int64), ("refresh", np.int64),
+                   ("dirichlet_conf", np.float64)], align=True)
 
 # What a run reads (read-only): the pool's per-response arrays grouped by query (off), the answer slots (aoff,
 # answer_offsets), have[i] = how many of query i's responses exist (its pool size in replay; fewer in a live run,
@@ -669,6 +671,92 @@ def ac_entropy(si, T, L, lo, hi, n_):
 
 
 @njit(cache=True)
+def ac_dirichlet(si, lo, hi, lead, lc, conf):
+    """Adaptive-Consistency's Dirichlet probability (docs/semantics.md, ac-dirichlet): with a = lc + 1 (the leading
+    answer's count plus one) and b + 1 for each of the four most frequent other valid answers (slots lo + 1 .. hi - 1;
+    slot lo, the invalid answers', does not vote), P(G_a > every G_(b+1)) for independent Gamma(alpha, 1) variables:
+    the integral over x > 0 of the Gamma(a) density times each Gamma(b + 1) CDF, 1 - P(Poisson(x) <= b), by the
+    trapezoid rule in t = log(x / a) (absolute error below 1e-14). A lone answer gives 1 - 2^-a exactly (the source's
+    Beta rule with no runner-up); that and the probability against the runner-up alone, P(G_a > G_(b1+1)), both
+    bound P, and when either is below conf it is returned as it is, without integrating. Its own function for the
+    reason esc_window is."""
+    b1 = b2 = b3 = b4 = 0  # the four largest counts of the other valid answers, 0 for none
+    for p in range(lo + 1, hi):
+        c = si[p, CNT]
+        if c <= b4 or p == lo + 1 + lead:
+            continue
+        if c > b1:
+            b1, b2, b3, b4 = c, b1, b2, b3
+        elif c > b2:
+            b2, b3, b4 = c, b2, b3
+        elif c > b3:
+            b3, b4 = c, b3
+        else:
+            b4 = c
+    a = lc + 1
+    q = 1.0
+    for _ in range(a):
+        q *= 0.5
+    if b1 == 0 or 1.0 - q < conf:
+        return 1.0 - q
+    # P <= P(G_a > G_(b1+1)) = P(Binomial(lc + b1 + 1, 1/2) <= lc), summed from k = 0 (no underflow below 1,000 draws)
+    nb = lc + b1 + 1
+    if nb < 1000:
+        pk = 1.0
+        for _ in range(nb):
+            pk *= 0.5
+        p2 = 0.0
+        for k in range(lc + 1):
+            p2 += pk
+            pk *= (nb - k) / (k + 1.0)
+        if p2 < conf:
+            return p2
+    fa = float(a)
+    # Nodes t = lo_t + i h: outside [lo_t, hi_t] the Gamma(a) mass is below e^-40 (Chernoff: P(log(G / a) beyond t)
+    # <= exp(-a (e^t - 1 - t))), and below x = e^(-40 / (a + 1)) the integrand's (a density times a CDF <= x) too.
+    r = math.sqrt(80.0 / fa)
+    lo_t = max(-(1.0 + 40.0 / fa) if a < 65 else -1.5 * r, -40.0 / (fa + 1.0) - math.log(fa))
+    hi_t = min(r, math.log(2.0 + 80.0 / fa))
+    h = min(0.2, 0.3 / math.sqrt(fa))  # a step of 0.3 standard deviations of log G at most
+    # log(a^a e^-a / Gamma(a)), for a >= 20 by Stirling's series (no cancellation between large terms)
+    if a < 20:
+        lc0 = fa * math.log(fa) - fa - math.lgamma(fa)
+    else:
+        z2 = 1.0 / (fa * fa)
+        lc0 = 0.5 * math.log(fa / (2.0 * math.pi)) - (1.0 / 12.0 - z2 * (1.0 / 360.0 - z2 * (
+            1.0 / 1260.0 - z2 * (1.0 / 1680.0 - z2 / 1188.0)))) / fa
+    c0 = math.exp(lc0)
+    total = 0.0
+    for k in range(int((hi_t - lo_t) / h) + 2):
+        t = lo_t + k * h
+        x = fa * math.exp(t)
+        w = math.exp(fa * (t - math.expm1(t)))  # the Gamma(a) density of t, over c0
+        term = c0 * w / x  # P(Poisson(x) = m) for m = a - 1, then down to 0
+        tail = 0.0
+        u1 = u2 = u3 = u4 = 0.0  # P(b_j < Poisson(x) < a)
+        for m in range(a - 1, -1, -1):
+            if m == b1:
+                u1 = tail
+            if m == b2:
+                u2 = tail
+            if m == b3:
+                u3 = tail
+            if m == b4:
+                u4 = tail
+            tail += term
+            term *= m / x
+        f = 1.0 - tail + u1
+        if b2 > 0:
+            f *= 1.0 - tail + u2
+        if b3 > 0:
+            f *= 1.0 - tail + u3
+        if b4 > 0:
+            f *= 1.0 - tail + u4
+        total += w * f
+    return total * c0 * h
+
+
+@njit(cache=True)
 def run_one(P, W, cfg, budget, epoch):
     """Replay one configuration (a CONFIG record) at total budget `budget`; the outcome is left in W's state
     arrays (qi, qf, si, sf, tot).
@@ -724,6 +812,9 @@ def run_one(P, W, cfg, budget, epoch):
             return n_ >= K and lead >= 0 and esc_window(ans, perm, off[i] + n_ - K, K)
         if rule == ELIM_AC_ENTROPY:
             return n_ >= 2 and lead >= 0 and ac_entropy(si, T, L, aoff[i], aoff[i + 1], n_) <= hmax
+        if rule == ELIM_AC_DIRICHLET:
+            conf = cfg.dirichlet_conf
+            return lead >= 0 and ac_dirichlet(si, aoff[i], aoff[i + 1], lead, lc, conf) >= conf
         return False
 
     def pull(i, want_k, bud, u, cap, rule, reps):

@@ -14,9 +14,10 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .kernel import (CONFIG, DSC, ELIM_AC_ENTROPY, ELIM_AC_MAJORITY, ELIM_ESC, ELIM_NONE, ELIM_SC_BETA, ELIM_SC_SHARE,
-                     ELIM_THRESHOLD, ELIMINATION, ENTROPY, GAP, GAP_LITERAL, MARGINAL_GAIN, OPTSCALE,
-                     ORACLE, SIDE_EB, STREAMING, TWO_STAGE, UCB, UNIFORM, UNIT_SAMPLES, UNIT_TOKENS)
+from .kernel import (CONFIG, DSC, ELIM_AC_DIRICHLET, ELIM_AC_ENTROPY, ELIM_AC_MAJORITY, ELIM_ESC, ELIM_NONE,
+                     ELIM_SC_BETA, ELIM_SC_SHARE, ELIM_THRESHOLD, ELIMINATION, ENTROPY, GAP, GAP_LITERAL,
+                     MARGINAL_GAIN, OPTSCALE, ORACLE, SIDE_EB, STREAMING, TWO_STAGE, UCB, UNIFORM, UNIT_SAMPLES,
+                     UNIT_TOKENS)
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,8 @@ ELIMINATION_RULES = {r.name: r for r in (
          "draws, after 2", ("share",), frozenset({"answers"})),
     Rule("ac-entropy", ELIM_AC_ENTROPY, "Adaptive-Consistency's entropy rule: normalised answer entropy <= hmax, "
          "after 2", ("hmax",), frozenset({"answers"})),
+    Rule("ac-dirichlet", ELIM_AC_DIRICHLET, "Adaptive-Consistency's Dirichlet rule: P(leading answer's share is the "
+         "largest of the top 5) >= dirichlet_conf, exact", ("dirichlet_conf",), frozenset({"answers"})),
     Rule("none", ELIM_NONE, "never"),
 )}
 # A selection rule's params are the replay() arguments it reads (not RunConfig fields: a selection is computed from
@@ -187,6 +190,7 @@ class RunConfig:
     judge: int = 32
     bins: int = 3
     refresh: int = 8
+    dirichlet_conf: float = 0.95
 
     def __post_init__(self):
         if not (1 <= self.bins <= 1024 and 1 <= self.refresh <= MAX_COUNT):
@@ -214,6 +218,9 @@ class RunConfig:
             raise ValueError(f"hmax must be in [0, 1] (a normalised entropy), got {self.hmax}")
         if self.m_min < 1:
             raise ValueError(f"m_min must be >= 1, got {self.m_min}")
+        if not 0.5 < self.dirichlet_conf < 1.0:
+            raise ValueError(f"dirichlet_conf must be in (0.5, 1) (a probability that the leading answer leads), got "
+                             f"{self.dirichlet_conf}")
         # `not x >= 0` rather than `x < 0`: NaN fails every comparison and would otherwise pass as a valid value
         if not 0.0 <= self.eps < math.inf:
             raise ValueError(f"eps must be a finite number >= 0, got {self.eps}")
@@ -253,6 +260,7 @@ class RunConfig:
         r["warmup"], r["judge"], r["percentile"], r["prior_strength"] = self.warmup, self.judge, self.percentile, \
             self.prior_strength
         r["bins"], r["refresh"] = self.bins, self.refresh
+        r["dirichlet_conf"] = self.dirichlet_conf
         return r
 
     def used_params(self) -> tuple:
@@ -391,6 +399,11 @@ METHODS = {m.name: m for m in (
     Method("ac-entropy", "one response at a time per query until the normalised answer entropy is <= 0.75, at most "
            "40, then the majority", "Aggarwal et al. 2023 (arXiv:2305.11860), EntropyStoppingCriteria",
            {"policy": "elimination", "K": 1, "eliminate": "ac-entropy", "max_samples": 40}, "sc"),
+    Method("ac-dirichlet", "one response at a time per query until the Dirichlet posterior of the top 5 answers "
+           "makes the majority answer the most likely one with probability >= 0.95, at most 40, then the majority",
+           "Aggarwal et al. 2023 "
+           "(arXiv:2305.11860), DirichletStoppingCriteria",
+           {"policy": "elimination", "K": 1, "eliminate": "ac-dirichlet", "max_samples": 40}, "sc"),
     Method("cisc", "N responses per query, the answer with the largest sum of softmax(confidence / T) weights",
            "Taubenfeld et al. 2025, Confidence Improves Self-Consistency in LLMs (arXiv:2502.06233)",
            {"policy": "uniform"}, "cisc", frozenset({"score"})),

@@ -18,7 +18,7 @@ POLICIES = ("uniform", "elimination", "ucb", "gap", "gap-literal", "entropy", "t
             "optscale", "marginal-gain", "dsc", "side-eb")
 INDEX_POLICIES = ("ucb", "gap", "gap-literal", "entropy", "marginal-gain")
 UNITS = ("samples", "tokens")
-ELIMS = ("none", "threshold", "sc-share", "sc-beta", "esc", "ac-majority", "ac-entropy")
+ELIMS = ("none", "threshold", "sc-share", "sc-beta", "esc", "ac-majority", "ac-entropy", "ac-dirichlet")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -50,6 +50,41 @@ def sc_beta_stops(a, b, conf):
     """P(Binomial(a+b+1, 1/2) <= a) >= conf, evaluated EXACTLY with fractions.Fraction
     (conf converted with Fraction(str(conf)))."""
     return _prob_binomial_half_at_most(int(a), int(b)) >= Fraction(str(float(conf)))
+
+
+@lru_cache(maxsize=None)
+def dirichlet_lead_prob(a, others):
+    """P(G_a > G_b for every b in `others`), independent G_alpha ~ Gamma(alpha, 1) with integer shapes, as an
+    EXACT Fraction: the integral over x > 0 of the Gamma(a) density x^(a-1) e^-x / (a-1)! times each Gamma(b)
+    CDF 1 - e^-x Q_b(x), Q_b(x) = sum_{m<b} x^m / m!. Expanding the product, a subset S of the others contributes
+    (-1)^|S| x^(a-1) e^-(1+|S|)x prod_{b in S} Q_b(x) / (a-1)!, and int x^n e^(-lam x) dx = n! / lam^(n+1)."""
+    a, others = int(a), [int(b) for b in others]
+    total = Fraction(0)
+    for mask in range(1 << len(others)):
+        chosen = [b for j, b in enumerate(others) if mask >> j & 1]
+        poly = [Fraction(1)]                       # prod_{b in S} Q_b, coefficients of x^0, x^1, ...
+        for b in chosen:
+            prod = [Fraction(0)] * (len(poly) + b - 1)
+            for p, c in enumerate(poly):
+                for m in range(b):
+                    prod[p + m] += c / math.factorial(m)
+            poly = prod
+        lam = 1 + len(chosen)
+        part = Fraction(0)
+        for p, c in enumerate(poly):
+            part += c * Fraction(math.factorial(a - 1 + p), math.factorial(a - 1) * lam ** (a + p))
+        total += -part if len(chosen) % 2 else part
+    return total
+
+
+def ac_dirichlet_stops(lead_cnt, other_counts, conf):
+    """Adaptive-Consistency's Dirichlet rule (docs/semantics.md): the counts plus one of the leading answer and of
+    the (up to) four most frequent other valid answers are the Dirichlet's parameters; it stops when the chance
+    that the leading answer's share is the largest is >= conf (the float conf's exact value). A lone answer is
+    the source's Beta rule with no runner-up: a second category of parameter 1."""
+    others = sorted(other_counts, reverse=True)[:4]
+    alphas = tuple(c + 1 for c in others) if others else (1,)
+    return dirichlet_lead_prob(lead_cnt + 1, alphas) >= Fraction(float(conf))
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -103,8 +138,10 @@ class _Run:
         self.samples_used = 0
         self.tokens_used = 0
         self.gamma, self.tau, self.m_min, self.conf = elim_params[:4]
-        # (esc's window K, ac-majority's share, ac-entropy's hmax; absent in callers that predate them)
-        self.K, self.share, self.hmax = elim_params[4:] if len(elim_params) > 4 else (1, 0.8, 0.75)
+        # (esc's window K, ac-majority's share, ac-entropy's hmax, ac-dirichlet's conf; absent in callers that
+        # predate them)
+        self.K, self.share, self.hmax = elim_params[4:7] if len(elim_params) > 4 else (1, 0.8, 0.75)
+        self.dirichlet_conf = elim_params[7] if len(elim_params) > 7 else 0.95
 
     def used(self):
         return self.samples_used if self.unit == "samples" else self.tokens_used
@@ -179,6 +216,10 @@ class _Run:
                     total += self.T[c]
                 h = (self.L[s.N] - total / s.N) / self.L[len(counts)]
             return h <= self.hmax
+        if elim == "ac-dirichlet":
+            # invalid answers do not vote: s.cnt holds the valid answers only
+            return s.lead >= 0 and ac_dirichlet_stops(s.lead_cnt, [c for a, c in s.cnt.items() if a != s.lead],
+                                                      self.dirichlet_conf)
         raise ValueError(elim)
 
     # --- a pull: K responses for query i ------------------------------------------------------------
@@ -602,7 +643,7 @@ def _check_inputs(off, correct, score, ans, tok, perm, rank):
 def run_reference(off, correct, score, ans, tok, perm, rank, *, policy, unit="samples", budget_total,
                   K=1, elim="threshold", gamma=1.0, lam=None, eps=0.01, max_samples=0, rho=0.5,
                   tau=0.5, m_min=3, conf=0.95, share=0.8, hmax=0.75, warmup=3, percentile=0.05,
-                  prior_strength=2.0, judge=32, prior=None, bins=3, refresh=8, side=None):
+                  prior_strength=2.0, judge=32, prior=None, bins=3, refresh=8, side=None, dirichlet_conf=0.95):
     """Replay one run of `policy` on one pool and one seed (perm, rank), exactly as docs/semantics.md."""
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}")
@@ -619,7 +660,8 @@ def run_reference(off, correct, score, ans, tok, perm, rank, *, policy, unit="sa
     rank = [int(x) for x in rank]
     _check_inputs(off, correct, score, ans, tok, perm, rank)
     run = _Run(off, correct, score, ans, tok, perm, unit,
-               (float(gamma), float(tau), int(m_min), conf, int(K), float(share), float(hmax)))
+               (float(gamma), float(tau), int(m_min), conf, int(K), float(share), float(hmax),
+                float(dirichlet_conf)))
     return run_policy(run, rank, policy=policy, budget_total=budget_total, K=K, elim=elim, gamma=gamma, lam=lam,
                       eps=eps, max_samples=max_samples, rho=rho, warmup=warmup, percentile=percentile,
                       prior_strength=prior_strength, judge=judge, prior=prior, bins=bins, refresh=refresh, side=side)

@@ -58,6 +58,7 @@ class ReplayRequest:
     side: str | None = None  # side-eb: a column of the responses (a side signal in [0, 1])
     bins: int = 3  # side-eb
     refresh: int = 8  # side-eb
+    dirichlet_conf: float = 0.95  # ac-dirichlet
 
 
 def config_from_options(policy: str, **params) -> RunConfig:
@@ -107,7 +108,8 @@ def build_configs(req: ReplayRequest, policies: list[str]) -> list[RunConfig]:
             configs.append(config_from_options(pol, unit=req.unit, eliminate=req.eliminate, eps=req.eps,
                                                m_min=req.m_min, share=req.share, hmax=req.hmax, warmup=req.warmup,
                                                percentile=req.percentile, prior_strength=req.prior_strength,
-                                               judge=req.judge, bins=req.bins, refresh=req.refresh, **kw))
+                                               judge=req.judge, bins=req.bins, refresh=req.refresh,
+                                               dirichlet_conf=req.dirichlet_conf, **kw))
     return configs
 
 
@@ -147,7 +149,7 @@ def validate_request(req: ReplayRequest):
                             rho=rho if rho is not None else 0.5, tau=tau if tau is not None else 0.5,
                             m_min=req.m_min, eps=req.eps, share=req.share, hmax=req.hmax, warmup=req.warmup,
                             percentile=req.percentile, prior_strength=req.prior_strength, judge=req.judge,
-                            bins=req.bins, refresh=req.refresh)
+                            bins=req.bins, refresh=req.refresh, dirichlet_conf=req.dirichlet_conf)
     targets = [(name, Path(t)) for name, t in (("--out", req.out), ("--per-query", req.per_query),
                                                  ("--curve", req.curve)) if t is not None]
     for name, target in targets:

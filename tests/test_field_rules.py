@@ -72,7 +72,7 @@ def test_ac_majority_follows_the_source(seq, share):
     assert _drawn(seq, cfg) == ((expect, True) if expect else (len(seq), False))
 
 
-@pytest.mark.parametrize("rule", ["esc", "ac-majority", "ac-entropy"])
+@pytest.mark.parametrize("rule", ["esc", "ac-majority", "ac-entropy", "ac-dirichlet"])
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_rules_equal_the_reference(rule, data):
@@ -82,7 +82,8 @@ def test_rules_equal_the_reference(rule, data):
                     unit=data.draw(st.sampled_from(["samples", "tokens"])), K=data.draw(st.integers(1, 4)),
                     eliminate=rule, max_samples=data.draw(st.integers(0, 8)),
                     share=data.draw(st.sampled_from([0.5, 0.67, 0.8, 1.0])),
-                    hmax=data.draw(st.sampled_from([0.0, 0.3, 0.75, 1.0])))
+                    hmax=data.draw(st.sampled_from([0.0, 0.3, 0.75, 1.0])),
+                    dirichlet_conf=data.draw(st.sampled_from([0.6, 0.8, 0.95])))
     hi = total + 3 if cfg.unit == "samples" else int(pool[4].sum()) + 5
     _compare(pool, cfg, data.draw(st.integers(0, hi)))
 
@@ -132,3 +133,176 @@ def test_esc_in_a_replay_costs_what_the_source_reports():
     se = samples.std(ddof=1) / math.sqrt(len(samples))
     assert abs(samples.mean() - 8.885) < 4 * math.hypot(se, 0.004)
     assert df["answered"].mean() / len(pool.qkeys) > 0.9
+
+
+# ------------------------------------------------------------------------------------- ac-dirichlet (Adaptive-Consistency)
+
+def _dirichlet_prob(lead_cnt, others, conf=0.0, invalid=0):
+    """The engine's ac_dirichlet on one query's answer slots: invalid answers in slot 0, the leading answer (id 0) in
+    slot 1, the others after it. conf 0: always the probability itself, never the bound."""
+    from replay.kernel import ac_dirichlet
+
+    si = np.zeros((2 + len(others), 2), np.int64)
+    si[0, 0], si[1, 0] = invalid, lead_cnt
+    si[2:, 0] = others
+    return ac_dirichlet(si, np.int64(0), np.int64(len(si)), np.int64(0), np.int64(lead_cnt), conf)
+
+
+def _count_tuples(n_max):
+    """(leading count, the other counts in decreasing order, at most 4 of them) with n_max draws at most."""
+    def parts(rem, top, k):
+        yield ()
+        for v in range(min(top, rem), 0, -1) if k else ():
+            for rest in parts(rem - v, v, k - 1):
+                yield (v,) + rest
+    return [(lc, o) for lc in range(1, n_max + 1) for o in parts(n_max - lc, lc, 4)]
+
+
+def test_ac_dirichlet_probability_against_exact_rationals_and_mpmath():
+    """The engine's quadrature against the exact value (the reference's Fraction, by another route: the integral
+    expanded and integrated term by term) on 250 count tuples up to 60 draws, and against mpmath's adaptive
+    quadrature at 20 digits for counts up to 1,000 (Stirling's branch): within 1e-14 everywhere."""
+    from replay.reference import dirichlet_lead_prob
+
+    rng = np.random.default_rng(5)
+    tuples = _count_tuples(12) + [(int(lc), tuple(sorted(map(int, rng.integers(1, lc + 1, rng.integers(1, 5))),
+                                                         reverse=True))) for lc in rng.integers(1, 60, 250)]
+    tuples = [tuples[i] for i in rng.choice(len(tuples), 250, replace=False)] + [(40, (40, 40, 40, 40)), (39, (39,))]
+    for lc, o in tuples:
+        exact = float(dirichlet_lead_prob(lc + 1, tuple(c + 1 for c in o) or (1,)))
+        assert abs(_dirichlet_prob(lc, o) - exact) < 1e-14, (lc, o)
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 20
+
+    def integral(a, alphas):
+        f = lambda x: mp.exp((a - 1) * mp.log(x) - x - mp.loggamma(a)) * mp.fprod(
+            [mp.gammainc(b, 0, x, regularized=True) for b in alphas])
+        return mp.quad(f, [0] + [a + k * mp.sqrt(a) for k in range(-12, 13) if a + k * mp.sqrt(a) > 0] + [mp.inf])
+
+    for lc, o in [(64, (63, 63, 63, 63)), (99, (60, 50)), (999, (990, 500))]:
+        assert abs(_dirichlet_prob(lc, o) - float(integral(lc + 1, [c + 1 for c in o]))) < 1e-14, (lc, o)
+
+
+def test_ac_dirichlet_top_five_lone_answer_and_invalid_answers():
+    """Only the four most frequent other answers enter (the source's top_k_elements = 5, the leader included); a lone
+    answer is the source's Beta rule with no runner-up, 1 - 2^-(a+1); invalid answers (slot 0) do not vote; the
+    bounds 1 - 2^-(a+1) and the runner-up's alone are returned, without integrating, when below conf."""
+    assert _dirichlet_prob(9, (5, 4, 3, 2)) == _dirichlet_prob(9, (2, 5, 1, 4, 1, 3, 2))
+    assert _dirichlet_prob(9, (5, 4, 3, 2)) != _dirichlet_prob(9, (5, 4, 3))
+    for lc in range(1, 60):
+        assert _dirichlet_prob(lc, ()) == 1.0 - 0.5 ** (lc + 1)
+    assert _dirichlet_prob(6, (2, 1), invalid=30) == _dirichlet_prob(6, (2, 1))
+    assert _dirichlet_prob(3, (1,), conf=0.95) == 1.0 - 0.5**4  # below 0.95: the bound
+    assert _dirichlet_prob(3, (1,)) < 1.0 - 0.5**4
+    assert _dirichlet_prob(5, (2, 1), conf=0.95) == 219 / 256  # P(Binomial(8, 1/2) <= 5): the runner-up's bound
+    assert _dirichlet_prob(5, (2, 1)) < 219 / 256 and abs(_dirichlet_prob(5, (2,)) - 219 / 256) < 1e-14
+
+
+def test_ac_dirichlet_decisions_are_exact_up_to_40_draws():
+    """Every count tuple of up to 40 valid draws (17,337): no probability lies within 1e-6 of the confidences
+    tested, far beyond the quadrature's 1e-14, so the engine decides as the exact value does (the reference's);
+    and its decision, bounds included, is P >= conf. (The closest to 0.95 is 1.2e-5 away; the source's Monte Carlo
+    has standard errors of 0.01 to 0.2 there.)"""
+    tuples = _count_tuples(40)
+    assert len(tuples) == 17337
+    probs = np.array([_dirichlet_prob(lc, o) for lc, o in tuples])
+    for conf in (0.6, 0.8, 0.9, 0.95, 0.99):
+        assert np.abs(probs - conf).min() > 1e-6, conf
+        stops = np.array([_dirichlet_prob(lc, o, conf=conf) >= conf for lc, o in tuples])
+        assert (stops == (probs >= conf)).all(), conf
+
+
+def test_ac_dirichlet_with_two_answers_is_sc_beta():
+    """With two valid answers or one the source hands over to its Beta rule ("if len(counts) < 3: return
+    BetaStoppingCriteria(conf_thresh).should_stop(...)"), which is sc-beta: at 0.95 the engine's decision equals
+    sc-beta's exact table (replay/tables.py, rational where close) for every a, b up to 80 draws."""
+    from replay.tables import sc_beta_table
+
+    min_a = sc_beta_table(80, 0.95)
+    for b in range(0, 40):
+        for a in range(max(b, 1), 80 - b + 1):
+            stops = _dirichlet_prob(a, (b,) if b else (), conf=0.95) >= 0.95
+            assert stops == (a >= min_a[b]), (a, b)
+
+
+def _source_dirichlet_mc(counts, rng, N=50_000):
+    """DirichletStoppingCriteria.should_stop (use_markov=True) of Pranjal2041/AdaptiveConsistency
+    adaptive_consistency/stopping_criterias.py, for 3 or more answers, written out with a seeded generator: the 5
+    largest counts in increasing order (`sorted(counts.items(), key=..., reverse=False)[-5:]`), one variable per
+    count but the largest (whose share is 1 - their sum), integrand prod x_i^c_i (1 - sum x)^c_last. integrate_mcs
+    draws the outermost variable uniform on [0, 0.5] and each next one uniform on [0, max(0, min(0.5, 1 - S - M,
+    (1 - S) / 2))] (S, M: the sum and the largest of those drawn), weighting by the product of the widths: the
+    region where the last share is the largest; the denominator draws each on [0, 1 - S] (the simplex). N = 50,000
+    for up to 4 variables. Returns (the ratio, its delta-method standard error)."""
+    c = sorted(counts)[-5:]
+    k = len(c)
+
+    def estimate(numerator):
+        xs, width = [], np.ones(N)
+        for i in range(k - 1):
+            if i == 0:
+                hi = np.full(N, 0.5 if numerator else 1.0)
+            else:
+                s, m = np.sum(xs, axis=0), np.max(xs, axis=0)
+                hi = np.maximum(0.0, np.minimum(np.minimum(0.5, 1 - s - m), (1 - s) / 2)) if numerator else 1 - s
+            xs.append(rng.uniform(0.0, hi))
+            width = width * hi
+        y = np.prod([x ** ci for x, ci in zip(xs, c)], axis=0) * (1 - np.sum(xs, axis=0)) ** c[-1] * width
+        return y.mean(), y.var() / N
+
+    (a, va), (b, vb) = estimate(True), estimate(False)
+    return a / b, a / b * math.sqrt(va / a**2 + vb / b**2)
+
+
+def test_ac_dirichlet_agrees_with_the_sources_monte_carlo():
+    """The source's own Monte Carlo estimate (seeded) on 150 count tuples of 3 to 6 answers, half of them with an
+    exact probability in [0.85, 0.99] around the threshold: it estimates the engine's probability (within 5 of its
+    standard errors), and where its decision at 0.95 differs from the engine's it is within that of 0.95. Its
+    standard errors are large (0.01 to 0.2 at these counts: uniform draws over boxes for an integrand as peaked as
+    x^30), so near the threshold the source's decision is a coin flip that the exact probability removes: 16 of the
+    75 tuples near it decide differently, and 12 of the 75 others."""
+    from replay.reference import dirichlet_lead_prob
+
+    rng = np.random.default_rng(2023)
+    pool = [(lc, o) for lc, o in _count_tuples(40) if len(o) >= 2] + [(12, (4, 3, 2, 2, 1)), (8, (3, 2, 2, 1, 1))]
+    probs = {t: _dirichlet_prob(t[0], t[1][:4]) for t in pool}
+    near = [t for t in pool if 0.85 <= probs[t] <= 0.99]
+    picks = [near[i] for i in rng.choice(len(near), 75, replace=False)] + \
+        [pool[i] for i in rng.choice(len(pool), 75, replace=False)]
+    differ = 0
+    for lc, o in picks:
+        mc, se = _source_dirichlet_mc([lc, *o], rng)
+        p = probs[(lc, o)]
+        assert abs(mc - p) < 5 * se, (lc, o, mc, se, p)
+        if (mc >= 0.95) != (p >= 0.95):
+            differ += 1
+            assert abs(mc - 0.95) < 5 * se, (lc, o, mc, se, p)
+        assert abs(p - float(dirichlet_lead_prob(lc + 1, tuple(c + 1 for c in o[:4])))) < 1e-14
+
+
+def _wide_pools():
+    """test_equivalence's random pools with answers drawn from up to 8 ids (-1 invalid), so that the top-5 cut and
+    ties at it occur."""
+    @st.composite
+    def draw_pool(draw):
+        off, correct, score, _, tok, perm, rank = draw(pools(max_size=16))
+        ans = [a for i in range(len(off) - 1) for a in draw(st.lists(
+            st.integers(-1, min(int(off[i + 1] - off[i]) - 1, 7)), min_size=int(off[i + 1] - off[i]),
+            max_size=int(off[i + 1] - off[i])))]
+        return off, correct, score, np.array(ans, np.int64), tok, perm, rank
+    return draw_pool()
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_ac_dirichlet_equals_the_reference(data):
+    """Engine and reference (exact rationals) on the same permutations: every policy that takes a rule, both units,
+    pulls of 1 to 4, caps, the confidences 0.6 to 0.99."""
+    pool = data.draw(_wide_pools())
+    total = int(pool[0][-1])
+    cfg = RunConfig(data.draw(st.sampled_from(["elimination", "ucb", "entropy", "two-stage", "streaming", "dsc"])),
+                    unit=data.draw(st.sampled_from(["samples", "tokens"])), K=data.draw(st.integers(1, 4)),
+                    eliminate="ac-dirichlet", max_samples=data.draw(st.integers(0, 12)),
+                    dirichlet_conf=data.draw(st.sampled_from([0.6, 0.8, 0.9, 0.95, 0.99])))
+    hi = total + 3 if cfg.unit == "samples" else int(pool[4].sum()) + 5
+    _compare(pool, cfg, data.draw(st.integers(0, hi)))
