@@ -224,6 +224,8 @@ _POLICY_PARAMS = {
               "judge_window_size)."),
     "bins": (3, "side-eb: bins of the side signal's mean over a query's failed draws."),
     "refresh": (8, "side-eb: pulls between refreshes of every query's index."),
+    "horizon": (0, "side-eb: 0: its index is the next draw's chance; 1: the chance of a success within the draws each "
+                "active query can still get (budget left / active queries) per draw used (docs/semantics.md)."),
     "dirichlet_conf": (0.95, "ac-dirichlet: the chance that the leading answer is the most likely one (Dirichlet "
                        "posterior over the top 5) needed to stop (the source's conf_thresh)."),
 }
@@ -277,6 +279,7 @@ def replay_cmd(
                                        "holding a side signal in [0, 1] (e.g. a confidence; default: none, 0.5)."),
     bins: int = _param_option("bins"),
     refresh: int = _param_option("refresh"),
+    horizon: int = _param_option("horizon"),
     dirichlet_conf: float = _param_option("dirichlet_conf"),
     out: Optional[Path] = typer.Option(None, help="Write one row per (configuration, budget, seed) to this Parquet file."),
     per_query: Optional[Path] = typer.Option(None, help="Write the per-query allocation of every run to this Parquet file."),
@@ -296,7 +299,7 @@ def replay_cmd(
         max_samples=_ints(max_samples, "--max-samples"), rhos=_floats(rho, "--rho"), taus=_floats(tau, "--tau"),
         m_min=m_min, share=share, hmax=hmax, conf=conf, out=out, per_query=per_query, curve=curve, threads=threads,
         force=force, warmup=warmup, percentile=percentile, prior=prior, prior_strength=prior_strength, judge=judge,
-        side=side, bins=bins, refresh=refresh, dirichlet_conf=dirichlet_conf)
+        side=side, bins=bins, refresh=refresh, horizon=horizon, dirichlet_conf=dirichlet_conf)
     run_replay(req)
 
 
@@ -1118,6 +1121,7 @@ def run_cmd(
                                        "(default: none, 0.5).", rich_help_panel=_RUN_PANEL),
     bins: int = _param_option("bins", rich_help_panel=_RUN_PANEL),
     refresh: int = _param_option("refresh", rich_help_panel=_RUN_PANEL),
+    horizon: int = _param_option("horizon", rich_help_panel=_RUN_PANEL),
     dirichlet_conf: float = _param_option("dirichlet_conf", rich_help_panel=_RUN_PANEL),
     max_per_query: int = typer.Option(256, help="Most responses one query may get (the pool size of a replay: a "
                                       "query that wants more is exhausted).", rich_help_panel=_RUN_PANEL),
@@ -1185,7 +1189,7 @@ def run_cmd(
         unit=_value(unit), oracle=_value(oracle), K=k, eliminate=_value(eliminate), gamma=gamma, lam=lam, eps=eps,
         max_samples=max_samples, rho=rho, tau=tau, m_min=m_min, share=share, hmax=hmax, conf=conf,
         warmup=warmup, percentile=percentile, prior=prior, prior_strength=prior_strength, judge=judge, side=side,
-        bins=bins, refresh=refresh, dirichlet_conf=dirichlet_conf, select=_value(select),
+        bins=bins, refresh=refresh, horizon=horizon, dirichlet_conf=dirichlet_conf, select=_value(select),
         score=score, scoring=score_options, max_per_query=max_per_query, lookahead=lookahead, retries=retries,
         retry_delay_s=retry_delay,
         grade_timeout_s=scoring["timeout"] if scoring["timeout"] is not None else 5.0,

@@ -125,6 +125,7 @@ class RunRequest:
     judge: int = 32                         # dsc
     bins: int = 3                           # side-eb
     refresh: int = 8                        # side-eb
+    horizon: int = 0                        # side-eb
     dirichlet_conf: float = 0.95            # ac-dirichlet
     prior: str | None = None                # marginal-gain: a field of each query (a --dataset column, a --batch
     #                                         line's top-level key) holding its predicted success probability

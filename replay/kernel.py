@@ -50,7 +50,7 @@ CONFIG = np.dtype([("policy", np.int64), ("unit", np.int64), ("K", np.int64), ("
                    ("eps", np.float64), ("rho", np.float64), ("tau", np.float64), ("share", np.float64),
                    ("hmax", np.float64), ("warmup", np.int64), ("judge", np.int64), ("percentile", np.float64),
                    ("prior_strength", np.float64), ("bins", np.int64), ("refresh", np.int64),
-                   ("dirichlet_conf", np.float64)], align=True)
+                   ("dirichlet_conf", np.float64), ("horizon", np.int64)], align=True)
 
 # What a run reads (read-only): the pool's per-response arrays grouped by query (off), the answer slots (aoff,
 # answer_offsets), have[i] = how many of query i's responses exist (its pool size in replay; fewer in a live run,
@@ -476,10 +476,11 @@ def gain_index(prior, qi, qf, i, c0, gamma):
 REFRESH = np.int64(-1)  # side_eb's query for a refresh (an int64: with a literal -1 numba compiled side_eb twice)
 INT64_MAX = np.iinfo(np.int64).max  # (a constant: np.iinfo in the kernel compiled two library functions)
 EB_SHRINK = 32.0  # side-eb: the bins' ratios start at 1 with this many expected successes (docs/semantics.md)
+EB_HMAX = 1024  # side-eb --horizon 1: the longest horizon h, in draws (docs/semantics.md)
 
 
 @njit(cache=True)
-def side_eb(hk, hr, hq, size, qi, ex, eb, i, n0, side, tok, perm, off, nb, c0, unit, tot):
+def side_eb(hk, hr, hq, size, qi, ex, eb, i, n0, side, tok, perm, off, nb, c0, unit, tot, hz, budget):
     """side-eb's bookkeeping (docs/semantics.md), one function (each njit function costs compile time).
     i >= 0: fold in the pull of query i that held n0 draws (all failures): the bin it was in gains the pull's draws
     (and, a failed bin, the successes the base rate expected of them, before this pull's news) and a success when
@@ -489,8 +490,10 @@ def side_eb(hk, hr, hq, size, qi, ex, eb, i, n0, side, tok, perm, off, nb, c0, u
     The index of q: N = 0: (successes + 1) / (draws + 2) of the first draws (row nb); N >= 1: the base rate
     c0 M / (c0 + N), M = (successes + 1) / (draws + 2) of row nb + 1, times its bin's ratio (successes + a) /
     (expected + a), a = EB_SHRINK, its bin floor(nb x) clamped to 0 .. nb - 1, x = ex[q, 0] / N, the mean side
-    signal of its draws; unit tokens: divided by 1 + its expected cost, (its tokens + the run's mean per draw) /
-    (N + 1)."""
+    signal of its draws; hz = 1 (--horizon 1): instead P(a success within h draws) / E[draws used], the rates
+    p_k along the way the same model's at N + k (k = 0 .. h - 1; N + k = 0: row nb's; N = 0, k >= 1: ratio 1), each
+    at most 1, h = (budget left in draws) // (queries in the heap), 1 .. EB_HMAX; unit tokens: divided by 1 + its
+    expected cost, (its tokens + the run's mean per draw) / (N + 1)."""
     lo, hi = 0, size
     if i >= 0:
         lo, hi = -1, 0
@@ -509,17 +512,37 @@ def side_eb(hk, hr, hq, size, qi, ex, eb, i, n0, side, tok, perm, off, nb, c0, u
             if qi[i, ELIM]:
                 eb[rr, 0] += 1.0
     g = 0.0
+    mbar = 1.0 if tot[SAMPLES] == 0 else tot[TOKENS] / tot[SAMPLES]
+    h = np.int64(1)
+    if hz > 0 and size > 0:  # the draws each query in the heap can still get on average
+        if unit == UNIT_TOKENS:  # (mbar 0: every draw so far was free)
+            x = EB_HMAX if mbar <= 0.0 else (budget - tot[TOKENS]) / mbar / size
+            h = np.int64(EB_HMAX if x >= EB_HMAX else math.floor(x))
+        else:
+            h = (budget - tot[SAMPLES]) // size
+        h = min(EB_HMAX, max(1, h))
     for t in range(lo, hi):
         q = i if t < 0 else hq[t]
         nd = qi[q, N]
-        if nd == 0:
-            g = (eb[nb, 0] + 1.0) / (eb[nb, 1] + 2.0)
-        else:
+        ratio = 1.0
+        if nd > 0:
             b = min(nb - 1, max(0, np.int64(math.floor(ex[q, 0] / nd * nb))))
-            g = c0 * ((eb[nb + 1, 0] + 1.0) / (eb[nb + 1, 1] + 2.0)) / (c0 + nd)
-            g = g * ((eb[b, 0] + EB_SHRINK) / (eb[b, 2] + EB_SHRINK))
+            ratio = (eb[b, 0] + EB_SHRINK) / (eb[b, 2] + EB_SHRINK)
+        num, den, surv = 0.0, 0.0, 1.0
+        for k in range(h):
+            if nd + k == 0:
+                g = (eb[nb, 0] + 1.0) / (eb[nb, 1] + 2.0)
+            else:
+                g = c0 * ((eb[nb + 1, 0] + 1.0) / (eb[nb + 1, 1] + 2.0)) / (c0 + (nd + k))
+                g = g * ratio
+            if hz > 0:
+                g = min(1.0, g)
+                den += surv
+                num += surv * g
+                surv *= 1.0 - g
+        if hz > 0:
+            g = num / den
         if unit == UNIT_TOKENS:
-            mbar = 1.0 if tot[SAMPLES] == 0 else tot[TOKENS] / tot[SAMPLES]
             g = g / ((ex[q, 1] + mbar) / (nd + 1) + 1.0)
         if t >= 0:
             hk[t] = g
@@ -782,7 +805,7 @@ def run_one(P, W, cfg, budget, epoch):
     policy, unit, K, elim, max_samples, m_min = cfg.policy, cfg.unit, cfg.K, cfg.elim, cfg.max_samples, cfg.m_min
     gamma, lam, eps, rho, tau, share, hmax = cfg.gamma, cfg.lam, cfg.eps, cfg.rho, cfg.tau, cfg.share, cfg.hmax
     warmup, judge, pct, strength = cfg.warmup, cfg.judge, cfg.percentile, cfg.prior_strength
-    nb, refresh = cfg.bins, cfg.refresh
+    nb, refresh, hz = cfg.bins, cfg.refresh, cfg.horizon
     n = off.shape[0] - 1
     lazy = qgen.shape[0] > 0  # a runtime bool: one specialisation for lazy and given permutations
     live = False
@@ -1076,7 +1099,8 @@ def run_one(P, W, cfg, budget, epoch):
         pulls = 0
         n0 = np.int64(0)
         if policy == SIDE_EB:
-            side_eb(hk, hr, hq, size, qi, ex, eb, REFRESH, n0, side, tok, perm, off, nb, strength, unit, tot)
+            side_eb(hk, hr, hq, size, qi, ex, eb, REFRESH, n0, side, tok, perm, off, nb, strength, unit, tot, hz,
+                    budget)
 
         # two-stage's stage 2: the unanswered queries U[:u] and their allocations; q is the cursor
         for t in range(n):
@@ -1261,7 +1285,8 @@ def run_one(P, W, cfg, budget, epoch):
                 break
             key = 0.0
             if policy == SIDE_EB:  # the pull's outcome into the bins; its new index
-                key = side_eb(hk, hr, hq, size, qi, ex, eb, i, n0, side, tok, perm, off, nb, strength, unit, tot)
+                key = side_eb(hk, hr, hq, size, qi, ex, eb, i, n0, side, tok, perm, off, nb, strength, unit, tot, hz,
+                              budget)
                 pulls += 1
             if qi[i, ELIM] == 0 and qi[i, CAPPED] == 0 and qi[i, EXH] == 0:  # active: its new index at the top
                 key, r0, q0 = (gain_index(prior, qi, qf, i, strength, gamma) if policy == MARGINAL_GAIN else
@@ -1272,7 +1297,8 @@ def run_one(P, W, cfg, budget, epoch):
                 hk[size] = -np.inf
             sift_down(hk, hr, hq, size, key, r0, q0)
             if policy == SIDE_EB and pulls % refresh == 0:  # every bin's news reaches every query's index
-                side_eb(hk, hr, hq, size, qi, ex, eb, REFRESH, n0, side, tok, perm, off, nb, strength, unit, tot)
+                side_eb(hk, hr, hq, size, qi, ex, eb, REFRESH, n0, side, tok, perm, off, nb, strength, unit, tot, hz,
+                    budget)
         elif policy == STREAMING:
             if tot[STOP]:  # the reserve is reached (tokens: the next response does not fit): the turn ends
                 tot[STOP] = 0

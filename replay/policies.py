@@ -80,7 +80,7 @@ REGISTRY = {p.name: p for p in (
            ("K", "eliminate", "max_samples", "judge"), style=("#aec7e8", "8", ":")),
     Policy("side-eb", SIDE_EB, "each pull to the unanswered query whose next response most likely answers it per "
            "unit cost: an empirical-Bayes rate learnt during the run per bin of the --side signal of its failed draws",
-           ("K", "eliminate", "max_samples", "prior_strength", "bins", "refresh"), published=False,
+           ("K", "eliminate", "max_samples", "prior_strength", "bins", "refresh", "horizon"), published=False,
            style=("#ffbb78", "X", "--"),
            inputs=("side",)),
 )}
@@ -191,8 +191,12 @@ class RunConfig:
     bins: int = 3
     refresh: int = 8
     dirichlet_conf: float = 0.95
+    horizon: int = 0
 
     def __post_init__(self):
+        if self.horizon not in (0, 1):
+            raise ValueError(f"horizon must be 0 (side-eb's one-step index) or 1 (its rate over the draws each query "
+                             f"can still get), got {self.horizon}")
         if not (1 <= self.bins <= 1024 and 1 <= self.refresh <= MAX_COUNT):
             raise ValueError(f"bins must be in 1..1024 and refresh in 1..{MAX_COUNT:,} (pulls between refreshes), got "
                              f"{self.bins} and {self.refresh}")
@@ -260,7 +264,7 @@ class RunConfig:
         r["warmup"], r["judge"], r["percentile"], r["prior_strength"] = self.warmup, self.judge, self.percentile, \
             self.prior_strength
         r["bins"], r["refresh"] = self.bins, self.refresh
-        r["dirichlet_conf"] = self.dirichlet_conf
+        r["dirichlet_conf"], r["horizon"] = self.dirichlet_conf, self.horizon
         return r
 
     def used_params(self) -> tuple:

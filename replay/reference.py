@@ -344,7 +344,7 @@ def _index_policy(run, order, budget, K, max_samples, elim, policy, lam, gamma, 
             return                          # budget spent
 
 
-def _side_eb(run, order, B, K, max_samples, elim, c, nb, refresh):
+def _side_eb(run, order, B, K, max_samples, elim, c, nb, refresh, horizon=0):
     """side-eb (docs/semantics.md): keys are stored, as the engine's heap holds them: every query's at the start and
     at each refresh (after every `refresh` pulls), the pulled query's after its pull; the next pull goes to the
     active query with the largest stored key, ties to the smaller rank."""
@@ -364,20 +364,43 @@ def _side_eb(run, order, B, K, max_samples, elim, c, nb, refresh):
     def base(nd):                       # the base rate after nd >= 1 failures, from the failed bins together
         return c * ((succ[nb + 1] + 1.0) / (draws[nb + 1] + 2.0)) / (c + nd)
 
-    def index(i):
-        nd = run.q[i].N
+    def rate(nd, ratio):                 # the model's chance that a draw after nd failures answers the query
         if nd == 0:
-            g = (succ[nb] + 1.0) / (draws[nb] + 2.0)
+            return (succ[nb] + 1.0) / (draws[nb] + 2.0)
+        return base(nd) * ratio
+
+    def h_now():                         # --horizon 1: the draws each active query can still get on average
+        act = sum(1 for t in range(n) if run.q[t].active())
+        if act == 0:
+            return 1
+        if run.unit == "tokens":
+            mbar = 1.0 if run.samples_used == 0 else run.tokens_used / run.samples_used
+            x = 1024 if mbar <= 0.0 else (B - run.tokens_used) / mbar / act   # mbar 0: every draw was free
+            h = 1024 if x >= 1024 else math.floor(x)
         else:
-            b = bin_of(i, nd)
-            g = base(nd)
-            g = g * ((succ[b] + a) / (expect[b] + a))
+            h = (B - run.samples_used) // act
+        return min(1024, max(1, h))
+
+    def index(i, h):
+        nd = run.q[i].N
+        ratio = 1.0 if nd == 0 else (succ[bin_of(i, nd)] + a) / (expect[bin_of(i, nd)] + a)
+        if horizon == 0:
+            g = rate(nd, ratio)
+        else:                            # P(a success within h draws) / E[draws used until it or h]
+            num, den, surv = 0.0, 0.0, 1.0
+            for k in range(h):
+                p = min(1.0, rate(nd + k, ratio))
+                den += surv
+                num += surv * p
+                surv *= 1.0 - p
+            g = num / den
         if run.unit == "tokens":
             mbar = 1.0 if run.samples_used == 0 else run.tokens_used / run.samples_used
             g = g / ((st[i] + mbar) / (nd + 1) + 1.0)
         return g
 
-    key = [index(i) for i in range(n)]
+    h = h_now()
+    key = [index(i, h) for i in range(n)]
     pulls = 0
     while True:
         best_i = -1
@@ -405,11 +428,13 @@ def _side_eb(run, order, B, K, max_samples, elim, c, nb, refresh):
             draws[nb + 1] += d
             succ[nb + 1] += won
         pulls += 1
-        key[i] = index(i)
-        if pulls % refresh == 0:
+        if run.q[i].active():
+            key[i] = index(i, h_now())
+        if pulls % refresh == 0:         # every active query's index, with the budget left now
+            h = h_now()
             for t in range(n):
                 if run.q[t].active():
-                    key[t] = index(t)
+                    key[t] = index(t, h)
 
 
 def _two_stage(run, order, rank, B, rho, max_samples, elim):
@@ -643,7 +668,8 @@ def _check_inputs(off, correct, score, ans, tok, perm, rank):
 def run_reference(off, correct, score, ans, tok, perm, rank, *, policy, unit="samples", budget_total,
                   K=1, elim="threshold", gamma=1.0, lam=None, eps=0.01, max_samples=0, rho=0.5,
                   tau=0.5, m_min=3, conf=0.95, share=0.8, hmax=0.75, warmup=3, percentile=0.05,
-                  prior_strength=2.0, judge=32, prior=None, bins=3, refresh=8, side=None, dirichlet_conf=0.95):
+                  prior_strength=2.0, judge=32, prior=None, bins=3, refresh=8, side=None, dirichlet_conf=0.95,
+                  horizon=0):
     """Replay one run of `policy` on one pool and one seed (perm, rank), exactly as docs/semantics.md."""
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}")
@@ -664,12 +690,13 @@ def run_reference(off, correct, score, ans, tok, perm, rank, *, policy, unit="sa
                 float(dirichlet_conf)))
     return run_policy(run, rank, policy=policy, budget_total=budget_total, K=K, elim=elim, gamma=gamma, lam=lam,
                       eps=eps, max_samples=max_samples, rho=rho, warmup=warmup, percentile=percentile,
-                      prior_strength=prior_strength, judge=judge, prior=prior, bins=bins, refresh=refresh, side=side)
+                      prior_strength=prior_strength, judge=judge, prior=prior, bins=bins, refresh=refresh, side=side,
+                      horizon=horizon)
 
 
 def run_policy(run, rank, *, policy, budget_total, K=1, elim="threshold", gamma=1.0, lam=None, eps=0.01,
                max_samples=0, rho=0.5, warmup=3, percentile=0.05, prior_strength=2.0, judge=32, prior=None, bins=3,
-               refresh=8, side=None):
+               refresh=8, side=None, horizon=0):
     """Run `policy` on a prepared run (its responses come from run.next_response) and collect the outcome.
     Shared by run_reference (responses from a permutation) and replay/live.py (responses from a source)."""
     B = int(budget_total)
@@ -714,7 +741,8 @@ def run_policy(run, rank, *, policy, budget_total, K=1, elim="threshold", gamma=
     elif policy == "dsc":
         _dsc(run, order, rank, B, K, max_samples, elim, int(judge))
     elif policy == "side-eb":
-        _side_eb(run, order, B, K, max_samples, elim, float(prior_strength), int(bins), int(refresh))
+        _side_eb(run, order, B, K, max_samples, elim, float(prior_strength), int(bins), int(refresh),
+                 int(horizon))
 
     assert run.used() <= B or n == 0
 

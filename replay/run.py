@@ -58,6 +58,7 @@ class ReplayRequest:
     side: str | None = None  # side-eb: a column of the responses (a side signal in [0, 1])
     bins: int = 3  # side-eb
     refresh: int = 8  # side-eb
+    horizon: int = 0  # side-eb
     dirichlet_conf: float = 0.95  # ac-dirichlet
 
 
@@ -108,7 +109,7 @@ def build_configs(req: ReplayRequest, policies: list[str]) -> list[RunConfig]:
             configs.append(config_from_options(pol, unit=req.unit, eliminate=req.eliminate, eps=req.eps,
                                                m_min=req.m_min, share=req.share, hmax=req.hmax, warmup=req.warmup,
                                                percentile=req.percentile, prior_strength=req.prior_strength,
-                                               judge=req.judge, bins=req.bins, refresh=req.refresh,
+                                               judge=req.judge, bins=req.bins, refresh=req.refresh, horizon=req.horizon,
                                                dirichlet_conf=req.dirichlet_conf, **kw))
     return configs
 
@@ -149,7 +150,7 @@ def validate_request(req: ReplayRequest):
                             rho=rho if rho is not None else 0.5, tau=tau if tau is not None else 0.5,
                             m_min=req.m_min, eps=req.eps, share=req.share, hmax=req.hmax, warmup=req.warmup,
                             percentile=req.percentile, prior_strength=req.prior_strength, judge=req.judge,
-                            bins=req.bins, refresh=req.refresh, dirichlet_conf=req.dirichlet_conf)
+                            bins=req.bins, refresh=req.refresh, horizon=req.horizon, dirichlet_conf=req.dirichlet_conf)
     targets = [(name, Path(t)) for name, t in (("--out", req.out), ("--per-query", req.per_query),
                                                  ("--curve", req.curve)) if t is not None]
     for name, target in targets:

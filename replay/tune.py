@@ -197,6 +197,7 @@ DEFAULT_GRID = {
     "prior_strength": (1.0, 2.0, 8.0),
     "judge": (8, 32),
     "bins": (2, 3, 5),
+    "horizon": (0, 1),
 }
 
 

@@ -55,7 +55,7 @@ def configs(draw, total, tokens_total, policy, unit):
         hmax=draw(st.sampled_from([0.0, 0.5, 0.75, 0.9])), warmup=draw(st.integers(1, 4)),
         percentile=draw(st.sampled_from([0.01, 0.05, 0.3, 0.7])), prior_strength=draw(st.sampled_from([0.5, 2.0, 8.0])),
         judge=draw(st.integers(2, 5)), bins=draw(st.integers(1, 5)), refresh=draw(st.integers(1, 4)),
-        dirichlet_conf=draw(st.sampled_from([0.6, 0.8, 0.95])))
+        dirichlet_conf=draw(st.sampled_from([0.6, 0.8, 0.95])), horizon=draw(st.integers(0, 1)))
     hi = total + 3 if unit == "samples" else tokens_total + 5
     return cfg, draw(st.integers(0, hi))
 
@@ -65,7 +65,8 @@ def config_kwargs(cfg):
     return dict(policy=cfg.policy, unit=cfg.unit, K=cfg.K, elim=cfg.eliminate, gamma=cfg.gamma, lam=cfg.lam,
                 eps=cfg.eps, max_samples=cfg.max_samples, rho=cfg.rho, tau=cfg.tau, m_min=cfg.m_min, share=cfg.share,
                 hmax=cfg.hmax, warmup=cfg.warmup, percentile=cfg.percentile, prior_strength=cfg.prior_strength,
-                judge=cfg.judge, bins=cfg.bins, refresh=cfg.refresh, dirichlet_conf=cfg.dirichlet_conf)
+                judge=cfg.judge, bins=cfg.bins, refresh=cfg.refresh, dirichlet_conf=cfg.dirichlet_conf,
+                horizon=cfg.horizon)
 
 
 def _compare(data, cfg, budget, conf=0.95, prior=None, side=None):
