@@ -10,7 +10,9 @@ policy it prints the backend calls against the allocation rounds (round-robin: t
 others: the engine runs that stopped for a response), the backend time (HTTP round trips, the server), the scoring
 time (math-verify grading in one warm process), and everything else (the allocation loop's wall time less those
 two: the engine's runs (each goes on where the last stopped), taking responses, writing the pool's parts), as seconds, per call, and as a
-share of the backend time. Not a test: the numbers depend on the machine and its load."""
+share of the backend time. `uniform` with a sample budget generates its whole allocation up front
+(harvest.run.planned_counts: one call per distinct count, not one per round); the seconds that planning took, part of
+`other`, are printed under it. Not a test: the numbers depend on the machine and its load."""
 from __future__ import annotations
 
 import argparse
@@ -109,6 +111,9 @@ def main():
             print(f"{policy:<12} {me['backend_calls']:>6} {rounds!s:>6} {me['responses_generated']:>9} "
                   f"{me['backend_s']:>9.2f} {me['score_s']:>9.2f} {me['engine_s']:>8.3f} {me['write_s']:>7.3f} "
                   f"{me['overhead_s']:>8.3f} {1000 * me['overhead_s'] / runs:>13.2f} {me['overhead_s'] / b:>13.2%}")
+            if me.get("plan_s") is not None:  # uniform with a sample budget: its allocation computed up front
+                print(f"{'':<12} (planned up front: {me['plan_s']:.3f} s of `other`, in {me['backend_calls']} "
+                      f"call{'s' if me['backend_calls'] != 1 else ''} instead of {rounds} rounds)")
             backend.close()
     finally:
         server.terminate()

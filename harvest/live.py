@@ -57,6 +57,13 @@ class BackendSource:
     Each query is then topped up only after it consumed what it had, so at most `lookahead` responses per query
     go unused, as without batching.
 
+    plan(targets): a policy whose allocation is known before any response (harvest.run.planned_counts: `uniform`
+    with a sample budget) has every query's responses up to targets[q] generated at once, on the first response
+    asked for that is not cached: one backend call per distinct count (the backend takes one n per call), each
+    query's responses drawn with the seeds they have on demand, so nothing the driver sees changes, only how many
+    calls bring it; a query whose call fails keeps what it had before it (the fault handling below), and whatever
+    the driver asks for beyond the plan is generated on demand as before.
+
     Accounting: `calls` (backend calls that returned responses), `generated`, `completion_tokens`,
     `prompt_tokens` (with `prompt_len`, the prompt's length in tokens, counted once per response generated),
     `backend_s` and `score_s` (wall seconds in the backend and in scoring). on_call(records, failures), when given,
@@ -100,6 +107,7 @@ class BackendSource:
         self._fresh: set[int] = set()  # queries whose cache grew since the driver last asked (fresh())
         self._verdicts: list[dict[str, bool]] = [{} for _ in self.queries]
         self._next_k: Callable[[int], int | None] | None = None
+        self._plan: np.ndarray | None = None  # plan(): each query's responses to generate at once (None: none)
         self._good: int | None = None  # a query whose generation has worked (the probe of a failing call)
         self.fail: dict[int, str] = {}
         self.calls = 0  # backend calls that returned responses (for cost accounting and tests)
@@ -113,6 +121,15 @@ class BackendSource:
         """The driver's view of the run: next_k(i) = the index of the next response query i would ask for, or
         None when it will ask for no more (answered, capped, or its pool size reached); None after the run."""
         self._next_k = next_k
+
+    def plan(self, targets: Sequence[int] | None):
+        """Generate every query's responses up to targets[q] together, when the first response not cached is asked
+        for (None: no plan). See the class docstring."""
+        if targets is not None:
+            targets = np.asarray(targets, np.int64).reshape(-1)
+            if targets.shape != (len(self.queries),) or (targets < 0).any():
+                raise ValueError("a plan needs one count >= 0 per query")
+        self._plan = targets
 
     def response(self, i: int, k: int) -> Observed:
         if k >= len(self._cache[i]) and i not in self.fail:
@@ -177,7 +194,25 @@ class BackendSource:
 
     # -------------------------------------------------------------------------------------------- generation
 
+    def _generate_plan(self, targets: np.ndarray):
+        """The plan's calls: the queries that need the same number of responses more go together, the largest
+        number first (the queries in index order within a call)."""
+        groups: dict[int, list[int]] = {}
+        for q in np.nonzero(targets > self._have)[0]:
+            q = int(q)
+            if q not in self.fail:
+                groups.setdefault(int(targets[q] - self._have[q]), []).append(q)
+        for count in sorted(groups, reverse=True):
+            todo = groups[count]
+            got, failures = self._robust(todo, count)
+            self._store(todo, got, failures)
+
     def _generate(self, i: int, upto: int):
+        if self._plan is not None:
+            targets, self._plan = self._plan, None
+            self._generate_plan(targets)
+            if upto < len(self._cache[i]) or i in self.fail:
+                return
         todo = [i]
         if self.batch and self._next_k is not None:
             every = getattr(self._next_k, "all", None)
@@ -193,6 +228,10 @@ class BackendSource:
         # One call: query q's responses start at its cached count, with the seeds its pool samples have there.
         count = max(self.lookahead, upto + 1 - len(self._cache[i]))
         got, failures = self._robust(todo, count)
+        self._store(todo, got, failures)
+
+    def _store(self, todo: list[int], got: dict[int, list[Response]], failures: dict[int, str]):
+        """Score one call's responses, hand them to on_call, and cache them."""
         records = []
         t0 = time.perf_counter()
         done = [q for q in todo if q in got]

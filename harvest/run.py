@@ -139,6 +139,8 @@ class RunRequest:
     #                                         scores of --oracle confidence; with another oracle, columns for replay)
     max_per_query: int = 256
     lookahead: int = 1
+    plan_ahead: bool = True                 # uniform with a sample budget: generate every query's whole allocation
+    #                                         up front (planned_counts), one backend call per distinct count
     retries: int = 2
     retry_delay_s: float = 1.0
     grade_timeout_s: float = 5.0
@@ -1155,6 +1157,47 @@ def _record_oracle(plan: RunPlan, meta: dict, scorer: "_Scorer | None", score_s:
                                "does; no ground truth)")
 
 
+PLANNED_POLICIES = ("uniform",)  # with a sample budget: decides nothing from responses (planned_counts)
+
+
+def planned(plan: RunPlan) -> bool:
+    """Whether the run's whole allocation is known before its first response (docs/run.md, "Rounds, backend calls,
+    and freeing slots early"): `uniform` with a sample budget, which reads no response; with a token budget a
+    response's length decides whether the next one fits, and every other policy reads the responses' scores or
+    answers."""
+    return plan.req.plan_ahead and plan.config.policy in PLANNED_POLICIES and plan.req.unit == "samples"
+
+
+def planned_counts(plan: RunPlan, source: Any, rank: Sequence[int]) -> list[int]:
+    """How many responses of each query a live run of `plan` generates in all, found by running the live driver
+    itself (replay.live.run_live) on a harvest.live.BackendSource like `source` (the same queries, lookahead,
+    cached responses and failed queries) over a backend that answers at once with blank responses: for a policy
+    that reads no response (planned()) the engine makes the same decisions on them, and the source tops up the
+    same queries by the same counts, as the run will (the last, partial round's requests included), so generating
+    these counts up front changes nothing but the number of backend calls."""
+    from replay.live import Observed, run_live
+
+    from .live import BackendSource
+
+    blank = Response("", 0, "stop")
+
+    class Instant:
+        def generate(self, prompts, sampling, seeds, **kw):
+            return [[blank] * sampling.n for _ in prompts]
+
+    req = plan.req
+    dry = BackendSource(Instant(), plan.queries, lambda q: "", req.sampling, lookahead=req.lookahead, retries=0,
+                        retry_delay_s=0.0)
+    for i in range(len(plan.queries)):
+        have = source.ready(i)
+        if have:
+            dry.preload(i, [(blank, Observed(False, 0.0, None, 0))] * have)
+    dry.fail = dict(source.fail)
+    run_live(dry, [req.max_per_query] * len(plan.queries), rank, config=plan.config, budget_total=plan.budget_total,
+             conf=req.conf, prior=plan.prior)
+    return [dry.ready(i) for i in range(len(plan.queries))]
+
+
 def execute(plan: RunPlan, backend: Any, tokenizer: Any = None, *, prompt_len: Callable[[str], int] | None = None,
             argv: Sequence[str] | None = None, echo: Callable[[str], None] = print) -> RunOutcome:
     """Run the plan: resume from what `--out` holds, allocate live, write the results, run.json and the pool.
@@ -1241,7 +1284,12 @@ def execute(plan: RunPlan, backend: Any, tokenizer: Any = None, *, prompt_len: C
                 spent[0] = state[unit_idx]
 
         t_loop = time.perf_counter()
+        plan_s = None
         try:
+            if planned(plan):  # every query's whole allocation, in as many backend calls as there are distinct counts
+                t_plan = time.perf_counter()
+                source.plan(planned_counts(plan, source, rank))
+                plan_s = time.perf_counter() - t_plan
             live = run_live(source, [req.max_per_query] * len(queries), rank, config=plan.config,
                             budget_total=plan.budget_total, conf=req.conf, prior=plan.prior, on_run=on_run)
         except BaseException:
@@ -1261,7 +1309,7 @@ def execute(plan: RunPlan, backend: Any, tokenizer: Any = None, *, prompt_len: C
     results = _results(plan, source, live)
     summary = _summary(plan, source, live, results, meta, record, time.perf_counter() - t_start)
     summary["this_process"].update(overhead_s=round(overhead_s, 3), write_s=round(writer.write_s, 3),
-                                   parts=writer.parts)
+                                   parts=writer.parts, plan_s=None if plan_s is None else round(plan_s, 3))
     if scorer is not None:
         summary["this_process"]["scorer_load_s"] = round(scorer.load_s, 3)
     _write_pool_end(plan, source, live, meta, backend, prompt_fn, tokenizer, scorer)

@@ -210,7 +210,7 @@ def test_one_backend_call_per_round(sp, tmp_path):
     """Round-robin: each round's requests go to the backend in one call (not one per response), and a round holds
     every query still active."""
     backend = PoolBackend(sp)
-    o = run(sp, tmp_path / "u", backend, policy="uniform", budget=4.0)
+    o = run(sp, tmp_path / "u", backend, policy="uniform", budget=4.0, plan_ahead=False)
     assert backend.calls == 4 and backend.prompts_per_call == [sp.n] * 4
     assert o.summary["cost"]["backend_calls"] == 4
     backend = PoolBackend(sp)
@@ -219,6 +219,133 @@ def test_one_backend_call_per_round(sp, tmp_path):
     assert backend.calls == rounds
     assert backend.prompts_per_call == sorted(backend.prompts_per_call, reverse=True)  # answered queries leave
     assert backend.prompts_per_call[0] == sp.n and backend.prompts_per_call[-1] < sp.n
+
+
+def _same_outputs(a: Path, b: Path):
+    """Two runs' results (JSONL less its creation time, Parquet), pools' samples and responses per query agree."""
+    la = [json.loads(x) for x in (a / "results.jsonl").read_text().splitlines()]
+    lb = [json.loads(x) for x in (b / "results.jsonl").read_text().splitlines()]
+    for x in la + lb:
+        if x["response"] is not None:
+            x["response"]["body"].pop("created")
+    assert la == lb
+    assert pl.read_parquet(a / "results.parquet").equals(pl.read_parquet(b / "results.parquet"))
+    sa = pl.read_parquet(a / "pool" / "samples").sort("query_id", "sample_idx")
+    sb = pl.read_parquet(b / "pool" / "samples").sort("query_id", "sample_idx")
+    assert sa.equals(sb)
+
+
+@pytest.mark.parametrize("budget, lookahead", [(4.0, 1), (4.5, 1), (4.0, 3), (7.5, 2)])
+def test_uniform_generates_its_whole_allocation_up_front(sp, tmp_path, budget, lookahead):
+    """uniform with a sample budget reads no response: its allocation is known before the first one, and every
+    query's responses go to the backend at once, one call per distinct count (here one: every query gets the same,
+    the last partial round's requests included as round by round). Results, pool and accounting are those of the
+    run made round by round."""
+    rounds = PoolBackend(sp)
+    a = run(sp, tmp_path / "rounds", rounds, policy="uniform", budget=budget, lookahead=lookahead, plan_ahead=False)
+    ahead = PoolBackend(sp)
+    b = run(sp, tmp_path / "ahead", ahead, policy="uniform", budget=budget, lookahead=lookahead)
+    _same_outputs(tmp_path / "rounds", tmp_path / "ahead")
+    assert rounds.calls == -(-int(np.ceil(budget)) // lookahead) and ahead.calls == 1
+    assert ahead.prompts_per_call == [sp.n]
+    for key in ("responses_generated", "responses_used", "completion_tokens_generated", "completion_tokens_used"):
+        assert a.summary["cost"][key] == b.summary["cost"][key], key
+    assert b.summary["cost"]["backend_calls"] == 1
+    assert_equal(b, sp, RunConfig("uniform"), budget)
+
+
+@pytest.mark.parametrize("kw", [dict(policy="uniform", unit="tokens", budget=40.0),
+                                dict(policy="elimination", budget=4.0)])
+def test_an_allocation_that_reads_responses_is_not_planned(sp, tmp_path, kw):
+    """A token budget (a response's length decides whether the next fits) or a policy that reads scores: round by
+    round, as without the plan."""
+    a, b = PoolBackend(sp), PoolBackend(sp)
+    run(sp, tmp_path / "a", a, **kw)
+    run(sp, tmp_path / "b", b, plan_ahead=False, **kw)
+    assert a.calls == b.calls > 1 and a.prompts_per_call == b.prompts_per_call
+    _same_outputs(tmp_path / "a", tmp_path / "b")
+
+
+def test_a_plan_makes_one_call_per_distinct_count(sp):
+    """BackendSource.plan: queries needing the same number of responses more go together, largest first, each drawn
+    with the seeds it has on demand (the same responses as one call per response); whatever is asked beyond the
+    plan is generated on demand."""
+    from harvest.live import BackendSource
+    from harvest.types import Query
+
+    queries = [Query(q, "math", f"problem {q}", g) for q, g in zip(sp.ids, sp.gold)]
+
+    def source(backend):
+        return BackendSource(backend, queries, lambda q: q.problem, Sampling(n=1, max_tokens=64, seed=SEED),
+                             lookahead=1, oracle="gt", retry_delay_s=0.0)
+
+    planned = PoolBackend(sp)
+    src = source(planned)
+    targets = [3, 5, 0, 5, 3, 1] + [5] * (sp.n - 6)
+    src.plan(targets)
+    assert src.response(1, 0) is not None
+    assert [len(src._cache[i]) for i in range(sp.n)] == targets
+    assert planned.calls == 3 and planned.prompts_per_call == [sp.n - 4, 2, 1]  # counts 5, 3, 1
+    one = source(PoolBackend(sp))  # one response per call
+    for i, t in enumerate(targets):
+        for k in range(t):
+            assert one.response(i, k) == src.response(i, k) and one.text(i, k) == src.text(i, k)
+    src.response(2, 0)  # beyond the plan: on demand
+    assert planned.calls == 4 and planned.prompts_per_call[-1] == 1
+    with pytest.raises(ValueError, match="one count"):
+        src.plan([1, 2])
+
+
+def test_a_planned_query_that_keeps_failing_is_isolated_and_the_others_go_on(sp, tmp_path):
+    """A query whose every request fails: with the plan its call is split until it is found, it keeps nothing, and the
+    others get its share, exactly as round by round."""
+    bad = "q05"
+    runs = {}
+    for name, ahead in (("rounds", False), ("ahead", True)):
+        backend = PoolBackend(sp, fail={bad: None})
+        runs[name] = run(sp, tmp_path / name, backend, policy="uniform", budget=5.0, plan_ahead=ahead)
+    _same_outputs(tmp_path / "rounds", tmp_path / "ahead")
+    by_id = {r["query_id"]: r for r in runs["ahead"].results}
+    assert by_id[bad]["status"] == "failed" and by_id[bad]["responses"] == 0
+    assert sum(r["responses"] for r in runs["ahead"].results) == 5 * sp.n
+
+
+CHILD = """
+import sys
+from pathlib import Path
+sys.path.insert(0, {tests!r})
+from test_run import PoolBackend, SynthPool, request
+from harvest.run import execute, plan_run
+sp = SynthPool(Path({data!r}))
+execute(plan_run(request(sp, Path({out!r}), policy="uniform", budget={budget!r}, plan_ahead={ahead!r})),
+        PoolBackend(sp), None, echo=lambda s: None)
+"""
+
+
+@pytest.mark.parametrize("ahead_first, crash_at", [(True, 0), (False, 2)])
+def test_a_killed_planned_run_resumes_to_the_same_results(sp, tmp_path, ahead_first, crash_at):
+    """Killed hard (harvest.run.CRASH_ENV: the part holding call K torn) while generating the plan, or round by round
+    after two rounds: the rerun plans what is left (one call) and ends exactly as an uninterrupted run."""
+    import os
+    import subprocess
+
+    from harvest.run import CRASH_ENV
+
+    whole = run(sp, tmp_path / "whole", policy="uniform", budget=4.5)
+    code = CHILD.format(tests=str(HERE), data=str(sp.path.parent), out=str(tmp_path / "cut"), budget=4.5,
+                        ahead=ahead_first)
+    proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, CRASH_ENV: str(crash_at)},
+                          capture_output=True, text=True, timeout=300, cwd=HERE.parent)
+    assert proc.returncode == 75, proc.stderr[-2000:]
+    parts = sorted((tmp_path / "cut" / "pool" / "samples").glob("part-*.parquet"))
+    assert list((tmp_path / "cut" / "pool" / "samples").glob(".part-*.tmp-*"))  # the torn part never became one
+    assert sum(pl.read_parquet(f).height for f in parts) == crash_at * sp.n
+    assert not (tmp_path / "cut" / "results.jsonl").exists()
+    rest = PoolBackend(sp)
+    resumed = run(sp, tmp_path / "cut", rest, policy="uniform", budget=4.5)
+    assert resumed.resumed == bool(crash_at) and rest.calls == 1 and rest.prompts_per_call == [sp.n]
+    _same_outputs(tmp_path / "whole", tmp_path / "cut")
+    assert resumed.summary["cost"]["responses_generated"] == whole.summary["cost"]["responses_generated"]
 
 
 def test_lookahead_changes_the_calls_not_the_results(sp, tmp_path):
@@ -351,8 +478,8 @@ def test_a_query_that_keeps_failing_keeps_what_it_has_and_the_others_go_on(sp, t
                     raise RuntimeError(f"injected: {bad} fails for good")
             return super().generate(prompts, sampling, seeds, stop)
 
-    backend = Flaky(sp)
-    o = run(sp, tmp_path / "out", backend, policy="uniform", budget=5.0)
+    backend = Flaky(sp)  # (round by round: with the plan, q03's five responses are one request that works)
+    o = run(sp, tmp_path / "out", backend, policy="uniform", budget=5.0, plan_ahead=False)
     by_id = {r["query_id"]: r for r in o.results}
     assert by_id[bad]["status"] == "failed" and "fails for good" in by_id[bad]["error"]
     assert by_id[bad]["responses"] == 2 and by_id[bad]["exhausted"]
@@ -373,7 +500,7 @@ def test_a_query_that_keeps_failing_keeps_what_it_has_and_the_others_go_on(sp, t
     # the others got the budget q03 could not use
     assert sum(r["responses"] for r in o.results) == 5 * sp.n
     # a rerun resumes with the failure recorded: nothing is retried, the result is the same
-    again = run(sp, tmp_path / "out", PoolBackend(sp), policy="uniform", budget=5.0)
+    again = run(sp, tmp_path / "out", PoolBackend(sp), policy="uniform", budget=5.0)  # (planned: nothing to do)
     assert [r["responses"] for r in again.results] == [r["responses"] for r in o.results]
     assert again.generated_now == 0
 
@@ -398,11 +525,13 @@ def test_a_backend_that_is_down_stops_the_run_resumably(sp, tmp_path):
             return super().generate(*a, **k)
 
     with pytest.raises(BackendError, match="worked before fails too"):
-        run(sp, tmp_path / "out", Down(sp), policy="uniform", budget=4.0)
+        run(sp, tmp_path / "out", Down(sp), policy="uniform", budget=4.0, plan_ahead=False)
     with pytest.raises(BackendError, match="first call"):
         run(sp, tmp_path / "new", PoolBackend(sp, fail_calls=99), policy="uniform", budget=4.0)
-    o = run(sp, tmp_path / "out", PoolBackend(sp), policy="uniform", budget=4.0)
+    rest = PoolBackend(sp)
+    o = run(sp, tmp_path / "out", rest, policy="uniform", budget=4.0)
     assert o.resumed and all(r["responses"] == 4 for r in o.results)
+    assert rest.calls == 1 and rest.prompts_per_call == [sp.n]  # the plan: the two responses each left, one call
 
 
 @pytest.mark.parametrize("kw, message", [
