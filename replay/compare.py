@@ -15,8 +15,9 @@ For each pool and budget (metric: coverage under ground truth, the issue's targe
 - the best published policy: the one whose chosen configuration scored best *on the tuning part*. The choice of
   policy is one more hyperparameter, so it is made where the others are, and its held-out number stays honest;
 - each of this project's policies (`published` False: side-eb), tuned alike, its side column one more choice on the
-  tuning part among the pool's per-response score columns (`--side COLUMN` fixes one); with none it is skipped, and
-  the row says why (a response-level signal it could read is what it needs: `ttc signals` shows the pool's);
+  tuning part among the pool's per-response score columns (`--side COLUMN` fixes one); a pool with none runs it
+  without a signal (side "none": 0.5 for every response, its no-information control, which the issue's "never worse"
+  is about there; `ttc signals` shows what signal a pool has);
 - the hindsight oracle (the registry's policies that are not `live`), untuned: the ceiling;
 - side-eb minus the best published, paired over seeds on the held-out queries (common random numbers: seed s gives
   every policy the same permutation of each query's responses), mean ± standard error of the per-seed differences;
@@ -49,6 +50,7 @@ METRIC = "coverage"
 SE_METHOD = ("paired over seeds on the held-out queries (common random numbers), standard deviation of the per-seed "
              "differences / sqrt(seeds); the held-out queries fixed")
 ROLES = ("published", "new", "hindsight")
+NO_SIDE = "none"  # the side of a new policy on a pool without a score column: no signal, 0.5 everywhere
 
 
 @dataclass
@@ -130,8 +132,7 @@ class PoolPlan:
     grids: dict  # policy -> list of RunConfig
     roles: dict  # role -> [policy]
     sides: list  # candidate side columns for the new policies
-    side_pools: dict  # column -> the pool loaded with it as its side signal
-    skipped: dict  # new policy -> why it is not compared on this pool
+    side_pools: dict  # column -> the pool loaded with it as its side signal (NO_SIDE: with none)
 
     @property
     def same(self) -> bool:
@@ -189,13 +190,10 @@ def plan_pool(path: Path, req: CompareRequest) -> PoolPlan:
         grid = default_grid(base, size)
         grids[p] = grid_configs(base, grid) if grid else [base]
         check_configs(pool, grids[p], "bon")
-    sides = side_columns(path, req.side) if roles["new"] else []
-    side_pools = {c: load_pool(path, side=c) for c in sides}  # the loader checks each: present, numbers in [0, 1]
-    skipped = {} if sides else {p: ("the pool has no per-response score column to read as a side signal (ttc signals "
-                                    "lists what it has); give one with --side COLUMN") for p in roles["new"]}
-    if skipped:
-        roles["new"] = []
-    return PoolPlan(path, pool, t_idx, r_idx, grids, roles, sides, side_pools, skipped)
+    sides = (side_columns(path, req.side) or [NO_SIDE]) if roles["new"] else []
+    # the loader checks each column: present, numbers in [0, 1]
+    side_pools = {c: load_pool(path, side=None if c == NO_SIDE else c) for c in sides}
+    return PoolPlan(path, pool, t_idx, r_idx, grids, roles, sides, side_pools)
 
 
 # --------------------------------------------------------------------------------------------------- the work
@@ -288,7 +286,7 @@ def compare_pool(plan: PoolPlan, req: CompareRequest, progress=None) -> pl.DataF
                    "config": rep["config"], "side": col, "tune_mean": tune["mean"], "mean": rep["mean"],
                    "se": rep["se"], "seeds": rep["seeds"], "samples_per_query": rep["samples_per_query"],
                    "tuned_on_reported": rep["tuned_on_reported"], "is_best_published": p == best,
-                   "best_published": best, "skipped": None, "vs_best": float("nan"), "vs_best_se": float("nan"),
+                   "best_published": best, "vs_best": float("nan"), "vs_best_se": float("nan"),
                    "verdict": None, "gap_share": float("nan"), "gap_share_se": float("nan")}
             if r == "new":
                 x = _per_seed(frames[col][1], rep["config"], b)
@@ -297,13 +295,6 @@ def compare_pool(plan: PoolPlan, req: CompareRequest, progress=None) -> pl.DataF
                 if x_oracle is not None:
                     row["gap_share"], row["gap_share_se"] = gap_share(x, x_best, x_oracle)
             out.append(row)
-        for p, why in plan.skipped.items():
-            out.append({"pool": plan.pool.name, "pool_path": str(plan.path), "budget": b, "policy": p, "role": "new",
-                        "config": None, "side": None, "tune_mean": float("nan"), "mean": float("nan"),
-                        "se": float("nan"), "seeds": 0, "samples_per_query": float("nan"),
-                        "tuned_on_reported": False, "is_best_published": False, "best_published": best,
-                        "skipped": why, "vs_best": float("nan"), "vs_best_se": float("nan"), "verdict": None,
-                        "gap_share": float("nan"), "gap_share_se": float("nan")})
     return pl.DataFrame(out, schema=SCHEMA).with_columns(
         pl.lit(float(req.holdout), dtype=pl.Float64).alias("holdout"),
         pl.lit(req.split_seed, dtype=pl.Int64).alias("split_seed"),
@@ -316,7 +307,7 @@ def compare_pool(plan: PoolPlan, req: CompareRequest, progress=None) -> pl.DataF
 SCHEMA = {"pool": pl.String, "pool_path": pl.String, "budget": pl.Float64, "policy": pl.String, "role": pl.String,
           "config": pl.String, "side": pl.String, "tune_mean": pl.Float64, "mean": pl.Float64, "se": pl.Float64,
           "seeds": pl.Int64, "samples_per_query": pl.Float64, "tuned_on_reported": pl.Boolean,
-          "is_best_published": pl.Boolean, "best_published": pl.String, "skipped": pl.String,
+          "is_best_published": pl.Boolean, "best_published": pl.String,
           "vs_best": pl.Float64, "vs_best_se": pl.Float64, "verdict": pl.String, "gap_share": pl.Float64,
           "gap_share_se": pl.Float64}
 
@@ -354,8 +345,9 @@ def run_compare(req: CompareRequest, console=None) -> pl.DataFrame:
     plans = [plan_pool(p, req) for p in paths]
     for plan in plans:
         n_cfg = sum(len(plan.grids[p]) for r in ROLES for p in plan.roles[r])
-        side = (f"; side column{'s' if len(plan.sides) > 1 else ''} tried: {', '.join(plan.sides)}" if plan.sides
-                else "; " + "; ".join(f"{p} skipped: {why}" for p, why in plan.skipped.items()))
+        side = (f"; side column{'s' if len(plan.sides) > 1 else ''} tried: {', '.join(plan.sides)}"
+                + (" (the pool has no score column: no side signal)" if plan.sides == [NO_SIDE] else "")
+                if plan.sides else "")
         split = ("tuned and reported on every query: every number is in-sample †" if plan.same else
                  f"tuned on {len(plan.t_idx)} queries, reported on the {len(plan.r_idx)} held out (--holdout "
                  f"{req.holdout:g}, --split-seed {req.split_seed})")
@@ -366,8 +358,6 @@ def run_compare(req: CompareRequest, console=None) -> pl.DataFrame:
         df = pl.concat([compare_pool(plan, req, progress=bar.advance) for plan in plans])
     elapsed = time.perf_counter() - t0
     console.print(render_table(df))
-    for note in skip_notes(df):
-        console.print(note, style="dim", highlight=False)
     for name in df["pool"].unique(maintain_order=True):
         console.print(render_policies(df.filter(pl.col("pool") == name)))
     console.print(f"† tuned on the data it reports (--holdout 0). Standard errors: {SE_METHOD}. {elapsed:.1f} s.",
@@ -415,21 +405,12 @@ def summary_rows(df: pl.DataFrame) -> list[list[str]]:
         hind = g.filter(pl.col("role") == "hindsight")
         orc = hind.row(0, named=True) if hind.height else None
         for r in g.filter(pl.col("role") == "new").iter_rows(named=True):
-            if r["skipped"]:  # the reason once per pool, under the table (skip_notes)
-                new, diff, verd, share = f"{r['policy']}: skipped", "—", "—", "—"
-            else:
-                new = f"{r['policy']} [{r['side']}] {_mse(r['mean'], r['se'])}{_dagger(r)}"
-                diff, verd, share = _signed(r["vs_best"], r["vs_best_se"]), r["verdict"], _share(r["gap_share"],
-                                                                                                 r["gap_share_se"])
+            new = f"{r['policy']} [{r['side']}] {_mse(r['mean'], r['se'])}{_dagger(r)}"
+            diff, verd, share = _signed(r["vs_best"], r["vs_best_se"]), r["verdict"], _share(r["gap_share"],
+                                                                                             r["gap_share_se"])
             rows.append([pool, f"{b:g}", f"{best['policy']} {_mse(best['mean'], best['se'])}{_dagger(best)}", new,
                          diff, verd, (_mse(orc["mean"], orc["se"]) + _dagger(orc)) if orc else "—", share])
     return rows
-
-
-def skip_notes(df: pl.DataFrame) -> list[str]:
-    """Why a new policy was not compared on a pool, once per (pool, policy)."""
-    sk = df.filter(pl.col("skipped").is_not_null()).unique(["pool", "policy"], maintain_order=True)
-    return [f"{r['policy']} skipped on {r['pool']}: {r['skipped']}" for r in sk.iter_rows(named=True)]
 
 
 SUMMARY_HEAD = ("pool", "budget", "best published (tuned)", "new policy [side column]", "new - best", "verdict",
@@ -458,7 +439,7 @@ def policy_rows(df: pl.DataFrame) -> tuple[list, list[list[str]]]:
     """Per pool: one row per policy, one cell per budget (held-out coverage, the chosen configuration)."""
     budgets = sorted(df["budget"].unique().to_list())
     rows = []
-    for p in df.filter(pl.col("skipped").is_null())["policy"].unique(maintain_order=True):
+    for p in df["policy"].unique(maintain_order=True):
         cells = {r["budget"]: r for r in df.filter(pl.col("policy") == p).iter_rows(named=True)}
         first = next(iter(cells.values()))
         rows.append([f"{p} ({first['role']})"] + [
@@ -497,7 +478,7 @@ def markdown(df: pl.DataFrame, command: str) -> str:
              f"were chosen on the tuning part (replay/tune.py DEFAULT_GRID over the fields it uses); the best "
              f"published policy too. Standard errors: {SE_METHOD}. Gap closed = (new - best) / (oracle - best), "
              f"delta-method standard error. † tuned on the data it reports.\n",
-             table(SUMMARY_HEAD, summary_rows(df))] + [f"\n{n}." for n in skip_notes(df)]
+             table(SUMMARY_HEAD, summary_rows(df))]
     for name in df["pool"].unique(maintain_order=True):
         sub = df.filter(pl.col("pool") == name)
         budgets, rows = policy_rows(sub)

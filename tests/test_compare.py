@@ -2,7 +2,7 @@
 when tuning and reporting data overlap; a policy's number is `ttc tune`'s chosen row (one tuner, not two); on a
 synthetic pool with an informative side signal the side column is chosen on the tuning part, side-eb beats the best
 published policy beyond 2 standard errors, and the gap share is (side-eb - best) / (oracle - best) of direct
-replays on the held-out queries; a pool without a side signal skips side-eb with the reason; bad input is one
+replays on the held-out queries; a pool without a side signal runs side-eb without one (its control); bad input is one
 `error:` line."""
 import numpy as np
 import polars as pl
@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cli import app
-from replay.compare import gap_share, paired, verdict
+from replay.compare import CompareRequest, gap_share, paired, plan_pool, verdict
 from replay.engine import replay
 from replay.outputs import written_by
 from replay.policies import RunConfig
@@ -138,14 +138,21 @@ def test_gap_share_and_verdict_arithmetic():
     assert verdict(0.3, 0.1) == "better" and verdict(-0.3, 0.1) == "worse" and verdict(0.2, 0.1) == "within 2 SE"
 
 
-def test_a_pool_without_a_side_signal_skips_side_eb_with_the_reason(tmp_path):
+def test_a_pool_without_a_side_signal_runs_side_eb_without_one(tmp_path):
+    """No score column: side-eb runs with no signal (0.5 for every response), its no-information control, and gets a
+    verdict like any pool's: its held-out number is a direct replay of side-eb without --side."""
     out = tmp_path / "o"
     r = compare_cli(DEFAULT_POOL, "--policy", "uniform", "--budgets", 4, "--seeds", 2, "--out", out)
     df = pl.read_parquet(out / "compare.parquet")
     row = df.filter(pl.col("policy") == "side-eb").row(0, named=True)
-    assert "no per-response score column" in row["skipped"] and np.isnan(row["mean"])
-    assert "side-eb skipped" in r.output
+    assert row["side"] == "none" and row["verdict"] in ("better", "worse", "within 2 SE")
+    assert "no side signal" in r.output
     assert set(df["role"]) == {"published", "new", "hindsight"}
+    plan = plan_pool(DEFAULT_POOL, CompareRequest(pools=[DEFAULT_POOL], budgets=[4], seeds=2, policies=["uniform"]))
+    _, rp = plan.parts(load_pool(DEFAULT_POOL))
+    cfg = next(c for c in plan.grids["side-eb"] if c.label() == row["config"])
+    direct = replay(rp, [cfg], [4], range(2))[0]
+    assert row["mean"] == pytest.approx(direct["coverage"].mean(), abs=1e-12)
 
 
 def _no_truth(tmp_path):
