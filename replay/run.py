@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -90,6 +90,16 @@ def check_budget_totals(budgets, n_queries: int):
                          f"({MAX_BUDGET_TOTAL:.3g})")
 
 
+# The RunConfig fields a replay sweeps as lists (ReplayRequest's Ks, gammas, lams, max_samples, rhos, taus).
+GRID_FIELDS = ("K", "gamma", "lam", "max_samples", "rho", "tau")
+
+
+def fixed_params(req: ReplayRequest) -> dict:
+    """Every other RunConfig field (after the policy), which ReplayRequest holds under the same name: read by name,
+    so that a new field reaches every configuration without being threaded by hand."""
+    return {f.name: getattr(req, f.name) for f in fields(RunConfig)[1:] if f.name not in GRID_FIELDS}
+
+
 def build_configs(req: ReplayRequest, policies: list[str]) -> list[RunConfig]:
     """The cartesian grid of each policy over the parameter lists it uses (others stay at their defaults)."""
     configs = []
@@ -106,11 +116,7 @@ def build_configs(req: ReplayRequest, policies: list[str]) -> list[RunConfig]:
         }
         for vals in itertools.product(*grid.values()):
             kw = dict(zip(grid.keys(), vals))
-            configs.append(config_from_options(pol, unit=req.unit, eliminate=req.eliminate, eps=req.eps,
-                                               m_min=req.m_min, share=req.share, hmax=req.hmax, warmup=req.warmup,
-                                               percentile=req.percentile, prior_strength=req.prior_strength,
-                                               judge=req.judge, bins=req.bins, refresh=req.refresh, horizon=req.horizon,
-                                               dirichlet_conf=req.dirichlet_conf, **kw))
+            configs.append(config_from_options(pol, **fixed_params(req), **kw))
     return configs
 
 
@@ -146,11 +152,8 @@ def validate_request(req: ReplayRequest):
         raise PoolError(f"--gamma must be in [0, 1] (scores are), got {req.gammas}")
     # Every value of every list, whichever policies use it: RunConfig checks the ranges.
     for K, ms, rho, tau in itertools.zip_longest(req.Ks, req.max_samples, req.rhos, req.taus):
-        config_from_options("elimination", unit=req.unit, eliminate=req.eliminate, K=K or 1, max_samples=ms or 0,
-                            rho=rho if rho is not None else 0.5, tau=tau if tau is not None else 0.5,
-                            m_min=req.m_min, eps=req.eps, share=req.share, hmax=req.hmax, warmup=req.warmup,
-                            percentile=req.percentile, prior_strength=req.prior_strength, judge=req.judge,
-                            bins=req.bins, refresh=req.refresh, horizon=req.horizon, dirichlet_conf=req.dirichlet_conf)
+        config_from_options("elimination", K=K or 1, max_samples=ms or 0, rho=rho if rho is not None else 0.5,
+                            tau=tau if tau is not None else 0.5, **fixed_params(req))
     targets = [(name, Path(t)) for name, t in (("--out", req.out), ("--per-query", req.per_query),
                                                  ("--curve", req.curve)) if t is not None]
     for name, target in targets:
