@@ -68,9 +68,9 @@ Scratch = namedtuple("Scratch", "perm qgen hs order qi qf si sf tot act hk hr hq
 # optscale's and dsc's stage 2; cost, first, cand: the oracle's candidates; ds: dsc's search), sch: its scalars (S_*
 # slots), and snap / snapf: a query's answer slots kept while a live pull may stop for a response. (Flat in Scratch:
 # with the Sched nested in it, numba 0.68 compiled run_one without the stores before a live stop; tests/test_live.py
-# caught it.) A live run that stops (tot[NEED]) leaves
-# every one of them as it was before the pull it could not finish, with sch[S_RESUME] = 1: the next call goes on
-# from there instead of from the start (replay/live.py), so each live round costs its own decisions only.
+# caught it.) A live run that stops (tot[NEED]) leaves every one of them as it was before the pull it could not
+# finish, with sch[S_RESUME] = 1: the next call goes on from there instead of from the start (replay/live.py), so
+# each live round costs its own decisions only.
 Sched = namedtuple("Sched", "act hk hr hq eb ex U alloc cost first cand ds sch snap snapf")
 S_RESUME, S_RR_BUDGET, S_RR_K, S_RR_CAP, S_RR_ELIM, S_ONE_PULL, S_RR_ON, S_PER_CAP, S_BLK, S_BY_RANK, S_M, S_P, \
     S_W, S_STAGE, S_SIZE, S_PULLS, S_N0, S_U, S_Q, S_START, S_C, S_LEFT, S_SP, S_I, S_WANT, S_BUD, S_UU, S_CAP, \

@@ -5,8 +5,8 @@ permutation). `run_live` runs the engine's own `run_one` over the responses rece
 were received (the identity permutation): the run stops at the first response that does not exist yet
 (kernel.NEED), leaving its state as it was before the pull that needed it, the driver asks the source for it, and
 the run goes on from there (the engine keeps its scheduler's state in the scratch W). The run is thus one engine
-run cut where responses were missing, each decision made once. Live therefore equals replay by construction: `PoolSource` answers from a pool and a permutation, and a live run over it is one engine run on
-that permutation; `harvest.live.BackendSource` answers by generating and scoring, drawing the k-th response of a
+run cut where responses were missing, each decision made once. Live therefore equals replay by construction:
+`PoolSource` answers from a pool and a permutation, and a live run over it is one engine run on that permutation; `harvest.live.BackendSource` answers by generating and scoring, drawing the k-th response of a
 query with the seed its k-th pool sample would have had, so a live run equals a replay of the pool that
 `ttc harvest` writes with the same model, template and seed (taken in sample order).
 
