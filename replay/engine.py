@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 
 from .kernel import (CAPPED, CONFIG, COVERED, ELIM, EXH, EXHAUSTED, F_ANSWERED, F_CAPPED, F_COVERED, F_EXHAUSTED,
-                     F_SEL, N, SAMPLES, TOKENS, PoolArrays, SCHED_SLOTS, Sched, Scratch, _grid, answer_offsets, cisc_weights,
+                     F_SEL, N, READING_RULES, SAMPLES, TOKENS, PoolArrays, SCHED_SLOTS, Sched, Scratch, _grid, answer_offsets, cisc_weights,
                      confidence_votes, new_state, run_one, selections)
 from .policies import CISC_TEMP, DEEPCONF_ETA, REGISTRY, SELECTION_RULES, RunConfig, check_selection_params
 from .pool import Pool, PoolError
@@ -96,6 +96,13 @@ def vote_weights(score, votes) -> tuple[np.ndarray, float]:
     return frozen(cw, np.float64), float(votes[1])
 
 
+def reading_flag(records):
+    """run_one's `reading` argument for these configurations (CONFIG records): True when one uses a rule that
+    reads the drawn responses (kernel.READING_RULES), else None, which compiles a kernel without those rules (its
+    own cached specialisation, ~4 s less to compile on a first run)."""
+    return True if np.isin(records["elim"], READING_RULES).any() else None
+
+
 def run_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, seeds, tables,
              per_query: bool = False, votes: tuple | None = None):
     """Run configs[c] at total budget budget_totals[c, s] on each seed; raw arrays out. votes = (cisc_temp,
@@ -115,11 +122,12 @@ def run_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, se
                 frozen(budget_totals, np.int64), cw, eta, out_f, out_i, pq_n, pq_flags)
         chunks = min(S, get_threads())
         bins = max(c.bins for c in configs)  # side-eb's, at most (each thread has its own scheduler scratch)
+        reading = reading_flag(args[3])
         if chunks == 1:
-            _grid(*args, sched(n, bins), 0, S)
+            _grid(*args, sched(n, bins), 0, S, reading)
         else:  # contiguous chunks of seeds; _grid releases the GIL
             with ThreadPoolExecutor(chunks) as ex:
-                for f in [ex.submit(_grid, *args, sched(n, bins), t * S // chunks, (t + 1) * S // chunks)
+                for f in [ex.submit(_grid, *args, sched(n, bins), t * S // chunks, (t + 1) * S // chunks, reading)
                           for t in range(chunks)]:
                     f.result()
     return out_f, out_i, pq_n, pq_flags
@@ -303,5 +311,6 @@ def run_once(off, correct, score, ans, tok, perm, rank, config: RunConfig, budge
     P = pool_arrays(off, correct, score, ans, tok, make_tables(int(np.diff(off).max(initial=1)), conf), prior=prior,
                     side=side)
     W = scratch(len(off) - 1, int(P.aoff[-1]), perm, np.argsort(np.asarray(rank, np.int64)), config.bins)
-    run_one(P, W, config.record()[0], np.int64(budget_total), np.int64(0))
+    record = config.record()
+    run_one(P, W, record[0], np.int64(budget_total), np.int64(0), reading_flag(record), None)
     return outcome(P, W, votes)

@@ -31,6 +31,10 @@ UNIFORM, ELIMINATION, UCB, GAP, GAP_LITERAL, ENTROPY, TWO_STAGE, STREAMING, ORAC
 UNIT_SAMPLES, UNIT_TOKENS = 0, 1
 ELIM_NONE, ELIM_THRESHOLD, ELIM_SC_SHARE, ELIM_SC_BETA, ELIM_ESC, ELIM_AC_MAJORITY, ELIM_AC_ENTROPY, \
     ELIM_AC_DIRICHLET = range(8)
+# The rules that read the drawn responses or the answer slots at each check (the others read the running counts):
+# run_one compiles them in only when its `reading` argument is not None, so that a grid without them (the default
+# replay's) does not pay their compile (engine.reading_flag picks the argument from the configurations).
+READING_RULES = (ELIM_ESC, ELIM_AC_ENTROPY, ELIM_AC_DIRICHLET)
 
 # qi columns
 N, BEST_J, COVERED, LEAD, LEAD_CNT, SECOND_CNT, WLEAD, ELIM, CAPPED, EXH = range(10)
@@ -780,7 +784,7 @@ def ac_dirichlet(si, lo, hi, lead, lc, conf):
 
 
 @njit(cache=True)
-def run_one(P, W, cfg, budget, epoch):
+def run_one(P, W, cfg, budget, epoch, reading, live_run):
     """Replay one configuration (a CONFIG record) at total budget `budget`; the outcome is left in W's state
     arrays (qi, qf, si, sf, tot).
 
@@ -808,16 +812,18 @@ def run_one(P, W, cfg, budget, epoch):
     nb, refresh, hz = cfg.bins, cfg.refresh, cfg.horizon
     n = off.shape[0] - 1
     lazy = qgen.shape[0] > 0  # a runtime bool: one specialisation for lazy and given permutations
-    live = False
-    for i in range(n):
-        if have[i] < off[i + 1] - off[i]:
-            live = True
-            break
     tot[NEED] = 0
     sch = W.sch
-    resume = sch[S_RESUME] != 0  # a live run that stopped for a response: this call goes on from there
-    sch[S_RESUME] = 0
-    live = live or resume
+    live = False
+    resume = False
+    if live_run is not None:
+        for i in range(n):
+            if have[i] < off[i + 1] - off[i]:
+                live = True
+                break
+        resume = sch[S_RESUME] != 0  # a live run that stopped for a response: this call goes on from there
+        sch[S_RESUME] = 0
+        live = live or resume
 
     def answered(i, rule, n_, best, lead, lc, sc):
         """The elimination rule on query i's state (n_ responses drawn). The rules of ESC and Adaptive-
@@ -831,6 +837,8 @@ def run_one(P, W, cfg, budget, epoch):
             return lead >= 0 and lc >= min_a[sc]
         if rule == ELIM_AC_MAJORITY:
             return n_ >= 2 and lc >= share * n_
+        if reading is None:  # the run uses none of the rules below: not compiled (see run_one's docstring)
+            return False
         if rule == ELIM_ESC:
             return n_ >= K and lead >= 0 and esc_window(ans, perm, off[i] + n_ - K, K)
         if rule == ELIM_AC_ENTROPY:
@@ -892,8 +900,10 @@ def run_one(P, W, cfg, budget, epoch):
         avail = size_i - n_
         short = (avail // want_k) * want_k if avail < D else -1  # the draw at which the short pull starts
         D = min(D, avail)
-        Dh = min(D, have[i] - n_) if live else D  # (live) the draws whose responses exist
-        if Dh < D:  # (live) the pull may stop for a response: keep its answer slots, to leave them as they were
+        Dh = D
+        if live_run is not None and live:  # the draws whose responses exist
+            Dh = min(D, have[i] - n_)
+        if live_run is not None and Dh < D:  # (live) the pull may stop for a response: keep its answer slots, to leave them as they were
             for t in range(aoff[i], aoff[i + 1]):
                 snap[t - aoff[i], 0] = si[t, CNT]
                 snap[t - aoff[i], 1] = si[t, FIRST_J]
@@ -954,7 +964,7 @@ def run_one(P, W, cfg, budget, epoch):
                     el = 1
                     fired = True
                     break
-        if live and d == Dh and Dh < D and not fired and not stop:  # (live) the next draw does not exist yet
+        if live_run is not None and live and d == Dh and Dh < D and not fired and not stop:  # (live) the next draw does not exist yet
             for t in range(aoff[i], aoff[i + 1]):  # nothing of the pull stays: the next call makes it again
                 si[t, CNT] = snap[t - aoff[i], 0]
                 si[t, FIRST_J] = snap[t - aoff[i], 1]
@@ -1040,7 +1050,7 @@ def run_one(P, W, cfg, budget, epoch):
     U, alloc, cost, first, cand, ds = W.U, W.alloc, W.cost, W.first, W.cand, W.ds
     by_cost = cost
     n_max = off[n] + 1  # more pulls than any query can make
-    if resume:  # (live) where the last call stopped: its scalars back (the arrays are where it left them)
+    if live_run is not None and resume:  # (live) where the last call stopped: its scalars back (the arrays are where it left them)
         rr_budget, rr_k, rr_cap, rr_elim = sch[S_RR_BUDGET], sch[S_RR_K], sch[S_RR_CAP], sch[S_RR_ELIM]
         one_pull, rr_on, per_cap, by_rank = sch[S_ONE_PULL] != 0, sch[S_RR_ON] != 0, sch[S_PER_CAP] != 0, \
             sch[S_BY_RANK] != 0
@@ -1124,7 +1134,7 @@ def run_one(P, W, cfg, budget, epoch):
     while True:
         i, want, bud, uu, cap, rule, reps = -1, 0, budget, unit, max_samples, elim, 1
         # ---- name the next pull ----
-        if pending:  # (live) the pull the last call could not finish, made again
+        if live_run is not None and pending:  # (live) the pull the last call could not finish, made again
             pending = False
             i, want, bud, uu, cap, rule, reps = sch[S_I], sch[S_WANT], sch[S_BUD], sch[S_UU], sch[S_CAP], \
                 sch[S_RULE], sch[S_REPS]
@@ -1246,8 +1256,9 @@ def run_one(P, W, cfg, budget, epoch):
             i, want, bud, uu, cap, rule = cand[by_cost[q]], first[by_cost[q]] + 1, INT64_MAX, \
                 UNIT_SAMPLES, 0, ELIM_NONE
 
-        if pull(i, want, bud, uu, cap, rule, reps):  # (live) a response that does not exist yet: stop here,
-            # keeping the scheduler's scalars and this pull for the next call (sch[S_RESUME])
+        stopped = pull(i, want, bud, uu, cap, rule, reps)
+        if live_run is not None and stopped:  # (live) a response that does not exist yet: stop here, keeping
+            # the scheduler's scalars and this pull for the next call (sch[S_RESUME])
             sch[S_RR_BUDGET], sch[S_RR_K], sch[S_RR_CAP], sch[S_RR_ELIM] = rr_budget, rr_k, rr_cap, rr_elim
             sch[S_ONE_PULL], sch[S_RR_ON], sch[S_PER_CAP], sch[S_BY_RANK] = (1 if one_pull else 0), \
                 (1 if rr_on else 0), (1 if per_cap else 0), (1 if by_rank else 0)
@@ -1427,7 +1438,7 @@ def confidence_votes(off, aoff, correct, score, ans, perm, qi, cw, eta, acc, fir
 
 
 @njit(nogil=True, cache=True)
-def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags, sched, s_lo, s_hi):
+def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags, sched, s_lo, s_hi, reading):
     """Every configuration (cfgs: CONFIG records) at budgets[c, s] on seeds s_lo .. s_hi - 1, with scratch
     allocated once. It releases the GIL: engine.run_grid runs contiguous chunks of seeds on threads, and a
     seed's results depend only on the seed. (Threads rather than prange: numba's parallel compile pipeline
@@ -1466,7 +1477,7 @@ def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags,
             for i in range(n):  # each query's permutation stream, in one vectorisable loop
                 hs[i] = seed_stream(seeds[s], qkeys[i])
             for c in range(cfgs.shape[0]):
-                run_one(P, W, cfgs[c], budgets[c, s], epoch)
+                run_one(P, W, cfgs[c], budgets[c, s], epoch, reading, None)
                 selections(qi, si, aoff, correct, sel)
                 if votes:
                     confidence_votes(off, aoff, correct, P.score, P.ans, perm, qi, cw, eta, v_acc, v_first, v_lst,

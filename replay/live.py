@@ -229,7 +229,9 @@ def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], 
                 P = pool_arrays(got.off, got.correct, got.score, got.ans, got.tok, tables, got.have, prior, got.side,
                                 aoff=np.concatenate([[0], np.cumsum(slots)]))
                 W = scratch(n, int(P.aoff[-1]), np.arange(len(got.correct)), order, cfg.bins, int(slots.max()))
-            run_one(P, W, record, np.int64(budget_total), np.int64(0))  # goes on where the last call stopped
+            # (goes on where the last call stopped; every rule compiled in, so that every live run shares one
+            # specialisation of the kernel: see kernel.READING_RULES)
+            run_one(P, W, record, np.int64(budget_total), np.int64(0), True, True)
             runs += 1
             if on_run is not None:
                 on_run({"samples": int(W.tot[SAMPLES]), "tokens": int(W.tot[TOKENS]),
