@@ -98,13 +98,19 @@ _S27 = np.uint64(27)
 _S31 = np.uint64(31)
 _S32 = np.uint64(32)
 _ONE = np.uint64(1)
+# The decorators. No kernel is taken as a first-class function, so none has a cfunc wrapper, and a helper only
+# kernels call (`inner`) has no CPython wrapper either (Python cannot call it): each wrapper is code that a first
+# run types, lowers and emits (-1.1 to -1.5 s of a cold `ttc replay` for the 17 helpers, measured interleaved).
+jit = njit(cache=True, no_cfunc_wrapper=True)
+inner = njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+
 # Indexing with an unsigned integer skips numba's negative-index wraparound (a compare and a select per access);
 # the hot loops cast their (never negative) indices with it: 12-15% fewer ns per draw, measured.
 _ix = np.uint64
 
 
 
-@njit(cache=True)
+@jit
 def mix64(z):
     """splitmix64 finaliser (a bijection on uint64 with full avalanche)."""
     z = (z ^ (z >> _S30)) * _M1
@@ -112,12 +118,12 @@ def mix64(z):
     return z ^ (z >> _S31)
 
 
-@njit(cache=True)
+@jit
 def seed_stream(seed, qkey):
     return mix64(mix64(np.uint64(seed) * _GOLDEN + _ONE) ^ qkey)
 
 
-@njit(cache=True)
+@inner
 def swap_index(h, k, m):
     """Step k of query's forward Fisher-Yates (stream h, m responses) swaps position k with this one:
     k + floor(u * (m - k)) for a 32-bit uniform u from the hash of (h, k), by multiply-shift."""
@@ -125,7 +131,7 @@ def swap_index(h, k, m):
     return k + np.int64(((r >> _S32) * np.uint64(m - k)) >> _S32)
 
 
-@njit(cache=True)
+@jit
 def fill_permutation(off, qkeys, seed, perm):
     """perm[off[i] + k] = global index of the k-th response query i receives (forward Fisher-Yates).
 
@@ -145,7 +151,7 @@ def fill_permutation(off, qkeys, seed, perm):
             perm[a + j] = t
 
 
-@njit(cache=True)
+@jit
 def fill_query_order(qkeys, seed, rank, order):
     """order: the per-run random order of queries (by a hash of (seed, query key), ties by index); rank[i]:
     position of query i in it. The hashes are uniform, so a bucket sort on their top bits followed by an
@@ -179,7 +185,7 @@ def fill_query_order(qkeys, seed, rank, order):
         rank[order[p]] = p
 
 
-@njit(cache=True)
+@jit
 def answer_offsets(off, ans):
     """aoff[i]: the first answer slot of query i, which owns 2 + (its largest answer id) slots: one for
     invalid answers, one per answer id. Answer ids are dense ranks within a query, so a query with few
@@ -195,7 +201,7 @@ def answer_offsets(off, ans):
     return aoff
 
 
-@njit(cache=True)
+@jit
 def kth_smallest(a, k):
     """The k-th smallest value of a (k from 0), by quickselect on a copy: expected O(len(a)). np.partition
     would do, but it alone added 3.5 s to the first run's compile."""
@@ -203,7 +209,7 @@ def kth_smallest(a, k):
     return _kth_in_place(b, b.shape[0], k)
 
 
-@njit(cache=True)
+@jit
 def new_state(n, slots):
     """Fresh state for n queries with `slots` answer slots in all (answer_offsets(...)[n])."""
     qi = np.zeros((n, QI_COLS), np.int64)
@@ -218,7 +224,7 @@ def new_state(n, slots):
     return qi, qf, si, sf, tot
 
 
-@njit(cache=True)
+@inner
 def _reset_query(qi, qf, i):
     for c in range(QI_COLS):
         qi[i, c] = 0
@@ -231,7 +237,7 @@ def _reset_query(qi, qf, i):
     qf[i, WLEAD_SUM] = -1.0
 
 
-@njit(cache=True)
+@inner
 def reset_state(qi, qf, si, sf, tot, off, aoff, ans, perm):
     """Back to the initial state, touching only the answer slots the run used (O(draws + n))."""
     n = off.shape[0] - 1
@@ -255,7 +261,7 @@ def reset_state(qi, qf, si, sf, tot, off, aoff, ans, perm):
         tot[k] = 0
 
 
-@njit(cache=True)
+@inner
 def restore_identity(off, perm, qgen, hs, epoch):
     """Undo this seed's lazy Fisher-Yates steps: every position a step touched (its own and the one it swapped
     with) gets its identity entry back, so the next seed starts from the identity at O(steps) cost. Cheaper per
@@ -278,7 +284,7 @@ def restore_identity(off, perm, qgen, hs, epoch):
                 perm[j] = j
 
 
-@njit(cache=True)
+@jit
 def stable_argsort(keys, m):
     """Indices that sort keys[:m] (non-negative integers) ascending, ties in index order. A counting sort when the
     keys span at most 4 m + 64 values (sample costs: at most the pool size), else a merge sort over insertion-
@@ -341,7 +347,7 @@ def stable_argsort(keys, m):
     return a
 
 
-@njit(cache=True)
+@inner
 def oracle_candidates(P, W, epoch, unit, cost, first, cand):
     """The oracle's once-per-run plan: the queries with a correct response in their pool, in rank order, with
     the position of their first correct draw and its cost (responses or tokens up to it). Returns how many."""
@@ -386,7 +392,7 @@ def oracle_candidates(P, W, epoch, unit, cost, first, cand):
     return c
 
 
-@njit(cache=True)
+@inner
 def active_by_rank(qi, order, act):
     """act[:m] = the active queries in rank order; returns m."""
     m = 0
@@ -398,7 +404,7 @@ def active_by_rank(qi, order, act):
     return m
 
 
-@njit(cache=True)
+@inner
 def stage2_split(qi, qf, U, u, alloc, R, unit, n):
     """Two-stage's stage 2: what is left of the budget (R) split over the unanswered queries U[:u] in proportion
     to (sum + 1) / (N + 2). Samples: largest remainder (ties by rank, U's order), then U and alloc put in memory
@@ -444,7 +450,7 @@ def stage2_split(qi, qf, U, u, alloc, R, unit, n):
             t += 1
 
 
-@njit(cache=True)
+@jit
 def optscale_target(drawn, wins, lo, cap, pct):
     """optscale's N_i (docs/semantics.md): with p = wins / drawn the estimated chance that a draw succeeds, the
     smallest N >= 1 with (1 - p)^N <= pct (the product (drawn - wins) / drawn multiplied N times from 1.0, so that
@@ -463,7 +469,7 @@ def optscale_target(drawn, wins, lo, cap, pct):
     return min(max(lo, k), cap)
 
 
-@njit(cache=True)
+@inner
 def gain_index(prior, qi, qf, i, c0, gamma):
     """marginal-gain's index of query i: the expected gain of its next response, 0 once one of its draws reached
     gamma (solved), else c0 p / (c0 + N), the mean of the Beta(c0 p, c0 (1 - p)) prior (mean p = prior[i], the
@@ -483,7 +489,7 @@ EB_SHRINK = 32.0  # side-eb: the bins' ratios start at 1 with this many expected
 EB_HMAX = 1024  # side-eb --horizon 1: the longest horizon h, in draws (docs/semantics.md)
 
 
-@njit(cache=True)
+@inner
 def side_eb(hk, hr, hq, size, qi, ex, eb, i, n0, side, tok, perm, off, nb, c0, unit, tot, hz, budget):
     """side-eb's bookkeeping (docs/semantics.md), one function (each njit function costs compile time).
     i >= 0: fold in the pull of query i that held n0 draws (all failures): the bin it was in gains the pull's draws
@@ -555,7 +561,7 @@ def side_eb(hk, hr, hq, size, qi, ex, eb, i, n0, side, tok, perm, off, nb, c0, u
     return g
 
 
-@njit(cache=True)
+@inner
 def optscale_caps(qi, score, off, perm, cap, warmup, max_samples, gamma, pct):
     """After optscale's warm-up: cap[i] = query i's N_i from its draws that reach gamma (optscale_target, at most
     max_samples, else its pool size), and capped = it holds N_i (or max_samples) already; exhausted queries keep
@@ -573,7 +579,7 @@ def optscale_caps(qi, score, off, perm, cap, warmup, max_samples, gamma, pct):
             qi[i, CAPPED] = 1
 
 
-@njit(cache=True)
+@inner
 def dsc_judge(qi, off, tot, U, alloc, ds, K, judge):
     """dsc's partition (docs/semantics.md), the source's binary search over U (the queries easiest first) for the
     easy prefix: returns the next judge that must draw its first window (the caller pulls K - N for it, then sets
@@ -622,7 +628,7 @@ def dsc_judge(qi, off, tot, U, alloc, ds, K, judge):
         ds[5] = ds[3]
 
 
-@njit(cache=True)
+@inner
 def heapify(hk, hr, hq, size):
     """Floyd's bottom-up heap construction on (key desc, rank asc), for an index rule whose first indices are not
     all +inf (marginal-gain: the predictions). hk[size] is the -inf sentinel."""
@@ -646,7 +652,7 @@ def heapify(hk, hr, hq, size):
 _E52 = 4503599627370496.0  # 2**52
 
 
-@njit(cache=True)
+@inner
 def difficulty_order(score, off, perm, order, out):
     """dsc's ranking: out = the queries sorted by the score of their first draw, highest (easiest) first, ties by
     rank. A double x in [0, 1] (scores are) = f 2^e (frexp: f in [0.5, 1)) orders like the integer
@@ -666,7 +672,7 @@ def difficulty_order(score, off, perm, order, out):
         out[t] = order[by[t]]
 
 
-@njit(cache=True)
+@inner
 def esc_window(ans, perm, a0, K):
     """ESC's rule: the K draws perm[a0 .. a0 + K - 1] (a query's last window) share one valid answer. A function of
     its own, not inlined in run_one's rule check: the check is inlined at three call sites, and this loop is read
@@ -680,7 +686,7 @@ def esc_window(ans, perm, a0, K):
     return True
 
 
-@njit(cache=True)
+@inner
 def ac_entropy(si, T, L, lo, hi, n_):
     """Adaptive-Consistency's normalised entropy of a query's answer categories (its slots si[lo:hi], invalid
     first), with the source's pseudo-category of count 1 when there is one category. Its own function for the
@@ -697,7 +703,7 @@ def ac_entropy(si, T, L, lo, hi, n_):
     return (L[n_] - total / n_) / L[ncat]
 
 
-@njit(cache=True)
+@jit
 def ac_dirichlet(si, lo, hi, lead, lc, conf):
     """Adaptive-Consistency's Dirichlet probability (docs/semantics.md, ac-dirichlet): with a = lc + 1 (the leading
     answer's count plus one) and b + 1 for each of the four most frequent other valid answers (slots lo + 1 .. hi - 1;
@@ -783,7 +789,7 @@ def ac_dirichlet(si, lo, hi, lead, lc, conf):
     return total * c0 * h
 
 
-@njit(cache=True)
+@jit
 def run_one(P, W, cfg, budget, epoch, reading, live_run):
     """Replay one configuration (a CONFIG record) at total budget `budget`; the outcome is left in W's state
     arrays (qi, qf, si, sf, tot).
@@ -1318,7 +1324,7 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run):
             q += 1
 
 
-@njit(cache=True)
+@jit
 def selections(qi, si, aoff, correct, out):
     """out[i]: which selections of query i pick a correct response, as F_SEL bits (bon = highest score,
     weighted = largest summed score, sc = majority; an answer's selected response is its first draw). One call
@@ -1337,7 +1343,7 @@ def selections(qi, si, aoff, correct, out):
         out[i] = bits
 
 
-@njit(cache=True)
+@jit
 def cisc_weights(score, temp, out):
     """out[j] = exp((score[j] - 1) / temp): CISC's softmax weight of response j times a factor shared by every
     response (docs/semantics.md), so it is computed once per pool, not per run. The shift by the largest possible
@@ -1346,7 +1352,7 @@ def cisc_weights(score, temp, out):
         out[j] = math.exp((score[j] - 1.0) / temp)
 
 
-@njit(cache=True)
+@inner
 def _kth_in_place(b, m, k):
     """The k-th smallest of b[:m] (k from 0), by quickselect in place (b is scratch; Hoare partition:
     b[lo..j] <= pivot <= b[i..hi]). deepconf calls it once per query per run, kth_smallest on a copy."""
@@ -1372,7 +1378,7 @@ def _kth_in_place(b, m, k):
     return b[k]
 
 
-@njit(cache=True)
+@inner
 def _vote(off, aoff, ans, perm, i, d, w, thr, conf, acc, first, lst):
     """Weighted vote over query i's first d draws (perm order): the valid responses j with conf[j] >= thr each
     add w[j] to their answer. Returns the earliest drawn of those responses whose answer has the largest sum
@@ -1404,7 +1410,7 @@ def _vote(off, aoff, ans, perm, i, d, w, thr, conf, acc, first, lst):
     return jw
 
 
-@njit(cache=True)
+@jit
 def confidence_votes(off, aoff, correct, score, ans, perm, qi, cw, eta, acc, first, lst, buf, out):
     """ORs into out[i] the F_SEL bits of the confidence-weighted votes of query i, read from its drawn responses
     perm[off[i] .. off[i] + qi[i, N] - 1] after a run (docs/semantics.md): cisc (128), the vote weighted by
@@ -1437,7 +1443,7 @@ def confidence_votes(off, aoff, correct, score, ans, perm, qi, cw, eta, acc, fir
         out[i] |= bits
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, no_cfunc_wrapper=True)
 def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags, sched, s_lo, s_hi, reading):
     """Every configuration (cfgs: CONFIG records) at budgets[c, s] on seeds s_lo .. s_hi - 1, with scratch
     allocated once. It releases the GIL: engine.run_grid runs contiguous chunks of seeds on threads, and a

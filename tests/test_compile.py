@@ -43,5 +43,6 @@ def test_one_compiled_signature_for_every_pool_and_run():
     assert out.returncode == 0, out.stderr[-3000:]
     grid, one = out.stdout.strip().splitlines()[-1].split(" ", 1)
     assert int(grid) == 2, f"_grid compiled for {grid} signatures"  # without and with the reading rules
-    # called from Python: run_once (no reading rule) and live runs (every rule), nothing else
-    assert one == "['(bool, bool)', '(none, none)']", one
+    # replay and run_once (no reading rule), live runs (every rule) and the esc grid, nothing else (the last is
+    # listed only when _grid was compiled in this process rather than loaded from numba's cache)
+    assert one in ("['(bool, bool)', '(none, none)']", "['(bool, bool)', '(bool, none)', '(none, none)']"), one
