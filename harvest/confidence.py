@@ -16,7 +16,10 @@ paraphrase, since the paper leaves edge cases open:
   shorter than the window is one group, the mean over all its tokens (`compute_least_grouped`);
 - lowest group confidence: the smallest group confidence; bottom-10%: the mean of the lowest
   max(1, int(0.1 * groups)) group confidences (`calculate_bottom_window_confidence`); tail: the mean of C over the
-  last `tail` tokens (`calculate_tail_confidence`); mean: the mean of C over all tokens.
+  last `tail` tokens (`calculate_tail_confidence`); mean: the mean of C over all tokens;
+- record lows (group-lows, DeepConf online's stopping data): the positions where the group confidence of the window
+  ending there falls below every earlier one, and those values (group_lows: the online filter stops a trace at the
+  first of them below its threshold, whatever the threshold, so replay needs nothing else to stop it exactly).
 DeepConf rounds every C to three decimals; this does not (rounding changes rankings between close traces and buys
 nothing). The mean token log-prob (CISC's "response probability" in log space, and what the math500-ivt dump
 publishes) is of the sampled tokens.
@@ -104,6 +107,38 @@ def tail_confidence(sampled: np.ndarray, conf: np.ndarray, spec: "ConfidenceSpec
     return float(conf[-spec.tail:].mean())
 
 
+def record_lows(groups: np.ndarray, first: int) -> tuple[list[int], list[float]]:
+    """The record lows of a sequence whose k-th value belongs to position first + k: the positions where it falls
+    below every earlier value (the first value always), and those values; values strictly decrease, positions
+    strictly increase, and the last value is the sequence's minimum."""
+    pos: list[int] = []
+    val: list[float] = []
+    low = math.inf
+    for k, g in enumerate(groups.tolist()):
+        if g < low or not pos:
+            low = g
+            pos.append(first + k)
+            val.append(g)
+    return pos, val
+
+
+def group_lows(sampled: np.ndarray, conf: np.ndarray, spec: "ConfidenceSpec") -> tuple[list[int], list[float]]:
+    """DeepConf online's stopping data for one response. Its filter (deepconf/processors.py,
+    ConfPerReqLogitsProcessor) computes C_t at each decoding step t from that step's logits, keeps the last `window`
+    of them, and once it holds `window` ("if len(self.conf_group_list) >= self.conf_group_size and
+    self.conf_grouped / len(self.conf_group_list) < self.threshold") forces the end-of-sequence token at step t when
+    their mean is below the threshold s: the trace then holds t + 1 tokens. C_t depends only on tokens before t, so
+    the same response generated with the filter on agrees with this one up to step t, and it stops at the first t >=
+    window - 1 whose group (tokens t - window + 1 .. t) is below s: the first record low of the group sequence below
+    s. A response shorter than the window is one group ending at its last token (compute_least_grouped): the filter
+    never stops it, but the source's post-hoc check (`if trace["min_conf"] < output.conf_bar: trace["stop_reason"] =
+    "gconf_threshold"`) drops it from the vote all the same, having paid its whole length, which is what a stop at
+    its last token means too. The group means are _windows' (the lowest-group signal's numbers: its minimum is the
+    last value here)."""
+    groups = _windows(conf, spec.window)
+    return record_lows(groups, spec.window - 1 if len(conf) >= spec.window else len(conf) - 1)
+
+
 # ------------------------------------------------------------------------------------------------ maps to [0, 1]
 
 
@@ -170,19 +205,25 @@ class ConfidenceSpec:
         return {o for e in self.entries for o in e.options}
 
     def columns(self) -> list[str]:
-        """The sample columns written, in registry order: each signal's score, then its raw value."""
+        """The sample columns written, in registry order: each signal's score, then its raw value (a "lows" signal:
+        its positions, then its values)."""
         from .registry import SIGNALS
 
         return [c for name, e in SIGNALS.items() if name in self.signals for c in (e.column, e.raw)]
 
+    def score_columns(self) -> list[str]:
+        """The score columns in [0, 1] among columns() (what --score or --side may name)."""
+        return [e.column for e in self.entries if e.scores]
+
     def schema(self) -> dict:
-        """columns() with their types, as every writer of them (ttc harvest, ttc run) types them: a score_* column as
-        the pool format declares it, a raw value as a plain float."""
+        """columns() with their types, as every writer of them (ttc harvest, ttc run) types them: a score_* column and
+        a record-lows column as the pool format declares them, a raw value as a plain float."""
         import polars as pl
 
-        from replay.pool import column
+        from replay.pool import SAMPLE_COLUMNS, column
 
-        return {c: column(c).dtype if c.startswith("score_") else pl.Float64 for c in self.columns()}
+        return {c: column(c).dtype if c.startswith("score_") or c in SAMPLE_COLUMNS else pl.Float64
+                for c in self.columns()}
 
     def record(self) -> dict:
         """pool.json's account (in the generation block, so a resume or merge with other signals is refused)."""
@@ -193,10 +234,19 @@ class ConfidenceSpec:
                                        f"2025), k = {self.top_k}")
         out["columns"] = {e.column: {"signal": e.name, "raw": e.raw, "raw_is": e.how, "map": e.map_doc,
                                      "empty": "no tokens: raw null, score 0"}
-                          for e in self.entries}
+                          for e in self.entries if e.scores}
+        for e in self.entries:
+            if not e.scores:
+                out["columns"][e.column] = {
+                    "signal": e.name, "values": e.raw, "is": e.how, "map": e.map_doc,
+                    "units": "DeepConf's group confidence itself (not mapped): the threshold replay sets from the "
+                             "warm-up's lowest group confidences is in the same units",
+                    "stop": "a trace stops at the first position whose value is below the threshold s, having paid "
+                            "position + 1 tokens; none below s: it runs to its end",
+                    "empty": "no tokens: both lists empty"}
         return out
 
-    def compute(self, sampled: Sequence[float], conf: Sequence[float] | None) -> dict[str, float | None]:
+    def compute(self, sampled: Sequence[float], conf: Sequence[float] | None) -> dict[str, float | list | None]:
         """Every requested signal of one response, score and raw columns, from its generated tokens' sampled
         log-probs and (when a DeepConf signal is asked for) token confidences. No tokens: raw None and score 0 (no
         evidence of anything, as a PRM's no steps)."""
@@ -210,6 +260,9 @@ class ConfidenceSpec:
             if data is None:
                 raise SignalError(f"confidence signal {e.name} needs top-{self.top_k} log-probs, which the backend "
                                   "did not return")
+            if not e.scores:  # the record lows: two lists
+                out[e.column], out[e.raw] = e.load()(s, c, self) if len(data) else ([], [])
+                continue
             if len(data) == 0:
                 out[e.column], out[e.raw] = 0.0, None
                 continue

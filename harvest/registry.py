@@ -182,7 +182,9 @@ class Signal:
     (the sampled tokens' log-probs) or "top-k" (the k largest log-probs at every position, DeepConf's token
     confidence); options: the parameters it reads (window, top_k, tail: --confidence-window, ...); map: the map to
     [0, 1] (harvest.confidence.MAPS); map_doc: that map in words; how: what the raw value is; doc: one line for
-    --help."""
+    --help. kind: "score" (one number per response: a score column and its raw value) or "lows" (two list columns
+    per response, `column` the positions and `raw` the values of a sequence's record lows, no score and no map:
+    what replay's deepconf-online reads to stop a trace at any threshold; replay/pool.py declares them)."""
 
     name: str
     impl: str
@@ -194,9 +196,15 @@ class Signal:
     map_doc: str
     needs: str = "top-k"
     options: tuple[str, ...] = ("top_k",)
+    kind: str = "score"
 
     def load(self):
         return _load(self.impl)
+
+    @property
+    def scores(self) -> bool:
+        """Whether it writes a score column in [0, 1] (one a run can select, or read as a side signal)."""
+        return self.kind == "score"
 
 
 # DeepConf's defaults (deepconf/wrapper.py: window_size 2048, logprobs=20; utils.py: tail_tokens 2048)
@@ -220,6 +228,13 @@ SIGNALS = {s.name: s for s in (
     Signal("tail", "harvest.confidence:tail_confidence", "DeepConf's tail confidence",
            "the mean of C_i over the last `--confidence-tail` generated tokens", "score_tail_conf", "conf_tail",
            "confidence", _CONF_MAP, options=("top_k", "tail")),
+    Signal("group-lows", "harvest.confidence:group_lows", "DeepConf online's stopping data: the record lows of the "
+           "group confidence, so that replay stops a trace where DeepConf's online filter would at any threshold",
+           "the positions t (0-based token index) where the group confidence of the window ending at t (tokens t - "
+           "window + 1 .. t, as DeepConf's online filter checks it once the window is full; a shorter response: one "
+           "group ending at its last token) is below every earlier one, and those group confidences",
+           "conf_lows_pos", "conf_lows", "none", "none: two list columns (positions, values), raw units",
+           options=("top_k", "window"), kind="lows"),
 )}
 
 
@@ -340,7 +355,9 @@ def signal_table() -> str:
     lines = ["| signal | needs | score column | raw column | raw value | map to [0, 1] |", "|---|---|---|---|---|---|"]
     for s in SIGNALS.values():
         needs = "sampled log-probs" if s.needs == "sampled" else "top-k log-probs"
-        lines.append(f"| `{s.name}` | {needs} | `{s.column}` | `{s.raw}` | {s.how} | {s.map_doc} |")
+        col = f"`{s.column}`" if s.scores else f"`{s.column}` (list of int)"
+        raw = f"`{s.raw}`" if s.scores else f"`{s.raw}` (list of float)"
+        lines.append(f"| `{s.name}` | {needs} | {col} | {raw} | {s.how} | {s.map_doc} |")
     return "\n".join(lines)
 
 

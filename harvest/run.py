@@ -442,7 +442,8 @@ def side_columns(req: RunRequest) -> list[str]:
     signal). Only score_* columns: the pool format holds them in [0, 1] with no null, as a side signal must be."""
     from .registry import ORACLES, SIGNALS
 
-    cols = [SIGNALS[name].column for name in req.confidence.signals] if req.confidence is not None else []
+    cols = [SIGNALS[name].column for name in req.confidence.signals if SIGNALS[name].scores] \
+        if req.confidence is not None else []
     if req.oracle in SCORER_ORACLES:
         cols += [c for c in ORACLES[req.oracle].columns if c.startswith("score_")]
     return list(dict.fromkeys(cols))
@@ -570,7 +571,7 @@ def _confidence_column(req: RunRequest) -> str:
     if req.confidence is None:
         raise RunError("--oracle confidence scores each response with a confidence signal from its token log-probs: "
                        f"name one with --confidence ({', '.join(SIGNALS)})")
-    recorded = {name: SIGNALS[name].column for name in req.confidence.signals}
+    recorded = {name: SIGNALS[name].column for name in req.confidence.signals if SIGNALS[name].scores}
     if req.score is None:
         return next(iter(recorded.values()))
     for name, col in recorded.items():

@@ -70,7 +70,15 @@ SAMPLE_COLUMNS: dict[str, Column] = {c.name: c for c in (
            read=False),
     Column("finish_reason", pl.String, "string", "a string",
            "why generation stopped ('stop', 'length': cut at max_tokens); ignored by replay", read=False),
+    Column("conf_lows_pos", pl.List(pl.Int64), "list of integers", "a list of integers",
+           "the record lows of the response's group confidence (`ttc harvest --confidence group-lows`): the token "
+           "positions where it falls below every earlier value, increasing, each < n_tokens; read only by "
+           "deepconf-online", lo=0),
+    Column("conf_lows", pl.List(pl.Float64), "list of numbers", "a list of floats",
+           "the group confidences at those positions (strictly decreasing, as many as positions); read only by "
+           "deepconf-online"),
 )}
+LOWS = ("conf_lows_pos", "conf_lows")  # deepconf-online's columns: both or neither, loaded only when asked for
 SCORE_PREFIX = "score_"
 SCORE = Column("score_<oracle>", pl.Float64, "number", "a float",
                "a reward oracle's score (score_prm_min, score_judge, ...); any number of them, each validated on "
@@ -107,6 +115,10 @@ def _accepts(c: Column, dtype: pl.DataType) -> bool:
         return dtype.is_integer()
     if c.accepts == "boolean":  # integers are checked for 0/1 once read
         return dtype == pl.Boolean or dtype.is_integer()
+    if c.accepts.startswith("list of "):
+        inner = getattr(dtype, "inner", None)
+        return isinstance(dtype, pl.List) and inner is not None and (
+            inner.is_integer() if c.accepts == "list of integers" else inner.is_numeric())
     return dtype.is_numeric()
 
 
@@ -127,6 +139,10 @@ class Pool:
     score_columns: list = field(default_factory=list)
     prior: np.ndarray | None = None  # per-query predicted success probability (load_pool's prior=), None: none
     side: np.ndarray | None = None  # per-response side signal in [0, 1] (side-eb; load_pool's side=), None: none
+    # deepconf-online's record lows (load_pool's lows=): (loff, lpos, lval), response j's lows being lpos / lval
+    # [loff[j] .. loff[j + 1]); None: not loaded. has_lows: the sample files hold the columns (loaded or not)
+    lows: tuple | None = None
+    has_lows: bool = False
 
     @classmethod
     def from_arrays(cls, off, correct=None, score=None, ans=None, tok=None, query_ids=None, name="in-memory"):
@@ -372,12 +388,56 @@ def load_prior(queries_file: Path, column: str, qids: list) -> np.ndarray:
     return np.array([by_id[i] for i in qids], np.float64)  # (load_pool checked it lists exactly the pool's queries)
 
 
+def check_lows(df: pl.DataFrame, where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """deepconf-online's record lows of every row of df (columns LOWS and n_tokens, rows in pool order), checked
+    against the contract: no null, as many values as positions, positions increasing from >= 0 and each < the
+    response's n_tokens, values strictly decreasing and not NaN. Returns (loff, lpos, lval): row j's lows are
+    lpos / lval[loff[j] .. loff[j + 1])."""
+    pos_c, val_c = LOWS
+    for c in LOWS:
+        if df[c].null_count():
+            _fail(where, f"column '{c}' has {df[c].null_count()} null values (an empty list is a response without "
+                         "tokens)")
+    if df["n_tokens"].null_count():
+        _fail(where, f"column 'n_tokens' has {df['n_tokens'].null_count()} null values; deepconf-online reads the "
+                     "record lows against each response's length")
+    npos = df[pos_c].list.len().to_numpy()
+    nval = df[val_c].list.len().to_numpy()
+    bad = np.flatnonzero(npos != nval)
+    if bad.size:
+        _fail(where, f"row {int(bad[0])}: '{pos_c}' has {int(npos[bad[0]])} entries and '{val_c}' {int(nval[bad[0]])}"
+                     "; a record low is a position and its value")
+    loff = np.zeros(df.height + 1, np.int64)
+    np.cumsum(npos, out=loff[1:])
+    lpos = df[pos_c].explode().drop_nulls().cast(pl.Int64).to_numpy() if loff[-1] else np.zeros(0, np.int64)
+    lval = df[val_c].explode().drop_nulls().cast(pl.Float64).to_numpy() if loff[-1] else np.zeros(0)
+    lpos, lval = np.ascontiguousarray(lpos, np.int64), np.ascontiguousarray(lval, np.float64)
+    row = np.repeat(np.arange(df.height), npos)
+    first = np.zeros(len(lpos), bool)
+    first[loff[:-1][npos > 0]] = True
+    tok = df["n_tokens"].cast(pl.Int64).to_numpy()
+    checks = (
+        (np.isnan(lval), f"'{val_c}' holds NaN"),
+        (lpos < 0, f"'{pos_c}' holds a negative position"),
+        (lpos >= tok[row], f"'{pos_c}' holds a position >= the response's n_tokens"),
+        (~first & (np.diff(lpos, prepend=0) <= 0), f"'{pos_c}' is not increasing"),
+        (~first & ~(np.diff(lval, prepend=0.0) < 0), f"'{val_c}' is not strictly decreasing (record lows are)"),
+    )
+    for mask, what in checks:
+        hit = np.flatnonzero(mask)
+        if hit.size:
+            _fail(where, f"row {int(row[hit[0]])}: {what}")
+    return loff, lpos, lval
+
+
 def load_pool(path, score: str = "gt", need_tokens: bool = False, prior: str | None = None,
-              side: str | None = None) -> Pool:
+              side: str | None = None, lows: bool | None = False) -> Pool:
     """Read and validate a pool against the contract (SAMPLE_COLUMNS, SCORE). Every score column is validated;
     only the columns a replay needs are read into memory. prior: a column of queries.parquet read as each query's
     predicted success probability (marginal-gain, load_prior); side: a column of the responses read as each
-    response's side signal (side-eb: numbers in [0, 1], no null or NaN)."""
+    response's side signal (side-eb: numbers in [0, 1], no null or NaN); lows: deepconf-online's record lows (LOWS,
+    check_lows), True: read them (a pool without them is refused), None: read them when the pool has them, False:
+    not read."""
     path = Path(path)
     files = sample_files(path)
     where = "samples.parquet" if files[0].name == "samples.parquet" else "samples/*.parquet"
@@ -424,6 +484,20 @@ def load_pool(path, score: str = "gt", need_tokens: bool = False, prior: str | N
             _fail(where, f"--side: no column '{side}' (columns: {', '.join(names)})")
         if side not in cols:
             cols.append(side)
+    has_lows = all(c in names for c in LOWS)
+    if any(c in names for c in LOWS) and not has_lows:
+        _fail(where, f"column '{[c for c in LOWS if c in names][0]}' without "
+                     f"'{[c for c in LOWS if c not in names][0]}': the record lows are two columns, both or neither")
+    if lows and not has_lows:
+        _fail(where, "deepconf-online needs each response's record lows of its group confidence (columns "
+                     f"{' and '.join(repr(c) for c in LOWS)}: ttc harvest --confidence group-lows), and this pool has "
+                     "none")
+    read_lows = has_lows and lows is not False
+    if read_lows:
+        if not has_tokens:
+            _fail(where, "the record lows need an 'n_tokens' column (a stopped trace pays its tokens so far), and "
+                         "this pool has none")
+        cols += [c for c in LOWS if c not in cols]
     try:
         df = pl.scan_parquet(files).select(cols).collect()
     except Exception as e:
@@ -515,8 +589,10 @@ def load_pool(path, score: str = "gt", need_tokens: bool = False, prior: str | N
         if bad.any():
             _fail(where, f"--side: column '{side}' has {int(bad.sum())} null, NaN or out-of-[0, 1] values (e.g. "
                   f"{side_v[bad][0]}); a side signal is a number in [0, 1]")
+    lows_v = check_lows(df, where) if read_lows else None
     return Pool(path=path, query_ids=qids.to_list(), off=off, correct=np.ascontiguousarray(correct, np.int8),
                 score=np.ascontiguousarray(score, np.float64), ans=np.ascontiguousarray(ans, np.int64),
                 tok=np.ascontiguousarray(tok, np.int64), score_name=score_col, has_gt=has_gt,
                 has_answers=has_answers, has_tokens=has_tokens, meta=meta, side=side_v,
-                score_columns=scores, prior=None if prior is None else load_prior(queries_file, prior, qids.to_list()))
+                score_columns=scores, prior=None if prior is None else load_prior(queries_file, prior, qids.to_list()),
+                lows=lows_v, has_lows=has_lows)

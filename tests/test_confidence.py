@@ -23,7 +23,8 @@ from replay.errors import InputError
 
 HERE = Path(__file__).resolve().parent
 FIX = HERE / "fixtures" / "harvest"
-ALL = tuple(SIGNALS)
+ALL = tuple(n for n, e in SIGNALS.items() if e.scores)  # the score signals
+FULL = tuple(SIGNALS)  # and the record lows (group-lows: two list columns)
 
 
 # ------------------------------------------------------- the reference: DeepConf's definitions, literally, in Python
@@ -41,6 +42,21 @@ def ref_groups(confs, window):
     return [sum(confs[i:i + window]) / window for i in range(len(confs) - window + 1)]
 
 
+def ref_lows(confs, window):
+    """DeepConf's online filter (processors.py ConfPerReqLogitsProcessor), literally: at step t the deque of the last
+    `window` confidences; from a full deque on, the mean of its values at each step. A response shorter than the window
+    is one group at its last token (compute_least_grouped; the source's post-hoc min_conf check). The record lows: the
+    steps where that mean is below every earlier one."""
+    groups = ([(len(confs) - 1, sum(confs) / len(confs))] if len(confs) < window else
+              [(t, sum(confs[t - window + 1:t + 1]) / window) for t in range(window - 1, len(confs))])
+    pos, val = [], []
+    for t, g in groups:
+        if not val or g < val[-1]:
+            pos.append(t)
+            val.append(g)
+    return pos, val
+
+
 def ref_signals(sampled, tops, k, window, tail):
     confs = [ref_token_conf(t, k) for t in tops]
     groups = ref_groups(confs, window)
@@ -53,6 +69,7 @@ def ref_signals(sampled, tops, k, window, tail):
         e = SIGNALS[name]
         out[e.raw] = x
         out[e.column] = math.exp(x) if name == "mean-logprob" else max(0.0, 1 - math.log(k) / x)
+    out["conf_lows_pos"], out["conf_lows"] = ref_lows(confs, window)
     return out
 
 
@@ -94,7 +111,7 @@ def test_exact_against_the_plain_python_reference(n, window, tail, k):
     rng = random.Random(f"{n}-{window}-{tail}-{k}")
     sampled = eighths(rng, n, -40)
     tops = [sorted(eighths(rng, k + rng.randint(0, 2)), reverse=True) for _ in range(n)]
-    assert compute(sampled, tops, k, window, tail) == ref_signals(sampled, tops, k, window, tail)
+    assert compute(sampled, tops, k, window, tail, FULL) == ref_signals(sampled, tops, k, window, tail)
 
 
 def test_close_to_the_reference_on_arbitrary_floats():
@@ -105,6 +122,7 @@ def test_close_to_the_reference_on_arbitrary_floats():
         tops = [[math.log(rng.random()) * 3 for _ in range(k)] for _ in range(n)]
         window, tail = rng.randint(1, 64), rng.randint(1, 700)
         got, want = compute(sampled, tops, k, window, tail), ref_signals(sampled, tops, k, window, tail)
+        del want["conf_lows_pos"], want["conf_lows"]  # (positions are exact or not: the eighths tests check them)
         assert got.keys() == want.keys()
         for c in want:
             assert got[c] == pytest.approx(want[c], rel=1e-12, abs=1e-12), (trial, c)
@@ -126,8 +144,12 @@ def test_infinite_and_empty_and_nan():
     got = compute([-0.5] * 4, tops, k=2, window=2, tail=1)
     assert got["conf_lowest_group"] == 2.5 and got["conf_mean"] == math.inf and got["score_mean_conf"] == 1.0
     assert got["conf_tail"] == 3.0
-    empty = ConfidenceSpec(ALL).compute([], [])
+    empty = ConfidenceSpec(FULL).compute([], [])
     assert all(empty[SIGNALS[s].raw] is None and empty[SIGNALS[s].column] == 0.0 for s in ALL)
+    assert empty["conf_lows_pos"] == [] and empty["conf_lows"] == []
+    # the record lows with an infinite group: +inf is a first low, every finite group below it a later one
+    assert compute([-0.5] * 4, tops, k=2, window=2, tail=1, signals=("group-lows",)) == {
+        "conf_lows_pos": [1, 3], "conf_lows": [math.inf, 2.5]}
     with pytest.raises(SignalError, match="NaN"):
         compute([math.nan], [[-1.0]], 1, 1, 1)
     with pytest.raises(SignalError, match="without its top log-probs"):
@@ -214,14 +236,18 @@ def test_transformers_harvest_records_signals_that_a_forward_pass_reproduces(tin
     from replay.pool import load_pool
 
     pool = tmp_path / "p"
-    r = _harvest(tiny, pool, "--confidence", "mean-logprob,mean-conf,lowest-group", "--confidence", "bottom-10,tail",
-                 "--confidence-window", "4", "--confidence-top-k", "5", "--confidence-tail", "3")
+    r = _harvest(tiny, pool, "--confidence", "mean-logprob,mean-conf,lowest-group", "--confidence",
+                 "bottom-10,tail,group-lows", "--confidence-window", "4", "--confidence-top-k", "5", "--confidence-tail",
+                 "3")
     assert r.exit_code == 0, r.output
     df = pl.read_parquet(part_files(pool)).sort("query_id", "sample_idx")
     for name in ALL:
         assert load_pool(pool, score=SIGNALS[name].column).n_queries == 3      # replay accepts every score column
     rec = read_meta(pool)["generation"]["confidence"]
-    assert rec["signals"] == list(ALL) and (rec["window"], rec["top_k"], rec["tail"]) == (4, 5, 3)
+    assert rec["signals"] == list(FULL) and (rec["window"], rec["top_k"], rec["tail"]) == (4, 5, 3)
+    assert rec["columns"]["conf_lows_pos"]["values"] == "conf_lows" and "score_" not in str(rec["columns"]["conf_lows_pos"])
+    lows = load_pool(pool, score="tail_conf", lows=True).lows              # the pool contract takes them
+    assert lows is not None and len(lows[0]) == df.height + 1
 
     # the same numbers from scratch: one teacher-forced pass over prompt + response, the reference on its log-probs
     tok = AutoTokenizer.from_pretrained(tiny)
@@ -315,7 +341,7 @@ def test_vllm_requests_logprobs_only_when_asked_and_reads_them(fake_vllm, tiny):
     assert _vllm_params(s, 1, None, ConfidenceSpec(("mean-logprob",)))["logprobs"] == 0
     assert _vllm_params(s, 1, None, ConfidenceSpec(("tail",), top_k=7))["logprobs"] == 7
     b = VLLMBackend(str(tiny))
-    for spec in (ConfidenceSpec(ALL, window=4, top_k=8, tail=4), ConfidenceSpec(("mean-logprob",))):
+    for spec in (ConfidenceSpec(FULL, window=4, top_k=8, tail=4), ConfidenceSpec(("mean-logprob",))):
         rows = b.generate(["the sum of", "a value"], s, [11, 5000], confidence=spec)
         assert [r.text for rs in rows for r in rs] == [r.text for rs in b.generate(["the sum of", "a value"], s,
                                                                                      [11, 5000]) for r in rs]
@@ -414,7 +440,7 @@ def test_openai_asks_for_logprobs_only_when_a_signal_needs_them(server, chat):
     plain = b.generate(["p one"], s, [100])[0]
     assert all(r.signals is None for r in plain)
     assert not any("logprobs" in body or "top_logprobs" in body for body in _bodies(server))
-    for spec in (ConfidenceSpec(ALL, window=2, top_k=4, tail=2), ConfidenceSpec(("mean-logprob",))):
+    for spec in (ConfidenceSpec(FULL, window=2, top_k=4, tail=2), ConfidenceSpec(("mean-logprob",))):
         rows = b.generate(["p one"], s, [100], confidence=spec)[0]
         assert [r.text for r in rows] == [r.text for r in plain]
         body = _bodies(server)[-1]
@@ -447,3 +473,55 @@ def test_openai_through_the_cli_writes_the_columns(server, tmp_path):
     assert load_pool(pool, score="lowest_group").n_queries == 2
     assert read_meta(pool)["generation"]["confidence"]["top_k"] == 4
     assert all(b["logprobs"] == 4 for b in _bodies(server))
+
+
+# --------------------------------------------------------------------- the record lows: DeepConf online's stopping data
+
+
+def _filter_stop(confs, window, s):
+    """Tokens a trace holds when DeepConf's online filter runs with threshold s (processors.py, literally: a deque of
+    the last `window` confidences and their running sum; from a full deque on, the end-of-sequence token is forced at
+    the first step whose mean is below s, which the trace then holds), and whether it was stopped."""
+    from collections import deque
+
+    group, total = deque(maxlen=window), 0.0
+    for t, c in enumerate(confs):
+        if len(group) < window:
+            group.append(c)
+            total += c
+        else:
+            total -= group.popleft()
+            group.append(c)
+            total += c
+        if len(group) >= window and total / len(group) < s:
+            return t + 1, True
+    return len(confs), False
+
+
+@pytest.mark.parametrize("n,window", [(1, 1), (5, 1), (9, 3), (40, 4), (64, 8), (7, 8), (8, 8)])
+def test_record_lows_give_the_filter_stop_for_every_threshold(n, window):
+    """The claim deepconf-online rests on: for every threshold s the online filter stops a trace at the first record
+    low below s, having paid position + 1 tokens, and at none when no record low is below s; a trace shorter than the
+    window is never stopped by the filter, and the source's post-hoc check (min_conf < s) drops it from the vote
+    exactly when its one record low is below s. Eighths keep every sum exact, so the filter's running sum and the
+    prefix sums agree to the bit; every threshold between and at the group values is tried."""
+    rng = random.Random(f"lows-{n}-{window}")
+    for trial in range(30):
+        confs = [rng.randint(8, 120) / 8 for _ in range(n)]
+        spec = ConfidenceSpec(("group-lows", "lowest-group"), window=window, top_k=1)
+        got = spec.compute([-1.0] * n, confs)
+        pos, val = got["conf_lows_pos"], got["conf_lows"]
+        assert (pos, val) == ref_lows(confs, window)
+        assert val[-1] == got["conf_lowest_group"]                          # the last low is the lowest group
+        assert all(a < b for a, b in zip(pos, pos[1:])) and all(a > b for a, b in zip(val, val[1:]))
+        assert 0 <= pos[0] and pos[-1] < n
+        levels = sorted(set(val) | {v + d for v in val for d in (-1 / 16, 1 / 16)})
+        for s in levels:
+            below = [p for p, v in zip(pos, val) if v < s]
+            paid = below[0] + 1 if below else n
+            tokens, stopped = _filter_stop(confs, window, s)
+            if n >= window:
+                assert (tokens, stopped) == (paid, bool(below)), (confs, s)
+            else:                                                           # never stopped; dropped post hoc
+                assert (tokens, stopped) == (n, False) and paid == n
+            assert bool(below) == (got["conf_lowest_group"] < s)           # the source's post-hoc min_conf < s

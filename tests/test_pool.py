@@ -539,3 +539,55 @@ def test_one_writer():
     assert harvest.importers.write_pool is replay.pool.write_pool
     assert harvest.importers.samples_frame is replay.pool.samples_frame is replay.synth.samples_frame
     assert harvest.scoring.COLUMN_TYPES["score_judge"] == replay.pool.SCORE.dtype
+
+
+# ------------------------------------------------------------------------ deepconf-online's record lows (LOWS)
+
+
+def _lows(pos, val, tok=(5, 3, 4, 2)):
+    return basic(n_tokens=list(tok), conf_lows_pos=pl.Series(pos, dtype=pl.List(pl.Int64)),
+                 conf_lows=pl.Series(val, dtype=pl.List(pl.Float64)))
+
+
+def test_record_lows_load_only_when_asked_and_in_pool_order(tmp_path):
+    # rows written out of order: the lows follow their responses into (query_id, sample_idx) order
+    df = _lows([[0, 3], [2], [], [1]], [[9.0, 4.5], [7.0], [], [3.0]]).reverse()
+    d = write_pool(tmp_path, df)
+    plain = load_pool(d)
+    assert plain.lows is None and plain.has_lows                       # not read unless a policy needs them
+    loff, lpos, lval = load_pool(d, lows=True).lows
+    assert loff.tolist() == [0, 2, 3, 3, 4] and lpos.tolist() == [0, 3, 2, 1] and lval.tolist() == [9.0, 4.5, 7.0, 3.0]
+    assert load_pool(d, lows=None).lows is not None                    # None: read when present
+
+
+@pytest.mark.parametrize("pos,val,tok,match", [
+    ([[0, 3], [2], [], [1]], [[9.0], [7.0], [], [3.0]], (5, 3, 4, 2), r"row 0: 'conf_lows_pos' has 2 entries and "
+                                                                       r"'conf_lows' 1"),
+    ([[0, 3], [2], [], [2]], [[9.0, 4.5], [7.0], [], [3.0]], (5, 3, 4, 2), r"row 3: 'conf_lows_pos' holds a position "
+                                                                           r">= the response's n_tokens"),
+    ([[3, 3], [2], [], [1]], [[9.0, 4.5], [7.0], [], [3.0]], (5, 3, 4, 2), r"row 0: 'conf_lows_pos' is not increasing"),
+    ([[0, 3], [2], [], [1]], [[4.5, 4.5], [7.0], [], [3.0]], (5, 3, 4, 2), r"row 0: 'conf_lows' is not strictly "
+                                                                           r"decreasing"),
+    ([[0, 3], [-1], [], [1]], [[9.0, 4.5], [7.0], [], [3.0]], (5, 3, 4, 2), r"row 1: 'conf_lows_pos' holds a negative"),
+    ([[0, 3], [2], [], [1]], [[9.0, float("nan")], [7.0], [], [3.0]], (5, 3, 4, 2), r"row 0: 'conf_lows' holds NaN"),
+])
+def test_record_lows_are_validated(tmp_path, pos, val, tok, match):
+    d = write_pool(tmp_path, _lows(pos, val, tok))
+    load_pool(d)                                                       # not read: not checked
+    with pytest.raises(PoolError, match=match):
+        load_pool(d, lows=True)
+
+
+def test_record_lows_missing_or_half_there(tmp_path):
+    with pytest.raises(PoolError, match=r"deepconf-online needs each response's record lows .*'conf_lows_pos' and "
+                                        r"'conf_lows'.*--confidence group-lows\), and this pool has none"):
+        load_pool(write_pool(tmp_path, basic(n_tokens=[1, 2, 3, 4])), lows=True)
+    half = basic(n_tokens=[1, 2, 3, 4], conf_lows_pos=pl.Series([[0]] * 4, dtype=pl.List(pl.Int64)))
+    with pytest.raises(PoolError, match="column 'conf_lows_pos' without 'conf_lows'"):
+        load_pool(write_pool(tmp_path, half, name="half"))
+    wrong = basic(n_tokens=[1, 2, 3, 4], conf_lows_pos=pl.Series([[0.5]] * 4), conf_lows=pl.Series([[1.0]] * 4))
+    with pytest.raises(PoolError, match="column 'conf_lows_pos' must be a list of integers"):
+        load_pool(write_pool(tmp_path, wrong, name="wrong"))
+    untimed = basic(conf_lows_pos=pl.Series([[0]] * 4, dtype=pl.List(pl.Int64)), conf_lows=pl.Series([[1.0]] * 4))
+    with pytest.raises(PoolError, match="the record lows need an 'n_tokens' column"):
+        load_pool(write_pool(tmp_path, untimed, name="untimed"), lows=True)
