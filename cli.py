@@ -151,7 +151,7 @@ from harvest.prm import ENGINES as PRM_ENGINES, STEP_MODES  # noqa: E402
 from harvest.prompts import TEMPLATES  # noqa: E402
 
 POLICY_NAMES = ("uniform", "elimination", "ucb", "gap", "gap-literal", "entropy", "two-stage", "streaming", "oracle",
-                "optscale", "marginal-gain", "dsc", "side-eb")
+                "optscale", "marginal-gain", "dsc", "side-eb", "deepconf-online")
 ELIMINATION_RULES = ("threshold", "sc-share", "sc-beta", "esc", "ac-majority", "ac-entropy", "ac-dirichlet",
                      "none")  # replay.policies.ELIMS
 SELECTIONS = ("bon", "weighted", "sc", "cisc", "deepconf")  # replay.engine.SELECT
@@ -215,9 +215,11 @@ _FORCE_HELP = ("Replace existing outputs that were not written by this command (
 # run: name -> (default, help). The defaults are RunConfig's (replay/policies.py), spelled here because cli.py does not
 # import the registry at start (numba); tests/test_run_policies.py holds them to RunConfig.
 _POLICY_PARAMS = {
-    "warmup": (3, "optscale: responses per query before its N is set (the source's smallest peek_number)."),
+    "warmup": (3, "optscale: responses per query before its N is set (the source's smallest peek_number); "
+               "deepconf-online: whole traces per query before its threshold is set (DeepConf's 16)."),
     "percentile": (0.05, "optscale: the chance of no draw reaching gamma that its N accepts (the source's percentile; "
-                   "N: the fewest with (1 - p)^N <= it)."),
+                   "N: the fewest with (1 - p)^N <= it); deepconf-online: the share of warm-up traces at or above its "
+                   "threshold (DeepConf's confidence_percentile / 100: 0.1 DeepConf-low, 0.9 DeepConf-high)."),
     "prior_strength": (2.0, "marginal-gain: the prediction's weight in pseudo-draws (its Beta prior's a + b); side-eb: "
                        "the strength of its base rate's Beta prior."),
     "judge": (32, "dsc: queries judged around each midpoint of its partition's binary search (the source's "
@@ -263,7 +265,9 @@ def replay_cmd(
     eps: float = typer.Option(0.01, help="gap's epsilon."),
     max_samples: str = typer.Option("0", help="Per-query cap for adaptive policies (list; 0 = the pool size)."),
     rho: str = typer.Option("0.25,0.5,0.75", help="two-stage: share of the budget spent in stage 1 (list)."),
-    tau: str = typer.Option("0.5", help="sc-share: the leading answer's share needed (list)."),
+    tau: str = typer.Option("0.5", help="sc-share: the leading answer's share needed; deepconf-online: the "
+                            "leading answer's share of the confidence-weighted vote that stops a query (DeepConf's "
+                            "0.95) (list)."),
     m_min: int = typer.Option(3, help="sc-share: responses needed before it can stop."),
     conf: float = typer.Option(0.95, help="sc-beta: confidence P(p1 > p2) needed to stop."),
     share: float = typer.Option(0.8, help="ac-majority: the leading answer's share of the draws needed to stop."),
@@ -1041,9 +1045,10 @@ def merge_cmd(
 
 # ------------------------------------------------------------------------------------------------------------- run
 # `ttc run`: live allocation against a model (harvest/run.py). Its choices: the live policies (replay/live.py
-# LIVE_POLICIES: every policy but the hindsight oracle), the oracles it scores with live (harvest/run.py LIVE_ORACLES)
-# and the registry's others, which it refuses with the reason; tests/test_run_cli.py holds them to those lists.
-LIVE_POLICY_NAMES = tuple(p for p in POLICY_NAMES if p != "oracle")
+# LIVE_POLICIES: every policy but the hindsight oracle and deepconf-online, which stops traces mid-generation), the
+# oracles it scores with live (harvest/run.py LIVE_ORACLES) and the registry's others, which it refuses with the reason;
+# tests/test_run_cli.py holds them to those lists.
+LIVE_POLICY_NAMES = tuple(p for p in POLICY_NAMES if p not in ("oracle", "deepconf-online"))
 RUN_ORACLES = ("gt", "sc") + tuple(o for o in ORACLES if o != "gt") + ("confidence",)
 RunPolicy = _choice("RunPolicy", LIVE_POLICY_NAMES)
 RunSelect = _choice("RunSelect", LIVE_SELECTIONS)  # cisc and deepconf are computed by replay only

@@ -517,8 +517,10 @@ def check_oracle(req: RunRequest, cfg, select: str):
     if not REGISTRY[cfg.policy].live:
         from replay.live import LIVE_POLICIES
 
-        raise RunError(f"--policy {cfg.policy} needs hindsight and cannot run live; choose from "
-                       f"{', '.join(LIVE_POLICIES)}")
+        why = ("stops each trace mid-generation at its group confidence, which no backend here streams (ttc replay "
+               "runs it on a pool harvested with --confidence group-lows)" if cfg.policy == "deepconf-online" else
+               "needs hindsight")
+        raise RunError(f"--policy {cfg.policy} {why} and cannot run live; choose from {', '.join(LIVE_POLICIES)}")
     if req.oracle == "sc":
         if cfg.policy in SCORE_POLICIES:
             raise RunError(f"--policy {cfg.policy} ranks queries by their scores, and --oracle sc gives none (every "

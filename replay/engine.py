@@ -15,7 +15,7 @@ import numba
 import numpy as np
 import polars as pl
 
-from .kernel import (CAPPED, CONFIG, COVERED, ELIM, EXH, EXHAUSTED, F_ANSWERED, F_CAPPED, F_COVERED, F_EXHAUSTED,
+from .kernel import (CAPPED, CONFIG, COVERED, DEEPCONF_ONLINE, ELIM, EXH, EXHAUSTED, F_ANSWERED, F_CAPPED, F_COVERED, F_EXHAUSTED,
                      F_SEL, N, READING_RULES, SAMPLES, TOKENS, PoolArrays, SCHED_SLOTS, Sched, Scratch, _grid, answer_offsets, cisc_weights,
                      confidence_votes, new_state, run_one, selections)
 from .policies import CISC_TEMP, DEEPCONF_ETA, REGISTRY, SELECTION_RULES, RunConfig, check_selection_params
@@ -103,6 +103,20 @@ def reading_flag(records):
     return True if np.isin(records["elim"], READING_RULES).any() else None
 
 
+def lows_arg(lows, records):
+    """run_one's `dc` argument for these configurations (CONFIG records): the pool's record lows (loff, lpos, lval) as
+    read-only arrays when one is deepconf-online, else None, which compiles a kernel without its code (as
+    reading_flag does for the reading rules). A deepconf-online configuration on a pool without them is an error
+    (check_configs says so first)."""
+    if not (records["policy"] == DEEPCONF_ONLINE).any():
+        return None
+    if lows is None:
+        raise PoolError("deepconf-online needs the pool's record lows (load_pool(..., lows=True)), and none were "
+                        "loaded")
+    loff, lpos, lval = lows
+    return frozen(loff, np.int64), frozen(lpos, np.int64), frozen(lval, np.float64)
+
+
 def run_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, seeds, tables,
              per_query: bool = False, votes: tuple | None = None):
     """Run configs[c] at total budget budget_totals[c, s] on each seed; raw arrays out. votes = (cisc_temp,
@@ -123,11 +137,12 @@ def run_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, se
         chunks = min(S, get_threads())
         bins = max(c.bins for c in configs)  # side-eb's, at most (each thread has its own scheduler scratch)
         reading = reading_flag(args[3])
+        dc = lows_arg(pool.lows, args[3])
         if chunks == 1:
-            _grid(*args, sched(n, bins), 0, S, reading)
+            _grid(*args, sched(n, bins), 0, S, reading, dc)
         else:  # contiguous chunks of seeds; _grid releases the GIL
             with ThreadPoolExecutor(chunks) as ex:
-                for f in [ex.submit(_grid, *args, sched(n, bins), t * S // chunks, (t + 1) * S // chunks, reading)
+                for f in [ex.submit(_grid, *args, sched(n, bins), t * S // chunks, (t + 1) * S // chunks, reading, dc)
                           for t in range(chunks)]:
                     f.result()
     return out_f, out_i, pq_n, pq_flags
@@ -144,6 +159,14 @@ def check_configs(pool: Pool, configs: list[RunConfig], select: str):
             raise PoolError(f"{c.label()}: a token budget needs an 'n_tokens' column, and this pool has none")
         if "gt" in REGISTRY[c.policy].needs and not pool.has_gt:
             raise PoolError(f"{c.policy} needs ground truth (a 'correct' column), and this pool has none")
+        if "lows" in REGISTRY[c.policy].needs and pool.lows is None:
+            raise PoolError(f"{c.policy} needs each response's record lows of its group confidence (columns "
+                            "'conf_lows_pos' and 'conf_lows': ttc harvest --confidence group-lows), and this pool has "
+                            "none" + (" loaded" if pool.has_lows else ""))
+        if c.policy == "deepconf-online" and select in ("cisc", "deepconf"):
+            raise PoolError(f"--select {select} votes over every drawn response, and deepconf-online's stopped traces "
+                            "have no answer: select its own vote with --select weighted (weighted by the lowest group "
+                            "confidence, as DeepConf votes) or sc (the majority of the traces that vote)")
     if "answers" in SELECTION_RULES[select].needs and not pool.has_answers:
         raise PoolError(f"--select {select} needs an 'answer' column, and this pool has none: it votes over the "
                         f"responses' answers ({SELECTION_RULES[select].doc})"
@@ -216,6 +239,8 @@ def replay(pool: Pool, configs: list[RunConfig], budgets, seeds, select: str = "
 
     C, S = len(rows_cfg), len(seeds)
     sel = SELECT[select]
+    # cisc's and deepconf's votes read every drawn response; deepconf-online's stopped traces have no answer: NaN
+    online = np.array([[c.policy == "deepconf-online"] for c in rows_cfg], bool).reshape(C, 1)
     nan = float("nan")
     acc = out_f[:, :, 1 + sel] if pool.has_gt else np.full((C, S), nan)
     cols = {
@@ -228,8 +253,8 @@ def replay(pool: Pool, configs: list[RunConfig], budgets, seeds, select: str = "
         "accuracy_bon": (out_f[:, :, 1] if pool.has_gt else np.full((C, S), nan)).ravel(),
         "accuracy_weighted": (out_f[:, :, 2] if pool.has_gt and pool.has_answers else np.full((C, S), nan)).ravel(),
         "accuracy_sc": (out_f[:, :, 3] if pool.has_gt and pool.has_answers else np.full((C, S), nan)).ravel(),
-        "accuracy_cisc": (out_f[:, :, 4] if votes else np.full((C, S), nan)).ravel(),
-        "accuracy_deepconf": (out_f[:, :, 5] if votes else np.full((C, S), nan)).ravel(),
+        "accuracy_cisc": (np.where(online, nan, out_f[:, :, 4]) if votes else np.full((C, S), nan)).ravel(),
+        "accuracy_deepconf": (np.where(online, nan, out_f[:, :, 5]) if votes else np.full((C, S), nan)).ravel(),
         "samples_used": out_i[:, :, 0].ravel(),
         "tokens_used": out_i[:, :, 1].ravel() if pool.has_tokens else np.full(C * S, None),
         "exhausted": out_i[:, :, 2].ravel(),
@@ -304,13 +329,15 @@ def outcome(P: PoolArrays, W: Scratch, votes: tuple | None = None) -> dict:
 
 
 def run_once(off, correct, score, ans, tok, perm, rank, config: RunConfig, budget_total: int,
-             conf: float = 0.95, votes: tuple | None = None, prior=None, side=None) -> dict:
+             conf: float = 0.95, votes: tuple | None = None, prior=None, side=None, lows=None) -> dict:
     """One run on explicit permutations (perm, rank): per-query outcomes as arrays. For tests and drivers. votes =
-    (cisc_temp, deepconf_eta) adds sel_cisc and sel_deepconf; prior: per-query predictions (marginal-gain)."""
+    (cisc_temp, deepconf_eta) adds sel_cisc and sel_deepconf; prior: per-query predictions (marginal-gain); lows:
+    the record lows (loff, lpos, lval) deepconf-online reads."""
     off = np.asarray(off, np.int64)
     P = pool_arrays(off, correct, score, ans, tok, make_tables(int(np.diff(off).max(initial=1)), conf), prior=prior,
                     side=side)
     W = scratch(len(off) - 1, int(P.aoff[-1]), perm, np.argsort(np.asarray(rank, np.int64)), config.bins)
     record = config.record()
-    run_one(P, W, record[0], np.int64(budget_total), np.int64(0), reading_flag(record), None)
+    run_one(P, W, record[0], np.int64(budget_total), np.int64(0), reading_flag(record), None,
+            lows_arg(lows, record))
     return outcome(P, W, votes)

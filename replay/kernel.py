@@ -26,7 +26,7 @@ import numpy as np
 from numba import njit
 
 UNIFORM, ELIMINATION, UCB, GAP, GAP_LITERAL, ENTROPY, TWO_STAGE, STREAMING, ORACLE, OPTSCALE, MARGINAL_GAIN, DSC, \
-    SIDE_EB = range(13)
+    SIDE_EB, DEEPCONF_ONLINE = range(14)
 # Integer codes (branched on inside the kernels; the names are the command line's).
 UNIT_SAMPLES, UNIT_TOKENS = 0, 1
 ELIM_NONE, ELIM_THRESHOLD, ELIM_SC_SHARE, ELIM_SC_BETA, ELIM_ESC, ELIM_AC_MAJORITY, ELIM_AC_ENTROPY, \
@@ -789,8 +789,184 @@ def ac_dirichlet(si, lo, hi, lead, lc, conf):
     return total * c0 * h
 
 
+@inner
+def dc_threshold(v, m, pct):
+    """deepconf-online's stopping threshold from the m lowest group confidences in v[:m] (reordered: scratch): their
+    percentile 100 (1 - pct) by numpy's linear interpolation, h = (m - 1) (1 - pct), between the sorted values at
+    floor(h) and the next, in numpy's two-sided form (docs/semantics.md)."""
+    h = (m - 1) * (1.0 - pct)
+    lo = np.int64(math.floor(h))
+    t = h - lo
+    a = _kth_in_place(v, m, lo)
+    if t == 0.0:
+        return a
+    b = _kth_in_place(v, m, lo + 1)
+    if a == b:
+        return a
+    if b == np.inf:
+        return np.inf
+    d = b - a
+    return a + d * t if t < 0.5 else b - d * (1.0 - t)
+
+
+@inner
+def deepconf_online(P, W, dc, unit, warmup, pct, tau, max_samples, budget, epoch):
+    """deepconf-online (DeepConf's online mode under a shared budget, docs/semantics.md): a round-robin warm-up of
+    `warmup` whole traces per query; each query's threshold s (W.ex[i, 0]) from its warm-up's lowest group
+    confidences; then round-robin, one trace per turn, over the queries whose confidence-weighted vote has not reached
+    consensus tau: a trace whose lowest group confidence is below s stops at its first record low below s (dc = the
+    pool's record lows, (loff, lpos, lval)), pays its tokens up to there and does not vote. The answer slots hold the
+    votes only (weight: the trace's lowest group confidence), so weighted and sc select from them; qf[i, S] holds the
+    query's summed vote."""
+    off, aoff, correct, score, ans, tok = P.off, P.aoff, P.correct, P.score, P.ans, P.tok
+    loff, lpos, lval = dc
+    perm, qgen, hs, order, qi, qf, si, sf, tot, ex = W.perm, W.qgen, W.hs, W.order, W.qi, W.qf, W.si, W.sf, W.tot, W.ex
+    n = off.shape[0] - 1
+    lazy = qgen.shape[0] > 0
+    w = warmup if max_samples == 0 else min(warmup, max_samples)
+
+    def nxt(i):
+        """The next response of query i (the lazy Fisher-Yates step when the permutation is generated lazily)."""
+        a0 = off[i]
+        k = qi[i, N]
+        if lazy:
+            if qgen[i, 1] != epoch:
+                qgen[i, 1] = epoch
+                qgen[i, 0] = 0
+            if k == qgen[i, 0]:
+                jj = a0 + swap_index(hs[i], k, off[i + 1] - a0)
+                x = perm[a0 + k]
+                perm[a0 + k] = perm[jj]
+                perm[jj] = x
+                qgen[i, 0] = k + 1
+        return perm[a0 + k]
+
+    def low(j):  # the trace's lowest group confidence (its last record low; none, no tokens: 0.0, as the source's)
+        return lval[loff[j + 1] - 1] if loff[j + 1] > loff[j] else 0.0
+
+    def whole(i, j):  # a trace that ran to its end: its score and correctness count
+        sc_ = score[j]
+        qf[i, SSUM] += sc_
+        if sc_ > qf[i, BEST]:
+            qf[i, BEST] = sc_
+            qi[i, BEST_J] = j
+        qi[i, COVERED] |= correct[j]
+
+    def vote(i, j):  # a whole trace at or above the threshold with an answer votes, weight its lowest group conf.
+        a = ans[j]
+        if a < 0:
+            return
+        slot = aoff[i] + 1 + a
+        c = si[slot, CNT]
+        si[slot, CNT] = c + 1
+        if c == 0:
+            si[slot, FIRST_J] = j
+        v = sf[slot] + low(j)
+        sf[slot] = v
+        qf[i, S] += low(j)
+        nc = c + 1
+        lead, lc = qi[i, LEAD], qi[i, LEAD_CNT]
+        if a == lead:
+            qi[i, LEAD_CNT] = nc
+        elif nc > lc:
+            qi[i, SECOND_CNT] = lc
+            qi[i, LEAD] = a
+            qi[i, LEAD_CNT] = nc
+        elif nc > qi[i, SECOND_CNT]:
+            qi[i, SECOND_CNT] = nc
+        if v > qf[i, WLEAD_SUM]:
+            qi[i, WLEAD] = a
+            qf[i, WLEAD_SUM] = v
+
+    def consensus(i):  # the leading answer's share of the summed vote reaches tau (none before a vote)
+        if qf[i, S] > 0.0 and qf[i, WLEAD_SUM] / qf[i, S] >= tau:
+            qi[i, ELIM] = 1
+
+    # the warm-up: round-robin in rank order, one whole trace per turn, each query up to w
+    ended = False
+    while not ended:
+        any_ = False
+        for pos in range(n):
+            i = order[pos]
+            if qi[i, EXH] or qi[i, N] >= w:
+                continue
+            any_ = True
+            if unit == UNIT_SAMPLES and budget - tot[SAMPLES] <= 0:
+                ended = True
+                break
+            if qi[i, N] == off[i + 1] - off[i]:
+                qi[i, EXH] = 1
+                tot[EXHAUSTED] += 1
+                continue
+            j = nxt(i)
+            if unit == UNIT_TOKENS and tok[j] > budget - tot[TOKENS]:
+                ended = True
+                break
+            qi[i, N] += 1
+            tot[SAMPLES] += 1
+            tot[TOKENS] += tok[j]
+            whole(i, j)
+        if not any_:
+            break
+    # each query's threshold and its warm-up's votes (also when the budget ended the warm-up: what it drew is voted)
+    buf = np.empty(max(w, 1))
+    for i in range(n):
+        m = qi[i, N]
+        if m == 0:
+            continue
+        for k in range(m):
+            buf[k] = low(perm[off[i] + k])
+        s = dc_threshold(buf, m, pct)
+        ex[i, 0] = s
+        for k in range(m):
+            j = perm[off[i] + k]
+            if low(j) >= s:
+                vote(i, j)
+        consensus(i)
+        if max_samples > 0 and m >= max_samples:
+            qi[i, CAPPED] = 1
+    # the rest: round-robin over the queries without consensus, one trace per turn, stopped at its first low below s
+    while not ended:
+        any_ = False
+        for pos in range(n):
+            i = order[pos]
+            if qi[i, ELIM] or qi[i, CAPPED] or qi[i, EXH]:
+                continue
+            any_ = True
+            if unit == UNIT_SAMPLES and budget - tot[SAMPLES] <= 0:
+                ended = True
+                break
+            if qi[i, N] == off[i + 1] - off[i]:
+                qi[i, EXH] = 1
+                tot[EXHAUSTED] += 1
+                continue
+            j = nxt(i)
+            s = ex[i, 0]
+            cost = tok[j]
+            stopped = low(j) < s
+            if stopped:
+                for k in range(loff[j], loff[j + 1]):
+                    if lval[k] < s:
+                        cost = lpos[k] + 1
+                        break
+            if unit == UNIT_TOKENS and cost > budget - tot[TOKENS]:
+                ended = True
+                break
+            qi[i, N] += 1
+            tot[SAMPLES] += 1
+            tot[TOKENS] += cost
+            if not stopped:
+                whole(i, j)
+                vote(i, j)
+                consensus(i)
+            if max_samples > 0 and qi[i, N] >= max_samples:
+                qi[i, CAPPED] = 1
+        if not any_:
+            break
+
+
 @jit
-def run_one(P, W, cfg, budget, epoch, reading, live_run):
+def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
     """Replay one configuration (a CONFIG record) at total budget `budget`; the outcome is left in W's state
     arrays (qi, qf, si, sf, tot).
 
@@ -807,7 +983,15 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run):
     does, and is the replay's run cut into pieces. Round-robin then runs its rounds one at a time, so that the
     stop finds every query at a round boundary and the driver can generate for all of them in one batch. The
     pool arrays P may grow between the calls only where have[i] says (replay/live.py lays the answer slots out
-    with room for as many answers as a query may receive, so that new answers move no slot)."""
+    with room for as many answers as a query may receive, so that new answers move no slot).
+
+    dc: the pool's record lows (loff, lpos, lval) when the grid runs deepconf-online, else None: then its code is not
+    compiled at all (numba prunes the branch on a None argument before typing, as for `reading` and `live_run`), and
+    a deepconf-online configuration does nothing (the engine always gives it dc)."""
+    if cfg.policy == DEEPCONF_ONLINE:
+        if dc is not None:
+            deepconf_online(P, W, dc, cfg.unit, cfg.warmup, cfg.percentile, cfg.tau, cfg.max_samples, budget, epoch)
+        return
     off, aoff, correct, score, ans, tok, have = P.off, P.aoff, P.correct, P.score, P.ans, P.tok, P.have
     T, L, min_a, prior, side = P.T, P.L, P.min_a, P.prior, P.side
     perm, qgen, hs, order = W.perm, W.qgen, W.hs, W.order
@@ -1444,13 +1628,14 @@ def confidence_votes(off, aoff, correct, score, ans, perm, qi, cw, eta, acc, fir
 
 
 @njit(nogil=True, cache=True, no_cfunc_wrapper=True)
-def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags, sched, s_lo, s_hi, reading):
+def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags, sched, s_lo, s_hi, reading, dc):
     """Every configuration (cfgs: CONFIG records) at budgets[c, s] on seeds s_lo .. s_hi - 1, with scratch
     allocated once. It releases the GIL: engine.run_grid runs contiguous chunks of seeds on threads, and a
     seed's results depend only on the seed. (Threads rather than prange: numba's parallel compile pipeline
     cost ~8 s of the first run's compile, measured.) cw: cisc's per-response weights (cisc_weights) and eta
     deepconf's kept percentage; with no weights (an empty cw) the confidence votes are skipped (their bits 0). sched:
-    the scheduler's scratch (engine.sched), one per thread."""
+    the scheduler's scratch (engine.sched), one per thread. reading, dc: run_one's (None unless a configuration
+    needs them)."""
     off, aoff, correct = P.off, P.aoff, P.correct
     n = qkeys.shape[0]
     total = off[n]
@@ -1483,7 +1668,7 @@ def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags,
             for i in range(n):  # each query's permutation stream, in one vectorisable loop
                 hs[i] = seed_stream(seeds[s], qkeys[i])
             for c in range(cfgs.shape[0]):
-                run_one(P, W, cfgs[c], budgets[c, s], epoch, reading, None)
+                run_one(P, W, cfgs[c], budgets[c, s], epoch, reading, None, dc)
                 selections(qi, si, aoff, correct, sel)
                 if votes:
                     confidence_votes(off, aoff, correct, P.score, P.ans, perm, qi, cw, eta, v_acc, v_first, v_lst,

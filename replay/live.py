@@ -231,7 +231,7 @@ def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], 
                 W = scratch(n, int(P.aoff[-1]), np.arange(len(got.correct)), order, cfg.bins, int(slots.max()))
             # (goes on where the last call stopped; every rule compiled in, so that every live run shares one
             # specialisation of the kernel: see kernel.READING_RULES)
-            run_one(P, W, record, np.int64(budget_total), np.int64(0), True, True)
+            run_one(P, W, record, np.int64(budget_total), np.int64(0), True, True, None)
             runs += 1
             if on_run is not None:
                 on_run({"samples": int(W.tot[SAMPLES]), "tokens": int(W.tot[TOKENS]),

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .kernel import (CONFIG, DSC, ELIM_AC_DIRICHLET, ELIM_AC_ENTROPY, ELIM_AC_MAJORITY, ELIM_ESC, ELIM_NONE,
+from .kernel import (CONFIG, DEEPCONF_ONLINE, DSC, ELIM_AC_DIRICHLET, ELIM_AC_ENTROPY, ELIM_AC_MAJORITY, ELIM_ESC, ELIM_NONE,
                      ELIM_SC_BETA, ELIM_SC_SHARE, ELIM_THRESHOLD, ELIMINATION, ENTROPY, GAP, GAP_LITERAL,
                      MARGINAL_GAIN, OPTSCALE, ORACLE, SIDE_EB, STREAMING, TWO_STAGE, UCB, UNIFORM, UNIT_SAMPLES,
                      UNIT_TOKENS)
@@ -24,7 +24,8 @@ from .kernel import (CONFIG, DSC, ELIM_AC_DIRICHLET, ELIM_AC_ENTROPY, ELIM_AC_MA
 class Policy:
     """One allocation policy. params: the RunConfig fields that change what it does, in label order (the others
     are ignored and dropped from its label; gamma is also read through a threshold rule, and listed here only
-    where the policy reads it whatever the rule); needs: what a pool must have ("answers", "gt"); lam: its default exploration
+    where the policy reads it whatever the rule); needs: what a pool must have ("answers", "gt", "lows": the record
+    lows of each response's group confidence, which replay/pool.py loads only for a policy that needs them); lam: its default exploration
     bonus; live: whether it can run without hindsight; published: from the literature (False: this project's own,
     which `ttc compare` measures against the best published policy, tuned alike); grid: the report's parameter
     sweeps it takes part in;
@@ -83,6 +84,12 @@ REGISTRY = {p.name: p for p in (
            ("K", "eliminate", "max_samples", "prior_strength", "bins", "refresh", "horizon"), published=False,
            style=("#ffbb78", "X", "--"),
            inputs=("side",)),
+    Policy("deepconf-online", DEEPCONF_ONLINE, "DeepConf online: a warm-up of whole traces per query sets its threshold "
+           "(the percentile of their lowest group confidences keeping the top share percentile); then one trace at a "
+           "time, round-robin, until its confidence-weighted vote reaches tau; a trace whose group confidence falls "
+           "below the threshold stops there, pays its tokens so far and does not vote",
+           ("warmup", "percentile", "tau", "max_samples"), needs=frozenset({"lows", "answers"}), live=False,
+           style=("#c5b0d5", "<", "-")),
 )}
 
 
@@ -151,7 +158,7 @@ MAX_COUNT = 2**31  # bound on K and max_samples
 def supported(pool, eliminate: str = "threshold") -> list[str]:
     """The policies a pool can run under an elimination rule: what each needs ("gt": ground truth, "answers":
     answer categories, its own or through the rule) the pool has."""
-    has = {"gt": pool.has_gt, "answers": pool.has_answers}
+    has = {"gt": pool.has_gt, "answers": pool.has_answers, "lows": pool.lows is not None}
     rule = ELIMINATION_RULES[eliminate].needs if eliminate in ELIMINATION_RULES else frozenset()
     return [name for name, p in REGISTRY.items()
             if all(has[n] for n in p.needs | (rule if "eliminate" in p.params else frozenset()))]
@@ -305,6 +312,8 @@ NEEDS = {
     "gt": (lambda pool: pool.has_gt, "ground truth (a 'correct' column)"),
     "answers": (lambda pool: pool.has_answers, "answer categories (an 'answer' column)"),
     "tokens": (lambda pool: pool.has_tokens, "token counts (an 'n_tokens' column)"),
+    "lows": (lambda pool: pool.lows is not None, "each response's record lows of its group confidence ('conf_lows_pos' "
+             "and 'conf_lows': ttc harvest --confidence group-lows)"),
     "score": (lambda pool: pool.score.size > 0 and float(pool.score.min()) < float(pool.score.max()),
               "a score that varies between responses"),
 }
@@ -414,6 +423,11 @@ METHODS = {m.name: m for m in (
     Method("deepconf-offline", "N responses per query, the top eta% by confidence, then the largest summed "
            "confidence", "Fu et al. 2025, Deep Think with Confidence (arXiv:2508.15260), offline mode",
            {"policy": "uniform"}, "deepconf", frozenset({"score"})),
+    Method("deepconf-online", "a warm-up of 16 whole traces per query sets its threshold (DeepConf-low: the 90th "
+           "percentile of their lowest group confidences); then one trace at a time until the confidence-weighted vote "
+           "reaches 95%; a trace whose group confidence falls below the threshold stops early and does not vote; the "
+           "confidence-weighted vote", "Fu et al. 2025, Deep Think with Confidence (arXiv:2508.15260), online mode",
+           {"policy": "deepconf-online", "warmup": 16, "percentile": 0.1, "tau": 0.95}, "weighted"),
     Method("optscale", "a warm-up of 3 per query, then each query its own N: the fewest draws that reach gamma with "
            "probability 0.95 at its warm-up's success rate; the highest-scored response", "Wang et al. 2025, OptScale: "
            "Probabilistic Optimality for Inference-time Scaling, AAAI 2026 (arXiv:2506.22376)", {"policy": "optscale"},

@@ -15,7 +15,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 POLICIES = ("uniform", "elimination", "ucb", "gap", "gap-literal", "entropy", "two-stage", "streaming", "oracle",
-            "optscale", "marginal-gain", "dsc", "side-eb")
+            "optscale", "marginal-gain", "dsc", "side-eb", "deepconf-online")
 INDEX_POLICIES = ("ucb", "gap", "gap-literal", "entropy", "marginal-gain")
 UNITS = ("samples", "tokens")
 ELIMS = ("none", "threshold", "sc-share", "sc-beta", "esc", "ac-majority", "ac-entropy", "ac-dirichlet")
@@ -566,6 +566,142 @@ def _optscale(run, order, B, warmup, pct, max_samples, gamma):
     _round_robin(run, order, B, 1, 0, "none", caps=target)
 
 
+def deepconf_threshold(values, pct):
+    """numpy.percentile(values, 100 * (1 - pct)) by linear interpolation, in numpy's two-sided form: the sorted values
+    at floor(h) and floor(h) + 1, h = (m - 1) * (1 - pct), a + (b - a) * t below t = 1/2, b - (b - a) * (1 - t) from
+    it (equal neighbours: that value; an infinite upper one: inf)."""
+    v = sorted(values)
+    h = (len(v) - 1) * (1.0 - pct)
+    lo = math.floor(h)
+    t = h - lo
+    a = v[lo]
+    if t == 0.0:
+        return a
+    b = v[lo + 1]
+    if a == b:
+        return a
+    if b == math.inf:
+        return math.inf
+    return a + (b - a) * t if t < 0.5 else b - (b - a) * (1.0 - t)
+
+
+def _deepconf_online(run, order, B, warmup, pct, tau, max_samples, lows):
+    """docs/semantics.md deepconf-online. lows[j] = (positions, values): response j's record lows."""
+    def low(j):                               # the trace's lowest group confidence; no tokens: 0.0
+        return lows[j][1][-1] if lows[j][1] else 0.0
+
+    def spend(i, j, cost):
+        run.q[i].N += 1
+        run.samples_used += 1
+        run.tokens_used += cost
+
+    def whole(i, j):                          # a trace that ran to its end: score and correctness count
+        s = run.q[i]
+        s.sum += run.score[j]
+        if run.score[j] > s.best:
+            s.best = run.score[j]
+            s.best_j = j
+        if run.correct[j] == 1:
+            s.covered = True
+
+    def vote(i, j):                           # weight: the trace's lowest group confidence; invalid: no vote
+        s = run.q[i]
+        a = run.ans[j]
+        if a < 0:
+            return
+        c = s.cnt.get(a, 0)
+        s.cnt[a] = c + 1
+        if c == 0:
+            s.first_j[a] = j
+            s.wsum[a] = 0.0
+        s.wsum[a] += low(j)
+        s.S += low(j)                         # (S holds the summed vote here)
+        if a == s.lead:
+            s.lead_cnt += 1
+        elif c + 1 > s.lead_cnt:
+            s.second_cnt = s.lead_cnt
+            s.lead = a
+            s.lead_cnt = c + 1
+        elif c + 1 > s.second_cnt:
+            s.second_cnt = c + 1
+        if s.wsum[a] > s.wlead_sum:
+            s.wlead = a
+            s.wlead_sum = s.wsum[a]
+
+    def consensus(i):                         # after the warm-up's votes, then after each vote
+        s = run.q[i]
+        if s.S > 0.0 and s.wlead_sum / s.S >= tau:
+            s.eliminated = True
+
+    def over():                               # the budget: unit samples, none left; (tokens: checked per trace)
+        return run.unit == "samples" and B - run.samples_used <= 0
+
+    w = min(warmup, max_samples) if max_samples else warmup
+    ended = False
+    # the warm-up: round-robin of whole traces, each query up to w
+    while not ended:
+        turns = [i for i in order if not run.q[i].exhausted and run.q[i].N < w]
+        if not turns:
+            break
+        for i in turns:
+            if over():
+                ended = True
+                break
+            if run.q[i].N == run.q[i].pool:
+                run.q[i].exhausted = True
+                continue
+            j = run.next_response(i)
+            if run.unit == "tokens" and run.tok[j] > B - run.tokens_used:
+                ended = True
+                break
+            spend(i, j, run.tok[j])
+            whole(i, j)
+    thr = {}
+    for i in range(run.n):
+        s = run.q[i]
+        if s.N == 0:
+            continue
+        drawn = [run.perm[run.off[i] + k] for k in range(s.N)]
+        thr[i] = deepconf_threshold([low(j) for j in drawn], pct)
+        for j in drawn:
+            if low(j) >= thr[i]:
+                vote(i, j)
+        consensus(i)
+        if max_samples and s.N >= max_samples:
+            s.capped = True
+    # then one trace per turn for the queries without consensus; a trace below the threshold stops early
+    while not ended:
+        turns = [i for i in order if run.q[i].active()]
+        if not turns:
+            break
+        for i in turns:
+            if not run.q[i].active():         # (a query's own turn cannot change another's state)
+                continue
+            if over():
+                ended = True
+                break
+            if run.q[i].N == run.q[i].pool:
+                run.q[i].exhausted = True
+                continue
+            j = run.next_response(i)
+            stopped = low(j) < thr[i]
+            cost = run.tok[j]
+            if stopped:
+                below = [p for p, v in zip(*lows[j]) if v < thr[i]]
+                if below:
+                    cost = below[0] + 1
+            if run.unit == "tokens" and cost > B - run.tokens_used:
+                ended = True
+                break
+            spend(i, j, cost)
+            if not stopped:
+                whole(i, j)
+                vote(i, j)
+                consensus(i)
+            if max_samples and run.q[i].N >= max_samples:
+                run.q[i].capped = True
+
+
 def _dsc(run, order, rank, B, K, max_samples, elim, judge):
     n = run.n
     # the ranking's first draw: round-robin of one response each
@@ -669,8 +805,9 @@ def run_reference(off, correct, score, ans, tok, perm, rank, *, policy, unit="sa
                   K=1, elim="threshold", gamma=1.0, lam=None, eps=0.01, max_samples=0, rho=0.5,
                   tau=0.5, m_min=3, conf=0.95, share=0.8, hmax=0.75, warmup=3, percentile=0.05,
                   prior_strength=2.0, judge=32, prior=None, bins=3, refresh=8, side=None, dirichlet_conf=0.95,
-                  horizon=0):
-    """Replay one run of `policy` on one pool and one seed (perm, rank), exactly as docs/semantics.md."""
+                  horizon=0, lows=None):
+    """Replay one run of `policy` on one pool and one seed (perm, rank), exactly as docs/semantics.md. lows:
+    deepconf-online's record lows, per response a (positions, values) pair of lists."""
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}")
     if unit not in UNITS:
@@ -691,12 +828,12 @@ def run_reference(off, correct, score, ans, tok, perm, rank, *, policy, unit="sa
     return run_policy(run, rank, policy=policy, budget_total=budget_total, K=K, elim=elim, gamma=gamma, lam=lam,
                       eps=eps, max_samples=max_samples, rho=rho, warmup=warmup, percentile=percentile,
                       prior_strength=prior_strength, judge=judge, prior=prior, bins=bins, refresh=refresh, side=side,
-                      horizon=horizon)
+                      horizon=horizon, tau=tau, lows=lows)
 
 
 def run_policy(run, rank, *, policy, budget_total, K=1, elim="threshold", gamma=1.0, lam=None, eps=0.01,
                max_samples=0, rho=0.5, warmup=3, percentile=0.05, prior_strength=2.0, judge=32, prior=None, bins=3,
-               refresh=8, side=None, horizon=0):
+               refresh=8, side=None, horizon=0, tau=0.5, lows=None):
     """Run `policy` on a prepared run (its responses come from run.next_response) and collect the outcome.
     Shared by run_reference (responses from a permutation) and replay/live.py (responses from a source)."""
     B = int(budget_total)
@@ -740,6 +877,11 @@ def run_policy(run, rank, *, policy, budget_total, K=1, elim="threshold", gamma=
         _optscale(run, order, B, int(warmup), float(percentile), max_samples, gamma)
     elif policy == "dsc":
         _dsc(run, order, rank, B, K, max_samples, elim, int(judge))
+    elif policy == "deepconf-online":
+        if lows is None:
+            raise ValueError("deepconf-online needs lows (each response's record lows)")
+        _deepconf_online(run, order, B, int(warmup), float(percentile), float(tau), max_samples,
+                         [([int(p) for p in ps], [float(v) for v in vs]) for ps, vs in lows])
     elif policy == "side-eb":
         _side_eb(run, order, B, K, max_samples, elim, float(prior_strength), int(bins), int(refresh),
                  int(horizon))

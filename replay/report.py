@@ -117,11 +117,12 @@ def supported_policies(pool) -> list[str]:
 
 
 def _load(path, score: str):
-    """The pool, and why token budgets are impossible on it (None when they are possible)."""
+    """The pool, and why token budgets are impossible on it (None when they are possible); its record lows when it
+    has them (deepconf-online's, which the methods' table runs then)."""
     try:
-        return load_pool(path, score=score, need_tokens=True), None
+        return load_pool(path, score=score, need_tokens=True, lows=None), None
     except PoolError as e:
-        pool = load_pool(path, score=score)  # a real problem raises here
+        pool = load_pool(path, score=score, lows=None)  # a real problem raises here
         return pool, str(e).split(": ", 1)[-1]
 
 

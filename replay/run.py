@@ -191,8 +191,10 @@ def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.D
     console = console or _console()
     validate_request(req)
     path = req.pool or DEFAULT_POOL
+    # deepconf-online's record lows: read when it is asked for (a pool without them is refused), or when no policy is
+    # named and the pool has them (then it is one of the policies the pool supports); never for the others
     pool = load_pool(path, score=req.score, need_tokens=req.unit != "samples", prior=req.prior,
-                     side=req.side)
+                     side=req.side, lows=("deepconf-online" in req.policies) if req.policies else None)
     check_budget_totals(req.budgets, pool.n_queries)
     if req.policies:
         policies = list(dict.fromkeys(req.policies))

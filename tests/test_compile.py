@@ -24,7 +24,7 @@ off = np.array([0, 3, 5]); correct = np.array([1, 0, 0, 1, 1], np.int8)
 pools.append(Pool.from_arrays(off, correct=correct, score=np.linspace(0, 1, 5), ans=np.array([0, 1, 0, -1, 0]),
                               tok=np.arange(5)))
 for k, pool in enumerate(pools):
-    configs = [RunConfig(p) for p in POLICIES if p != "entropy" or pool.has_answers]
+    configs = [RunConfig(p) for p in POLICIES if (p != "entropy" or pool.has_answers) and p != "deepconf-online"]
     replay(pool, configs, [2, 3 + k], range(k + 1), per_query=k % 2 == 1)
     replay(pool, [RunConfig("elimination", eliminate="sc-beta" if pool.has_answers else "none")], [4], range(2))
 run_once(off, correct, np.zeros(5), np.zeros(5, np.int64), np.ones(5, np.int64), np.arange(5), [1, 0],
@@ -34,15 +34,25 @@ run_live(src, [3, 2], [0, 1], policy="elimination", budget_total=4)
 grid_sigs = {str(s[-1]) for s in _grid.signatures}
 assert len(grid_sigs) == len(_grid.signatures) == 1, _grid.signatures  # (the grids above use no reading rule)
 replay(pools[0], [RunConfig("elimination", K=2, eliminate="esc")], [4], range(2))
-print(len(_grid.signatures), sorted(str(s[-2:]) for s in run_one.signatures))
+sigs = sorted(str(s[-3:]) for s in run_one.signatures)
+# deepconf-online's grid: its own specialisation (dc not None), whatever other policies run beside it
+lows = pools[3]
+lows.lows = (np.array([0, 1, 2, 2, 3, 4]), np.array([0, 1, 2, 3]), np.array([2.0, 1.0, 3.0, 1.5]))
+replay(lows, [RunConfig("deepconf-online", warmup=1), RunConfig("uniform")], [2], range(2))
+replay(lows, [RunConfig("deepconf-online", warmup=2)], [3], range(3))
+print(len(_grid.signatures), sum(str(s[-1]) != "none" for s in run_one.signatures), sigs)
 """
 
 
 def test_one_compiled_signature_for_every_pool_and_run():
     out = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
-    grid, one = out.stdout.strip().splitlines()[-1].split(" ", 1)
-    assert int(grid) == 2, f"_grid compiled for {grid} signatures"  # without and with the reading rules
+    grid, online, one = out.stdout.strip().splitlines()[-1].split(" ", 2)
+    # without and with the reading rules, and deepconf-online's (its record lows)
+    assert int(grid) == 3, f"_grid compiled for {grid} signatures"
+    # (run_one's are listed only when _grid was compiled in this process: one, or none from numba's cache)
+    assert int(online) <= 1, f"run_one compiled for deepconf-online {online} times"
     # replay and run_once (no reading rule), live runs (every rule) and the esc grid, nothing else (the last is
     # listed only when _grid was compiled in this process rather than loaded from numba's cache)
-    assert one in ("['(bool, bool)', '(none, none)']", "['(bool, bool)', '(bool, none)', '(none, none)']"), one
+    assert one in ("['(bool, bool, none)', '(none, none, none)']",
+                   "['(bool, bool, none)', '(bool, none, none)', '(none, none, none)']"), one

@@ -42,6 +42,26 @@ def pools(draw, max_size=12, scores=gt_or_graded):
     return off, correct, score, np.array(ans, np.int64), tok, np.array(perm, np.int64), rank
 
 
+LOW_VALUES = [4.0, 3.0, 2.5, 2.0, 1.5, 1.0]  # few values: thresholds land on them and between them
+
+
+@st.composite
+def record_lows(draw, tok):
+    """deepconf-online's record lows of a pool whose responses have tok tokens: per response up to 3 increasing
+    positions below its length and strictly decreasing values (none for a response without tokens), as the lists
+    (the reference's form) and as (loff, lpos, lval) (the engine's)."""
+    lists, loff, lpos, lval = [], [0], [], []
+    for t in tok:
+        k = draw(st.integers(0 if t == 0 else 1, min(3, int(t))))
+        pos = sorted(draw(st.lists(st.integers(0, max(0, int(t) - 1)), min_size=k, max_size=k, unique=True)))
+        val = sorted(draw(st.lists(st.sampled_from(LOW_VALUES), min_size=k, max_size=k, unique=True)), reverse=True)
+        lists.append((pos, val))
+        lpos += pos
+        lval += val
+        loff.append(len(lpos))
+    return lists, (np.array(loff, np.int64), np.array(lpos, np.int64), np.array(lval, np.float64))
+
+
 @st.composite
 def configs(draw, total, tokens_total, policy, unit):
     cfg = RunConfig(
@@ -69,11 +89,12 @@ def config_kwargs(cfg):
                 horizon=cfg.horizon)
 
 
-def _compare(data, cfg, budget, conf=0.95, prior=None, side=None):
+def _compare(data, cfg, budget, conf=0.95, prior=None, side=None, lows=None):
     off, correct, score, ans, tok, perm, rank = data
     ref = run_reference(off, correct, score, ans, tok, perm, rank, budget_total=budget, conf=conf, prior=prior,
-                        side=side, **config_kwargs(cfg))
-    got = run_once(off, correct, score, ans, tok, perm, rank, cfg, budget, conf=conf, prior=prior, side=side)
+                        side=side, lows=None if lows is None else lows[0], **config_kwargs(cfg))
+    got = run_once(off, correct, score, ans, tok, perm, rank, cfg, budget, conf=conf, prior=prior, side=side,
+                   lows=None if lows is None else lows[1])
     for key in ("n_drawn", "answered", "covered", "exhausted_q", "sel_bon", "sel_weighted", "sel_sc"):
         assert list(np.asarray(got[key]).astype(int)) == [int(v) for v in ref[key]], (key, cfg, budget)
     for key in ("samples_used", "tokens_used", "exhausted"):
@@ -92,7 +113,7 @@ def test_engine_equals_reference(policy, unit, data):
     pool = data.draw(pools())
     total, tokens_total = int(pool[0][-1]), int(pool[4].sum())
     cfg, budget = data.draw(configs(total, tokens_total, policy, unit))
-    _compare(pool, cfg, budget)
+    _compare(pool, cfg, budget, lows=data.draw(record_lows(pool[4])) if policy == "deepconf-online" else None)
 
 
 @settings(max_examples=300, deadline=None)
@@ -111,6 +132,7 @@ def test_grid_equals_reference_over_configs_and_seeds(data):
     budgets runs, each (configuration, seed) must equal the reference on that seed's explicit permutation."""
     off, correct, score, ans, tok, _, _ = data.draw(pools())
     pool = Pool.from_arrays(off, correct=correct, score=score, ans=ans, tok=tok)
+    lows, pool.lows = data.draw(record_lows(tok))
     total, tokens_total = int(off[-1]), int(tok.sum())
     picked = [data.draw(configs(total, tokens_total, data.draw(st.sampled_from(sorted(POLICIES))),
                                 data.draw(st.sampled_from(["samples", "tokens"])))) for _ in range(4)]
@@ -123,7 +145,7 @@ def test_grid_equals_reference_over_configs_and_seeds(data):
         perm = permutation(pool.off, pool.qkeys, int(seed))
         rank, _ = query_order(pool.qkeys, int(seed))
         for c, cfg in enumerate(cfgs):
-            ref = run_reference(off, correct, score, ans, tok, perm, rank, budget_total=int(budgets[c, s]),
+            ref = run_reference(off, correct, score, ans, tok, perm, rank, budget_total=int(budgets[c, s]), lows=lows,
                                 **config_kwargs(cfg))
             where = (cfg, int(budgets[c, s]), int(seed))
             assert pq_n[c, s].tolist() == [int(v) for v in ref["n_drawn"]], where

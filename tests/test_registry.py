@@ -31,7 +31,8 @@ def test_readme_option_rows_are_rendered_from_the_registry():
 def test_every_kernel_policy_code_has_one_entry():
     codes = {v for k, v in vars(kernel).items() if k in {"UNIFORM", "ELIMINATION", "UCB", "GAP", "GAP_LITERAL",
                                                          "ENTROPY", "TWO_STAGE", "STREAMING", "ORACLE",
-                                                             "OPTSCALE", "MARGINAL_GAIN", "DSC", "SIDE_EB"}}
+                                                             "OPTSCALE", "MARGINAL_GAIN", "DSC", "SIDE_EB",
+                                                             "DEEPCONF_ONLINE"}}
     assert sorted(p.code for p in REGISTRY.values()) == sorted(codes)
     elim_codes = {v for k, v in vars(kernel).items() if k.startswith("ELIM_")}
     assert sorted(r.code for r in ELIMINATION_RULES.values()) == sorted(elim_codes)
@@ -52,6 +53,8 @@ def test_supported_reads_the_needs():
     bare = Pool.from_arrays(off, score=np.array([0.5, 1.0]))
     full = Pool.from_arrays(off, correct=np.array([1, 0]), ans=np.array([0, 1]))
     assert "oracle" not in supported(bare) and "entropy" not in supported(bare)
+    assert supported(full) == [p for p in REGISTRY if p != "deepconf-online"]  # it needs the record lows
+    full.lows = (np.array([0, 1, 1]), np.array([0]), np.array([1.0]))
     assert supported(full) == list(REGISTRY)
     assert "elimination" not in supported(bare, "sc-beta") and "uniform" in supported(bare, "sc-beta")
     assert not re.search("oracle|entropy", " ".join(supported(bare, "sc-share")))

@@ -16,6 +16,9 @@ from cli import app
 from replay.engine import replay, run_grid, run_once
 from replay.kernel import F_SEL
 from replay.policies import POLICIES, RunConfig
+
+# the policies whose draws cisc and deepconf vote over (deepconf-online's stopped traces have no answer: refused there)
+VOTED = sorted(p for p in POLICIES if p != "deepconf-online")
 from replay.pool import DEFAULT_POOL, Pool, load_pool
 from replay.reference import run_reference, select_cisc, select_deepconf
 from replay.rng import permutation, query_order
@@ -48,7 +51,7 @@ def _reference(data, cfg, budget, temp, eta):
             select_deepconf(off, correct, score, ans, perm, ref["n_drawn"], eta))
 
 
-@pytest.mark.parametrize("policy", sorted(POLICIES))
+@pytest.mark.parametrize("policy", VOTED)
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_engine_votes_equal_reference(policy, data):
@@ -74,7 +77,7 @@ def test_grid_votes_equal_reference_over_configs_and_seeds(data):
     the twins on that seed's explicit permutation, in the per-query flags and the accuracy columns."""
     off, correct, score, ans, tok, _, _ = data.draw(pools())
     pool = Pool.from_arrays(off, correct=correct, score=score, ans=ans, tok=tok)
-    cfgs = [RunConfig(data.draw(st.sampled_from(sorted(POLICIES))),
+    cfgs = [RunConfig(data.draw(st.sampled_from(VOTED)),
                       eliminate=data.draw(st.sampled_from(["none", "threshold", "sc-share"])),
                       K=data.draw(st.integers(1, 2))) for _ in range(3)]
     seeds = np.array(data.draw(st.lists(st.integers(0, 2**40), min_size=1, max_size=3, unique=True)), np.int64)
