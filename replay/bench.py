@@ -9,7 +9,10 @@ import numpy as np
 import polars as pl
 
 from .engine import run_grid
-from .policies import POLICIES, RunConfig
+from .policies import REGISTRY, RunConfig
+
+# every policy a synthetic pool (replay/synth.py: no token confidences) can run: all but deepconf-online
+POLICIES = tuple(p for p, e in REGISTRY.items() if "lows" not in e.needs)
 from .reference import run_reference
 from .rng import permutation, query_order
 from .synth import make_pool
