@@ -289,9 +289,9 @@ def replay(pool: Pool, configs: list[RunConfig], budgets, seeds, select: str = "
 def scratch(n: int, slots: int, perm, order, bins: int = 0, snap_slots: int = 0) -> Scratch:
     """Scratch for runs on a given permutation (no lazy generation) and query order; bins: side-eb's, at most;
     snap_slots: the most answer slots of one query, for a live run (which may stop inside a pull)."""
-    qi, qf, si, sf, tot = new_state(n, slots)
+    qs, si, sf, tot = new_state(n, slots)
     return Scratch(np.ascontiguousarray(perm, np.int64), np.zeros((0, 2), np.int64), np.zeros(0, np.uint64),
-                   np.ascontiguousarray(order, np.int64), qi, qf, si, sf, tot, *sched(n, bins, snap_slots))
+                   np.ascontiguousarray(order, np.int64), qs, si, sf, tot, *sched(n, bins, snap_slots))
 
 
 def sched(n: int, bins: int = 0, snap_slots: int = 0) -> Sched:
@@ -308,18 +308,18 @@ def outcome(P: PoolArrays, W: Scratch, votes: tuple | None = None) -> dict:
     """A finished run's per-query outcomes and totals, as arrays; with votes = (cisc_temp, deepconf_eta) also
     sel_cisc and sel_deepconf."""
     n = len(P.off) - 1
-    qi = W.qi
+    qs = W.qs
     bits = np.empty(n, np.int64)
-    selections(qi, W.si, P.aoff, P.correct, bits)
+    selections(qs, W.si, P.aoff, P.correct, bits)
     if votes is not None:
         cw, eta = vote_weights(P.score, votes)
         slots, biggest = int(P.aoff[-1]), int(np.diff(P.off).max(initial=0))
-        confidence_votes(P.off, P.aoff, P.correct, P.score, P.ans, W.perm, qi, cw, eta, np.zeros(slots),
+        confidence_votes(P.off, P.aoff, P.correct, P.score, P.ans, W.perm, qs, cw, eta, np.zeros(slots),
                          np.full(slots, -1, np.int64), np.empty(biggest + 1, np.int64), np.empty(biggest + 1), bits)
     sel = np.stack([(bits & f) > 0 for f in F_SEL], axis=1).reshape(n, len(F_SEL))
     out = {
-        "n_drawn": qi[:, N].copy(), "answered": qi[:, ELIM].astype(bool), "covered": qi[:, COVERED].astype(bool),
-        "exhausted_q": qi[:, EXH].astype(bool), "capped": qi[:, CAPPED].astype(bool),
+        "n_drawn": qs[N].copy(), "answered": qs[ELIM].astype(bool), "covered": qs[COVERED].astype(bool),
+        "exhausted_q": qs[EXH].astype(bool), "capped": qs[CAPPED].astype(bool),
         "sel_bon": sel[:, 0], "sel_weighted": sel[:, 1], "sel_sc": sel[:, 2],
         "samples_used": int(W.tot[SAMPLES]), "tokens_used": int(W.tot[TOKENS]), "exhausted": int(W.tot[EXHAUSTED]),
     }

@@ -13,9 +13,9 @@ those operations; adding one is a code here and its branch in `run_one`, its ent
 registry, its twin in replay/reference.py (the plain-Python test oracle) and its paragraph in docs/semantics.md,
 the contract.
 
-State is five arrays so that the kernels touch no Python objects: `qi` (per-query ints), `qf` (per-query floats),
-`si` and `sf` (per-answer slots: query i owns aoff[i] .. aoff[i + 1] - 1, slot aoff[i] counting invalid answers
-and slot aoff[i] + 1 + a answer a; see answer_offsets) and `tot` (run totals).
+State is four arrays so that the kernels touch no Python objects: `qs` (one QSTATE record per query), `si` and
+`sf` (per-answer slots: query i owns aoff[i] .. aoff[i + 1] - 1, slot aoff[i] counting invalid answers and slot
+aoff[i] + 1 + a answer a; see answer_offsets) and `tot` (run totals).
 """
 from __future__ import annotations
 
@@ -36,12 +36,16 @@ ELIM_NONE, ELIM_THRESHOLD, ELIM_SC_SHARE, ELIM_SC_BETA, ELIM_ESC, ELIM_AC_MAJORI
 # replay's) does not pay their compile (engine.reading_flag picks the argument from the configurations).
 READING_RULES = (ELIM_ESC, ELIM_AC_ENTROPY, ELIM_AC_DIRICHLET)
 
-# qi columns
-N, BEST_J, COVERED, LEAD, LEAD_CNT, SECOND_CNT, WLEAD, ELIM, CAPPED, EXH = range(10)
-QI_COLS = 10
-# qf columns
-SSUM, BEST, S, WLEAD_SUM = range(4)
-QF_COLS = 4
+# Per-query state: one record per query. The kernels read and write its fields by name (qs[i].n); Python reads a
+# column by the constants below (W.qs[N]). n: responses drawn; best_j / best: the highest-scored one and its score;
+# covered: one was correct; lead / lead_cnt / second_cnt: the leading valid answer, its count and the runner-up's;
+# wlead / wlead_sum: the answer with the largest summed score and that sum; elim / capped / exh: answered, at its
+# cap, exhausted; ssum: the summed score; s: entropy's sum of c log c (deepconf-online: the summed vote).
+QSTATE = np.dtype([("n", np.int64), ("best_j", np.int64), ("covered", np.int64), ("lead", np.int64),
+                   ("lead_cnt", np.int64), ("second_cnt", np.int64), ("wlead", np.int64), ("elim", np.int64),
+                   ("capped", np.int64), ("exh", np.int64), ("ssum", np.float64), ("best", np.float64),
+                   ("s", np.float64), ("wlead_sum", np.float64)], align=True)
+N, BEST_J, COVERED, LEAD, LEAD_CNT, SECOND_CNT, WLEAD, ELIM, CAPPED, EXH, SSUM, BEST, S, WLEAD_SUM = QSTATE.names
 # si columns (sf holds the summed score of each answer)
 CNT, FIRST_J = 0, 1
 # tot slots. NEED: 1 + the query whose next response is not there yet (live runs), 0 when none
@@ -64,8 +68,8 @@ CONFIG = np.dtype([("policy", np.int64), ("unit", np.int64), ("K", np.int64), ("
 # everywhere for none, likewise always an array).
 PoolArrays = namedtuple("PoolArrays", "off aoff correct score ans tok have T L min_a prior side")
 # What a run writes: the permutation and its lazy-generation state (perm, qgen, hs; qgen has no rows when perm is
-# given whole), the query order, and the state arrays qi, qf, si, sf, tot. The grid allocates one per thread.
-Scratch = namedtuple("Scratch", "perm qgen hs order qi qf si sf tot act hk hr hq eb ex U alloc cost first cand ds sch "
+# given whole), the query order, and the state arrays qs, si, sf, tot. The grid allocates one per thread.
+Scratch = namedtuple("Scratch", "perm qgen hs order qs si sf tot act hk hr hq eb ex U alloc cost first cand ds sch "
                                  "snap snapf")
 # ... and the scheduler's, a Sched that engine.sched allocates: its per-query arrays (act: round-robin's active
 # queries; hk, hr, hq: the index rules' heap; eb, ex: side-eb's bins and per-query sums; U, alloc: two-stage's,
@@ -212,37 +216,42 @@ def kth_smallest(a, k):
 @jit
 def new_state(n, slots):
     """Fresh state for n queries with `slots` answer slots in all (answer_offsets(...)[n])."""
-    qi = np.zeros((n, QI_COLS), np.int64)
-    qf = np.zeros((n, QF_COLS))
+    qs = np.empty(n, QSTATE)
     si = np.zeros((slots, 2), np.int64)
     sf = np.zeros(slots)
     tot = np.zeros(TOT_SLOTS, np.int64)
     for i in range(n):
-        _reset_query(qi, qf, i)
+        _reset_query(qs, i)
     for j in range(slots):
         si[j, FIRST_J] = -1
-    return qi, qf, si, sf, tot
+    return qs, si, sf, tot
 
 
 @inner
-def _reset_query(qi, qf, i):
-    for c in range(QI_COLS):
-        qi[i, c] = 0
-    qi[i, BEST_J] = -1
-    qi[i, LEAD] = -1
-    qi[i, WLEAD] = -1
-    qf[i, SSUM] = 0.0
-    qf[i, BEST] = -1.0
-    qf[i, S] = 0.0
-    qf[i, WLEAD_SUM] = -1.0
+def _reset_query(qs, i):
+    r = qs[i]
+    r.n = 0
+    r.best_j = -1
+    r.covered = 0
+    r.lead = -1
+    r.lead_cnt = 0
+    r.second_cnt = 0
+    r.wlead = -1
+    r.elim = 0
+    r.capped = 0
+    r.exh = 0
+    r.ssum = 0.0
+    r.best = -1.0
+    r.s = 0.0
+    r.wlead_sum = -1.0
 
 
 @inner
-def reset_state(qi, qf, si, sf, tot, off, aoff, ans, perm):
+def reset_state(qs, si, sf, tot, off, aoff, ans, perm):
     """Back to the initial state, touching only the answer slots the run used (O(draws + n))."""
     n = off.shape[0] - 1
     for i in range(n):
-        drawn = qi[i, N]
+        drawn = qs[i].n
         base = aoff[i]  # the query's answer slots: base (invalid), base + 1 + a (answer a)
         if 4 * drawn >= aoff[i + 1] - base:  # clear the whole block: sequential, cheaper than a walk
             for p in range(base, aoff[i + 1]):
@@ -256,7 +265,7 @@ def reset_state(qi, qf, si, sf, tot, off, aoff, ans, perm):
                 si[base + 1 + a, CNT] = 0
                 si[base + 1 + a, FIRST_J] = -1
                 sf[base + 1 + a] = 0.0
-        _reset_query(qi, qf, i)
+        _reset_query(qs, i)
     for k in range(TOT_SLOTS):
         tot[k] = 0
 
@@ -393,26 +402,26 @@ def oracle_candidates(P, W, epoch, unit, cost, first, cand):
 
 
 @inner
-def active_by_rank(qi, order, act):
+def active_by_rank(qs, order, act):
     """act[:m] = the active queries in rank order; returns m."""
     m = 0
     for pos in range(order.shape[0]):
         i = order[pos]
-        if qi[i, ELIM] == 0 and qi[i, CAPPED] == 0 and qi[i, EXH] == 0:
+        if qs[i].elim == 0 and qs[i].capped == 0 and qs[i].exh == 0:
             act[m] = i
             m += 1
     return m
 
 
 @inner
-def stage2_split(qi, qf, U, u, alloc, R, unit, n):
+def stage2_split(qs, U, u, alloc, R, unit, n):
     """Two-stage's stage 2: what is left of the budget (R) split over the unanswered queries U[:u] in proportion
     to (sum + 1) / (N + 2). Samples: largest remainder (ties by rank, U's order), then U and alloc put in memory
     order, since allocations that sum to what is left may be drawn in any order. Tokens: a floor allowance each."""
     wq = np.empty(u)
     W = 0.0
     for t in range(u):
-        wq[t] = (qf[U[t], SSUM] + 1.0) / (qi[U[t], N] + 2.0)
+        wq[t] = (qs[U[t]].ssum + 1.0) / (qs[U[t]].n + 2.0)
         W += wq[t]
     if unit != UNIT_SAMPLES:
         for t in range(u):
@@ -470,17 +479,17 @@ def optscale_target(drawn, wins, lo, cap, pct):
 
 
 @inner
-def gain_index(prior, qi, qf, i, c0, gamma):
+def gain_index(prior, qs, i, c0, gamma):
     """marginal-gain's index of query i: the expected gain of its next response, 0 once one of its draws reached
     gamma (solved), else c0 p / (c0 + N), the mean of the Beta(c0 p, c0 (1 - p)) prior (mean p = prior[i], the
     prediction; strength c0) updated by its N draws, all failures; with no prediction (NaN) Laplace's, p = 1/2 and
     c0 = 2. A function of its own rather than a branch of run_one's index_of: the branch there cost ~1 s of compile."""
-    if qf[i, BEST] >= gamma:
+    if qs[i].best >= gamma:
         return 0.0
     pm = prior[i]
     if pm != pm:
         pm, c0 = 0.5, 2.0
-    return c0 * pm / (c0 + qi[i, N])
+    return c0 * pm / (c0 + qs[i].n)
 
 
 REFRESH = np.int64(-1)  # side_eb's query for a refresh (an int64: with a literal -1 numba compiled side_eb twice)
@@ -490,7 +499,7 @@ EB_HMAX = 1024  # side-eb --horizon 1: the longest horizon h, in draws (docs/sem
 
 
 @inner
-def side_eb(hk, hr, hq, size, qi, ex, eb, i, n0, side, tok, perm, off, nb, c0, unit, tot, hz, budget):
+def side_eb(hk, hr, hq, size, qs, ex, eb, i, n0, side, tok, perm, off, nb, c0, unit, tot, hz, budget):
     """side-eb's bookkeeping (docs/semantics.md), one function (each njit function costs compile time).
     i >= 0: fold in the pull of query i that held n0 draws (all failures): the bin it was in gains the pull's draws
     (and, a failed bin, the successes the base rate expected of them, before this pull's news) and a success when
@@ -508,7 +517,7 @@ def side_eb(hk, hr, hq, size, qi, ex, eb, i, n0, side, tok, perm, off, nb, c0, u
     if i >= 0:
         lo, hi = -1, 0
         b = nb
-        nd = qi[i, N]
+        nd = qs[i].n
         if n0 > 0:
             b = min(nb - 1, max(0, np.int64(math.floor(ex[i, 0] / n0 * nb))))
             eb[b, 2] += (nd - n0) * (c0 * ((eb[nb + 1, 0] + 1.0) / (eb[nb + 1, 1] + 2.0)) / (c0 + n0))
@@ -519,7 +528,7 @@ def side_eb(hk, hr, hq, size, qi, ex, eb, i, n0, side, tok, perm, off, nb, c0, u
         for r in range(b, b + 2 if b < nb else b + 1):  # its bin, and row nb + 1 for a failed bin
             rr = nb + 1 if r > b else b
             eb[rr, 1] += nd - n0
-            if qi[i, ELIM]:
+            if qs[i].elim:
                 eb[rr, 0] += 1.0
     g = 0.0
     mbar = 1.0 if tot[SAMPLES] == 0 else tot[TOKENS] / tot[SAMPLES]
@@ -533,7 +542,7 @@ def side_eb(hk, hr, hq, size, qi, ex, eb, i, n0, side, tok, perm, off, nb, c0, u
         h = min(EB_HMAX, max(1, h))
     for t in range(lo, hi):
         q = i if t < 0 else hq[t]
-        nd = qi[q, N]
+        nd = qs[q].n
         ratio = 1.0
         if nd > 0:
             b = min(nb - 1, max(0, np.int64(math.floor(ex[q, 0] / nd * nb))))
@@ -562,25 +571,25 @@ def side_eb(hk, hr, hq, size, qi, ex, eb, i, n0, side, tok, perm, off, nb, c0, u
 
 
 @inner
-def optscale_caps(qi, score, off, perm, cap, warmup, max_samples, gamma, pct):
+def optscale_caps(qs, score, off, perm, cap, warmup, max_samples, gamma, pct):
     """After optscale's warm-up: cap[i] = query i's N_i from its draws that reach gamma (optscale_target, at most
     max_samples, else its pool size), and capped = it holds N_i (or max_samples) already; exhausted queries keep
     what they have."""
-    for i in range(qi.shape[0]):
-        nd = qi[i, N]
-        qi[i, CAPPED] = 1 if max_samples > 0 and nd >= max_samples else 0
-        if qi[i, EXH] or qi[i, CAPPED]:
+    for i in range(qs.shape[0]):
+        nd = qs[i].n
+        qs[i].capped = 1 if max_samples > 0 and nd >= max_samples else 0
+        if qs[i].exh or qs[i].capped:
             continue
         wins = np.int64(0)  # (not a literal 0: that compiled optscale_target a second time)
         for k in range(nd):
             wins += score[perm[off[i] + k]] >= gamma
         cap[i] = optscale_target(nd, wins, warmup, max_samples if max_samples > 0 else off[i + 1] - off[i], pct)
         if nd >= cap[i]:
-            qi[i, CAPPED] = 1
+            qs[i].capped = 1
 
 
 @inner
-def dsc_judge(qi, off, tot, U, alloc, ds, K, judge):
+def dsc_judge(qs, off, tot, U, alloc, ds, K, judge):
     """dsc's partition (docs/semantics.md), the source's binary search over U (the queries easiest first) for the
     easy prefix: returns the next judge that must draw its first window (the caller pulls K - N for it, then sets
     alloc[ds[5]] = 1 and moves ds[5] on), or -1 once the search is over. ds = (lo, hi, mid, first judge, end of the
@@ -598,26 +607,26 @@ def dsc_judge(qi, off, tot, U, alloc, ds, K, judge):
         jb = ds[5]
         if jb < ds[4]:
             i = U[jb]
-            n_i = qi[i, N]
-            if alloc[jb] or qi[i, ELIM] or qi[i, CAPPED] or qi[i, EXH] or n_i >= K:
+            n_i = qs[i].n
+            if alloc[jb] or qs[i].elim or qs[i].capped or qs[i].exh or n_i >= K:
                 alloc[jb] = 1  # nothing to draw: easy if answered (its rule was checked on what it holds)
                 ds[5] = jb + 1
                 continue
             if n_i == off[i + 1] - off[i]:  # its pool is used up before its first window is full
                 alloc[jb] = 1
-                qi[i, EXH] = 1
+                qs[i].exh = 1
                 tot[EXHAUSTED] += 1
                 ds[5] = jb + 1
                 continue
             return i
         easy = True
         for t in range(ds[3], ds[4]):
-            if qi[U[t], ELIM] == 0:
+            if qs[U[t]].elim == 0:
                 easy = False
                 break
         if easy:  # every query from lo to the midpoint is easy: it draws nothing more
             for t in range(ds[0], ds[2] + 1):
-                qi[U[t], ELIM] = 1
+                qs[U[t]].elim = 1
             ds[0] = ds[2] + 1
         else:
             ds[1] = ds[2]
@@ -816,11 +825,11 @@ def deepconf_online(P, W, dc, unit, warmup, pct, tau, max_samples, budget, epoch
     confidences; then round-robin, one trace per turn, over the queries whose confidence-weighted vote has not reached
     consensus tau: a trace whose lowest group confidence is below s stops at its first record low below s (dc = the
     pool's record lows, (loff, lpos, lval)), pays its tokens up to there and does not vote. The answer slots hold the
-    votes only (weight: the trace's lowest group confidence), so weighted and sc select from them; qf[i, S] holds the
+    votes only (weight: the trace's lowest group confidence), so weighted and sc select from them; qs[i].s holds the
     query's summed vote."""
     off, aoff, correct, score, ans, tok = P.off, P.aoff, P.correct, P.score, P.ans, P.tok
     loff, lpos, lval = dc
-    perm, qgen, hs, order, qi, qf, si, sf, tot, ex = W.perm, W.qgen, W.hs, W.order, W.qi, W.qf, W.si, W.sf, W.tot, W.ex
+    perm, qgen, hs, order, qs, si, sf, tot, ex = W.perm, W.qgen, W.hs, W.order, W.qs, W.si, W.sf, W.tot, W.ex
     n = off.shape[0] - 1
     lazy = qgen.shape[0] > 0
     w = warmup if max_samples == 0 else min(warmup, max_samples)
@@ -828,7 +837,7 @@ def deepconf_online(P, W, dc, unit, warmup, pct, tau, max_samples, budget, epoch
     def nxt(i):
         """The next response of query i (the lazy Fisher-Yates step when the permutation is generated lazily)."""
         a0 = off[i]
-        k = qi[i, N]
+        k = qs[i].n
         if lazy:
             if qgen[i, 1] != epoch:
                 qgen[i, 1] = epoch
@@ -846,11 +855,11 @@ def deepconf_online(P, W, dc, unit, warmup, pct, tau, max_samples, budget, epoch
 
     def whole(i, j):  # a trace that ran to its end: its score and correctness count
         sc_ = score[j]
-        qf[i, SSUM] += sc_
-        if sc_ > qf[i, BEST]:
-            qf[i, BEST] = sc_
-            qi[i, BEST_J] = j
-        qi[i, COVERED] |= correct[j]
+        qs[i].ssum += sc_
+        if sc_ > qs[i].best:
+            qs[i].best = sc_
+            qs[i].best_j = j
+        qs[i].covered |= correct[j]
 
     def vote(i, j):  # a whole trace at or above the threshold with an answer votes, weight its lowest group conf.
         a = ans[j]
@@ -863,24 +872,24 @@ def deepconf_online(P, W, dc, unit, warmup, pct, tau, max_samples, budget, epoch
             si[slot, FIRST_J] = j
         v = sf[slot] + low(j)
         sf[slot] = v
-        qf[i, S] += low(j)
+        qs[i].s += low(j)
         nc = c + 1
-        lead, lc = qi[i, LEAD], qi[i, LEAD_CNT]
+        lead, lc = qs[i].lead, qs[i].lead_cnt
         if a == lead:
-            qi[i, LEAD_CNT] = nc
+            qs[i].lead_cnt = nc
         elif nc > lc:
-            qi[i, SECOND_CNT] = lc
-            qi[i, LEAD] = a
-            qi[i, LEAD_CNT] = nc
-        elif nc > qi[i, SECOND_CNT]:
-            qi[i, SECOND_CNT] = nc
-        if v > qf[i, WLEAD_SUM]:
-            qi[i, WLEAD] = a
-            qf[i, WLEAD_SUM] = v
+            qs[i].second_cnt = lc
+            qs[i].lead = a
+            qs[i].lead_cnt = nc
+        elif nc > qs[i].second_cnt:
+            qs[i].second_cnt = nc
+        if v > qs[i].wlead_sum:
+            qs[i].wlead = a
+            qs[i].wlead_sum = v
 
     def consensus(i):  # the leading answer's share of the summed vote reaches tau (none before a vote)
-        if qf[i, S] > 0.0 and qf[i, WLEAD_SUM] / qf[i, S] >= tau:
-            qi[i, ELIM] = 1
+        if qs[i].s > 0.0 and qs[i].wlead_sum / qs[i].s >= tau:
+            qs[i].elim = 1
 
     # the warm-up: round-robin in rank order, one whole trace per turn, each query up to w
     ended = False
@@ -888,21 +897,21 @@ def deepconf_online(P, W, dc, unit, warmup, pct, tau, max_samples, budget, epoch
         any_ = False
         for pos in range(n):
             i = order[pos]
-            if qi[i, EXH] or qi[i, N] >= w:
+            if qs[i].exh or qs[i].n >= w:
                 continue
             any_ = True
             if unit == UNIT_SAMPLES and budget - tot[SAMPLES] <= 0:
                 ended = True
                 break
-            if qi[i, N] == off[i + 1] - off[i]:
-                qi[i, EXH] = 1
+            if qs[i].n == off[i + 1] - off[i]:
+                qs[i].exh = 1
                 tot[EXHAUSTED] += 1
                 continue
             j = nxt(i)
             if unit == UNIT_TOKENS and tok[j] > budget - tot[TOKENS]:
                 ended = True
                 break
-            qi[i, N] += 1
+            qs[i].n += 1
             tot[SAMPLES] += 1
             tot[TOKENS] += tok[j]
             whole(i, j)
@@ -911,7 +920,7 @@ def deepconf_online(P, W, dc, unit, warmup, pct, tau, max_samples, budget, epoch
     # each query's threshold and its warm-up's votes (also when the budget ended the warm-up: what it drew is voted)
     buf = np.empty(max(w, 1))
     for i in range(n):
-        m = qi[i, N]
+        m = qs[i].n
         if m == 0:
             continue
         for k in range(m):
@@ -924,20 +933,20 @@ def deepconf_online(P, W, dc, unit, warmup, pct, tau, max_samples, budget, epoch
                 vote(i, j)
         consensus(i)
         if max_samples > 0 and m >= max_samples:
-            qi[i, CAPPED] = 1
+            qs[i].capped = 1
     # the rest: round-robin over the queries without consensus, one trace per turn, stopped at its first low below s
     while not ended:
         any_ = False
         for pos in range(n):
             i = order[pos]
-            if qi[i, ELIM] or qi[i, CAPPED] or qi[i, EXH]:
+            if qs[i].elim or qs[i].capped or qs[i].exh:
                 continue
             any_ = True
             if unit == UNIT_SAMPLES and budget - tot[SAMPLES] <= 0:
                 ended = True
                 break
-            if qi[i, N] == off[i + 1] - off[i]:
-                qi[i, EXH] = 1
+            if qs[i].n == off[i + 1] - off[i]:
+                qs[i].exh = 1
                 tot[EXHAUSTED] += 1
                 continue
             j = nxt(i)
@@ -952,15 +961,15 @@ def deepconf_online(P, W, dc, unit, warmup, pct, tau, max_samples, budget, epoch
             if unit == UNIT_TOKENS and cost > budget - tot[TOKENS]:
                 ended = True
                 break
-            qi[i, N] += 1
+            qs[i].n += 1
             tot[SAMPLES] += 1
             tot[TOKENS] += cost
             if not stopped:
                 whole(i, j)
                 vote(i, j)
                 consensus(i)
-            if max_samples > 0 and qi[i, N] >= max_samples:
-                qi[i, CAPPED] = 1
+            if max_samples > 0 and qs[i].n >= max_samples:
+                qs[i].capped = 1
         if not any_:
             break
 
@@ -968,7 +977,7 @@ def deepconf_online(P, W, dc, unit, warmup, pct, tau, max_samples, budget, epoch
 @jit
 def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
     """Replay one configuration (a CONFIG record) at total budget `budget`; the outcome is left in W's state
-    arrays (qi, qf, si, sf, tot).
+    arrays (qs, si, sf, tot).
 
     The permutation is either given whole (W.qgen has no rows: perm holds it) or generated lazily: the forward
     Fisher-Yates of query i (stream hs[i] = seed_stream(seed, qkeys[i]), filled by the caller) advances only as
@@ -995,7 +1004,7 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
     off, aoff, correct, score, ans, tok, have = P.off, P.aoff, P.correct, P.score, P.ans, P.tok, P.have
     T, L, min_a, prior, side = P.T, P.L, P.min_a, P.prior, P.side
     perm, qgen, hs, order = W.perm, W.qgen, W.hs, W.order
-    qi, qf, si, sf, tot, snap, snapf = W.qi, W.qf, W.si, W.sf, W.tot, W.snap, W.snapf
+    qs, si, sf, tot, snap, snapf = W.qs, W.si, W.sf, W.tot, W.snap, W.snapf
     policy, unit, K, elim, max_samples, m_min = cfg.policy, cfg.unit, cfg.K, cfg.elim, cfg.max_samples, cfg.m_min
     gamma, lam, eps, rho, tau, share, hmax = cfg.gamma, cfg.lam, cfg.eps, cfg.rho, cfg.tau, cfg.share, cfg.hmax
     warmup, judge, pct, strength = cfg.warmup, cfg.judge, cfg.percentile, cfg.prior_strength
@@ -1053,20 +1062,20 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
         a0 = off[i]
         size_i = off[i + 1] - a0
         base = aoff[i] + 1
-        n_ = qi[i, N]
-        best = qf[i, BEST]
-        bj = qi[i, BEST_J]
-        ssum = qf[i, SSUM]
-        cov = qi[i, COVERED]
-        lead = qi[i, LEAD]
-        lc = qi[i, LEAD_CNT]
-        sc = qi[i, SECOND_CNT]
-        wl = qi[i, WLEAD]
-        ws = qf[i, WLEAD_SUM]
-        ent = qf[i, S]
-        el = qi[i, ELIM]
-        capped = qi[i, CAPPED]
-        exh = qi[i, EXH]
+        n_ = qs[i].n
+        best = qs[i].best
+        bj = qs[i].best_j
+        ssum = qs[i].ssum
+        cov = qs[i].covered
+        lead = qs[i].lead
+        lc = qs[i].lead_cnt
+        sc = qs[i].second_cnt
+        wl = qs[i].wlead
+        ws = qs[i].wlead_sum
+        ent = qs[i].s
+        el = qs[i].elim
+        capped = qs[i].capped
+        exh = qs[i].exh
         used_s = tot[SAMPLES]
         used_t = tot[TOKENS]
         stop = 0
@@ -1093,7 +1102,8 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
         Dh = D
         if live_run is not None and live:  # the draws whose responses exist
             Dh = min(D, have[i] - n_)
-        if live_run is not None and Dh < D:  # (live) the pull may stop for a response: keep its answer slots, to leave them as they were
+        if live_run is not None and Dh < D:  # (live) the pull may stop for a response: keep its answer slots, to
+            # leave them as they were
             for t in range(aoff[i], aoff[i + 1]):
                 snap[t - aoff[i], 0] = si[t, CNT]
                 snap[t - aoff[i], 1] = si[t, FIRST_J]
@@ -1154,7 +1164,8 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                     el = 1
                     fired = True
                     break
-        if live_run is not None and live and d == Dh and Dh < D and not fired and not stop:  # (live) the next draw does not exist yet
+        if live_run is not None and live and d == Dh and Dh < D and not fired and not stop:
+            # (live) the next draw does not exist yet
             for t in range(aoff[i], aoff[i + 1]):  # nothing of the pull stays: the next call makes it again
                 si[t, CNT] = snap[t - aoff[i], 0]
                 si[t, FIRST_J] = snap[t - aoff[i], 1]
@@ -1166,26 +1177,26 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                 el = 1
         if d == short and not fired and not stop:  # the short pull finds nothing left to draw
             exh = 1
-        if exh and qi[i, EXH] == 0:
+        if exh and qs[i].exh == 0:
             tot[EXHAUSTED] += 1
         n_ += d
         used_s += d
         if cap > 0 and d > 0 and n_ >= cap:
             capped = 1
-        qi[i, N] = n_
-        qf[i, BEST] = best
-        qi[i, BEST_J] = bj
-        qf[i, SSUM] = ssum
-        qi[i, COVERED] = cov
-        qi[i, LEAD] = lead
-        qi[i, LEAD_CNT] = lc
-        qi[i, SECOND_CNT] = sc
-        qi[i, WLEAD] = wl
-        qf[i, WLEAD_SUM] = ws
-        qf[i, S] = ent
-        qi[i, ELIM] = el
-        qi[i, CAPPED] = capped
-        qi[i, EXH] = exh
+        qs[i].n = n_
+        qs[i].best = best
+        qs[i].best_j = bj
+        qs[i].ssum = ssum
+        qs[i].covered = cov
+        qs[i].lead = lead
+        qs[i].lead_cnt = lc
+        qs[i].second_cnt = sc
+        qs[i].wlead = wl
+        qs[i].wlead_sum = ws
+        qs[i].s = ent
+        qs[i].elim = el
+        qs[i].capped = capped
+        qs[i].exh = exh
         tot[SAMPLES] = used_s
         tot[TOKENS] = used_t
         tot[STOP] = stop
@@ -1194,10 +1205,10 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
         return False
 
     def index_of(i):
-        cnt = qi[i, N]
+        cnt = qs[i].n
         if cnt == 0:
             return np.inf
-        m = qf[i, SSUM] / cnt
+        m = qs[i].ssum / cnt
         r = math.sqrt(cnt)
         if policy == UCB:
             return m + lam / r
@@ -1205,7 +1216,7 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
             return -(r * (abs(gamma - m) + eps))
         if policy == GAP_LITERAL:
             return -((gamma - m) / r)
-        return (L[cnt] - qf[i, S] / cnt) + lam / r  # ENTROPY
+        return (L[cnt] - qs[i].s / cnt) + lam / r  # ENTROPY
 
     def sift_down(hk, hr, hq, size, k, r, q):
         """Place (key k, rank r, query q) at the top of the heap and sift it down with a hole. The heap keeps
@@ -1240,7 +1251,8 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
     U, alloc, cost, first, cand, ds = W.U, W.alloc, W.cost, W.first, W.cand, W.ds
     by_cost = cost
     n_max = off[n] + 1  # more pulls than any query can make
-    if live_run is not None and resume:  # (live) where the last call stopped: its scalars back (the arrays are where it left them)
+    if live_run is not None and resume:
+        # (live) where the last call stopped: its scalars back (the arrays are where it left them)
         rr_budget, rr_k, rr_cap, rr_elim = sch[S_RR_BUDGET], sch[S_RR_K], sch[S_RR_CAP], sch[S_RR_ELIM]
         one_pull, rr_on, per_cap, by_rank = sch[S_ONE_PULL] != 0, sch[S_RR_ON] != 0, sch[S_PER_CAP] != 0, \
             sch[S_BY_RANK] != 0
@@ -1286,7 +1298,7 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
             hq[t] = order[t]
         if policy == MARGINAL_GAIN:  # its first indices are the predictions: heap them
             for t in range(size):
-                hk[t] = gain_index(prior, qi, qf, hq[t], strength, gamma)
+                hk[t] = gain_index(prior, qs, hq[t], strength, gamma)
             heapify(hk, hr, hq, size)
         # side-eb: per bin (successes, draws), bin nb for the queries not drawn yet; per query (side sum, token sum)
         if policy == SIDE_EB:
@@ -1299,7 +1311,7 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
         pulls = 0
         n0 = np.int64(0)
         if policy == SIDE_EB:
-            side_eb(hk, hr, hq, size, qi, ex, eb, REFRESH, n0, side, tok, perm, off, nb, strength, unit, tot, hz,
+            side_eb(hk, hr, hq, size, qs, ex, eb, REFRESH, n0, side, tok, perm, off, nb, strength, unit, tot, hz,
                     budget)
 
         # two-stage's stage 2: the unanswered queries U[:u] and their allocations; q is the cursor
@@ -1336,10 +1348,10 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                     if tot[STOP]:
                         break
                     for i in range(n):
-                        qi[i, CAPPED] = 0
+                        qs[i].capped = 0
                 if policy == OPTSCALE:  # each query's N_i (alloc) from its warm-up; stage 2 draws up to it
-                    optscale_caps(qi, score, off, perm, alloc, warmup, max_samples, gamma, pct)
-                    m = active_by_rank(qi, order, act)
+                    optscale_caps(qs, score, off, perm, alloc, warmup, max_samples, gamma, pct)
+                    m = active_by_rank(qs, order, act)
                     by_rank, per_cap, p, w, stage = True, True, 0, 0, 2
                     continue
                 # Two-stage's stage 2 and dsc's partition: one check of the elimination rule (dsc: on the first
@@ -1350,12 +1362,12 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                 rr_on = False
                 for pos in range(n):
                     i = order[pos]
-                    if max_samples > 0 and qi[i, N] >= max_samples:
-                        qi[i, CAPPED] = 1
-                    if qi[i, EXH] or qi[i, CAPPED]:
+                    if max_samples > 0 and qs[i].n >= max_samples:
+                        qs[i].capped = 1
+                    if qs[i].exh or qs[i].capped:
                         continue
-                    if answered(i, elim, qi[i, N], qf[i, BEST], qi[i, LEAD], qi[i, LEAD_CNT], qi[i, SECOND_CNT]):
-                        qi[i, ELIM] = 1
+                    if answered(i, elim, qs[i].n, qs[i].best, qs[i].lead, qs[i].lead_cnt, qs[i].second_cnt):
+                        qs[i].elim = 1
                     else:
                         U[u] = i
                         u += 1
@@ -1363,7 +1375,7 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                     difficulty_order(score, off, perm, order, U)
                     continue
                 if u > 0:
-                    stage2_split(qi, qf, U, u, alloc, budget - (tot[SAMPLES] if unit == UNIT_SAMPLES else tot[TOKENS]),
+                    stage2_split(qs, U, u, alloc, budget - (tot[SAMPLES] if unit == UNIT_SAMPLES else tot[TOKENS]),
                                  unit, n)
                 start = tot[TOKENS]
                 continue
@@ -1372,7 +1384,7 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                 if blk < 1 and not by_rank and (unit == UNIT_TOKENS or live or rr_budget > tot[SAMPLES]):
                     # the budget may run out in this round (or the run is live): rank order from now on
                     # (act[:m] holds exactly the active queries)
-                    m = active_by_rank(qi, order, act)
+                    m = active_by_rank(qs, order, act)
                     by_rank = True
                 blk = max(1, blk)
             i, want, bud, cap, rule, reps = act[p], rr_k, rr_budget, rr_cap, rr_elim, blk
@@ -1391,12 +1403,12 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                 want, rule = alloc[q], ELIM_NONE
             else:  # one response at a time while it fits in the allowance
                 done = False
-                if max_samples > 0 and qi[i, N] >= max_samples:
-                    qi[i, CAPPED] = 1
+                if max_samples > 0 and qs[i].n >= max_samples:
+                    qs[i].capped = 1
                     done = True
-                elif qi[i, N] == off[i + 1] - off[i]:
-                    if alloc[q] - (tot[TOKENS] - start) > 0 and qi[i, EXH] == 0:
-                        qi[i, EXH] = 1
+                elif qs[i].n == off[i + 1] - off[i]:
+                    if alloc[q] - (tot[TOKENS] - start) > 0 and qs[i].exh == 0:
+                        qs[i].exh = 1
                         tot[EXHAUSTED] += 1
                     done = True
                 if done:
@@ -1405,25 +1417,25 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                     continue
                 want, bud, cap, rule = 1, start + alloc[q], 0, ELIM_NONE
         elif policy == DSC:  # stage 2, the partition: dsc_judge names the next judge (-1: the partition is over)
-            i = dsc_judge(qi, off, tot, U, alloc, ds, K, judge)
+            i = dsc_judge(qs, off, tot, U, alloc, ds, K, judge)
             if i < 0:  # stage 3: windows of K for the others, round-robin easiest first, the rule after each window
-                m = active_by_rank(qi, U, act)
+                m = active_by_rank(qs, U, act)
                 rr_k, rr_cap, rr_elim, one_pull = K, max_samples, elim, False
                 rr_on, by_rank, p, w, stage = True, True, 0, 0, 3
                 continue
-            want = K - qi[i, N]  # its first window, then the rule
+            want = K - qs[i].n  # its first window, then the rule
         elif is_index:
             if size == 0:
                 break
             i, want = hq[0], K
-            n0 = qi[i, N]
+            n0 = qs[i].n
         elif policy == STREAMING:
             if sp >= n:
                 break
             i = order[sp]
             to_come = n - sp - 1
             # (the active test written out at each use: as a closure, each call site was one more inlined copy)
-            if qi[i, ELIM] or qi[i, CAPPED] or qi[i, EXH]:  # not active
+            if qs[i].elim or qs[i].capped or qs[i].exh:  # not active
                 sp += 1
                 continue
             if unit == UNIT_SAMPLES:
@@ -1465,7 +1477,7 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
             if tot[STOP]:
                 m = 0  # the (stage's) budget is spent
                 continue
-            if qi[i, ELIM] == 0 and qi[i, CAPPED] == 0 and qi[i, EXH] == 0:  # still active
+            if qs[i].elim == 0 and qs[i].capped == 0 and qs[i].exh == 0:  # still active
                 act[w] = i
                 w += 1
             p += 1
@@ -1486,11 +1498,11 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                 break
             key = 0.0
             if policy == SIDE_EB:  # the pull's outcome into the bins; its new index
-                key = side_eb(hk, hr, hq, size, qi, ex, eb, i, n0, side, tok, perm, off, nb, strength, unit, tot, hz,
+                key = side_eb(hk, hr, hq, size, qs, ex, eb, i, n0, side, tok, perm, off, nb, strength, unit, tot, hz,
                               budget)
                 pulls += 1
-            if qi[i, ELIM] == 0 and qi[i, CAPPED] == 0 and qi[i, EXH] == 0:  # active: its new index at the top
-                key, r0, q0 = (gain_index(prior, qi, qf, i, strength, gamma) if policy == MARGINAL_GAIN else
+            if qs[i].elim == 0 and qs[i].capped == 0 and qs[i].exh == 0:  # active: its new index at the top
+                key, r0, q0 = (gain_index(prior, qs, i, strength, gamma) if policy == MARGINAL_GAIN else
                                key if policy == SIDE_EB else index_of(i)), hr[0], i
             else:  # it leaves the heap: the last entry moves to the top
                 size -= 1
@@ -1498,7 +1510,7 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                 hk[size] = -np.inf
             sift_down(hk, hr, hq, size, key, r0, q0)
             if policy == SIDE_EB and pulls % refresh == 0:  # every bin's news reaches every query's index
-                side_eb(hk, hr, hq, size, qi, ex, eb, REFRESH, n0, side, tok, perm, off, nb, strength, unit, tot, hz,
+                side_eb(hk, hr, hq, size, qs, ex, eb, REFRESH, n0, side, tok, perm, off, nb, strength, unit, tot, hz,
                     budget)
         elif policy == STREAMING:
             if tot[STOP]:  # the reserve is reached (tokens: the next response does not fit): the turn ends
@@ -1509,19 +1521,19 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
 
 
 @jit
-def selections(qi, si, aoff, correct, out):
+def selections(qs, si, aoff, correct, out):
     """out[i]: which selections of query i pick a correct response, as F_SEL bits (bon = highest score,
     weighted = largest summed score, sc = majority; an answer's selected response is its first draw). One call
     per run: called per query, passing the arrays cost ~8 µs per 500-query run, measured."""
-    for i in range(qi.shape[0]):
+    for i in range(qs.shape[0]):
         bits = 0
-        j = qi[i, BEST_J]
+        j = qs[i].best_j
         if j >= 0 and correct[j] == 1:
             bits |= 16
-        a = qi[i, WLEAD]
+        a = qs[i].wlead
         if a >= 0 and correct[si[aoff[i] + 1 + a, FIRST_J]] == 1:
             bits |= 32
-        a = qi[i, LEAD]
+        a = qs[i].lead
         if a >= 0 and correct[si[aoff[i] + 1 + a, FIRST_J]] == 1:
             bits |= 64
         out[i] = bits
@@ -1595,15 +1607,15 @@ def _vote(off, aoff, ans, perm, i, d, w, thr, conf, acc, first, lst):
 
 
 @jit
-def confidence_votes(off, aoff, correct, score, ans, perm, qi, cw, eta, acc, first, lst, buf, out):
+def confidence_votes(off, aoff, correct, score, ans, perm, qs, cw, eta, acc, first, lst, buf, out):
     """ORs into out[i] the F_SEL bits of the confidence-weighted votes of query i, read from its drawn responses
-    perm[off[i] .. off[i] + qi[i, N] - 1] after a run (docs/semantics.md): cisc (128), the vote weighted by
+    perm[off[i] .. off[i] + qs[i].n - 1] after a run (docs/semantics.md): cisc (128), the vote weighted by
     cw (cisc_weights), and deepconf (256), the vote over the valid draws whose score reaches the
     ceil((m - 1) (100 - eta) / 100)-th smallest of the m valid draws' scores, weighted by the score. A pass after
     the run rather than state kept per draw, so that the draw loop does no more work for them (one call per run;
     acc, first (all -1), lst and buf are scratch of the answer slots and of the largest pool)."""
-    for i in range(qi.shape[0]):
-        d = qi[i, N]
+    for i in range(qs.shape[0]):
+        d = qs[i].n
         if d == 0:
             continue
         bits = 0
@@ -1642,7 +1654,7 @@ def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags,
     per_query = pq_n.shape[0] > 0
     votes = cw.shape[0] > 0
     if s_lo < s_hi:
-        qi, qf, si, sf, tot = new_state(n, aoff[n])
+        qs, si, sf, tot = new_state(n, aoff[n])
         perm = np.empty(total, np.int64)
         for j in range(total):
             perm[j] = j
@@ -1651,9 +1663,9 @@ def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags,
         order = np.empty(n, np.int64)
         rank = np.empty(n, np.int64)
         sel = np.empty(n, np.int64)
-        W = Scratch(perm, qgen, hs, order, qi, qf, si, sf, tot, sched.act, sched.hk, sched.hr, sched.hq, sched.eb,
-                    sched.ex, sched.U, sched.alloc, sched.cost, sched.first, sched.cand, sched.ds, sched.sch, sched.snap,
-                    sched.snapf)
+        W = Scratch(perm, qgen, hs, order, qs, si, sf, tot, sched.act, sched.hk, sched.hr, sched.hq, sched.eb,
+                    sched.ex, sched.U, sched.alloc, sched.cost, sched.first, sched.cand, sched.ds, sched.sch,
+                    sched.snap, sched.snapf)
         biggest = 0  # the largest pool: the confidence votes' scratch
         for i in range(n):
             biggest = max(biggest, off[i + 1] - off[i])
@@ -1669,9 +1681,9 @@ def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags,
                 hs[i] = seed_stream(seeds[s], qkeys[i])
             for c in range(cfgs.shape[0]):
                 run_one(P, W, cfgs[c], budgets[c, s], epoch, reading, None, dc)
-                selections(qi, si, aoff, correct, sel)
+                selections(qs, si, aoff, correct, sel)
                 if votes:
-                    confidence_votes(off, aoff, correct, P.score, P.ans, perm, qi, cw, eta, v_acc, v_first, v_lst,
+                    confidence_votes(off, aoff, correct, P.score, P.ans, perm, qs, cw, eta, v_acc, v_first, v_lst,
                                      v_buf, sel)
                 cov = 0
                 acc0 = 0
@@ -1681,17 +1693,17 @@ def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags,
                 acc4 = 0
                 answered = 0
                 for i in range(n):
-                    cov += qi[i, COVERED]
-                    answered += qi[i, ELIM]
+                    cov += qs[i].covered
+                    answered += qs[i].elim
                     acc0 += (sel[i] >> 4) & 1
                     acc1 += (sel[i] >> 5) & 1
                     acc2 += (sel[i] >> 6) & 1
                     acc3 += (sel[i] >> 7) & 1
                     acc4 += (sel[i] >> 8) & 1
                     if per_query:
-                        pq_n[c, s, i] = qi[i, N]
-                        pq_flags[c, s, i] = (qi[i, ELIM] * 1 + qi[i, COVERED] * 2 + qi[i, EXH] * 4
-                                             + qi[i, CAPPED] * 8 + sel[i])
+                        pq_n[c, s, i] = qs[i].n
+                        pq_flags[c, s, i] = (qs[i].elim * 1 + qs[i].covered * 2 + qs[i].exh * 4
+                                             + qs[i].capped * 8 + sel[i])
                 out_f[c, s, 0] = cov / n
                 out_f[c, s, 1] = acc0 / n
                 out_f[c, s, 2] = acc1 / n
@@ -1702,5 +1714,5 @@ def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags,
                 out_i[c, s, 1] = tot[TOKENS]
                 out_i[c, s, 2] = tot[EXHAUSTED]
                 out_i[c, s, 3] = answered
-                reset_state(qi, qf, si, sf, tot, off, aoff, P.ans, perm)
+                reset_state(qs, si, sf, tot, off, aoff, P.ans, perm)
             restore_identity(off, perm, qgen, hs, epoch)

@@ -203,15 +203,15 @@ def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], 
     W = None
 
     def next_k(i: int):
-        qi = W.qi
-        active = qi[i, ELIM] == 0 and qi[i, CAPPED] == 0 and qi[i, EXH] == 0
-        return int(qi[i, N]) if active and qi[i, N] < got.sizes[i] else None
+        qs = W.qs
+        active = qs[ELIM][i] == 0 and qs[CAPPED][i] == 0 and qs[EXH][i] == 0
+        return int(qs[N][i]) if active and qs[N][i] < got.sizes[i] else None
 
     def next_all() -> np.ndarray:
         """next_k for every query at once: the index of its next response, -1 for None."""
-        qi = W.qi
-        active = (qi[:, ELIM] == 0) & (qi[:, CAPPED] == 0) & (qi[:, EXH] == 0) & (qi[:, N] < got.sizes)
-        return np.where(active, qi[:, N], -1)
+        qs = W.qs
+        active = (qs[ELIM] == 0) & (qs[CAPPED] == 0) & (qs[EXH] == 0) & (qs[N] < got.sizes)
+        return np.where(active, qs[N], -1)
 
     next_k.all = next_all  # type: ignore[attr-defined]
 
@@ -235,7 +235,7 @@ def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], 
             runs += 1
             if on_run is not None:
                 on_run({"samples": int(W.tot[SAMPLES]), "tokens": int(W.tot[TOKENS]),
-                        "answered": int(W.qi[:, ELIM].sum()), "runs": runs})
+                        "answered": int(W.qs[ELIM].sum()), "runs": runs})
             need = int(W.tot[NEED])
             if need == 0:
                 break
@@ -268,10 +268,10 @@ def _selected(P, W) -> dict[str, list[int]]:
     out: dict[str, list[int]] = {"bon": [], "weighted": [], "sc": []}
     for i in range(n):
         base = int(P.off[i])
-        j = int(W.qi[i, BEST_J])
-        out["bon"].append(j - base if j >= 0 and W.qi[i, N] > 0 else -1)
+        j = int(W.qs[BEST_J][i])
+        out["bon"].append(j - base if j >= 0 and W.qs[N][i] > 0 else -1)
         for rule, col in (("weighted", WLEAD), ("sc", LEAD)):
-            a = int(W.qi[i, col])
+            a = int(W.qs[col][i])
             j = int(W.si[int(P.aoff[i]) + 1 + a, FIRST_J]) if a >= 0 else -1
             out[rule].append(j - base if j >= 0 else -1)
     return out

@@ -266,7 +266,7 @@ def test_a_stop_inside_a_pull_leaves_the_state_as_before_it():
     W = scratch(2, int(P.aoff[-1]), np.arange(12), np.array([0, 1]), 0, int(slots.max()))
     run_one(P, W, cfg.record()[0], np.int64(16), np.int64(0), True, True, None)
     assert W.tot[NEED] == 1 and W.sch[S_RESUME] == 1  # stopped for query 0, at its first pull
-    assert W.qi[0].tolist()[0] == 0 and W.si[:int(P.aoff[1]), CNT].sum() == 0 and W.sf[:int(P.aoff[1])].sum() == 0
+    assert W.qs[0]["n"] == 0 and W.si[:int(P.aoff[1]), CNT].sum() == 0 and W.sf[:int(P.aoff[1])].sum() == 0
     assert W.tot[SAMPLES] == 0  # query 0 comes first in rank order: nothing was drawn before the stop
     have[0] = 6  # the responses arrive (P.have is a view of it)
     run_one(P, W, cfg.record()[0], np.int64(16), np.int64(0), True, True, None)
