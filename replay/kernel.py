@@ -891,6 +891,17 @@ def deepconf_online(P, W, dc, unit, warmup, pct, tau, max_samples, budget, epoch
         if qs[i].s > 0.0 and qs[i].wlead_sum / qs[i].s >= tau:
             qs[i].elim = 1
 
+    def turn(i):
+        """Query i's turn: its next response, or -2 when the sample budget is spent (the run ends), -1 when its pool
+        is used up (it is exhausted)."""
+        if unit == UNIT_SAMPLES and budget - tot[SAMPLES] <= 0:
+            return -2
+        if qs[i].n == off[i + 1] - off[i]:
+            qs[i].exh = 1
+            tot[EXHAUSTED] += 1
+            return -1
+        return nxt(i)
+
     # the warm-up: round-robin in rank order, one whole trace per turn, each query up to w
     ended = False
     while not ended:
@@ -900,14 +911,12 @@ def deepconf_online(P, W, dc, unit, warmup, pct, tau, max_samples, budget, epoch
             if qs[i].exh or qs[i].n >= w:
                 continue
             any_ = True
-            if unit == UNIT_SAMPLES and budget - tot[SAMPLES] <= 0:
+            j = turn(i)
+            if j == -2:
                 ended = True
                 break
-            if qs[i].n == off[i + 1] - off[i]:
-                qs[i].exh = 1
-                tot[EXHAUSTED] += 1
+            if j < 0:
                 continue
-            j = nxt(i)
             if unit == UNIT_TOKENS and tok[j] > budget - tot[TOKENS]:
                 ended = True
                 break
@@ -942,14 +951,12 @@ def deepconf_online(P, W, dc, unit, warmup, pct, tau, max_samples, budget, epoch
             if qs[i].elim or qs[i].capped or qs[i].exh:
                 continue
             any_ = True
-            if unit == UNIT_SAMPLES and budget - tot[SAMPLES] <= 0:
+            j = turn(i)
+            if j == -2:
                 ended = True
                 break
-            if qs[i].n == off[i + 1] - off[i]:
-                qs[i].exh = 1
-                tot[EXHAUSTED] += 1
+            if j < 0:
                 continue
-            j = nxt(i)
             s = ex[i, 0]
             cost = tok[j]
             stopped = low(j) < s

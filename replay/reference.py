@@ -120,6 +120,29 @@ class _Query:
         return not self.eliminated and not self.capped and not self.exhausted
 
 
+def _tally(s, a, j, weight):
+    """Valid answer a of response j into query state s: its count, first response and summed weight, and the
+    leaders by count (with the runner-up's count) and by summed weight. Returns a's count before it."""
+    c = s.cnt.get(a, 0)
+    s.cnt[a] = c + 1
+    if c == 0:
+        s.first_j[a] = j
+        s.wsum[a] = 0.0
+    s.wsum[a] += weight
+    if a == s.lead:
+        s.lead_cnt += 1
+    elif c + 1 > s.lead_cnt:
+        s.second_cnt = s.lead_cnt
+        s.lead = a
+        s.lead_cnt = c + 1
+    elif c + 1 > s.second_cnt:
+        s.second_cnt = c + 1
+    if s.wsum[a] > s.wlead_sum:
+        s.wlead = a
+        s.wlead_sum = s.wsum[a]
+    return c
+
+
 class _Run:
     def __init__(self, off, correct, score, ans, tok, perm, unit, elim_params):
         self.off = off
@@ -169,23 +192,7 @@ class _Run:
             c = s.n_invalid
             s.n_invalid += 1
         else:
-            c = s.cnt.get(a, 0)
-            s.cnt[a] = c + 1
-            if c == 0:
-                s.first_j[a] = j
-                s.wsum[a] = 0.0
-            s.wsum[a] += self.score[j]
-            if a == s.lead:
-                s.lead_cnt += 1
-            elif c + 1 > s.lead_cnt:
-                s.second_cnt = s.lead_cnt
-                s.lead = a
-                s.lead_cnt = c + 1
-            elif c + 1 > s.second_cnt:
-                s.second_cnt = c + 1
-            if s.wsum[a] > s.wlead_sum:
-                s.wlead = a
-                s.wlead_sum = s.wsum[a]
+            c = _tally(s, a, j, self.score[j])
         s.S += T[c + 1] - T[c]
 
     # --- elimination rules --------------------------------------------------------------------------
@@ -609,24 +616,8 @@ def _deepconf_online(run, order, B, warmup, pct, tau, max_samples, lows):
         a = run.ans[j]
         if a < 0:
             return
-        c = s.cnt.get(a, 0)
-        s.cnt[a] = c + 1
-        if c == 0:
-            s.first_j[a] = j
-            s.wsum[a] = 0.0
-        s.wsum[a] += low(j)
+        _tally(s, a, j, low(j))
         s.S += low(j)                         # (S holds the summed vote here)
-        if a == s.lead:
-            s.lead_cnt += 1
-        elif c + 1 > s.lead_cnt:
-            s.second_cnt = s.lead_cnt
-            s.lead = a
-            s.lead_cnt = c + 1
-        elif c + 1 > s.second_cnt:
-            s.second_cnt = c + 1
-        if s.wsum[a] > s.wlead_sum:
-            s.wlead = a
-            s.wlead_sum = s.wsum[a]
 
     def consensus(i):                         # after the warm-up's votes, then after each vote
         s = run.q[i]
