@@ -1,7 +1,7 @@
 """One compiled specialisation of the engine for every valid pool: a second pool, budget, policy or seed count
 must never compile it again (each specialisation of the grid costs tens of seconds of CPU). The kernel has exactly
 the specialisations it declares: with and without the rules that read the drawn responses (kernel.READING_RULES),
-and live runs' own."""
+deepconf-online's (its record lows) and live runs' own; each compiles once and numba caches it."""
 import subprocess
 import sys
 from pathlib import Path
