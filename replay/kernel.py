@@ -891,94 +891,74 @@ def deepconf_online(P, W, dc, unit, warmup, pct, tau, max_samples, budget, epoch
         if qs[i].s > 0.0 and qs[i].wlead_sum / qs[i].s >= tau:
             qs[i].elim = 1
 
-    def turn(i):
-        """Query i's turn: its next response, or -2 when the sample budget is spent (the run ends), -1 when its pool
-        is used up (it is exhausted)."""
-        if unit == UNIT_SAMPLES and budget - tot[SAMPLES] <= 0:
-            return -2
-        if qs[i].n == off[i + 1] - off[i]:
-            qs[i].exh = 1
-            tot[EXHAUSTED] += 1
-            return -1
-        return nxt(i)
-
-    # the warm-up: round-robin in rank order, one whole trace per turn, each query up to w
-    ended = False
-    while not ended:
-        any_ = False
-        for pos in range(n):
-            i = order[pos]
-            if qs[i].exh or qs[i].n >= w:
+    def thresholds():
+        """After the warm-up: each query's threshold and its warm-up's votes (also when the budget ended the
+        warm-up: what it drew is voted)."""
+        buf = np.empty(max(w, 1))
+        for i in range(n):
+            m = qs[i].n
+            if m == 0:
                 continue
-            any_ = True
-            j = turn(i)
-            if j == -2:
-                ended = True
-                break
-            if j < 0:
-                continue
-            if unit == UNIT_TOKENS and tok[j] > budget - tot[TOKENS]:
-                ended = True
-                break
-            qs[i].n += 1
-            tot[SAMPLES] += 1
-            tot[TOKENS] += tok[j]
-            whole(i, j)
-        if not any_:
-            break
-    # each query's threshold and its warm-up's votes (also when the budget ended the warm-up: what it drew is voted)
-    buf = np.empty(max(w, 1))
-    for i in range(n):
-        m = qs[i].n
-        if m == 0:
-            continue
-        for k in range(m):
-            buf[k] = low(perm[off[i] + k])
-        s = dc_threshold(buf, m, pct)
-        ex[i, 0] = s
-        for k in range(m):
-            j = perm[off[i] + k]
-            if low(j) >= s:
-                vote(i, j)
-        consensus(i)
-        if max_samples > 0 and m >= max_samples:
-            qs[i].capped = 1
-    # the rest: round-robin over the queries without consensus, one trace per turn, stopped at its first low below s
-    while not ended:
-        any_ = False
-        for pos in range(n):
-            i = order[pos]
-            if qs[i].elim or qs[i].capped or qs[i].exh:
-                continue
-            any_ = True
-            j = turn(i)
-            if j == -2:
-                ended = True
-                break
-            if j < 0:
-                continue
-            s = ex[i, 0]
-            cost = tok[j]
-            stopped = low(j) < s
-            if stopped:
-                for k in range(loff[j], loff[j + 1]):
-                    if lval[k] < s:
-                        cost = lpos[k] + 1
-                        break
-            if unit == UNIT_TOKENS and cost > budget - tot[TOKENS]:
-                ended = True
-                break
-            qs[i].n += 1
-            tot[SAMPLES] += 1
-            tot[TOKENS] += cost
-            if not stopped:
-                whole(i, j)
-                vote(i, j)
-                consensus(i)
-            if max_samples > 0 and qs[i].n >= max_samples:
+            for k in range(m):
+                buf[k] = low(perm[off[i] + k])
+            s = dc_threshold(buf, m, pct)
+            ex[i, 0] = s
+            for k in range(m):
+                j = perm[off[i] + k]
+                if low(j) >= s:
+                    vote(i, j)
+            consensus(i)
+            if max_samples > 0 and m >= max_samples:
                 qs[i].capped = 1
-        if not any_:
-            break
+
+    # Two phases of round-robin in rank order, one trace per turn: the warm-up (each query up to w whole traces),
+    # then the queries without consensus, each trace stopped at its first low below the query's threshold.
+    ended = False
+    for phase in range(2):
+        if phase == 1:
+            thresholds()
+        while not ended:
+            any_ = False
+            for pos in range(n):
+                i = order[pos]
+                wants = qs[i].n < w if phase == 0 else qs[i].elim == 0 and qs[i].capped == 0
+                if qs[i].exh or not wants:
+                    continue
+                any_ = True
+                if unit == UNIT_SAMPLES and budget - tot[SAMPLES] <= 0:
+                    ended = True
+                    break
+                if qs[i].n == off[i + 1] - off[i]:
+                    qs[i].exh = 1
+                    tot[EXHAUSTED] += 1
+                    continue
+                j = nxt(i)
+                cost = tok[j]
+                stopped = False
+                if phase == 1:
+                    s = ex[i, 0]
+                    stopped = low(j) < s
+                    if stopped:
+                        for k in range(loff[j], loff[j + 1]):
+                            if lval[k] < s:
+                                cost = lpos[k] + 1
+                                break
+                if unit == UNIT_TOKENS and cost > budget - tot[TOKENS]:
+                    ended = True
+                    break
+                qs[i].n += 1
+                tot[SAMPLES] += 1
+                tot[TOKENS] += cost
+                if not stopped:
+                    whole(i, j)
+                if phase == 1:
+                    if not stopped:
+                        vote(i, j)
+                        consensus(i)
+                    if max_samples > 0 and qs[i].n >= max_samples:
+                        qs[i].capped = 1
+            if not any_:
+                break
 
 
 @jit

@@ -624,8 +624,13 @@ def _deepconf_online(run, order, B, warmup, pct, tau, max_samples, lows):
         if s.S > 0.0 and s.wlead_sum / s.S >= tau:
             s.eliminated = True
 
-    def over():                               # the budget: unit samples, none left; (tokens: checked per trace)
-        return run.unit == "samples" and B - run.samples_used <= 0
+    def turn(i):                              # query i's next response; None: its pool is used up (exhausted);
+        if run.unit == "samples" and B - run.samples_used <= 0:    # -1: no sample budget left (the run ends;
+            return -1                                               # tokens: checked per trace)
+        if run.q[i].N == run.q[i].pool:
+            run.q[i].exhausted = True
+            return None
+        return run.next_response(i)
 
     w = min(warmup, max_samples) if max_samples else warmup
     ended = False
@@ -635,13 +640,12 @@ def _deepconf_online(run, order, B, warmup, pct, tau, max_samples, lows):
         if not turns:
             break
         for i in turns:
-            if over():
+            j = turn(i)
+            if j == -1:
                 ended = True
                 break
-            if run.q[i].N == run.q[i].pool:
-                run.q[i].exhausted = True
+            if j is None:
                 continue
-            j = run.next_response(i)
             if run.unit == "tokens" and run.tok[j] > B - run.tokens_used:
                 ended = True
                 break
@@ -668,13 +672,12 @@ def _deepconf_online(run, order, B, warmup, pct, tau, max_samples, lows):
         for i in turns:
             if not run.q[i].active():         # (a query's own turn cannot change another's state)
                 continue
-            if over():
+            j = turn(i)
+            if j == -1:
                 ended = True
                 break
-            if run.q[i].N == run.q[i].pool:
-                run.q[i].exhausted = True
+            if j is None:
                 continue
-            j = run.next_response(i)
             stopped = low(j) < thr[i]
             cost = run.tok[j]
             if stopped:
