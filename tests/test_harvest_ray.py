@@ -46,8 +46,10 @@ ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 @pytest.fixture(scope="module")
 def cluster():
-    """The module's Ray cluster; its address lets a subprocess driver join it (--address)."""
-    ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
+    """The module's Ray cluster; its address lets a subprocess driver join it (--address). Its workers' output is
+    not forwarded to this process: Ray prints it from a thread whenever it arrives, and a killed worker's lines
+    arriving late landed inside a later test's captured command output (a CI run, tests on two workers)."""
+    ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
     yield ray.get_runtime_context().gcs_address
     ray.shutdown()
 
