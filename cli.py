@@ -1132,6 +1132,11 @@ def run_cmd(
                                       "query that wants more is exhausted).", rich_help_panel=_RUN_PANEL),
     lookahead: int = typer.Option(1, help="Responses generated per query per backend call: more means fewer calls "
                                   "and up to lookahead - 1 unused responses per query; decisions do not change."),
+    free_slots: bool = typer.Option(True, "--free-slots/--no-free-slots", help="With a backend that takes "
+                                    "concurrent requests (openai): ask for each query's next response as soon as "
+                                    "the run wants it, --concurrency in flight, so a request that finishes early "
+                                    "frees its slot; --no-free-slots: one backend call per allocation round, which "
+                                    "waits for its slowest request. Decisions do not change."),
     retries: int = typer.Option(2, help="Retries of a failed backend call, with exponential backoff from "
                                 "--retry-delay (the openai client also retries each request: --max-retries)."),
     retry_delay: float = typer.Option(1.0, help="Seconds before the first retry; doubled for each next one."),
@@ -1195,7 +1200,8 @@ def run_cmd(
         max_samples=max_samples, rho=rho, tau=tau, m_min=m_min, share=share, hmax=hmax, conf=conf,
         warmup=warmup, percentile=percentile, prior=prior, prior_strength=prior_strength, judge=judge, side=side,
         bins=bins, refresh=refresh, horizon=horizon, dirichlet_conf=dirichlet_conf, select=_value(select),
-        score=score, scoring=score_options, max_per_query=max_per_query, lookahead=lookahead, retries=retries,
+        score=score, scoring=score_options, max_per_query=max_per_query, lookahead=lookahead, free_slots=free_slots,
+        retries=retries,
         retry_delay_s=retry_delay,
         grade_timeout_s=scoring["timeout"] if scoring["timeout"] is not None else 5.0,
         sampling=Sampling(n=1, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed),

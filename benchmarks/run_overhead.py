@@ -1,10 +1,12 @@
 """What `ttc run` costs beyond the model: scheduling overhead per allocation round, and backend calls per run.
 
     python benchmarks/run_overhead.py [--queries 500] [--responses 64] [--budget 8] [--delay 0]
-        [--policies uniform,elimination,ucb,entropy,two-stage,streaming] [--concurrency 16] [--lookahead 1]
+        [--delay-per-token 0] [--policies uniform,elimination,ucb,entropy,two-stage,streaming] [--concurrency 16]
+        [--lookahead 1] [--modes free,round]
 
 A synthetic pool (answers are numbers, the gold one correct with a per-query rate) is served by the loopback
-OpenAI-compatible server (tests/fixtures/harvest/pool_openai_server.py, `--delay` seconds per request), and each
+OpenAI-compatible server (tests/fixtures/harvest/pool_openai_server.py, `--delay` seconds per request and
+`--delay-per-token` seconds per completion token: a model's decoding time, 50-400 tokens per response here), and each
 policy runs through `ttc run`'s own path (harvest.run.plan_run and execute) with the openai backend over HTTP. Per
 policy it prints the backend calls against the allocation rounds (round-robin: the deepest query's responses; the
 others: the engine runs that stopped for a response), the backend time (HTTP round trips, the server), the scoring
@@ -12,7 +14,10 @@ time (math-verify grading in one warm process), and everything else (the allocat
 two: the engine's runs (each goes on where the last stopped), taking responses, writing the pool's parts), as seconds, per call, and as a
 share of the backend time. `uniform` with a sample budget generates its whole allocation up front
 (harvest.run.planned_counts: one call per distinct count, not one per round); the seconds that planning took, part of
-`other`, are printed under it. Not a test: the numbers depend on the machine and its load."""
+`other`, are printed under it. --modes: `free` (the openai backend's default: each query's next response asked for
+as soon as the run wants it, --concurrency in flight; calls are then requests, one per query at a time, and backend
+s the time the driver waited for them) and/or `round` (--no-free-slots: one backend call per allocation round); wall
+s is the allocation loop's. Not a test: the numbers depend on the machine and its load."""
 from __future__ import annotations
 
 import argparse
@@ -63,6 +68,8 @@ def main():
     ap.add_argument("--responses", type=int, default=64)
     ap.add_argument("--budget", type=float, default=8.0)
     ap.add_argument("--delay", type=float, default=0.0)
+    ap.add_argument("--delay-per-token", type=float, default=0.0)
+    ap.add_argument("--modes", default="free")
     ap.add_argument("--policies", default="uniform,elimination,ucb,entropy,two-stage,streaming")
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--lookahead", type=int, default=1)
@@ -78,27 +85,31 @@ def main():
     pool, data = make_pool(tmp, args.queries, args.responses)
     print(f"pool: {args.queries} queries x {args.responses} responses ({time.perf_counter() - t0:.1f} s to build); "
           f"budget {args.budget:g}/query, concurrency {args.concurrency}, lookahead {args.lookahead}, server delay "
-          f"{args.delay:g} s per request")
+          f"{args.delay:g} s per request + {args.delay_per_token:g} s per token")
     server = subprocess.Popen([sys.executable, str(SERVER), "--pool", str(pool), "--seed", str(args.seed), "--key",
-                               "bench", "--delay", str(args.delay)], stdout=subprocess.PIPE, text=True)
+                               "bench", "--delay", str(args.delay), "--delay-per-token", str(args.delay_per_token)], stdout=subprocess.PIPE, text=True)
     port = int(server.stdout.readline())
     import os
 
     os.environ["TTC_BENCH_KEY"] = "bench"
-    header = (f"{'policy':<12} {'calls':>6} {'rounds':>6} {'responses':>9} {'backend s':>9} {'scoring s':>9} "
-              f"{'engine s':>8} {'write s':>7} {'other s':>8} {'other/call ms':>13} {'other/backend':>13}")
+    header = (f"{'policy':<12} {'mode':<5} {'calls':>6} {'rounds':>6} {'responses':>9} {'wall s':>7} {'backend s':>9} "
+              f"{'scoring s':>9} {'engine s':>8} {'write s':>7} {'other s':>8} {'other/call ms':>13} "
+              f"{'other/backend':>13}")
     print(header)
     print("-" * len(header))
     try:
-        for policy in args.policies.split(","):
+        for policy, mode in [(p, m) for p in args.policies.split(",") for m in args.modes.split(",")]:
             backend = make_backend("openai", model="pool-model", base_url=f"http://127.0.0.1:{port}/v1",
                                    api_key_env="TTC_BENCH_KEY", concurrency=args.concurrency)
             eliminate = None
             req = RunRequest(out=tmp / f"run-{policy}", model="pool-model", backend="openai", dataset=str(data),
                              template="plain", sampling=Sampling(n=1, max_tokens=512, seed=args.seed),
                              budget=args.budget, policy=policy, eliminate=eliminate,
-                             max_per_query=args.responses, lookahead=args.lookahead, progress=False)
+                             max_per_query=args.responses, lookahead=args.lookahead, progress=False,
+                             free_slots=mode == "free", backend_options={"concurrency": args.concurrency})
+            t_run = time.perf_counter()
             o = execute(plan_run(req), backend, None, echo=lambda s: None)
+            wall = time.perf_counter() - t_run
             me = o.summary["this_process"]
             if policy in ("uniform", "elimination", "two-stage"):
                 rounds = max(r["responses"] for r in o.results)
@@ -108,8 +119,8 @@ def main():
                 rounds = o.live["runs"] - 1
             b = max(me["backend_s"], 1e-9)
             runs = max(me["backend_calls"], 1)
-            print(f"{policy:<12} {me['backend_calls']:>6} {rounds!s:>6} {me['responses_generated']:>9} "
-                  f"{me['backend_s']:>9.2f} {me['score_s']:>9.2f} {me['engine_s']:>8.3f} {me['write_s']:>7.3f} "
+            print(f"{policy:<12} {mode:<5} {me['backend_calls']:>6} {rounds!s:>6} {me['responses_generated']:>9} "
+                  f"{wall:>7.2f} {me['backend_s']:>9.2f} {me['score_s']:>9.2f} {me['engine_s']:>8.3f} {me['write_s']:>7.3f} "
                   f"{me['overhead_s']:>8.3f} {1000 * me['overhead_s'] / runs:>13.2f} {me['overhead_s'] / b:>13.2%}")
             if me.get("plan_s") is not None:  # uniform with a sample budget: its allocation computed up front
                 print(f"{'':<12} (planned up front: {me['plan_s']:.3f} s of `other`, in {me['backend_calls']} "

@@ -520,7 +520,9 @@ class OpenAIBackend:
     j .. j+k-1 carries seed s_i + j (in the client's `extra_body`, with any other server parameters given as
     `extra_body`, e.g. vLLM's top_k), so a vLLM server draws exactly the samples one request with n and seed s_i
     would. Requests run on `concurrency` threads sharing one client; once a request has failed for good, the queued
-    ones are not sent. Retries, backoff and timeouts are the client's: connection errors, timeouts, 408, 409, 429 and
+    ones are not sent. generate may be called from several threads at once (`ttc run` asks for each query's next
+    response as soon as it is wanted: harvest.live.BackendSource's slots): all calls together keep at most
+    `concurrency` requests in flight. Retries, backoff and timeouts are the client's: connection errors, timeouts, 408, 409, 429 and
     5xx are retried `max_retries` times with exponential backoff (from 0.5 s, doubling up to 8 s, with jitter; or the
     server's Retry-After), other errors fail at once, and `timeout_s` bounds each attempt.
 
@@ -569,6 +571,7 @@ class OpenAIBackend:
         self._key = os.environ.get(api_key_env) or None
         self._client = openai.OpenAI(base_url=self.base_url, api_key=self._key or "EMPTY", max_retries=max_retries,
                                      timeout=timeout_s)
+        self._slots = threading.BoundedSemaphore(concurrency)  # requests in flight, over every generate call
 
     @property
     def token_count(self) -> str:
@@ -605,16 +608,21 @@ class OpenAIBackend:
                 return
             i, j, m = task
             try:
-                for c, r in enumerate(self._request(prompts[i], sampling, seeds[i] + j, m, stop, confidence)):
+                with self._slots:
+                    got = self._request(prompts[i], sampling, seeds[i] + j, m, stop, confidence)
+                for c, r in enumerate(got):
                     results[i][j + c] = r
             except BaseException:
                 failed.set()
                 raise
 
-        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            futures = [pool.submit(run, t) for t in tasks]
-            for f in futures:
-                f.result()
+        if len(tasks) == 1:  # (one request: no thread pool of its own, which would cost more than the bookkeeping)
+            run(tasks[0])
+        else:
+            with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+                futures = [pool.submit(run, t) for t in tasks]
+                for f in futures:
+                    f.result()
         return [list(r) for r in results]  # type: ignore[arg-type]
 
     def close(self) -> None:

@@ -76,7 +76,8 @@ class BackendSource:
                  retries: int = 2, retry_delay_s: float = 1.0, grade_timeout_s: float = 5.0,
                  prompt_len: Callable[[str], int] | None = None,
                  on_call: Callable[[list, dict], None] | None = None, scorer: Any = None,
-                 confidence: Any = None, score_signal: str | None = None, side_column: str | None = None):
+                 confidence: Any = None, score_signal: str | None = None, side_column: str | None = None,
+                 slots: int = 0):
         if lookahead < 1:
             raise InputError(f"lookahead must be >= 1, got {lookahead}")
         if scorer is not None:
@@ -114,6 +115,11 @@ class BackendSource:
         self.failed_calls = 0
         self.generated = self.completion_tokens = self.prompt_tokens = 0
         self.backend_s = self.score_s = 0.0
+        if slots < 0:
+            raise InputError(f"slots must be >= 0, got {slots}")
+        self.slots = slots  # > 0: one request per query, `slots` in flight at once (arrive())
+        self._pool: Any = None  # their threads (concurrent.futures), made on the first arrive()
+        self._flight: dict[int, Any] = {}  # query -> its request in flight: (future, first sample index, count)
 
     # ------------------------------------------------------------------------------------------------ the driver
 
@@ -269,42 +275,66 @@ class BackendSource:
         s = self.sampling
         return Sampling(n=count, temperature=s.temperature, top_p=s.top_p, max_tokens=s.max_tokens, seed=s.seed)
 
-    def _call(self, todo: list[int], count: int, attempts: int) -> dict[int, list[Response]]:
-        """One backend call for `todo` (count responses each, continuing each query's seeds), tried `attempts`
-        times with exponential backoff."""
+    def _args(self, todo: list[int], count: int) -> tuple:
+        """A call's arguments for `todo` (count responses each, continuing each query's seeds)."""
         for q in todo:
             self.prompt_tokens_of(q)
         seeds = [query_seed(self.sampling.seed, self.queries[q].query_id) + len(self._cache[q]) for q in todo]
-        prompts = [self.prompt_of(q) for q in todo]
+        kw: dict[str, Any] = {"stop": list(self.stop)} if self.stop else {}
+        if self.confidence is not None:  # (only then: a backend without signals need not take the keyword)
+            kw["confidence"] = self.confidence
+        return [self.prompt_of(q) for q in todo], self._sampling(count), seeds, kw
+
+    def _attempts(self, args: tuple, attempts: int) -> tuple[Any, float, int, BaseException | None]:
+        """The backend call, tried `attempts` times with exponential backoff: (its output or None, seconds in the
+        backend, failed attempts, the last error). Touches nothing of the source, so that a request can run on a
+        thread of its own (arrive())."""
+        prompts, sampling, seeds, kw = args
+        spent, failed, error = 0.0, 0, None
         for attempt in range(attempts):
             if attempt:
                 time.sleep(min(MAX_BACKOFF_S, self.retry_delay_s * 2 ** (attempt - 1)))
             t0 = time.perf_counter()
             try:
-                kw = {"stop": list(self.stop)} if self.stop else {}
-                if self.confidence is not None:  # (only then: a backend without signals need not take the keyword)
-                    kw["confidence"] = self.confidence
-                out = self.backend.generate(prompts, self._sampling(count), seeds, **kw)
+                out = self.backend.generate(prompts, sampling, seeds, **kw)
             except InputError:
                 raise  # the user's input, not a fault: retrying changes nothing
             except Exception as e:
-                self.backend_s += time.perf_counter() - t0
-                self.failed_calls += 1
+                spent += time.perf_counter() - t0
+                failed += 1
                 error = e
                 continue
-            self.backend_s += time.perf_counter() - t0
-            if len(out) != len(todo) or any(len(rs) != count for rs in out):
-                raise RuntimeError(f"the backend returned {[len(rs) for rs in out]} responses for {len(todo)} "
-                                   f"prompts x {count}")
-            self.calls += 1
-            return dict(zip(todo, out))
-        raise error
+            return out, spent + time.perf_counter() - t0, failed, None
+        return None, spent, failed, error
 
-    def _robust(self, todo: list[int], count: int) -> tuple[dict[int, list[Response]], dict[int, str]]:
-        """The call for `todo`, with the module docstring's fault handling: (responses by query, failed queries)."""
+    def _done(self, todo: list[int], count: int, result: tuple, timed: bool = True) -> dict[int, list[Response]]:
+        """A call's outcome counted (timed: its seconds into backend_s); its responses, or its last error raised."""
+        out, spent, failed, error = result
+        if timed:
+            self.backend_s += spent
+        self.failed_calls += failed
+        if out is None:
+            raise error  # type: ignore[misc]
+        if len(out) != len(todo) or any(len(rs) != count for rs in out):
+            raise RuntimeError(f"the backend returned {[len(rs) for rs in out]} responses for {len(todo)} "
+                               f"prompts x {count}")
+        self.calls += 1
+        return dict(zip(todo, out))
+
+    def _call(self, todo: list[int], count: int, attempts: int) -> dict[int, list[Response]]:
+        """One backend call for `todo` (count responses each, continuing each query's seeds), tried `attempts`
+        times with exponential backoff."""
+        return self._done(todo, count, self._attempts(self._args(todo, count), attempts))
+
+    def _robust(self, todo: list[int], count: int, done: tuple | None = None
+                ) -> tuple[dict[int, list[Response]], dict[int, str]]:
+        """The call for `todo`, with the module docstring's fault handling: (responses by query, failed queries).
+        done: the call's outcome when it was made already (a request of arrive(), on its own thread)."""
         from .backends import BackendError
 
         try:
+            if done is not None:
+                return self._done(todo, count, done, timed=False), {}
             return self._call(todo, count, self.retries + 1), {}
         except InputError:
             raise
@@ -355,6 +385,85 @@ class BackendSource:
         elif rest:
             split(rest)
         return got, failures
+
+    # ------------------------------------------------------------------------------- requests in flight (slots)
+
+    def arrive(self, waiting: Sequence[tuple[int, int]], ahead: Sequence[int] = ()) -> dict[int, str]:
+        """With slots: make sure the run's wanted responses are being generated, and return once some have come.
+
+        waiting: (query, upto) for each query the run waits on, which wants its responses up to index upto - 1;
+        ahead: queries the run is likely to want next (active, with nothing generated ahead), asked for with the
+        slots the waiting ones leave. A query has one request in flight at a time (its responses from its count so
+        far, `lookahead` or as many as the run waits for, or its plan's); at most `slots` are in flight. Blocks
+        until at least one request finishes, then scores and stores every finished one (one scorer batch and one
+        on_call for them); a request that failed goes through the fault handling of the module docstring (the
+        probe runs here, on the driver's thread). Returns the waiting queries that can get no more responses
+        (their failures), at once if one of them failed before. backend_s counts the seconds spent waiting here:
+        with requests overlapping, the sum of their own seconds says nothing about the run's time."""
+        from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+        if self.slots < 1:
+            raise RuntimeError("arrive() needs a source made with slots")
+        lost = {i: self.fail[i] for i, upto in waiting if i in self.fail and len(self._cache[i]) < upto}
+        if lost:
+            return lost
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self.slots, thread_name_prefix="ttc-request")
+        for i, upto in [*waiting, *((q, 0) for q in ahead)]:
+            if len(self._flight) >= self.slots:
+                break
+            if i in self._flight or i in self.fail:
+                continue
+            have = len(self._cache[i])
+            count = max(self.lookahead, upto - have)
+            if self._plan is not None and self._plan[i] > have:
+                count = max(count, int(self._plan[i]) - have)
+            args = self._args([i], count)
+            self._flight[i] = (self._pool.submit(self._attempts, args, self.retries + 1), count)
+        if not self._flight:
+            raise RuntimeError("the run waits for responses and none is being generated")
+        t0 = time.perf_counter()
+        wait([f for f, _ in self._flight.values()], return_when=FIRST_COMPLETED)
+        self.backend_s += time.perf_counter() - t0
+        got: dict[int, list[Response]] = {}
+        failures: dict[int, str] = {}
+        stop: BaseException | None = None  # (the user's input, the backend down, Ctrl-C: raised once the rest is kept)
+        for i in [q for q, (f, _) in self._flight.items() if f.done()]:
+            f, count = self._flight.pop(i)
+            try:
+                g, fl = self._robust([i], count, done=f.result())
+            except BaseException as e:
+                stop = stop or e
+                continue
+            got.update(g)
+            failures.update(fl)
+        self._store(sorted(set(got) | set(failures)), got, failures)  # one batch for the scorer and on_call
+        if stop is not None:
+            raise stop
+        return {i: self.fail[i] for i, upto in waiting if i in self.fail and len(self._cache[i]) < upto}
+
+    def close(self, keep: bool = True):
+        """Requests still in flight when the run is over (generated ahead): those not started are dropped; keep:
+        those running are waited for and stored (they go to the pool like every other response), else left to
+        finish unseen (the run stops on an error)."""
+        if self._pool is None:
+            return
+        from concurrent.futures import wait
+
+        for i, (f, _) in list(self._flight.items()):
+            if f.cancel() or not keep:
+                del self._flight[i]
+        wait([f for f, _ in self._flight.values()])
+        got: dict[int, list[Response]] = {}
+        for i, (f, count) in sorted(self._flight.items()):
+            result = f.result()
+            if result[0] is not None:
+                got.update(self._done([i], count, result, timed=False))
+        if got:
+            self._store(sorted(got), got, {})
+        self._flight.clear()
+        self._pool.shutdown(wait=keep, cancel_futures=True)
+        self._pool = None
 
     # ----------------------------------------------------------------------------------------------- scoring
 

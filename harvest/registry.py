@@ -142,7 +142,10 @@ class Backend:
     options); options: the BACKEND_OPTIONS it takes; required: those it cannot do without; needs: "gpu" (a CUDA GPU),
     "server" (a running OpenAI-compatible server); chat: who applies the chat template, "tokenizer" (the prompt
     is rendered with the model's tokenizer here) or "server" (the prompt goes as one user message and `chat=` tells
-    the backend which endpoint); extra: the pip extra it needs; doc: one line for --help and the docs table."""
+    the backend which endpoint); extra: the pip extra it needs; concurrent: generate may be called from several
+    threads at once, its `concurrency` option bounding the requests in flight over all of them (`ttc run` then asks
+    for each query's next response as soon as the run wants it, instead of a call per round: harvest.live.BackendSource
+    slots); doc: one line for --help and the docs table."""
 
     name: str
     impl: str
@@ -152,6 +155,7 @@ class Backend:
     needs: frozenset = frozenset()
     chat: str = "tokenizer"
     extra: str | None = None
+    concurrent: bool = False
 
     def load(self):
         return _load(self.impl)
@@ -167,7 +171,7 @@ BACKENDS = {b.name: b for b in (
             needs=frozenset({"gpu"}), extra="gpu"),
     Backend("openai", "harvest.backends:OpenAIBackend", "any OpenAI-compatible server (`vllm serve`, hosted APIs) "
             "through the openai client", ("base_url", "api_key_env", "concurrency", "max_retries", "request_timeout"),
-            required=("base_url",), needs=frozenset({"server"}), chat="server", extra="openai"),
+            required=("base_url",), needs=frozenset({"server"}), chat="server", extra="openai", concurrent=True),
 )}
 
 

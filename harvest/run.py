@@ -141,6 +141,9 @@ class RunRequest:
     lookahead: int = 1
     plan_ahead: bool = True                 # uniform with a sample budget: generate every query's whole allocation
     #                                         up front (planned_counts), one backend call per distinct count
+    free_slots: bool = True                 # a backend that takes concurrent calls (openai): each query's next response
+    #                                         asked for as soon as the run wants it, up to --concurrency in flight
+    #                                         (harvest.live.BackendSource slots); False: one backend call per round
     retries: int = 2
     retry_delay_s: float = 1.0
     grade_timeout_s: float = 5.0
@@ -1163,6 +1166,18 @@ def _record_oracle(plan: RunPlan, meta: dict, scorer: "_Scorer | None", score_s:
 PLANNED_POLICIES = ("uniform",)  # with a sample budget: decides nothing from responses (planned_counts)
 
 
+def free_slots(req: RunRequest) -> int:
+    """The requests a run keeps in flight one query at a time (harvest.live.BackendSource slots): the backend's
+    --concurrency when it takes concurrent calls (the registry's `concurrent`) and --free-slots is on, else 0 (a
+    backend call per allocation round)."""
+    from .registry import BACKEND_OPTIONS, BACKENDS
+
+    if not (req.free_slots and BACKENDS[req.backend].concurrent):
+        return 0
+    option = BACKEND_OPTIONS["concurrency"]
+    return int(req.backend_options.get(option.keyword) or option.default)
+
+
 def planned(plan: RunPlan) -> bool:
     """Whether the run's whole allocation is known before its first response (docs/run.md, "Rounds, backend calls,
     and freeing slots early"): `uniform` with a sample budget, which reads no response; with a token budget a
@@ -1256,7 +1271,7 @@ def execute(plan: RunPlan, backend: Any, tokenizer: Any = None, *, prompt_len: C
                            stop=plan.template_info.get("stop") or (), retries=req.retries,
                            retry_delay_s=req.retry_delay_s, grade_timeout_s=req.grade_timeout_s,
                            prompt_len=prompt_len, on_call=on_call, scorer=scorer, side_column=plan.side_column,
-                           **_signal_options(plan))
+                           slots=free_slots(req), **_signal_options(plan))
     for qid, items in cache.items():
         source.preload(index[qid], items)
     for qid, n in (meta.get("prompt_tokens") or {}).items():  # counted before (a server's count: ServerUsage)
@@ -1312,7 +1327,8 @@ def execute(plan: RunPlan, backend: Any, tokenizer: Any = None, *, prompt_len: C
     results = _results(plan, source, live)
     summary = _summary(plan, source, live, results, meta, record, time.perf_counter() - t_start)
     summary["this_process"].update(overhead_s=round(overhead_s, 3), write_s=round(writer.write_s, 3),
-                                   parts=writer.parts, plan_s=None if plan_s is None else round(plan_s, 3))
+                                   parts=writer.parts, plan_s=None if plan_s is None else round(plan_s, 3),
+                                   slots=source.slots)
     if scorer is not None:
         summary["this_process"]["scorer_load_s"] = round(scorer.load_s, 3)
     _write_pool_end(plan, source, live, meta, backend, prompt_fn, tokenizer, scorer)

@@ -286,22 +286,22 @@ def replay(pool: Pool, configs: list[RunConfig], budgets, seeds, select: str = "
     return df, pq
 
 
-def scratch(n: int, slots: int, perm, order, bins: int = 0, snap_slots: int = 0) -> Scratch:
+def scratch(n: int, slots: int, perm, order, bins: int = 0, live: bool = False) -> Scratch:
     """Scratch for runs on a given permutation (no lazy generation) and query order; bins: side-eb's, at most;
-    snap_slots: the most answer slots of one query, for a live run (which may stop inside a pull)."""
+    live: room for a live run's deferred queries."""
     qs, si, sf, tot = new_state(n, slots)
     return Scratch(np.ascontiguousarray(perm, np.int64), np.zeros((0, 2), np.int64), np.zeros(0, np.uint64),
-                   np.ascontiguousarray(order, np.int64), qs, si, sf, tot, *sched(n, bins, snap_slots))
+                   np.ascontiguousarray(order, np.int64), qs, si, sf, tot, *sched(n, bins, live))
 
 
-def sched(n: int, bins: int = 0, snap_slots: int = 0) -> Sched:
-    """The scheduler's scratch (kernel.Sched) for n queries, side-eb up to `bins` bins, and a live pull's keep of up
-    to snap_slots answer slots (0 in replay, which never stops for a response). Allocated here, not in the kernel:
-    a jitted allocator cost 0.4 s of the first run's compile."""
+def sched(n: int, bins: int = 0, live: bool = False) -> Sched:
+    """The scheduler's scratch (kernel.Sched) for n queries, side-eb up to `bins` bins, and with live=True a live
+    run's deferred queries (replay never defers one). Allocated here, not in the kernel: a jitted allocator cost 0.4
+    s of the first run's compile."""
     e = np.empty
     return Sched(e(n, np.int64), e(n + 1), e(n + 1, np.int64), e(n + 1, np.int64), e((bins + 2, 3)), e((n, 2)),
                  e(n, np.int64), e(n, np.int64), e(n, np.int64), e(n, np.int64), e(n, np.int64), e(6, np.int64),
-                 np.zeros(SCHED_SLOTS, np.int64), e((snap_slots, 2), np.int64), e(snap_slots))
+                 np.zeros(SCHED_SLOTS, np.int64), e((n if live else 0, 2), np.int64))
 
 
 def outcome(P: PoolArrays, W: Scratch, votes: tuple | None = None) -> dict:

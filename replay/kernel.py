@@ -70,20 +70,20 @@ PoolArrays = namedtuple("PoolArrays", "off aoff correct score ans tok have T L m
 # What a run writes: the permutation and its lazy-generation state (perm, qgen, hs; qgen has no rows when perm is
 # given whole), the query order, and the state arrays qs, si, sf, tot. The grid allocates one per thread.
 Scratch = namedtuple("Scratch", "perm qgen hs order qs si sf tot act hk hr hq eb ex U alloc cost first cand ds sch "
-                                 "snap snapf")
+                                 "dfr")
 # ... and the scheduler's, a Sched that engine.sched allocates: its per-query arrays (act: round-robin's active
 # queries; hk, hr, hq: the index rules' heap; eb, ex: side-eb's bins and per-query sums; U, alloc: two-stage's,
 # optscale's and dsc's stage 2; cost, first, cand: the oracle's candidates; ds: dsc's search), sch: its scalars (S_*
-# slots), and snap / snapf: a query's answer slots kept while a live pull may stop for a response. (Flat in Scratch:
-# with the Sched nested in it, numba 0.68 compiled run_one without the stores before a live stop; tests/test_live.py
-# caught it.) A live run that stops (tot[NEED]) leaves every one of them as it was before the pull it could not
-# finish, with sch[S_RESUME] = 1: the next call goes on from there instead of from the start (replay/live.py), so
-# each live round costs its own decisions only.
-Sched = namedtuple("Sched", "act hk hr hq eb ex U alloc cost first cand ds sch snap snapf")
+# slots), and dfr: a live run's deferred queries (query, pulls left) inside a block of round-robin rounds (run_one).
+# (Flat in Scratch: with the Sched nested in it, numba 0.68 compiled run_one without the stores before a live stop;
+# tests/test_live.py caught it.) A live run that stops (tot[NEED]) leaves every one of them where it stopped, with
+# sch[S_RESUME] = 1: the next call goes on from there instead of from the start (replay/live.py), so each live round
+# costs its own decisions only.
+Sched = namedtuple("Sched", "act hk hr hq eb ex U alloc cost first cand ds sch dfr")
 S_RESUME, S_RR_BUDGET, S_RR_K, S_RR_CAP, S_RR_ELIM, S_ONE_PULL, S_RR_ON, S_PER_CAP, S_BLK, S_BY_RANK, S_M, S_P, \
     S_W, S_STAGE, S_SIZE, S_PULLS, S_N0, S_U, S_Q, S_START, S_C, S_LEFT, S_SP, S_I, S_WANT, S_BUD, S_UU, S_CAP, \
-    S_RULE, S_REPS = range(30)
-SCHED_SLOTS = 30
+    S_RULE, S_REPS, S_PAID, S_ND, S_DP, S_ND2 = range(34)
+SCHED_SLOTS = 34
 
 
 
@@ -991,7 +991,7 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
     off, aoff, correct, score, ans, tok, have = P.off, P.aoff, P.correct, P.score, P.ans, P.tok, P.have
     T, L, min_a, prior, side = P.T, P.L, P.min_a, P.prior, P.side
     perm, qgen, hs, order = W.perm, W.qgen, W.hs, W.order
-    qs, si, sf, tot, snap, snapf = W.qs, W.si, W.sf, W.tot, W.snap, W.snapf
+    qs, si, sf, tot = W.qs, W.si, W.sf, W.tot
     policy, unit, K, elim, max_samples, m_min = cfg.policy, cfg.unit, cfg.K, cfg.elim, cfg.max_samples, cfg.m_min
     gamma, lam, eps, rho, tau, share, hmax = cfg.gamma, cfg.lam, cfg.eps, cfg.rho, cfg.tau, cfg.share, cfg.hmax
     warmup, judge, pct, strength = cfg.warmup, cfg.judge, cfg.percentile, cfg.prior_strength
@@ -1002,12 +1002,14 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
     sch = W.sch
     live = False
     resume = False
+    how = 0
     if live_run is not None:
         for i in range(n):
             if have[i] < off[i + 1] - off[i]:
                 live = True
                 break
-        resume = sch[S_RESUME] != 0  # a live run that stopped for a response: this call goes on from there
+        how = sch[S_RESUME]  # a live run that stopped for a response: this call goes on from there
+        resume = how != 0
         sch[S_RESUME] = 0
         live = live or resume
 
@@ -1087,14 +1089,16 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
         short = (avail // want_k) * want_k if avail < D else -1  # the draw at which the short pull starts
         D = min(D, avail)
         Dh = D
-        if live_run is not None and live:  # the draws whose responses exist
-            Dh = min(D, have[i] - n_)
-        if live_run is not None and Dh < D:  # (live) the pull may stop for a response: keep its answer slots, to
-            # leave them as they were
-            for t in range(aoff[i], aoff[i + 1]):
-                snap[t - aoff[i], 0] = si[t, CNT]
-                snap[t - aoff[i], 1] = si[t, FIRST_J]
-                snapf[t - aoff[i]] = sf[t]
+        if live_run is not None and live and have[i] - n_ < D:  # (live) the whole pulls whose responses exist
+            e = have[i] - n_
+            Dh = (e // want_k) * want_k
+            if u == UNIT_TOKENS:  # unless one of the rest does not fit: the pull stops there, before the missing
+                room = bud - used_t
+                for x in range(e):
+                    room -= tok[perm[a0 + n_ + x]]
+                    if room < 0:
+                        Dh = e if x >= Dh else Dh
+                        break
         start = 0  # the current pull starts at this many draws and ends at end
         end = min(want_k, D)
         d = 0
@@ -1151,18 +1155,14 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                     el = 1
                     fired = True
                     break
+        unmade = 0  # (live) pulls not made for a missing response
         if live_run is not None and live and d == Dh and Dh < D and not fired and not stop:
-            # (live) the next draw does not exist yet
-            for t in range(aoff[i], aoff[i + 1]):  # nothing of the pull stays: the next call makes it again
-                si[t, CNT] = snap[t - aoff[i], 0]
-                si[t, FIRST_J] = snap[t - aoff[i], 1]
-                sf[t] = snapf[t - aoff[i]]
+            unmade = reps - d // want_k  # the next pull's responses do not all exist yet: the pulls made stay
             tot[NEED] = i + 1
-            return True
         if stop and d > start:  # (tokens) a pull cut short by the budget, after some draws: the rule
             if el == 0 and answered(i, rule, n_ + d, best, lead, lc, sc):
                 el = 1
-        if d == short and not fired and not stop:  # the short pull finds nothing left to draw
+        if d == short and not fired and not stop and unmade == 0:  # the short pull finds nothing left to draw
             exh = 1
         if exh and qs[i].exh == 0:
             tot[EXHAUSTED] += 1
@@ -1189,7 +1189,7 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
         tot[STOP] = stop
         if lazy:
             qgen[i, 0] = g
-        return False
+        return unmade
 
     def index_of(i):
         cnt = qs[i].n
@@ -1235,7 +1235,7 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
         or policy == SIDE_EB
 
     act, hk, hr, hq, eb, ex = W.act, W.hk, W.hr, W.hq, W.eb, W.ex
-    U, alloc, cost, first, cand, ds = W.U, W.alloc, W.cost, W.first, W.cand, W.ds
+    U, alloc, cost, first, cand, ds, dfr = W.U, W.alloc, W.cost, W.first, W.cand, W.ds, W.dfr
     by_cost = cost
     n_max = off[n] + 1  # more pulls than any query can make
     if live_run is not None and resume:
@@ -1246,6 +1246,7 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
         blk, m, p, w, stage, size = sch[S_BLK], sch[S_M], sch[S_P], sch[S_W], sch[S_STAGE], sch[S_SIZE]
         pulls, n0, u, q, start = sch[S_PULLS], sch[S_N0], sch[S_U], sch[S_Q], sch[S_START]
         c, left, sp = sch[S_C], sch[S_LEFT], sch[S_SP]
+        paid, nd, dp, nd2 = sch[S_PAID] != 0, sch[S_ND], sch[S_DP], sch[S_ND2]
     else:
         # round-robin (uniform, elimination, two-stage's stage 1): rounds over act[:m] in order; p reads, w keeps.
         # A block of rounds the budget pays for may run its queries in any order (none can be starved), so act
@@ -1264,6 +1265,10 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
         rr_on = is_rr  # a round-robin phase is running (two-stage's stage 2 and dsc's partition are not)
         per_cap = False  # optscale's stage 2: each query's cap is its own N_i, alloc[i]
         blk = 1  # rounds in the current block
+        paid = False  # the budget pays for the whole block
+        # (live) queries of a paid block whose responses were missing, deferred (dfr[:nd]: query, pulls left) while
+        # the block's others go on: a sweep over them (cursor dp, kept nd2) follows each pass
+        nd, dp, nd2 = 0, 0, 0
         by_rank = False
         m = n if is_rr else 0
         p = 0
@@ -1319,7 +1324,9 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
             ds[t] = 0
         ds[1] = -1
 
-    pending = resume
+    pending = resume and how == 1
+    halt = 0  # (live) the run stops for a response: 1 in a pull, 2 with deferred queries
+    i, want, bud, uu, cap, rule, unmade = -1, 0, budget, unit, max_samples, elim, 0
     while True:
         i, want, bud, uu, cap, rule, reps = -1, 0, budget, unit, max_samples, elim, 1
         # ---- name the next pull ----
@@ -1327,6 +1334,10 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
             pending = False
             i, want, bud, uu, cap, rule, reps = sch[S_I], sch[S_WANT], sch[S_BUD], sch[S_UU], sch[S_CAP], \
                 sch[S_RULE], sch[S_REPS]
+        elif live_run is not None and rr_on and nd > 0 and p == m:  # (live) a deferred query's pulls left
+            i, want, bud, cap, rule, reps = dfr[dp, 0], rr_k, rr_budget, rr_cap, rr_elim, dfr[dp, 1]
+            if per_cap:
+                cap = alloc[i]
         elif rr_on:
             if m == 0:
                 if stage != 1 or (policy != TWO_STAGE and policy != OPTSCALE and policy != DSC):
@@ -1367,17 +1378,19 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                 start = tot[TOKENS]
                 continue
             if p == 0:  # a new round: run as many rounds as the budget pays for whatever they draw in one go
-                blk = (rr_budget - tot[SAMPLES]) // (m * rr_k) if unit == UNIT_SAMPLES and not live else 0
-                if blk < 1 and not by_rank and (unit == UNIT_TOKENS or live or rr_budget > tot[SAMPLES]):
-                    # the budget may run out in this round (or the run is live): rank order from now on
-                    # (act[:m] holds exactly the active queries)
+                blk = (rr_budget - tot[SAMPLES]) // (m * rr_k) if unit == UNIT_SAMPLES else 0
+                paid = blk >= 1
+                if blk < 1 and not by_rank and (unit == UNIT_TOKENS or rr_budget > tot[SAMPLES]):
+                    # the budget may run out in this round: rank order from now on (act[:m] holds exactly the
+                    # active queries)
                     m = active_by_rank(qs, order, act)
                     by_rank = True
                 blk = max(1, blk)
             i, want, bud, cap, rule, reps = act[p], rr_k, rr_budget, rr_cap, rr_elim, blk
             if per_cap:
                 cap = alloc[i]
-            if one_pull:  # no rule between its pulls: the block is one pull
+            if one_pull and not live:  # no rule between its pulls: the block is one pull (live: pulls, which
+                # the query can make as their responses come)
                 want, reps = rr_k * blk, 1
         elif policy == TWO_STAGE:
             if q >= u:
@@ -1445,31 +1458,52 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
             i, want, bud, uu, cap, rule = cand[by_cost[q]], first[by_cost[q]] + 1, INT64_MAX, \
                 UNIT_SAMPLES, 0, ELIM_NONE
 
-        stopped = pull(i, want, bud, uu, cap, rule, reps)
-        if live_run is not None and stopped:  # (live) a response that does not exist yet: stop here, keeping
-            # the scheduler's scalars and this pull for the next call (sch[S_RESUME])
-            sch[S_RR_BUDGET], sch[S_RR_K], sch[S_RR_CAP], sch[S_RR_ELIM] = rr_budget, rr_k, rr_cap, rr_elim
-            sch[S_ONE_PULL], sch[S_RR_ON], sch[S_PER_CAP], sch[S_BY_RANK] = (1 if one_pull else 0), \
-                (1 if rr_on else 0), (1 if per_cap else 0), (1 if by_rank else 0)
-            sch[S_BLK], sch[S_M], sch[S_P], sch[S_W], sch[S_STAGE], sch[S_SIZE] = blk, m, p, w, stage, size
-            sch[S_PULLS], sch[S_N0], sch[S_U], sch[S_Q], sch[S_START] = pulls, n0, u, q, start
-            sch[S_C], sch[S_LEFT], sch[S_SP] = c, left, sp
-            sch[S_I], sch[S_WANT], sch[S_BUD], sch[S_UU], sch[S_CAP], sch[S_RULE], sch[S_REPS] = i, want, bud, uu, \
-                cap, rule, reps
-            sch[S_RESUME] = 1
-            return
+        unmade = pull(i, want, bud, uu, cap, rule, reps)
+        if live_run is not None and unmade > 0 and not (rr_on and paid):  # (live) a response that does not exist
+            # yet: stop here, keeping this pull's rest for the next call
+            halt = 1
+            break
 
         # ---- fold the outcome into the rule's cursor ----
         if rr_on:
             if tot[STOP]:
                 m = 0  # the (stage's) budget is spent
                 continue
-            if qs[i].elim == 0 and qs[i].capped == 0 and qs[i].exh == 0:  # still active
-                act[w] = i
-                w += 1
-            p += 1
-            if p == m:
-                m, p, w = w, 0, 0
+            if live_run is not None and nd > 0 and p == m:  # (live) a deferred query's pulls
+                if unmade > 0:  # still waiting
+                    dfr[nd2, 0] = i
+                    dfr[nd2, 1] = unmade
+                    nd2 += 1
+                    tot[NEED] = 0
+                dp += 1
+                if dp < nd:
+                    continue
+                nd, dp, nd2 = nd2, 0, 0
+            else:
+                if unmade > 0:  # (live) its responses are missing: deferred, the block goes on (it stays active)
+                    dfr[nd, 0] = i
+                    dfr[nd, 1] = unmade
+                    nd += 1
+                    tot[NEED] = 0
+                if unmade > 0 or (qs[i].elim == 0 and qs[i].capped == 0 and qs[i].exh == 0):  # still active
+                    act[w] = i
+                    w += 1
+                p += 1
+                if p < m:
+                    continue
+            # the pass (and the sweep after it) is over
+            if live_run is not None and nd > 0:  # (live) stop until the deferred queries' responses come
+                tot[NEED] = dfr[0, 0] + 1
+                halt = 2
+                break
+            if live_run is not None and live:  # deferred queries may have left the active set since their pass
+                t = 0
+                for r in range(w):
+                    if qs[act[r]].elim == 0 and qs[act[r]].capped == 0 and qs[act[r]].exh == 0:
+                        act[t] = act[r]
+                        t += 1
+                w = t
+            m, p, w = w, 0, 0
         elif policy == DSC:  # a judge's window was drawn
             alloc[ds[5]] = 1
             ds[5] += 1
@@ -1505,6 +1539,18 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                 sp += 1
         else:
             q += 1
+    if live_run is not None and halt > 0:  # (live) the scheduler's state for the next call: sch[S_RESUME] = 1 makes
+        # the pull that stopped again (its pulls left), 2 sweeps the deferred queries
+        sch[S_RR_BUDGET], sch[S_RR_K], sch[S_RR_CAP], sch[S_RR_ELIM] = rr_budget, rr_k, rr_cap, rr_elim
+        sch[S_ONE_PULL], sch[S_RR_ON], sch[S_PER_CAP], sch[S_BY_RANK] = (1 if one_pull else 0), \
+            (1 if rr_on else 0), (1 if per_cap else 0), (1 if by_rank else 0)
+        sch[S_BLK], sch[S_M], sch[S_P], sch[S_W], sch[S_STAGE], sch[S_SIZE] = blk, m, p, w, stage, size
+        sch[S_PULLS], sch[S_N0], sch[S_U], sch[S_Q], sch[S_START] = pulls, n0, u, q, start
+        sch[S_C], sch[S_LEFT], sch[S_SP] = c, left, sp
+        sch[S_PAID], sch[S_ND], sch[S_DP], sch[S_ND2] = (1 if paid else 0), nd, dp, nd2
+        sch[S_I], sch[S_WANT], sch[S_BUD], sch[S_UU], sch[S_CAP], sch[S_RULE], sch[S_REPS] = i, want, bud, uu, \
+            cap, rule, unmade
+        sch[S_RESUME] = halt
 
 
 @jit
@@ -1652,7 +1698,7 @@ def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags,
         sel = np.empty(n, np.int64)
         W = Scratch(perm, qgen, hs, order, qs, si, sf, tot, sched.act, sched.hk, sched.hr, sched.hq, sched.eb,
                     sched.ex, sched.U, sched.alloc, sched.cost, sched.first, sched.cand, sched.ds, sched.sch,
-                    sched.snap, sched.snapf)
+                    sched.dfr)
         biggest = 0  # the largest pool: the confidence votes' scratch
         for i in range(n):
             biggest = max(biggest, off[i + 1] - off[i])

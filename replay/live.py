@@ -31,7 +31,8 @@ from typing import Callable, Hashable, Protocol, Sequence
 import numpy as np
 
 from .engine import outcome, pool_arrays, scratch
-from .kernel import BEST_J, CAPPED, ELIM, EXH, FIRST_J, LEAD, N, NEED, SAMPLES, TOKENS, WLEAD, run_one
+from .kernel import BEST_J, CAPPED, ELIM, EXH, FIRST_J, LEAD, N, NEED, S_ND, S_RESUME, S_RR_K, S_WANT, SAMPLES, \
+    TOKENS, WLEAD, run_one
 from .policies import REGISTRY, RunConfig
 from .tables import make_tables
 
@@ -217,8 +218,10 @@ def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], 
 
     if hasattr(source, "watch"):
         source.watch(next_k)
+    asynchronous = getattr(source, "slots", 0) > 0 and callable(getattr(source, "arrive", None))
     runs = 0
     P = None
+    ok = False
     try:
         while True:
             got.take_ready()
@@ -228,7 +231,7 @@ def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], 
                 slots = got.sizes + 1
                 P = pool_arrays(got.off, got.correct, got.score, got.ans, got.tok, tables, got.have, prior, got.side,
                                 aoff=np.concatenate([[0], np.cumsum(slots)]))
-                W = scratch(n, int(P.aoff[-1]), np.arange(len(got.correct)), order, cfg.bins, int(slots.max()))
+                W = scratch(n, int(P.aoff[-1]), np.arange(len(got.correct)), order, cfg.bins, live=True)
             # (goes on where the last call stopped; every rule compiled in, so that every live run shares one
             # specialisation of the kernel: see kernel.READING_RULES)
             run_one(P, W, record, np.int64(budget_total), np.int64(0), True, True, None)
@@ -239,15 +242,27 @@ def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], 
             need = int(W.tot[NEED])
             if need == 0:
                 break
+            if asynchronous:  # every query the run waits on, and those it may want next, asked for at once
+                t0 = time.perf_counter()
+                lost = source.arrive(*_wanted(W, got, order, next_all(), need))
+                got.source_s += time.perf_counter() - t0
+                for i, why in sorted(lost.items()):
+                    failed[i] = why or "failed"
+                    got = got.resized(i)
+                    P = None
+                continue
             try:
                 got.take(need - 1)
             except Unavailable as e:
                 failed[need - 1] = str(e) or type(e).__name__
                 got = got.resized(need - 1)
                 P = None
+        ok = True
     finally:
         if hasattr(source, "watch"):
             source.watch(None)  # the run is over: nothing more to batch for
+        if asynchronous:
+            source.close(keep=ok)
     out = {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in outcome(P, W).items()}
     out["responses"] = [got.responses[i][:int(out["n_drawn"][i])] for i in range(n)]
     out["selected"] = _selected(P, W)
@@ -258,6 +273,23 @@ def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], 
     out["source_s"] = got.source_s
     out["driver_s"] = time.perf_counter() - t_start - got.source_s
     return out
+
+
+def _wanted(W, got: _Received, order: np.ndarray, nxt: np.ndarray, need: int) -> tuple[list, list]:
+    """For a source with slots (arrive): the queries the stopped run waits on, each with how many responses it
+    wants (its count drawn + the pull's size): the deferred queries of a block of round-robin rounds
+    (kernel.run_one's dfr), or the one query whose pull stopped; then, in rank order, the other active queries that
+    have received nothing beyond what they drew (the run is likely to want their next response)."""
+    qs = W.qs
+    if W.sch[S_RESUME] == 2:
+        k = int(W.sch[S_RR_K])
+        waiting = [(int(i), int(qs[N][i]) + k) for i in W.dfr[:int(W.sch[S_ND]), 0]]
+    else:
+        waiting = [(need - 1, int(qs[N][need - 1]) + int(W.sch[S_WANT]))]
+    ahead = (nxt >= 0) & (nxt >= got.have)
+    for i, _ in waiting:
+        ahead[i] = False
+    return waiting, order[ahead[order]].tolist()
 
 
 def _selected(P, W) -> dict[str, list[int]]:

@@ -245,12 +245,9 @@ def test_a_batch_gives_each_query_the_seeds_of_its_own_next_samples():
     assert len(src._cache[2]) == 0
 
 
-def test_a_stop_inside_a_pull_leaves_the_state_as_before_it():
-    """The engine stops where a pull lacks a response and the next call goes on from there (kernel.run_one): a pull
-    of a window of 4 that finds 2 of them leaves no trace (answer counts, scores, totals), the scheduler's state is
-    kept (sch[S_RESUME]), and once the responses are there the same scratch finishes the run as one replay does."""
-    from replay.engine import outcome, pool_arrays, scratch
-    from replay.kernel import CNT, NEED, S_RESUME, SAMPLES, run_one
+def _window_pool(have0: int):
+    """Two queries of 6 responses, query 0 holding have0 of them, query 1 all; elimination by windows of 4."""
+    from replay.engine import pool_arrays, scratch
     from replay.tables import make_tables
 
     off = np.array([0, 6, 12], np.int64)
@@ -258,20 +255,115 @@ def test_a_stop_inside_a_pull_leaves_the_state_as_before_it():
     score = correct.astype(float)
     ans = np.array([0, 1, 2, 2, 0, 1, 0, 1, 1, 1, 2, 0], np.int64)
     tok = np.full(12, 10, np.int64)
-    cfg = RunConfig("elimination", K=4, eliminate="sc-share", tau=0.5, m_min=4)
-    have = np.array([2, 6], np.int64)  # query 0 holds 2 of its responses, query 1 all
+    have = np.array([have0, 6], np.int64)
     slots = np.diff(off) + 1
     P = pool_arrays(off, correct, score, ans, tok, make_tables(6, 0.95), have,
                     aoff=np.concatenate([[0], np.cumsum(slots)]))
-    W = scratch(2, int(P.aoff[-1]), np.arange(12), np.array([0, 1]), 0, int(slots.max()))
-    run_one(P, W, cfg.record()[0], np.int64(16), np.int64(0), True, True, None)
-    assert W.tot[NEED] == 1 and W.sch[S_RESUME] == 1  # stopped for query 0, at its first pull
+    W = scratch(2, int(P.aoff[-1]), np.arange(12), np.array([0, 1]), 0, live=True)
+    return off, correct, score, ans, tok, have, P, W
+
+
+@pytest.mark.parametrize("budget, deferred", [(6, False), (16, True)])
+def test_a_stop_inside_a_pull_leaves_the_state_as_before_it(budget, deferred):
+    """The engine stops where a pull lacks a response and the next call goes on from there (kernel.run_one): a pull
+    of a window of 4 that finds 2 of them leaves no trace (answer counts, scores, totals), the scheduler's state is
+    kept (sch[S_RESUME]), and once the responses are there the same scratch finishes the run as one replay does.
+    Budget 6 cannot pay a whole round (8 responses): the round runs in rank order and stops at query 0, first in it
+    (S_RESUME 1: that pull again). Budget 16 pays two whole rounds, whose order is free (docs/semantics.md): query 0
+    is deferred, query 1 makes its pulls, and the run stops after them (S_RESUME 2: the deferred queries again)."""
+    from replay.engine import outcome
+    from replay.kernel import CNT, NEED, S_RESUME, SAMPLES, run_one
+
+    off, correct, score, ans, tok, have, P, W = _window_pool(2)
+    cfg = RunConfig("elimination", K=4, eliminate="sc-share", tau=0.5, m_min=4)
+    run_one(P, W, cfg.record()[0], np.int64(budget), np.int64(0), True, True, None)
+    assert W.tot[NEED] == 1 and W.sch[S_RESUME] == (2 if deferred else 1)  # stopped for query 0
     assert W.qs[0]["n"] == 0 and W.si[:int(P.aoff[1]), CNT].sum() == 0 and W.sf[:int(P.aoff[1])].sum() == 0
-    assert W.tot[SAMPLES] == 0  # query 0 comes first in rank order: nothing was drawn before the stop
+    # query 0 comes first in rank order: nothing was drawn before the stop, unless the block deferred it
+    assert W.tot[SAMPLES] == W.qs[1]["n"] and (W.qs[1]["n"] > 0) == deferred
     have[0] = 6  # the responses arrive (P.have is a view of it)
-    run_one(P, W, cfg.record()[0], np.int64(16), np.int64(0), True, True, None)
+    run_one(P, W, cfg.record()[0], np.int64(budget), np.int64(0), True, True, None)
     assert W.tot[NEED] == 0 and W.sch[S_RESUME] == 0
-    whole = run_once(off, correct, score, ans, tok, np.arange(12), [0, 1], cfg, 16)
+    whole = run_once(off, correct, score, ans, tok, np.arange(12), [0, 1], cfg, budget)
     got = outcome(P, W)
     for key in ("n_drawn", "answered", "covered", "exhausted_q", "sel_sc", "samples_used"):
         assert np.array_equal(np.asarray(got[key]), np.asarray(whole[key])), key
+
+
+class Arriving(Relabelled):
+    """A source with slots (run_live's `arrive`): each arrive() starts the wanted requests, the waiting ones first,
+    up to `slots` in flight (a request: the query's next `count` responses), then finishes a random non-empty subset
+    of those in flight, or those of `fast` first when any is in flight: responses come in any order across queries,
+    as from a server whose requests take different times. log: (query, first index, in flight then) per request."""
+
+    def __init__(self, *pool, slots=3, seed=0, fast=()):
+        super().__init__(*pool)
+        self.slots, self.rng, self.fast = slots, np.random.default_rng(seed), set(fast)
+        self.got = np.zeros(len(self.off) - 1, np.int64)
+        self.flight: dict[int, int] = {}
+        self.log: list[tuple[int, int, dict]] = []
+
+    def ready(self, i):
+        return int(self.got[i])
+
+    def response(self, i, k):
+        assert k < self.got[i], "the driver takes only responses that arrived"
+        return super().response(i, k)
+
+    def arrive(self, waiting, ahead=()):
+        size = np.diff(self.off)
+        for i, upto in [*waiting, *((q, 0) for q in ahead)]:
+            if len(self.flight) >= self.slots:
+                break
+            count = min(max(1, upto - int(self.got[i])), int(size[i] - self.got[i]))
+            if i in self.flight or count < 1:
+                continue
+            self.log.append((i, int(self.got[i]), {q: int(self.got[q]) for q in self.flight}))
+            self.flight[i] = count
+        assert self.flight, "the run waits and nothing is in flight"
+        quick = [q for q in self.flight if q in self.fast]
+        done = quick or [q for q in self.flight if self.rng.random() < 0.5] or [next(iter(self.flight))]
+        for q in done:
+            self.got[q] += self.flight.pop(q)
+        return {}
+
+    def close(self, keep=True):
+        self.flight.clear()
+
+
+@pytest.mark.parametrize("unit", ["samples", "tokens"])
+@pytest.mark.parametrize("policy", LIVE_POLICIES)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), slots=st.integers(1, 4), seed=st.integers(0, 2 ** 16))
+def test_responses_arriving_in_any_order_change_nothing(policy, unit, data, slots, seed):
+    """A source whose requests finish in any order across queries (arrive): the run equals the replay, exactly.
+    Inside a block of round-robin rounds the budget pays in full, a query whose responses come early goes on to its
+    next pulls while others wait (docs/run.md); everywhere else the run waits for the response it stopped at."""
+    off, correct, score, ans, tok, perm, rank = pool = data.draw(pools())
+    cfg, budget = data.draw(configs(int(off[-1]), int(tok.sum()), policy, unit))
+    source = Arriving(off, correct, score, ans, tok, perm, slots=slots, seed=seed)
+    live = _live(source, np.diff(off), rank, cfg, budget)
+    _assert_same(live, run_once(*pool, cfg, budget), (cfg, budget))
+    for i, got in enumerate(live["responses"]):
+        assert [r.n_tokens for r in got] == [int(tok[perm[off[i] + k]]) for k in range(live["n_drawn"][i])]
+
+
+@pytest.mark.parametrize("policy", ["elimination", "uniform", "two-stage"])
+def test_a_query_whose_responses_come_early_does_not_wait_for_the_round(policy):
+    """Slot freeing: 4 queries x 8 responses, no query ever answered, a budget of 6 rounds paid in full. The last
+    query's requests finish first whenever one is in flight: it asks for its 2nd, 3rd, ... response while the other
+    queries' first are still in flight (a round-by-round run, or one that waits at the first query lacking a
+    response, would wait for them), and the outcome is the replay's."""
+    n, size = 4, 8
+    off = np.arange(0, n * size + 1, size)
+    correct, score = np.zeros(n * size, np.int8), np.zeros(n * size)
+    ans, tok, perm, rank = np.arange(n * size) % 3, np.full(n * size, 5), np.arange(n * size), np.arange(n)
+    cfg = RunConfig(policy, unit="samples", gamma=1.0, rho=0.99)  # (two-stage: its first stage pays 5 rounds)
+    last = n - 1
+    source = Arriving(off, correct, score, ans, tok, perm, slots=4, fast=[last])
+    live = _live(source, np.diff(off), rank, cfg, 6 * n)
+    _assert_same(live, run_once(off, correct, score, ans, tok, perm, rank, cfg, 6 * n), cfg)
+    ahead = [(k, others) for i, k, others in source.log if i == last and k > 0]
+    assert ahead and max(k for k, _ in ahead) >= 4  # it went through its block ahead of the others
+    assert any(len(others) == n - 1 and set(others.values()) == {0} for k, others in ahead), \
+        "the last query asked for a later response while only the others' first ones were in flight"

@@ -589,3 +589,56 @@ def test_replay_only_selections_are_refused_live(sp, tmp_path, select):
     with pytest.raises(RunError, match=f"--select {select} is computed by replay only"):
         plan_run(request(sp, tmp_path / "out", select=select))
     assert not (tmp_path / "out").exists()
+
+
+class Concurrent(PoolBackend):
+    """PoolBackend whose generate may be called from several threads at once (a backend the registry marks
+    `concurrent`, as the openai one): each call answers after a random pause of up to 10 ms, so requests finish in
+    any order; kill_after: the calls after that many raise KeyboardInterrupt (Ctrl-C)."""
+
+    def __init__(self, sp, kill_after: int | None = None, seed: int = 0, **kw):
+        import threading
+
+        super().__init__(sp, **kw)
+        self.lock, self.rng, self.kill_after = threading.Lock(), np.random.default_rng(seed), kill_after
+
+    def generate(self, *a, **k):
+        import time
+
+        with self.lock:
+            if self.kill_after is not None and self.calls >= self.kill_after:
+                raise KeyboardInterrupt
+            pause = float(self.rng.random()) * 0.01
+        time.sleep(pause)
+        with self.lock:
+            return super().generate(*a, **k)
+
+
+def run_free(sp, out, backend, **kw):
+    """run() under the openai backend's name with --concurrency 3 (free slots), generating with `backend`."""
+    plan = plan_run(request(sp, out, backend="openai", **kw,
+                            backend_options={"base_url": "http://127.0.0.1:9/v1", "concurrency": 3}))
+    return execute(plan, backend, None, echo=lambda s: None)
+
+
+@pytest.mark.parametrize("policy, unit", [("elimination", "samples"), ("two-stage", "samples"), ("ucb", "tokens"),
+                                          ("uniform", "samples"), ("entropy", "samples")])
+def test_free_slots_equal_replay_and_a_killed_run_resumes_to_them(sp, tmp_path, policy, unit):
+    """A backend that takes concurrent calls (free slots: each query's next response asked for as soon as the run
+    wants it, 3 in flight, finishing in any order): the run equals the replay; killed after 5 requests (Ctrl-C in
+    the middle of requests in flight), the rerun resumes from what was written and ends at the same results. Which
+    responses are generated ahead depends on timing: at most --lookahead per query beyond those used."""
+    cfg, budget = RunConfig(policy, unit=unit), 4.0 if unit == "samples" else 45.0
+    whole = run_free(sp, tmp_path / "whole", Concurrent(sp), policy=policy, unit=unit, budget=budget)
+    assert whole.summary["this_process"]["slots"] == 3
+    assert_equal(whole, sp, cfg, budget)
+    assert all(r["generated"] - r["responses"] <= 1 for r in whole.results)
+    with pytest.raises(KeyboardInterrupt):
+        run_free(sp, tmp_path / "cut", Concurrent(sp, kill_after=5, seed=1), policy=policy, unit=unit, budget=budget)
+    # the requests that had finished are kept (a fifth may finish just after the others were collected)
+    assert pl.read_parquet(tmp_path / "cut" / "pool" / "samples").height >= 4
+    resumed = run_free(sp, tmp_path / "cut", Concurrent(sp, seed=2), policy=policy, unit=unit, budget=budget)
+    assert resumed.resumed
+    assert_equal(resumed, sp, cfg, budget)
+    keys = ("query_id", "responses", "answered", "exhausted", "selected", "answer", "correct")
+    assert [{k: r[k] for k in keys} for r in resumed.results] == [{k: r[k] for k in keys} for r in whole.results]

@@ -81,6 +81,7 @@ def run_args(sp, url, out, *extra):
 
 @pytest.mark.parametrize("policy, unit, budget, extra", [
     ("elimination", "samples", "3", []),
+    ("elimination", "samples", "3", ["--no-free-slots"]),
     ("ucb", "tokens", "40", ["--lambda", "0.5"]),
     ("two-stage", "samples", "4", ["--rho", "0.25"]),
     ("streaming", "samples", "3", ["--max-samples", "5"]),
@@ -98,7 +99,7 @@ def test_run_over_http_equals_replay_despite_faults(setup, tmp_path, policy, uni
     assert stats["failed"] > 0 and stats["dropped"] > 0, stats  # the faults happened and were retried
     ok(runner.invoke(app, ["replay", str(pool), "--policy", policy, "--unit", unit, "--budgets", budget, "--seeds",
                            "1", "--seed-start", str(SEED), "--per-query", str(tmp_path / "pq.parquet"), "--out",
-                           str(tmp_path / "r.parquet"), *extra]))
+                           str(tmp_path / "r.parquet"), *(e for e in extra if e != "--no-free-slots")]))
     got = pl.read_parquet(tmp_path / "run" / "results.parquet").sort("query_id")
     want = pl.read_parquet(tmp_path / "pq.parquet").sort("query_id")
     assert got["query_id"].to_list() == want["query_id"].to_list()
@@ -252,3 +253,38 @@ def test_a_batch_system_message_reaches_the_server(setup, tmp_path):
     args[args.index("--out") + 1] = str(tmp_path / "nochat")
     r = runner.invoke(app, [*args, "--no-chat"], env={"TTC_RUN_TEST_KEY": KEY})
     assert r.exit_code == 2 and "holds 2 messages" in r.output and not (tmp_path / "nochat").exists()
+
+
+def _freed(log: list) -> list:
+    """Requests (query, sample) that started before some other query's request for an earlier sample had ended: a
+    slot freed before its round was over."""
+    return [(i, k) for i, k, start, _ in log
+            if any(j != i and kk < k and end > start for j, kk, _, end in log)]
+
+
+@pytest.mark.parametrize("free", [True, False])
+def test_a_request_that_finishes_early_frees_its_slot(setup, tmp_path, free):
+    """Elimination at 4 responses per query (blocks of rounds the budget pays in full) against a server whose
+    answers take 2 ms per token (1-29 tokens each): with free slots a query whose response came back asks for its
+    next one while other queries' responses of an earlier round are still being generated; one call per round
+    (--no-free-slots) never does. Both equal the replay."""
+    sp, pool = setup
+    server = Server(pool, "--delay-per-token", "0.002")
+    try:
+        ok(runner.invoke(app, run_args(sp, server.url, tmp_path / "run", "--policy", "elimination", "--budget", "4",
+                                       "--concurrency", "4", *([] if free else ["--no-free-slots"])),
+                         env={"TTC_RUN_TEST_KEY": KEY}))
+        log = server.stats()["log"]
+    finally:
+        server.close()
+    freed = _freed(log)
+    assert bool(freed) == free, freed[:5]
+    ok(runner.invoke(app, ["replay", str(pool), "--policy", "elimination", "--budgets", "4", "--seeds", "1",
+                           "--seed-start", str(SEED), "--per-query", str(tmp_path / "pq.parquet"), "--out",
+                           str(tmp_path / "r.parquet")]))
+    got = pl.read_parquet(tmp_path / "run" / "results.parquet").sort("query_id")
+    want = pl.read_parquet(tmp_path / "pq.parquet").sort("query_id")
+    assert got["responses"].to_list() == want["n_drawn"].to_list()
+    assert got["correct"].to_list() == want["selected_correct"].to_list()
+    summary = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert summary["this_process"]["slots"] == (4 if free else 0)
