@@ -1165,7 +1165,8 @@ def run_cmd(
 ):
     """Spend one budget across a batch of queries, live against a model, with an adaptive policy.
 
-    Each allocation round is one backend call, each response is scored as it comes, and the policy moves the budget
+    Each allocation round is one backend call (an OpenAI-compatible server: each query's next request as soon as
+    the run wants it, --concurrency in flight), each response is scored as it comes, and the policy moves the budget
     to the queries that need it. Writes one result per query (OpenAI Batch output JSONL and Parquet), run.json
     (outcome and cost) and the pool of every response (ttc replay reads it). A killed run resumes when rerun."""
     from harvest.live import LazyBackend

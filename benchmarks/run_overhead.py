@@ -102,7 +102,7 @@ def main():
             backend = make_backend("openai", model="pool-model", base_url=f"http://127.0.0.1:{port}/v1",
                                    api_key_env="TTC_BENCH_KEY", concurrency=args.concurrency)
             eliminate = None
-            req = RunRequest(out=tmp / f"run-{policy}", model="pool-model", backend="openai", dataset=str(data),
+            req = RunRequest(out=tmp / f"run-{policy}-{mode}", model="pool-model", backend="openai", dataset=str(data),
                              template="plain", sampling=Sampling(n=1, max_tokens=512, seed=args.seed),
                              budget=args.budget, policy=policy, eliminate=eliminate,
                              max_per_query=args.responses, lookahead=args.lookahead, progress=False,

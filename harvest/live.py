@@ -17,6 +17,7 @@ others go on).
 """
 from __future__ import annotations
 
+import itertools
 import time
 from typing import Any, Callable, Sequence
 
@@ -404,15 +405,16 @@ class BackendSource:
 
         if self.slots < 1:
             raise RuntimeError("arrive() needs a source made with slots")
-        lost = {i: self.fail[i] for i, upto in waiting if i in self.fail and len(self._cache[i]) < upto}
+        lost = self._lost(waiting)
         if lost:
             return lost
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=self.slots, thread_name_prefix="ttc-request")
-        for i, upto in [*waiting, *((q, 0) for q in ahead)]:
-            if len(self._flight) >= self.slots:
+        flight, fail = self._flight, self.fail
+        for i, upto in itertools.chain(waiting, ((q, 0) for q in ahead)):
+            if len(flight) >= self.slots:
                 break
-            if i in self._flight or i in self.fail:
+            if i in flight or i in fail:
                 continue
             have = len(self._cache[i])
             count = max(self.lookahead, upto - have)
@@ -440,6 +442,12 @@ class BackendSource:
         self._store(sorted(set(got) | set(failures)), got, failures)  # one batch for the scorer and on_call
         if stop is not None:
             raise stop
+        return self._lost(waiting)
+
+    def _lost(self, waiting: Sequence[tuple[int, int]]) -> dict[int, str]:
+        """The waiting queries that failed with fewer responses than they want."""
+        if not self.fail:
+            return {}
         return {i: self.fail[i] for i, upto in waiting if i in self.fail and len(self._cache[i]) < upto}
 
     def close(self, keep: bool = True):

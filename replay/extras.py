@@ -31,8 +31,16 @@ def check(module: str, what: str) -> None:
     before its long part, of a module it imports later or in other processes."""
     # None in sys.modules is the import system's "blocked" (importing it raises ModuleNotFoundError, find_spec a
     # ValueError): the same as not installed
-    if (module in sys.modules and sys.modules[module] is None) or importlib.util.find_spec(module) is None:
+    if module in sys.modules and sys.modules[module] is None:
         raise _missing(module, what)
+    if module in _FOUND:  # (find_spec searches the file system: a grade per response checked once per process)
+        return
+    if importlib.util.find_spec(module) is None:
+        raise _missing(module, what)
+    _FOUND.add(module)
+
+
+_FOUND: set[str] = set()
 
 
 def require(module: str, what: str):

@@ -973,13 +973,17 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
     restore_identity undoes them before the next seed. Both give the same permutation.
 
     A live run (replay/live.py) passes have[i] < pool size for the queries whose later responses do not exist
-    yet: the run stops at the first draw of one, with tot[NEED] = 1 + that query, leaving the state as it was
-    before that pull and the scheduler's own in W (sch[S_RESUME] = 1); called again with the same W once the
-    response is there, it makes that pull again and goes on, so a live run costs its decisions once, as a replay
-    does, and is the replay's run cut into pieces. Round-robin then runs its rounds one at a time, so that the
-    stop finds every query at a round boundary and the driver can generate for all of them in one batch. The
-    pool arrays P may grow between the calls only where have[i] says (replay/live.py lays the answer slots out
-    with room for as many answers as a query may receive, so that new answers move no slot).
+    yet: a pull makes only its whole pulls whose responses exist (the rule is checked after each; with a token
+    budget it goes on into the rest when one of them does not fit, which stops it before the missing ones), keeps
+    them, and the run stops with tot[NEED] = 1 + that query and the scheduler's state in W (sch[S_RESUME] = 1);
+    called again with the same W once the responses are there, it makes the pulls left and goes on, so a live run
+    costs its decisions once, as a replay does, and is the replay's run cut into pieces. Inside a block of
+    round-robin rounds the budget pays in full (any order of its queries gives the same outcome), a query lacking a
+    response is deferred instead (W.dfr: the query, its pulls left) and the block goes on; the run stops when every
+    query left in the block waits (sch[S_RESUME] = 2) and sweeps them on the next call, so the driver can ask for
+    all of them at once and a query whose responses come early need not wait for the others. The pool arrays P may
+    grow between the calls only where have[i] says (replay/live.py lays the answer slots out with room for as many
+    answers as a query may receive, so that new answers move no slot).
 
     dc: the pool's record lows (loff, lpos, lval) when the grid runs deepconf-online, else None: then its code is not
     compiled at all (numba prunes the branch on a None argument before typing, as for `reading` and `live_run`), and
@@ -1042,7 +1046,7 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
         or with unit tokens a response that does not fit). reps > 1 only where nothing else could run in
         between (a block of round-robin rounds the budget pays for, streaming's current query), so it equals
         that many separate pulls; when the sample budget runs out after a draw, the scheduler's next pull
-        finds it spent.
+        finds it spent. Returns 0, or in a live run the pulls it could not make for a missing response.
 
         The query's state lives in locals for the whole call (the arrays could alias, so LLVM would otherwise
         load and store every field at every draw). Folding a response in is branch-free: which branch it

@@ -3,8 +3,10 @@
 A policy only ever asks for "the k-th response of query i" (docs/semantics.md: the k-th entry of the query's
 permutation). `run_live` runs the engine's own `run_one` over the responses received so far, in the order they
 were received (the identity permutation): the run stops at the first response that does not exist yet
-(kernel.NEED), leaving its state as it was before the pull that needed it, the driver asks the source for it, and
-the run goes on from there (the engine keeps its scheduler's state in the scratch W). The run is thus one engine
+(kernel.NEED), keeping the pulls it made and leaving no trace of the one it could not finish, the driver asks the
+source for it, and the run goes on from there (the engine keeps its scheduler's state in the scratch W). Inside a
+block of round-robin rounds the budget pays in full, whose order is free, the engine instead defers a query that
+lacks a response and goes on with the others, stopping only when every query left in the block waits (W.dfr). The run is thus one engine
 run cut where responses were missing, each decision made once. Live therefore equals replay by construction:
 `PoolSource` answers from a pool and a permutation, and a live run over it is one engine run on that permutation; `harvest.live.BackendSource` answers by generating and scoring, drawing the k-th response of a
 query with the seed its k-th pool sample would have had, so a live run equals a replay of the pool that
@@ -16,6 +18,11 @@ next_k(i), which response each query would ask for next at the moment the run st
 next_k.all() gives them all as an array, -1 for None), so it can generate for every such query in one call;
 `ready(i)` says how many responses of query i it holds already, which the driver takes without stopping the run for
 each, and `fresh()` which queries' counts grew since it was last asked (so the driver need not ask every query).
+A source with `slots` > 0 and `arrive(waiting, ahead)` (harvest.live.BackendSource over a backend that takes
+concurrent calls) is not asked one response at a time: when a run stops, arrive gets every query it waits on (with
+how many responses its pull wants) and the active ones with nothing received ahead, keeps requests for them in
+flight, and returns once some responses came (and which waiting queries failed); the driver takes them and runs the
+engine again. A query whose response comes early thus goes on while others of its round are still generated.
 
 A source that cannot produce a query's next response (its requests keep failing) raises `Unavailable`: the driver
 then gives that query the responses it received so far as its whole pool (its size becomes that count, so the
@@ -280,16 +287,15 @@ def _wanted(W, got: _Received, order: np.ndarray, nxt: np.ndarray, need: int) ->
     wants (its count drawn + the pull's size): the deferred queries of a block of round-robin rounds
     (kernel.run_one's dfr), or the one query whose pull stopped; then, in rank order, the other active queries that
     have received nothing beyond what they drew (the run is likely to want their next response)."""
-    qs = W.qs
     if W.sch[S_RESUME] == 2:
-        k = int(W.sch[S_RR_K])
-        waiting = [(int(i), int(qs[N][i]) + k) for i in W.dfr[:int(W.sch[S_ND]), 0]]
+        q = W.dfr[:int(W.sch[S_ND]), 0]
+        upto = W.qs[N][q] + W.sch[S_RR_K]
     else:
-        waiting = [(need - 1, int(qs[N][need - 1]) + int(W.sch[S_WANT]))]
+        q = np.array([need - 1])
+        upto = W.qs[N][q] + W.sch[S_WANT]
     ahead = (nxt >= 0) & (nxt >= got.have)
-    for i, _ in waiting:
-        ahead[i] = False
-    return waiting, order[ahead[order]].tolist()
+    ahead[q] = False
+    return list(zip(q.tolist(), upto.tolist())), order[ahead[order]].tolist()
 
 
 def _selected(P, W) -> dict[str, list[int]]:
