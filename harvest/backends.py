@@ -148,6 +148,7 @@ class TransformersBackend:
             if dtype is not None:
                 self.model = self.model.to(_torch_dtype(dtype))
         self.model.to(self.device).eval()
+        self._cache_kw = _cache_keyword(self.model)
         if tokenizer is None:
             if not isinstance(model, (str, os.PathLike)) and not getattr(model, "name_or_path", None):
                 raise ValueError("an in-memory model needs tokenizer=")
@@ -207,7 +208,7 @@ class TransformersBackend:
                 out = self.model(input_ids=prompt, use_cache=True, logits_to_keep=1)
             except TypeError:
                 out = self.model(input_ids=prompt, use_cache=True)
-            past = out.past_key_values
+            past = _kv_cache(out)
             logits = out.logits[:, -1, :].float().expand(rows, -1)
             if rows > 1:
                 past.batch_repeat_interleave(rows)
@@ -240,8 +241,8 @@ class TransformersBackend:
                                 done[r], cut[r] = "stop", min(hits)
                 if all(d is not None for d in done) or step == sampling.max_tokens - 1:
                     break
-                out = self.model(input_ids=nxt.view(rows, 1), past_key_values=past, use_cache=True)
-                past = out.past_key_values
+                out = self.model(input_ids=nxt.view(rows, 1), use_cache=True, **{self._cache_kw: past})
+                past = _kv_cache(out)
                 logits = out.logits[:, -1, :].float()
         res = []
         for r in range(rows):
@@ -271,6 +272,24 @@ class TransformersBackend:
             if done[r] is None:   # a finished row draws nothing, so its generator never advances
                 nxt[r] = torch.multinomial(probs[r], 1, generator=g)[0]
         return nxt
+
+
+def _kv_cache(out: Any) -> Any:
+    """A forward pass's KV cache: `out.cache` from transformers 5.24, `out.past_key_values` before."""
+    cache = getattr(out, "cache", None)
+    return cache if cache is not None else out.past_key_values
+
+
+def _cache_keyword(model: Any) -> str:
+    """The keyword a model's forward takes its KV cache by: `cache` from transformers 5.24 (which warns on
+    `past_key_values`, deprecated), `past_key_values` before."""
+    import inspect
+
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return "past_key_values"
+    return "cache" if "cache" in params else "past_key_values"
 
 
 def _torch_dtype(dtype: Any):
