@@ -110,7 +110,6 @@ class BackendSource:
         self._verdicts: list[dict[str, bool]] = [{} for _ in self.queries]
         self._next_k: Callable[[int], int | None] | None = None
         self._plan: np.ndarray | None = None  # plan(): each query's responses to generate at once (None: none)
-        self._wants: tuple[int, int] | None = None  # wants(): (query, responses up to) of the stopped pull
         self._good: int | None = None  # a query whose generation has worked (the probe of a failing call)
         self.fail: dict[int, str] = {}
         self.calls = 0  # backend calls that returned responses (for cost accounting and tests)
@@ -129,12 +128,6 @@ class BackendSource:
         """The driver's view of the run: next_k(i) = the index of the next response query i would ask for, or
         None when it will ask for no more (answered, capped, or its pool size reached); None after the run."""
         self._next_k = next_k
-
-    def wants(self, i: int, upto: int):
-        """The run's stopped pull wants query i's responses up to index upto - 1 (replay.live.run_live says so before
-        asking for the first one it lacks): when that is more than `lookahead`, the call that generates it is for
-        query i alone, of all of them (one n per call: the other queries would otherwise get as many each)."""
-        self._wants = (i, upto)
 
     def plan(self, targets: Sequence[int] | None):
         """Generate every query's responses up to targets[q] together, when the first response not cached is asked
@@ -228,14 +221,6 @@ class BackendSource:
             if upto < len(self._cache[i]) or i in self.fail:
                 return
         todo = [i]
-        whole = 0  # the stopped pull's responses still to generate (wants())
-        if self._wants is not None and self._wants[0] == i:
-            whole = self._wants[1] - len(self._cache[i])
-        self._wants = None
-        if whole > self.lookahead:  # one call for query i's whole pull
-            got, failures = self._robust(todo, whole)
-            self._store(todo, got, failures)
-            return
         if self.batch and self._next_k is not None:
             every = getattr(self._next_k, "all", None)
             if every is not None:  # one array operation instead of a call per query

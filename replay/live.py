@@ -23,9 +23,6 @@ concurrent calls) is not asked one response at a time: when a run stops, arrive 
 how many responses its pull wants) and the active ones with nothing received ahead, keeps requests for them in
 flight, and returns once some responses came (and which waiting queries failed); the driver takes them and runs the
 engine again. A query whose response comes early thus goes on while others of its round are still generated.
-Without slots, `wants(i, upto)` (optional) hears, before a stopped pull's first missing response is asked for, that
-the pull wants query i's responses up to index upto - 1 (two-stage's second stage: a query's whole allocation), so
-the source can generate them in one call.
 
 A source that cannot produce a query's next response (its requests keep failing) raises `Unavailable`: the driver
 then gives that query the responses it received so far as its whole pool (its size becomes that count, so the
@@ -229,7 +226,6 @@ def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], 
     if hasattr(source, "watch"):
         source.watch(next_k)
     asynchronous = getattr(source, "slots", 0) > 0 and callable(getattr(source, "arrive", None))
-    wants = getattr(source, "wants", None)
     runs = 0
     P = None
     ok = False
@@ -262,8 +258,6 @@ def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], 
                     got = got.resized(i)
                     P = None
                 continue
-            if wants is not None and W.sch[S_RESUME] == 1:  # the stopped pull's size, for one call of all of it
-                wants(need - 1, min(int(W.qs[N][need - 1] + W.sch[S_WANT]), int(got.sizes[need - 1])))
             try:
                 got.take(need - 1)
             except Unavailable as e:

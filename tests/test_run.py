@@ -80,7 +80,6 @@ class PoolBackend:
         self.fail, self.fail_calls = dict(fail or {}), fail_calls
         self.calls = self.attempts = 0
         self.prompts_per_call: list[int] = []
-        self.ns: list[int] = []  # each call's responses per prompt
 
     def info(self):
         return {"backend": "pool", "seed": self.seed}
@@ -99,7 +98,6 @@ class PoolBackend:
                 raise RuntimeError(f"injected: {qid} fails")
         self.calls += 1
         self.prompts_per_call.append(len(prompts))
-        self.ns.append(sampling.n)
         out = []
         for p, s in zip(prompts, seeds):
             i = self.by_prompt[p]
@@ -645,17 +643,3 @@ def test_free_slots_equal_replay_and_a_killed_run_resumes_to_them(sp, tmp_path, 
     keys = ("query_id", "responses", "answered", "exhausted", "selected", "answer", "correct")
     assert [{k: r[k] for k in keys} for r in resumed.results] == [{k: r[k] for k in keys} for r in whole.results]
 
-
-@pytest.mark.parametrize("budget", [4.0, 6.0])
-def test_two_stage_asks_for_each_querys_second_stage_in_one_call(sp, tmp_path, budget):
-    """One call per round (a backend without free slots): two-stage's second stage gives each query its allocation in
-    one pull, which the driver announces (BackendSource.wants), so the query's responses come in one call of n = its
-    allocation instead of one call per response, and none is generated in vain."""
-    backend = PoolBackend(sp)
-    o = run(sp, tmp_path / "out", backend, policy="two-stage", budget=budget)
-    assert_equal(o, sp, RunConfig("two-stage"), budget)
-    rounds = sum(1 for p in backend.prompts_per_call if p > 1)  # stage 1: one call per round over every query
-    stage2 = list(zip(backend.prompts_per_call, backend.ns))[rounds:]
-    assert rounds >= 1 and stage2 and all(p == 1 for p, _ in stage2) and max(n for _, n in stage2) > 1
-    assert len(stage2) <= sp.n  # at most one call per query
-    assert sum(r["generated"] for r in o.results) == sum(r["responses"] for r in o.results)
