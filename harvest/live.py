@@ -120,7 +120,7 @@ class BackendSource:
             raise InputError(f"slots must be >= 0, got {slots}")
         self.slots = slots  # > 0: one request per query, `slots` in flight at once (arrive())
         self._pool: Any = None  # their threads (concurrent.futures), made on the first arrive()
-        self._flight: dict[int, Any] = {}  # query -> its request in flight: (future, first sample index, count)
+        self._flight: dict[int, Any] = {}  # query -> its request in flight: (future, responses asked for)
 
     # ------------------------------------------------------------------------------------------------ the driver
 
@@ -421,8 +421,8 @@ class BackendSource:
             if self._plan is not None and self._plan[i] > have:
                 count = max(count, int(self._plan[i]) - have)
             args = self._args([i], count)
-            self._flight[i] = (self._pool.submit(self._attempts, args, self.retries + 1), count)
-        if not self._flight:
+            flight[i] = (self._pool.submit(self._attempts, args, self.retries + 1), count)
+        if not flight:
             raise RuntimeError("the run waits for responses and none is being generated")
         t0 = time.perf_counter()
         wait([f for f, _ in self._flight.values()], return_when=FIRST_COMPLETED)

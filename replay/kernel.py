@@ -403,7 +403,8 @@ def oracle_candidates(P, W, epoch, unit, cost, first, cand):
 
 @inner
 def active_by_rank(qs, order, act):
-    """act[:m] = the active queries in rank order; returns m."""
+    """act[:m] = the active queries of `order` (rank order; or any list, act[:w] itself included: each entry is read
+    before one at or before it is written), in its order; returns m."""
     m = 0
     for pos in range(order.shape[0]):
         i = order[pos]
@@ -1015,13 +1016,8 @@ def live_fold(dfr, sch, act, qs, tot, i, unmade, w, p, m):
     if nd > 0:  # the pass (and the sweep after it) is over, and some wait
         tot[NEED] = dfr[0, 0] + 1
         return w, p, 2
-    t = 0  # deferred queries may have left the active set since their pass
-    for r in range(w):
-        q = act[r]
-        if qs[q].elim == 0 and qs[q].capped == 0 and qs[q].exh == 0:
-            act[t] = q
-            t += 1
-    return t, p, 1
+    # deferred queries may have left the active set since their pass: act[:w] compacted in place, in its order
+    return active_by_rank(qs, act[:w], act), p, 1
 
 
 @jit
