@@ -207,7 +207,11 @@ def _formats_taking(option: str) -> str:
 
 
 _CISC_TEMP_HELP = ("cisc: the temperature T of its softmax(score / T) vote weights (replay.policies.CISC_TEMP; inf: "
-                   "plain majority vote).")
+                   "plain majority vote, ties to the answer drawn first, as ESC's and Adaptive-Consistency's scripts "
+                   "break them).")
+_INVALID_VOTES_HELP = ("Count each query's invalid answers (no answer extracted) as one answer category that votes, "
+                       "leads and can stop a query, as Adaptive-Consistency's criteria do; by default an invalid "
+                       "answer agrees with nothing.")
 _DEEPCONF_ETA_HELP = "deepconf: the percentage of valid draws it keeps, by score (the paper: 10 or 90)."
 _FORCE_HELP = ("Replace existing outputs that were not written by this command (by default only its own earlier "
                "output is replaced).")
@@ -285,6 +289,7 @@ def replay_cmd(
     refresh: int = _param_option("refresh"),
     horizon: int = _param_option("horizon"),
     dirichlet_conf: float = _param_option("dirichlet_conf"),
+    invalid_votes: bool = typer.Option(False, "--invalid-votes", help=_INVALID_VOTES_HELP),
     out: Optional[Path] = typer.Option(None, help="Write one row per (configuration, budget, seed) to this Parquet file."),
     per_query: Optional[Path] = typer.Option(None, help="Write the per-query allocation of every run to this Parquet file."),
     curve: Optional[Path] = typer.Option(None, help="Write uniform's exact curves (coverage@k, best-of-k) to this Parquet file."),
@@ -303,7 +308,8 @@ def replay_cmd(
         max_samples=_ints(max_samples, "--max-samples"), rhos=_floats(rho, "--rho"), taus=_floats(tau, "--tau"),
         m_min=m_min, share=share, hmax=hmax, conf=conf, out=out, per_query=per_query, curve=curve, threads=threads,
         force=force, warmup=warmup, percentile=percentile, prior=prior, prior_strength=prior_strength, judge=judge,
-        side=side, bins=bins, refresh=refresh, horizon=horizon, dirichlet_conf=dirichlet_conf)
+        side=side, bins=bins, refresh=refresh, horizon=horizon, dirichlet_conf=dirichlet_conf,
+        invalid_votes=invalid_votes)
     run_replay(req)
 
 
@@ -566,6 +572,7 @@ def report_cmd(
     gamma: float = typer.Option(1.0, help="Threshold gamma of every table but the gamma sweep."),
     max_samples: int = typer.Option(0, help="Per-query cap of the adaptive policies (0 = the pool size)."),
     latex: bool = typer.Option(False, "--latex", help="Also write every table as LaTeX (tables/*.tex)."),
+    invalid_votes: bool = typer.Option(False, "--invalid-votes", help=_INVALID_VOTES_HELP),
     threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores); results do not depend on it."),
     force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
 ):
@@ -575,7 +582,8 @@ def report_cmd(
     req = ReportRequest(pools=pools, out=out, budgets=_floats(budgets, "--budgets"), seeds=seeds,
                         seed_start=seed_start, score=score, select=_value(select), gamma=gamma,
                         cisc_temp=cisc_temp, deepconf_eta=deepconf_eta,
-                        max_samples=max_samples, latex=latex, threads=threads, force=force)
+                        max_samples=max_samples, latex=latex, threads=threads, force=force,
+                        invalid_votes=invalid_votes)
     run_report(req)
 
 

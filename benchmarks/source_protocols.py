@@ -16,6 +16,13 @@ without "the answer is" as an answer, the pool stores it as invalid (73 of 20,00
 first appearance, the engine by the answer that reached the count first. The second row runs the source's protocol on
 the pool's answers (an invalid answer agreeing with nothing): what is left between it and the engine is noise, so
 a gap in the first row is the extraction's, an import-time convention, not the replay's.
+
+Adaptive-Consistency (Aggarwal et al., EMNLP 2023) published no run on this pool; its majority (0.8) and entropy
+(0.75) criteria are run here as its `scripts/eval_outputs.py` runs one (a check after every draw, at most 40 draws,
+the answer `Counter.most_common(1)` gives), on the pool's answers shuffled as above, with a failed extraction (None)
+counted by the criterion like any answer, as the criteria classes do: the engine with `--invalid-votes` and
+`--select cisc --cisc-temp inf` (majority, ties to the answer drawn first) follows those conventions, and with its
+own (an invalid answer agrees with nothing, ties to the answer that reached the count first) on the next row.
 """
 from __future__ import annotations
 
@@ -71,12 +78,53 @@ def esc_source(rows, window: int, cap: int, reps: int):
     return out
 
 
-def engine_runs(pool_dir: Path, configs, budget: float, seeds: int, select: str):
+def ac_source(rows, rule, cap: int, reps: int):
+    """Adaptive-Consistency's loop (its `scripts/eval_outputs.py` with one criterion, `min_gens` 1, at most cap
+    draws) on each question's answers, shuffled as the ESC script shuffles, with a failed extraction (None) counted
+    by the criterion like any answer; the answer `Counter.most_common(1)` gives (ties: the one drawn first)."""
+    from collections import Counter
+
+    rng = random.Random(0)
+    out = []
+    for _ in range(reps):
+        right = drawn = 0
+        for gold, answers in rows:
+            rng.shuffle(answers)
+            seq = answers[:cap]
+            k = next((k for k in range(2, len(seq) + 1) if rule(seq[:k])), len(seq))
+            drawn += k
+            right += Counter(seq[:k]).most_common(1)[0][0] == gold
+        out.append((100 * right / len(rows), drawn / len(rows)))
+    return out
+
+
+def ac_majority(share):
+    from collections import Counter
+
+    return lambda s: Counter(s).most_common(1)[0][1] / len(s) >= share
+
+
+def ac_entropy(hmax):
+    """AC's EntropyStoppingCriteria: base-2 entropy of the counts (a count of 1 appended to a lone category),
+    normalised by log2 of the number of counts."""
+    from collections import Counter
+
+    def stop(s):
+        counts = list(Counter(s).values())
+        if len(counts) < 2:
+            counts.append(1)
+        t = sum(counts)
+        return -sum(c / t * math.log2(c / t) for c in counts) / math.log2(len(counts)) <= hmax
+    return stop
+
+
+def engine_runs(pool_dir: Path, configs, budget: float, seeds: int, select: str, invalid_votes: bool = False,
+                cisc_temp: float = 0.2):
     from replay.engine import replay
     from replay.pool import load_pool
 
-    pool = load_pool(pool_dir, score="gt")
-    df, _ = replay(pool, configs, [budget], np.arange(seeds), select=select)
+    pool = load_pool(pool_dir, score="gt", invalid_votes=invalid_votes)
+    df, _ = replay(pool, configs, [budget], np.arange(seeds), select=select, cisc_temp=cisc_temp)
     rows = []
     for label in dict.fromkeys(df["config"].to_list()):
         part = df.filter(df["config"] == label)
@@ -109,12 +157,27 @@ def main():
     eng = engine_runs(ROOT / "data" / "lastletters-gpt35-40",
                       [RunConfig("elimination", K=5, eliminate="esc", max_samples=40), RunConfig("uniform")],
                       40, a.seeds, "sc")
+    # Adaptive-Consistency's criteria with a failed extraction voting: the engine's --invalid-votes, and its vote
+    # ties to the answer drawn first: --select cisc --cisc-temp inf
+    src_acm = ac_source([(g, list(x)) for g, x in pool_rows], ac_majority(0.8), 40, a.reps)
+    src_ace = ac_source([(g, list(x)) for g, x in pool_rows], ac_entropy(0.75), 40, a.reps)
+    eng_ac = engine_runs(ROOT / "data" / "lastletters-gpt35-40",
+                         [RunConfig("elimination", eliminate="ac-majority", max_samples=40),
+                          RunConfig("elimination", eliminate="ac-entropy", max_samples=40)],
+                         40, a.seeds, "cisc", invalid_votes=True, cisc_temp=math.inf)
+    eng_ac0 = engine_runs(ROOT / "data" / "lastletters-gpt35-40",
+                          [RunConfig("elimination", eliminate="ac-majority", max_samples=40),
+                           RunConfig("elimination", eliminate="ac-entropy", max_samples=40)], 40, a.seeds, "sc")
     print(f"last letters, GPT-3.5, 500 questions x 40 (source: {a.reps} shuffles; engine: {a.seeds} seeds)")
     print(f"{'method':<34}{'source acc %':>16}{'engine acc %':>16}{'z':>7}{'source samples':>17}"
           f"{'engine samples':>17}{'z':>7}")
     for name, src, (label, acc, smp) in (("ESC (window 5, max 40)", src_esc, eng[0]),
                                          ("  the same, on the pool's answers", pool_esc, eng[0]),
-                                         ("self-consistency, 40", src_sc, eng[1])):
+                                         ("self-consistency, 40", src_sc, eng[1]),
+                                         ("AC majority 0.8, invalid votes", src_acm, eng_ac[0]),
+                                         ("  engine's own conventions", src_acm, eng_ac0[0]),
+                                         ("AC entropy 0.75, invalid votes", src_ace, eng_ac[1]),
+                                         ("  engine's own conventions", src_ace, eng_ac0[1])):
         (sa, sa_se), (ss, ss_se) = mean_se([x for x, _ in src]), mean_se([y for _, y in src])
         (ea, ea_se), (es, es_se) = mean_se(acc), mean_se(smp)
 

@@ -265,6 +265,7 @@ def replay(pool: Pool, configs: list[RunConfig], budgets, seeds, select: str = "
         "cisc_temp": [float(cisc_temp)] * (C * S),
         "deepconf_eta": [float(deepconf_eta)] * (C * S),
         "score": [pool.score_name] * (C * S),
+        "invalid_votes": [pool.invalid_votes] * (C * S),
     }
     df = pl.DataFrame(cols, strict=False).with_columns(pl.col("tokens_used").cast(pl.Int64))
     pq = None

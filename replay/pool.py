@@ -15,7 +15,7 @@ import hashlib
 import json
 import shutil
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -143,6 +143,25 @@ class Pool:
     # [loff[j] .. loff[j + 1]); None: not loaded. has_lows: the sample files hold the columns (loaded or not)
     lows: tuple | None = None
     has_lows: bool = False
+    # a convention of some sources (with_invalid_votes): each query's invalid answers form one more answer category
+    invalid_votes: bool = False
+
+    def with_invalid_votes(self) -> "Pool":
+        """This pool with each query's invalid answers (-1) as one answer category of their own, after its valid
+        ones: the convention of sources that vote whatever the extractor returned, a failed extraction included
+        (Adaptive-Consistency's stopping criteria count `Counter(answers)`), where the engine's own lets an invalid
+        answer agree with nothing (docs/semantics.md, "Invalid answers"). Every rule, policy and selection then
+        counts them as an answer: they can lead, stop a query and be selected (a selected invalid answer is as
+        correct as its response). A pool without answers is returned as it is."""
+        if not self.has_answers or self.invalid_votes:
+            return self
+        sizes = self.sizes
+        q = np.repeat(np.arange(len(sizes)), sizes)
+        top = np.full(len(sizes), -1, np.int64)  # each query's largest valid id: ids are dense from 0
+        np.maximum.at(top, q, self.ans)
+        # (a loaded pool's ids are dense ranks, so a query of k responses with an invalid one gets id <= k - 1)
+        ans = np.where(self.ans < 0, (top + 1)[q], self.ans)
+        return replace(self, ans=np.ascontiguousarray(ans, np.int64), invalid_votes=True)
 
     @classmethod
     def from_arrays(cls, off, correct=None, score=None, ans=None, tok=None, query_ids=None, name="in-memory"):
@@ -431,13 +450,13 @@ def check_lows(df: pl.DataFrame, where: str) -> tuple[np.ndarray, np.ndarray, np
 
 
 def load_pool(path, score: str = "gt", need_tokens: bool = False, prior: str | None = None,
-              side: str | None = None, lows: bool | None = False) -> Pool:
+              side: str | None = None, lows: bool | None = False, invalid_votes: bool = False) -> Pool:
     """Read and validate a pool against the contract (SAMPLE_COLUMNS, SCORE). Every score column is validated;
     only the columns a replay needs are read into memory. prior: a column of queries.parquet read as each query's
     predicted success probability (marginal-gain, load_prior); side: a column of the responses read as each
     response's side signal (side-eb: numbers in [0, 1], no null or NaN); lows: deepconf-online's record lows (LOWS,
     check_lows), True: read them (a pool without them is refused), None: read them when the pool has them, False:
-    not read."""
+    not read; invalid_votes: each query's invalid answers as one answer category (Pool.with_invalid_votes)."""
     path = Path(path)
     files = sample_files(path)
     where = "samples.parquet" if files[0].name == "samples.parquet" else "samples/*.parquet"
@@ -590,9 +609,10 @@ def load_pool(path, score: str = "gt", need_tokens: bool = False, prior: str | N
             _fail(where, f"--side: column '{side}' has {int(bad.sum())} null, NaN or out-of-[0, 1] values (e.g. "
                   f"{side_v[bad][0]}); a side signal is a number in [0, 1]")
     lows_v = check_lows(df, where) if read_lows else None
-    return Pool(path=path, query_ids=qids.to_list(), off=off, correct=np.ascontiguousarray(correct, np.int8),
+    pool = Pool(path=path, query_ids=qids.to_list(), off=off, correct=np.ascontiguousarray(correct, np.int8),
                 score=np.ascontiguousarray(score, np.float64), ans=np.ascontiguousarray(ans, np.int64),
                 tok=np.ascontiguousarray(tok, np.int64), score_name=score_col, has_gt=has_gt,
                 has_answers=has_answers, has_tokens=has_tokens, meta=meta, side=side_v,
                 score_columns=scores, prior=None if prior is None else load_prior(queries_file, prior, qids.to_list()),
                 lows=lows_v, has_lows=has_lows)
+    return pool.with_invalid_votes() if invalid_votes else pool

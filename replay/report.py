@@ -71,6 +71,7 @@ class ReportRequest:
     latex: bool = False
     threads: int | None = None
     force: bool = False  # replace an --out directory that `ttc report` did not write
+    invalid_votes: bool = False  # each query's invalid answers as one answer category (Pool.with_invalid_votes)
 
 
 @dataclass
@@ -116,13 +117,13 @@ def supported_policies(pool) -> list[str]:
     return supported(pool)
 
 
-def _load(path, score: str):
+def _load(path, score: str, invalid_votes: bool = False):
     """The pool, and why token budgets are impossible on it (None when they are possible); its record lows when it
     has them (deepconf-online's, which the methods' table runs then)."""
     try:
-        return load_pool(path, score=score, need_tokens=True, lows=None), None
+        return load_pool(path, score=score, need_tokens=True, lows=None, invalid_votes=invalid_votes), None
     except PoolError as e:
-        pool = load_pool(path, score=score, lows=None)  # a real problem raises here
+        pool = load_pool(path, score=score, lows=None, invalid_votes=invalid_votes)  # a real problem raises here
         return pool, str(e).split(": ", 1)[-1]
 
 
@@ -333,7 +334,7 @@ class Runs:
 def replay_pool(path: Path, req: ReportRequest, outdir: Path, rel: str) -> Runs:
     """The pool's engine calls: main policies with per-query output, all variants, the gamma sweep if needed."""
     t0 = time.perf_counter()
-    pool, no_tokens = _load(path, req.score)
+    pool, no_tokens = _load(path, req.score, req.invalid_votes)
     if not pool.has_gt:
         raise PoolError(f"{path}: ttc report needs ground truth (a 'correct' column) for coverage, and this pool "
                         "has none")
@@ -365,7 +366,7 @@ def replay_pool(path: Path, req: ReportRequest, outdir: Path, rel: str) -> Runs:
     df_var = replay(pool, var_list, budgets, seeds, select=req.select, **votes)[0] if var_list else df_main.clear()
     gamma = None
     if req.score == "gt" and pool.score_columns and gamma_cfg:
-        gpool = load_pool(path, score=pool.score_columns[0])
+        gpool = load_pool(path, score=pool.score_columns[0], invalid_votes=req.invalid_votes)
         gamma = (gpool, gamma_cfg, replay(gpool, gamma_cfg, budgets, seeds, select=req.select, **votes)[0])
     curves = (coverage_at_k(pool), best_of_k(pool) if req.select == "bon" else None)
     tabdir = outdir / "tables"
@@ -914,9 +915,12 @@ def command_line(req: ReportRequest) -> str:
     args = ["ttc", "report", *[str(p) for p in req.pools], "--out", str(req.out),
             "--budgets", ",".join(_b(b) for b in req.budgets), "--seeds", str(req.seeds),
             "--seed-start", str(req.seed_start), "--score", req.score, "--select", req.select,
-            "--gamma", _b(req.gamma), "--max-samples", str(req.max_samples)]
+            "--gamma", _b(req.gamma), "--max-samples", str(req.max_samples), "--cisc-temp", _b(req.cisc_temp),
+            "--deepconf-eta", _b(req.deepconf_eta)]
     if req.latex:
         args.append("--latex")
+    if req.invalid_votes:
+        args.append("--invalid-votes")
     return shlex.join(args)
 
 
@@ -935,7 +939,7 @@ def run_report(req: ReportRequest, console: Console | None = None) -> Path:
     validate(req)
     check("matplotlib", "ttc report")  # before any replay: every pool section draws figures
     for p in req.pools:  # every pool is checked before any replay
-        _load(p, req.score)
+        _load(p, req.score, req.invalid_votes)
     t0 = time.perf_counter()
     md = ["# ttc report", "",
           f"Generated {datetime.datetime.now().astimezone().isoformat(timespec='seconds')} by", "",
@@ -947,6 +951,8 @@ def run_report(req: ReportRequest, console: Console | None = None) -> Path:
           f"- budgets (average samples per query; total = round(b x queries)): "
           f"{', '.join(_b(b) for b in req.budgets)}",
           f"- {get_threads()} threads; results do not depend on the thread count",
+          *(["- invalid answers vote: each query's invalid answers are one answer category (--invalid-votes)"]
+            if req.invalid_votes else []),
           "- semantics: docs/semantics.md; every number of a table is also in that pool's `tables/*.csv`", ""]
     with atomic_dir(req.out, "report") as out, write_errors(req.out):
         taken: set = set()

@@ -60,6 +60,7 @@ class ReplayRequest:
     refresh: int = 8  # side-eb
     horizon: int = 0  # side-eb
     dirichlet_conf: float = 0.95  # ac-dirichlet
+    invalid_votes: bool = False  # each query's invalid answers as one answer category (Pool.with_invalid_votes)
 
 
 def config_from_options(policy: str, **params) -> RunConfig:
@@ -194,7 +195,11 @@ def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.D
     # deepconf-online's record lows: read when it is asked for (a pool without them is refused), or when no policy is
     # named and the pool has them (then it is one of the policies the pool supports); never for the others
     pool = load_pool(path, score=req.score, need_tokens=req.unit != "samples", prior=req.prior,
-                     side=req.side, lows=("deepconf-online" in req.policies) if req.policies else None)
+                     side=req.side, lows=("deepconf-online" in req.policies) if req.policies else None,
+                     invalid_votes=req.invalid_votes)
+    if req.invalid_votes and not pool.has_answers:
+        raise PoolError("--invalid-votes makes invalid answers one answer category, and this pool has no 'answer' "
+                        "column (answer categories)")
     check_budget_totals(req.budgets, pool.n_queries)
     if req.policies:
         policies = list(dict.fromkeys(req.policies))
@@ -212,6 +217,7 @@ def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.D
     console.print(f"[bold]{pool.name}[/]: {pool.n_queries} queries, {pool.off[-1]} responses "
                   f"({pool.sizes.min()}–{pool.sizes.max()} per query); score {pool.score_name}, select "
                   f"{req.select}, eliminate {req.eliminate}, unit {req.unit}, {req.seeds} seeds"
+                  + ("; invalid answers vote" if pool.invalid_votes else "")
                   + (f"; {rows * req.seeds:,} runs" if rows * req.seeds >= 100_000 else ""), highlight=False)
     with progress(req.seeds, "replaying", "seeds", console=console) as bar:
         df, pq = replay(pool, configs, req.budgets, seeds, select=req.select, conf=req.conf,

@@ -188,9 +188,21 @@ def test_math500_entropy_needs_answers():
     (["--select", "sc"], r"--select sc needs an 'answer' column"),
     (["--select", "weighted"], r"--select weighted needs an 'answer' column"),
     (["--eliminate", "sc-beta", "--policy", "ucb"], r"ucb\(eliminate=sc-beta\) needs an 'answer' column"),
+    (["--invalid-votes"], r"--invalid-votes .* no 'answer' column"),
 ])
 def test_math500_answer_options_refused(args, pattern):
     assert_clean_error(replay(MATH, "--score", "conf", *args), pattern)
+
+
+def test_invalid_votes_changes_the_stops_and_is_recorded(tmp_path):
+    args = ["--policy", "elimination", "--eliminate", "ac-majority", "--max-samples", "40", "--budgets", "40",
+            "--select", "sc", "--seeds", "3"]
+    r = ok(replay(*args, "--invalid-votes", "--out", tmp_path / "v.parquet"))
+    assert "invalid answers vote" in r.stdout
+    ok(replay(*args, "--out", tmp_path / "d.parquet"))
+    v, d = pl.read_parquet(tmp_path / "v.parquet"), pl.read_parquet(tmp_path / "d.parquet")
+    assert v["invalid_votes"].to_list() == [True] * 3 and d["invalid_votes"].to_list() == [False] * 3
+    assert v["samples_used"].to_list() != d["samples_used"].to_list()  # 73 invalid answers in the default pool
 
 
 def test_help_lists_options():

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from replay.engine import replay, run_once
 from replay.policies import RunConfig
-from replay.pool import load_pool
+from replay.pool import Pool, load_pool
 from replay.rng import permutation, query_order
 
 from test_equivalence import _compare, pools
@@ -306,3 +306,95 @@ def test_ac_dirichlet_equals_the_reference(data):
                     dirichlet_conf=data.draw(st.sampled_from([0.6, 0.8, 0.9, 0.95, 0.99])))
     hi = total + 3 if cfg.unit == "samples" else int(pool[4].sum()) + 5
     _compare(pool, cfg, data.draw(st.integers(0, hi)))
+
+
+# ------------------------------------------------------------------ protocol conventions: invalid answers vote, ties
+
+def _voting(answers):
+    """The answers of one query (-1 invalid) with invalid answers as one category (Pool.with_invalid_votes)."""
+    m = len(answers)
+    dense = {a: r for r, a in enumerate(sorted({a for a in answers if a >= 0}))}  # a pool's ids are dense ranks
+    return Pool.from_arrays([0, m], correct=[0] * m, ans=[dense.get(a, -1) for a in answers]).with_invalid_votes().ans
+
+
+def test_with_invalid_votes_gives_each_query_one_more_category():
+    pool = Pool.from_arrays([0, 4, 6, 8, 9], correct=[0] * 9, ans=[-1, 0, 1, -1, 0, 0, -1, -1, 0])
+    got = pool.with_invalid_votes()
+    assert got.ans.tolist() == [2, 0, 1, 2, 0, 0, 0, 0, 0]
+    assert got.invalid_votes and not pool.invalid_votes
+    assert (pool.ans < 0).sum() == 4  # the pool it came from is left as it was
+    assert got.with_invalid_votes() is got
+    bare = Pool.from_arrays([0, 2], correct=[0, 1])  # no answers: nothing to vote
+    assert bare.with_invalid_votes() is bare
+
+
+@settings(max_examples=300, deadline=None)
+@given(seq=st.lists(st.sampled_from([-1, -1, 0, 1, 2]), min_size=2, max_size=12),
+       share=st.sampled_from([0.5, 0.6, 0.8, 1.0]), hmax=st.sampled_from([0.3, 0.5, 0.75, 0.9]))
+def test_with_invalid_votes_ac_rules_are_the_source_criteria(seq, share, hmax):
+    """With invalid answers voting, ac-majority and ac-entropy are AC's criteria over Counter(answers) with a failed
+    extraction (here -1, the source's None) counted like any answer."""
+    voting = _voting(seq)
+    maj = next((k for k in range(2, len(seq) + 1) if Counter(seq[:k]).most_common(1)[0][1] / k >= share), None)
+    ent = next((k for k in range(2, len(seq) + 1) if _ac_entropy_source(seq[:k]) <= hmax), None)
+    for cfg, expect in ((RunConfig("elimination", eliminate="ac-majority", share=share), maj),
+                        (RunConfig("elimination", eliminate="ac-entropy", hmax=hmax), ent)):
+        got = run_once(*_one_query(voting.tolist()), cfg, len(seq))
+        assert (int(got["n_drawn"][0]), bool(got["answered"][0])) == ((expect, True) if expect else (len(seq), False))
+
+
+def test_invalid_answers_stop_a_query_only_when_they_vote():
+    seq = [-1, -1, -1, 0, 0, 0]
+    cfg = RunConfig("elimination", eliminate="ac-majority")
+    assert _drawn(seq, cfg) == (6, False)  # the default: an invalid lead never stops; 0 ends at 3 of 6 < 0.8
+    got = run_once(*_one_query(_voting(seq).tolist()), cfg, 6)
+    assert int(got["n_drawn"][0]) == 2  # voting: 2 of 2 invalid
+
+
+def _source_protocol(pool, perm, rule, cap):
+    """Adaptive-Consistency's criterion run on each question's answers in the engine's permuted order, the failed
+    extraction (None) an answer like any other, at most cap draws; the answer Counter.most_common(1) gives (ties: the
+    answer drawn first) and whether its first response is correct."""
+    out = []
+    for i in range(len(pool.off) - 1):
+        js = perm[pool.off[i]:pool.off[i + 1]][:cap]
+        seq = [None if pool.ans[j] < 0 else int(pool.ans[j]) for j in js]
+        k = next((k for k in range(2, len(seq) + 1) if rule(seq[:k])), len(seq))
+        top = Counter(seq[:k]).most_common(1)[0][0]
+        first = next(j for j, a in zip(js, seq) if a == top)
+        out.append((k, bool(pool.correct[first])))
+    return out
+
+
+@pytest.mark.parametrize("name", ["ac-majority", "ac-entropy"])
+def test_invalid_votes_and_first_drawn_ties_equal_the_source_protocol_on_the_real_pool(name):
+    """On the last-letters pool (73 invalid answers), --invalid-votes with --select cisc --cisc-temp inf gives, draw
+    for draw and query for query, AC's criterion over Counter(answers) and Counter.most_common(1)'s answer, on the
+    engine's own permutations."""
+    pool = load_pool(ROOT / "data" / "lastletters-gpt35-40", invalid_votes=True)
+    base = load_pool(ROOT / "data" / "lastletters-gpt35-40")
+    cfg = RunConfig("elimination", eliminate=name, max_samples=40)
+    rule = ((lambda s: Counter(s).most_common(1)[0][1] / len(s) >= 0.8) if name == "ac-majority"
+            else (lambda s: _ac_entropy_source(s) <= 0.75))
+    n = len(pool.qkeys)
+    differs = 0
+    for seed in (0, 3):
+        perm = permutation(pool.off, pool.qkeys, seed)
+        rank, _ = query_order(pool.qkeys, seed)
+        got = run_once(pool.off, pool.correct, pool.score, pool.ans, pool.tok, perm, rank, cfg, 40 * n,
+                       votes=(math.inf, 10.0))
+        plain = run_once(base.off, base.correct, base.score, base.ans, base.tok, perm, rank, cfg, 40 * n)
+        want = _source_protocol(base, perm, rule, 40)
+        assert [int(x) for x in got["n_drawn"]] == [k for k, _ in want], seed
+        assert [bool(x) for x in got["sel_cisc"]] == [c for _, c in want], seed
+        differs += int((got["n_drawn"] != plain["n_drawn"]).sum())
+    assert differs > 0  # the convention changes some questions' stops on this pool
+
+
+def test_replay_records_the_convention(tmp_path):
+    pool = load_pool(ROOT / "data" / "lastletters-gpt35-40", invalid_votes=True)
+    df, _ = replay(pool, [RunConfig("elimination", eliminate="ac-majority", max_samples=40)], [8], np.arange(2),
+                   select="sc")
+    assert df["invalid_votes"].to_list() == [True, True]
+    df, _ = replay(load_pool(ROOT / "data" / "lastletters-gpt35-40"), [RunConfig("uniform")], [8], np.arange(2))
+    assert df["invalid_votes"].to_list() == [False, False]

@@ -268,3 +268,19 @@ def test_cli_errors_are_clean(tmp_path, args, pattern):
     assert r.stderr.startswith("error:") and re.search(pattern, r.stderr), r.stderr
     assert "Traceback" not in r.output
     assert not (tmp_path / "rep" / "report.md").exists()
+
+
+def test_invalid_votes_reach_every_table(tmp_path):
+    """--invalid-votes: the report's main table is `ttc replay --invalid-votes`'s, which differs from the default's
+    on a pool whose wrong answers are often invalid; the report says so and its command line repeats it."""
+    pool = synthetic(tmp_path / "synth", n=16, seed=5, tokens=False, scores=False)
+    r = runner.invoke(app, ["report", str(pool), "--out", str(tmp_path / "rep"), "--seeds", "3", "--budgets", "2,4",
+                            "--select", "sc", "--threads", "1", "--invalid-votes"])
+    assert r.exit_code == 0, (r.output, r.exception)
+    text = (tmp_path / "rep" / "report.md").read_text()
+    assert "invalid answers vote" in text and "--invalid-votes" in text
+    _, voting = direct(pool, select="sc", invalid_votes=True)
+    _, default = direct(pool, select="sc")
+    assert_same(tmp_path / "rep" / "synth" / "tables" / "main.csv", voting)
+    acc = lambda s: s.sort(["config", "budget"])["accuracy"].to_list()  # noqa: E731
+    assert acc(voting) != acc(default)
