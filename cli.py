@@ -473,6 +473,7 @@ def tune_cmd(
                                        "Parquet file."),
     split_out: Optional[Path] = typer.Option(None, help="Write the split, one row per query (query_id, part, pool), "
                                              "to this Parquet file."),
+    invalid_votes: bool = typer.Option(False, "--invalid-votes", help=_INVALID_VOTES_HELP),
     threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores); results do not depend on it."),
     force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
 ):
@@ -499,7 +500,7 @@ def tune_cmd(
                          seeds=seeds, seed_start=seed_start, score=score, eliminate=_value(eliminate),
                          select=_value(select), metric=metric, unit=_value(unit), holdout=holdout,
                          split_seed=split_seed, report_pool=report_pool, conf=conf, out=out, split_out=split_out,
-                         threads=threads, force=force))
+                         threads=threads, force=force, invalid_votes=invalid_votes))
 
 
 # --------------------------------------------------------------------------------------------------------- compare

@@ -35,6 +35,10 @@ ELIM_NONE, ELIM_THRESHOLD, ELIM_SC_SHARE, ELIM_SC_BETA, ELIM_ESC, ELIM_AC_MAJORI
 # run_one compiles them in only when its `reading` argument is not None, so that a grid without them (the default
 # replay's) does not pay their compile (engine.reading_flag picks the argument from the configurations).
 READING_RULES = (ELIM_ESC, ELIM_AC_ENTROPY, ELIM_AC_DIRICHLET)
+# ac-entropy stops at h <= hmax + AC_ENTROPY_TIE: an entropy exactly equal to hmax (counts 8, 3, 1 give 0.75 exactly)
+# computes a few ulps either side of it in floating point; the margin, far above that error and far below any gap
+# between distinct values of h at the counts a pool holds, makes such a tie stop, as `h <= hmax` says
+AC_ENTROPY_TIE = 1e-12
 
 # Per-query state: one record per query. The kernels read and write its fields by name (qs[i].n); Python reads a
 # column by the constants below (W.qs[N]). n: responses drawn; best_j / best: the highest-scored one and its score;
@@ -1093,7 +1097,7 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
         if rule == ELIM_ESC:
             return n_ >= K and lead >= 0 and esc_window(ans, perm, off[i] + n_ - K, K)
         if rule == ELIM_AC_ENTROPY:
-            return n_ >= 2 and lead >= 0 and ac_entropy(si, T, L, aoff[i], aoff[i + 1], n_) <= hmax
+            return n_ >= 2 and lead >= 0 and ac_entropy(si, T, L, aoff[i], aoff[i + 1], n_) <= hmax + AC_ENTROPY_TIE
         if rule == ELIM_AC_DIRICHLET:
             conf = cfg.dirichlet_conf
             return lead >= 0 and ac_dirichlet(si, aoff[i], aoff[i + 1], lead, lc, conf) >= conf

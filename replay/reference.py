@@ -222,7 +222,7 @@ class _Run:
                 for c in counts:       # invalid first, then answer ids ascending (the slot order)
                     total += self.T[c]
                 h = (self.L[s.N] - total / s.N) / self.L[len(counts)]
-            return h <= self.hmax
+            return h <= self.hmax + 1e-12  # an exact tie stops (docs/semantics.md, ac-entropy)
         if elim == "ac-dirichlet":
             # invalid answers do not vote: s.cnt holds the valid answers only
             return s.lead >= 0 and ac_dirichlet_stops(s.lead_cnt, [c for a, c in s.cnt.items() if a != s.lead],

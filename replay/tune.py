@@ -106,6 +106,7 @@ class TuneRequest:
     split_out: Path | None = None
     threads: int | None = None
     force: bool = False
+    invalid_votes: bool = False  # each query's invalid answers as one answer category (Pool.with_invalid_votes)
 
 
 def _fields() -> dict:
@@ -340,12 +341,12 @@ def run_tune(req: TuneRequest, console=None) -> pl.DataFrame:
     configs = grid_configs(base, req.grid)
     metric = req.metric or ("accuracy" if req.method else "coverage")
     path = Path(req.pool or DEFAULT_POOL)
-    pool = load_pool(path, score=req.score, need_tokens=req.unit != "samples")
+    pool = load_pool(path, score=req.score, need_tokens=req.unit != "samples", invalid_votes=req.invalid_votes)
     if not pool.has_gt:
         raise PoolError(f"ttc tune needs ground truth (a 'correct' column) to score {metric}, and {path} has none")
     if req.report_pool is not None:
         rpath = Path(req.report_pool)
-        rpool = load_pool(rpath, score=req.score, need_tokens=req.unit != "samples")
+        rpool = load_pool(rpath, score=req.score, need_tokens=req.unit != "samples", invalid_votes=req.invalid_votes)
         if not rpool.has_gt:
             raise PoolError(f"ttc tune needs ground truth in --report-pool {rpath}, and it has none")
         same_dir = rpath.resolve() == path.resolve()
@@ -376,6 +377,7 @@ def run_tune(req: TuneRequest, console=None) -> pl.DataFrame:
              f"tuned and reported on {pool.name} ({pool.n_queries} queries): every number is in-sample {MARK}")
     console.print(f"[bold]ttc tune[/] {what}: {len(configs)} configurations x {len(req.budgets)} budgets x "
                   f"{req.seeds} seeds; metric {metric}, select {select}; {where}"
+                  + ("; invalid answers vote" if req.invalid_votes else "")
                   + (f"; split: {holdout:g} held out, --split-seed {req.split_seed}" if holdout else ""),
                   highlight=False)
     with progress(req.seeds * (1 if same_data else 2), "tuning", "seeds", console=console) as bar:
@@ -384,6 +386,7 @@ def run_tune(req: TuneRequest, console=None) -> pl.DataFrame:
     df = df.with_columns(
         pl.lit(what).alias("tuned"), pl.lit(req.method is not None).alias("is_method"),
         pl.lit(select).alias("select"), pl.lit(req.unit).alias("unit"), pl.lit(pool.score_name).alias("score"),
+        pl.lit(req.invalid_votes).alias("invalid_votes"),
         pl.lit(str(path)).alias("tune_pool"), pl.lit(str(req.report_pool or path)).alias("report_pool"),
         pl.lit(tune_pool.n_queries).alias("n_tune"), pl.lit(report_pool.n_queries).alias("n_report"),
         pl.lit(holdout, dtype=pl.Float64).alias("holdout"),

@@ -62,6 +62,14 @@ def test_ac_entropy_follows_the_source(seq, hmax):
     assert (n, answered) == ((expect, True) if expect else (len(seq), False))
 
 
+def test_ac_entropy_an_exact_tie_stops():
+    """Counts 8, 3 and 1 have h = 3/4 exactly (H = 3/4 ln 3), which floating point puts an ulp above 0.75 in the
+    engine's sum order: h <= hmax holds, so the query stops there."""
+    seq = [1, 1, 1, 2, 0, 0, 0, 0, 0, 0, 0, 0]
+    assert all(_ac_entropy_source(seq[:k]) > 0.75 for k in range(2, 12))
+    assert _drawn(seq, RunConfig("elimination", eliminate="ac-entropy", hmax=0.75)) == (12, True)
+
+
 @pytest.mark.parametrize("share", [0.5, 0.6, 0.8, 1.0])
 @pytest.mark.parametrize("seq", [[0, 0, 1, 0, 0, 0, 0], [1, 0, 1, 0, 1, 1, 1, 1], [0, 1, 2, 3, 0, 0, 0, 0, 0]])
 def test_ac_majority_follows_the_source(seq, share):

@@ -158,3 +158,14 @@ def test_subset_carries_each_querys_own_side_signal_and_prior():
     assert np.array_equal(sub.side, pool.side[rows]) and np.array_equal(sub.prior, pool.prior[idx])
     bare = subset(dataclasses.replace(pool, side=None, prior=None), idx, "y")
     assert bare.side is None and bare.prior is None
+
+
+def test_invalid_votes_reach_the_tuned_runs(tmp_path):
+    args = ["--method", "ac-majority", "--share", "0.6,0.8", "--budgets", "8", "--seeds", "3"]
+    r = tune_cli(*args, "--invalid-votes", "--out", str(tmp_path / "v.parquet"))
+    assert "invalid answers vote" in r.output
+    tune_cli(*args, "--out", str(tmp_path / "d.parquet"))
+    v, d = pl.read_parquet(tmp_path / "v.parquet"), pl.read_parquet(tmp_path / "d.parquet")
+    assert v["invalid_votes"].all() and not d["invalid_votes"].any()
+    cost = [c for c in v.columns if "samples" in c or "cost" in c]
+    assert cost and v.select(cost).to_dicts() != d.select(cost).to_dicts()
