@@ -271,12 +271,26 @@ def test_the_disk_is_capped(namespaces):
     assert out[2].status == "failed" and "Read-only file system" in out[2].detail, out[2]
 
 
+def test_the_process_cap_is_each_programs_own(namespaces):
+    """At most 32 processes (threads count) per program, whatever runs beside it: eight programs of seven threads
+    at once (56 together) all pass, while one of 40 threads is refused its threads. A root caller's programs once
+    shared one uid, and the kernel counts RLIMIT_NPROC per uid, so a program's verdict depended on its neighbours."""
+    hold = ("import threading, time\nev = threading.Event()\nts = [threading.Thread(target=ev.wait) for _ in "
+            "range({n})]\nfor t in ts:\n    t.start()\ntime.sleep(1.0)\nev.set()\nfor t in ts:\n    t.join()\n")
+    out = run_many([hold.format(n=6)] * 8 + [hold.format(n=40)], workers=9, timeout_s=30)
+    assert [r.status for r in out[:8]] == ["passed"] * 8, [r.detail[-200:] for r in out[:8] if not r.passed]
+    assert out[8].status == "failed" and "can't start new thread" in out[8].detail, out[8]
+
+
 def test_programs_run_unprivileged(namespaces):
     prog = ("status = dict(l.split(':', 1) for l in open('/proc/self/status'))\n"
             "assert int(status['CapEff'], 16) == 0 and int(status['CapPrm'], 16) == 0, status['CapEff']\n"
             "assert status['NoNewPrivs'].strip() == '1'\n"
-            # a root caller's programs run as 65534; anyone else's under their own uid (in a user namespace)
-            f"import os\nassert os.getuid() == os.geteuid() == {65534 if os.geteuid() == 0 else os.geteuid()}\n")
+            # a root caller's programs run as an unprivileged uid of their runner's own (harvest/oracles/sandbox.py
+            # _take_uid); anyone else's under their own uid (in a user namespace)
+            "import os\nassert os.getuid() == os.geteuid() and os.getgid() == os.getegid()\n"
+            + ("assert 0x70000000 <= os.getuid() <= 0x7FFFFFFF and os.getuid() == os.getgid()\n" if os.geteuid() == 0
+               else f"assert os.getuid() == {os.geteuid()}\n"))
     r = run_program(prog, timeout_s=10)
     assert r.passed, r.detail
     _ok(r)

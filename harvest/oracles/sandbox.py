@@ -12,9 +12,11 @@ Two isolation levels, chosen at run time (`isolation(mode)` says which one this 
   program starts (setsid + fork included) outlives it, and a program may have at most 32 processes (threads
   count; the memory limit is per process, so a program that forks can hold up to 32 x memory_mb: the kernel's
   memory cgroups, not used here, would be the way to cap that). When the caller is root, programs run under the
-  unprivileged uid/gid 65534 with no capabilities; otherwise under the caller's uid inside a user namespace, with
-  no capabilities. bwrap sets no_new_privs; the runner makes itself non-dumpable, so a program cannot ptrace it or
-  read its memory, and as PID 1 of the namespace it cannot be killed from inside.
+  unprivileged uid/gid of their runner's own (_take_uid: the kernel counts the process cap per uid, so programs
+  side by side must not share one) with no capabilities; otherwise under the caller's uid inside a user namespace
+  (whose count is the namespace's own), with no capabilities. bwrap sets no_new_privs; the runner makes itself
+  non-dumpable, so a program cannot ptrace it or read its memory, and as PID 1 of the namespace it cannot be killed
+  from inside.
 * "guard-only": no OS isolation (no bwrap, or namespaces are not permitted, e.g. in a container without them).
   Only the in-process guard below and rlimits apply. This stops accidents and the usual failure modes of
   generated code, not code written to escape: the guard is Python patching Python, and `posix`, reloading `os`,
@@ -58,6 +60,7 @@ import select
 import signal
 import struct
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -79,7 +82,10 @@ _EXIT_CALLED = 4     # the program called exit()/sys.exit() before its end
 _EXIT_SETUP = 5      # the child could not set the sandbox up
 _FSIZE_MB = 16       # largest file (stdout/stderr included) a program may write
 _TAIL = 2000         # characters of output kept in ExecResult.detail
-_NOBODY = 65534      # uid/gid of programs when the caller is root ("namespaces")
+# uids/gids of programs when the caller is root ("namespaces"): one per runner (_take_uid), in systemd's unused range
+# 0x70000000-0x7FFFFFFF (above its container range, below the ids that signed 32-bit code misreads)
+_UID_BASE = 0x70000000
+_UID_SLOTS = 64      # runners of one process with a uid of their own; more share them
 _NPROC = 32          # processes (threads included) a program may have ("namespaces"; see the docstring)
 _GRACE_S = 10.0      # how long past the timeout the grader waits for a runner's answer before killing it
 _MIN_BWRAP = (0, 7, 0)  # --size (a capped tmpfs)
@@ -301,7 +307,8 @@ class _Runner:
         else:
             self.base = base = cwd = tempfile.mkdtemp(prefix="ttc-sandbox-")
             argv = _python_argv(os.path.abspath(__file__))
-        drop = [_NOBODY, _NOBODY] if level == "namespaces" and os.geteuid() == 0 else None
+        self.uid = _take_uid() if level == "namespaces" and os.geteuid() == 0 else None
+        drop = None if self.uid is None else [self.uid, self.uid]
         cfg = {"level": level, "base": base, "io": _IO_DIR if level == "namespaces" else None, "drop": drop}
         self.err = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(argv + ["serve", json.dumps(cfg)], stdin=subprocess.PIPE,
@@ -357,9 +364,36 @@ class _Runner:
                 except OSError:
                     pass
         self.err.close()
+        if getattr(self, "uid", None) is not None:
+            _give_uid(self.uid)
+            self.uid = None
         if self.base:
             shutil.rmtree(self.base, ignore_errors=True)
             self.base = None
+
+
+_uid_lock = threading.Lock()
+_uids: dict[int, int] = {}  # uid -> how many of this process's live runners hold it
+
+
+def _take_uid() -> int:
+    """A uid of its own for a runner's programs when the caller is root. The kernel caps RLIMIT_NPROC per uid, so
+    programs sharing one (nobody, 65534, as they once did) share the 32 processes a program may have: eight programs
+    of seven threads at once failed to start threads that each alone may start. Unique among live runners of every
+    process: the process's pid (< 2**22, Linux's largest pid_max) picks a block of _UID_SLOTS uids, and its runners
+    take free slots of it (beyond _UID_SLOTS runners at once, two share one, and each program's cap with it)."""
+    block = _UID_BASE + (os.getpid() % (1 << 22)) * _UID_SLOTS
+    with _uid_lock:
+        slot = next((k for k in range(_UID_SLOTS) if block + k not in _uids), sum(_uids.values()) % _UID_SLOTS)
+        _uids[block + slot] = _uids.get(block + slot, 0) + 1
+    return block + slot
+
+
+def _give_uid(uid: int) -> None:
+    with _uid_lock:
+        left = _uids.pop(uid, 1) - 1
+        if left > 0:
+            _uids[uid] = left
 
 
 # A program that the sandbox must pass on every start: fresh imports of modules whose import has broken under the
@@ -634,8 +668,8 @@ def _set_limits(memory_mb: int, cpu_s: int, fsize_mb: int, nproc: int | None) ->
     cap(resource.RLIMIT_AS, memory_mb * 2**20)
     cap(resource.RLIMIT_FSIZE, fsize_mb * 2**20)
     cap(resource.RLIMIT_CORE, 0)
-    if nproc is not None:  # "namespaces" only: there the count is of the sandbox's uid (65534, or the caller's
-        cap(resource.RLIMIT_NPROC, nproc)  # uid inside its own user namespace), not of all the caller's processes
+    if nproc is not None:  # "namespaces" only: there the count is of the program's uid (its runner's own, or the
+        cap(resource.RLIMIT_NPROC, nproc)  # caller's in its own user namespace), not of all the caller's processes
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an oversized write then fails with an exception
 
 
