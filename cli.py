@@ -469,6 +469,8 @@ def tune_cmd(
                                              "field (a new policy's parameter), repeat.",
                                              rich_help_panel=_GRID_PANEL),
     conf: float = typer.Option(0.95, help="sc-beta: confidence P(p1 > p2) needed to stop."),
+    cisc_temp: float = typer.Option(0.2, help=_CISC_TEMP_HELP),
+    deepconf_eta: float = typer.Option(10.0, help=_DEEPCONF_ETA_HELP),
     out: Optional[Path] = typer.Option(None, help="Write the result table (with the split's provenance) to this "
                                        "Parquet file."),
     split_out: Optional[Path] = typer.Option(None, help="Write the split, one row per query (query_id, part, pool), "
@@ -499,7 +501,8 @@ def tune_cmd(
     run_tune(TuneRequest(pool=pool, policy=policy, method=method, grid=values, budgets=_floats(budgets, "--budgets"),
                          seeds=seeds, seed_start=seed_start, score=score, eliminate=_value(eliminate),
                          select=_value(select), metric=metric, unit=_value(unit), holdout=holdout,
-                         split_seed=split_seed, report_pool=report_pool, conf=conf, out=out, split_out=split_out,
+                         split_seed=split_seed, report_pool=report_pool, conf=conf, cisc_temp=cisc_temp,
+                         deepconf_eta=deepconf_eta, out=out, split_out=split_out,
                          threads=threads, force=force, invalid_votes=invalid_votes))
 
 

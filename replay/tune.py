@@ -387,6 +387,7 @@ def run_tune(req: TuneRequest, console=None) -> pl.DataFrame:
         pl.lit(what).alias("tuned"), pl.lit(req.method is not None).alias("is_method"),
         pl.lit(select).alias("select"), pl.lit(req.unit).alias("unit"), pl.lit(pool.score_name).alias("score"),
         pl.lit(req.invalid_votes).alias("invalid_votes"),
+        pl.lit(float(kw["cisc_temp"])).alias("cisc_temp"), pl.lit(float(kw["deepconf_eta"])).alias("deepconf_eta"),
         pl.lit(str(path)).alias("tune_pool"), pl.lit(str(req.report_pool or path)).alias("report_pool"),
         pl.lit(tune_pool.n_queries).alias("n_tune"), pl.lit(report_pool.n_queries).alias("n_report"),
         pl.lit(holdout, dtype=pl.Float64).alias("holdout"),

@@ -1,6 +1,8 @@
 """`ttc tune`: a deterministic, recorded split; held-out numbers that equal a direct replay of the chosen
 configuration on the held-out queries alone; `tuned_on_reported` set exactly when tuning and reporting data
 overlap; one-line refusals."""
+import math
+
 import numpy as np
 import polars as pl
 import pytest
@@ -169,3 +171,15 @@ def test_invalid_votes_reach_the_tuned_runs(tmp_path):
     assert v["invalid_votes"].all() and not d["invalid_votes"].any()
     cost = [c for c in v.columns if "samples" in c or "cost" in c]
     assert cost and v.select(cost).to_dicts() != d.select(cost).to_dicts()
+
+
+def test_the_vote_parameters_reach_the_runs(tmp_path):
+    args = ["--policy", "elimination", "--select", "cisc", "--metric", "accuracy", "--max-samples", "2,4", "--budgets",
+            "4", "--seeds", "3"]
+    tune_cli(*args, "--cisc-temp", "0.05", "--out", str(tmp_path / "a.parquet"))
+    tune_cli(*args, "--cisc-temp", "inf", "--out", str(tmp_path / "b.parquet"))
+    a, b = pl.read_parquet(tmp_path / "a.parquet"), pl.read_parquet(tmp_path / "b.parquet")
+    assert set(a["cisc_temp"]) == {0.05} and set(b["cisc_temp"]) == {math.inf}
+    assert a["mean"].to_list() != b["mean"].to_list()  # (--score gt: a low T weighs the correct answers up)
+    r = runner.invoke(app, ["tune", *args, "--cisc-temp", "0"])
+    assert r.exit_code == 2 and "--cisc-temp must be >= 1/700" in r.output
