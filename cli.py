@@ -1057,10 +1057,9 @@ def merge_cmd(
 
 # ------------------------------------------------------------------------------------------------------------- run
 # `ttc run`: live allocation against a model (harvest/run.py). Its choices: the live policies (replay/live.py
-# LIVE_POLICIES: every policy but the hindsight oracle and deepconf-online, which stops traces mid-generation), the
-# oracles it scores with live (harvest/run.py LIVE_ORACLES) and the registry's others, which it refuses with the reason;
-# tests/test_run_cli.py holds them to those lists.
-LIVE_POLICY_NAMES = tuple(p for p in POLICY_NAMES if p not in ("oracle", "deepconf-online"))
+# LIVE_POLICIES: every policy but the hindsight oracle), the oracles it scores with live (harvest/run.py LIVE_ORACLES)
+# and the registry's others, which it refuses with the reason; tests/test_run_cli.py holds them to those lists.
+LIVE_POLICY_NAMES = tuple(p for p in POLICY_NAMES if p != "oracle")
 RUN_ORACLES = ("gt", "sc") + tuple(o for o in ORACLES if o != "gt") + ("confidence",)
 RunPolicy = _choice("RunPolicy", LIVE_POLICY_NAMES)
 RunSelect = _choice("RunSelect", LIVE_SELECTIONS)  # cisc and deepconf are computed by replay only

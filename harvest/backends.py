@@ -16,7 +16,8 @@ requests (`n_per_request`) without changing which seed draws which sample. Two c
   best effort, as vLLM documents for per-request seeds.)
 
 Token counts (`Response.n_tokens`) are generated token ids up to and including the end-of-sequence token, as
-vLLM counts `len(token_ids)`; finish_reason is "stop" (EOS or a stop string) or "length" (max_tokens reached).
+vLLM counts `len(token_ids)`; finish_reason is "stop" (EOS or a stop string) or "length" (max_tokens reached), or
+"confidence" on the transformers backend when `conf_stop` cut the trace (DeepConf online's filter, check_conf_stop).
 
 Prompts are token ids built by `encode_prompt`: the tokenizer's special tokens (BOS) are added unless the text
 already starts with the BOS string, which is the case after most chat templates; the transformers and vLLM
@@ -24,6 +25,8 @@ backends share the rule, so a prompt is the same token sequence on both.
 """
 from __future__ import annotations
 
+import math
+import numbers
 import os
 import threading
 import traceback
@@ -34,7 +37,7 @@ from importlib import metadata
 from itertools import pairwise
 from typing import Any
 
-from harvest.confidence import ConfidenceSpec, token_confidence
+from harvest.confidence import ConfidenceSpec, GroupStop, token_confidence
 from harvest.types import Response, Sampling
 from replay.errors import InputError, UserError
 
@@ -89,6 +92,32 @@ def check_seeds(prompts: Sequence[str], seeds: Sequence[int], n: int, temperatur
                   "at least n apart (e.g. by hashing)", stacklevel=3)
 
 
+def check_conf_stop(prompts: Sequence[str], conf_stop: Sequence[float | None] | None,
+                    confidence: ConfidenceSpec | None) -> list[float | None]:
+    """One group-confidence threshold per prompt (None: that prompt's traces run to their end). A trace is stopped
+    where the group-lows signal says DeepConf's online filter would stop it, so that signal must be recorded: its
+    positions and values are what replay reads from the stopped trace, and its `window` is the filter's. A list of
+    Nones stops nothing and needs nothing, as on the backends that cannot stop a trace."""
+    if conf_stop is None:
+        return [None] * len(prompts)
+    stops = list(conf_stop)
+    if len(stops) != len(prompts):
+        raise ValueError(f"{len(prompts)} prompts but {len(stops)} conf_stop thresholds; give one per prompt (or None)")
+    for s in stops:
+        if s is not None and (isinstance(s, bool) or not isinstance(s, numbers.Real) or math.isnan(s)):
+            raise InputError(f"a conf_stop threshold must be a number or None, got {s!r}")
+    if any(s is not None for s in stops) and (confidence is None or "group-lows" not in confidence.signals):
+        raise InputError("conf_stop needs a confidence spec with the group-lows signal (--confidence group-lows), "
+                         "whose window and top-k the stopping filter uses")
+    return [None if s is None else float(s) for s in stops]
+
+
+def _refuse_conf_stop(conf_stop: Sequence[float | None] | None, why: str) -> None:
+    if conf_stop is not None and any(s is not None for s in conf_stop):
+        raise InputError(f"this backend cannot stop a trace mid-way on its confidence ({why}); use the transformers "
+                         "backend")
+
+
 def encode_prompt(tokenizer: Any, text: str) -> list[int]:
     bos = getattr(tokenizer, "bos_token", None)
     add_special = not (bos and text.startswith(bos))
@@ -120,7 +149,13 @@ class TransformersBackend:
     its cache repeated for up to `batch_size` sample rows; rows of different prompts never share a batch.
     Sampling is vLLM's: temperature, then nucleus (top_p), no top-k or penalties; the model's own
     generation_config defaults (top_k=50, repetition penalties, ...) are not applied. temperature 0 is greedy:
-    one row is decoded and repeated n times."""
+    one row is decoded and repeated n times.
+
+    conf_stop (DeepConf online, Fu et al. 2025): a row whose group confidence falls below its prompt's threshold
+    at step t, once `window` tokens are in, is done there, finish_reason "confidence", holding t + 1 tokens (the
+    one drawn at t included; DeepConf forces end-of-sequence there, which costs the same one token) and the
+    signals of those tokens. It draws nothing more, so the prompt's other rows are the samples they would have been
+    without it (harvest.confidence.GroupStop)."""
 
     def __init__(self, model: Any, tokenizer: Any = None, device: str | None = None, dtype: Any = None,
                  batch_size: int = 16, revision: str | None = None, trust_remote_code: bool = False):
@@ -171,25 +206,27 @@ class TransformersBackend:
         }
 
     def generate(self, prompts: Sequence[str], sampling: Sampling, seeds: Sequence[int], *,
-                 stop: Sequence[str] | None = None, confidence: ConfidenceSpec | None = None) -> list[list[Response]]:
+                 stop: Sequence[str] | None = None, confidence: ConfidenceSpec | None = None,
+                 conf_stop: Sequence[float | None] | None = None) -> list[list[Response]]:
         check_sampling(prompts, sampling, seeds)
+        thresholds = check_conf_stop(prompts, conf_stop, confidence)
         stop = [s for s in (stop or ()) if s]
         out = []
-        for text, seed in zip(prompts, seeds):
+        for text, seed, floor in zip(prompts, seeds, thresholds):
             ids = encode_prompt(self.tokenizer, text)
             if sampling.temperature == 0:
-                row = self._decode(ids, [seed], sampling, stop, confidence)[0]
+                row = self._decode(ids, [seed], sampling, stop, confidence, floor)[0]
                 out.append([row] * sampling.n)
                 continue
             rows: list[Response] = []
             for start in range(0, sampling.n, self.batch_size):
                 chunk = [seed + j for j in range(start, min(sampling.n, start + self.batch_size))]
-                rows.extend(self._decode(ids, chunk, sampling, stop, confidence))
+                rows.extend(self._decode(ids, chunk, sampling, stop, confidence, floor))
             out.append(rows)
         return out
 
     def _decode(self, ids: list[int], row_seeds: list[int], sampling: Sampling, stop: list[str],
-                confidence: ConfidenceSpec | None = None) -> list[Response]:
+                confidence: ConfidenceSpec | None = None, threshold: float | None = None) -> list[Response]:
         import torch
 
         rows = len(row_seeds)
@@ -201,6 +238,7 @@ class TransformersBackend:
         tokens: list[list[int]] = [[] for _ in range(rows)]
         done: list[str | None] = [None] * rows
         cut: list[int | None] = [None] * rows
+        stoppers = [GroupStop(confidence.window, threshold) for _ in range(rows)] if threshold is not None else None
         window = max((len(s) for s in stop), default=0) + 4
         with torch.inference_mode():
             prompt = torch.tensor([ids], device=dev)
@@ -239,6 +277,10 @@ class TransformersBackend:
                             hits = [full.find(s) for s in stop if s in full]
                             if hits:
                                 done[r], cut[r] = "stop", min(hits)
+                    # after the checks above: a trace whose last token is EOS or ends a stop string is still one the
+                    # filter stopped (its lows end below the threshold there, which is how replay will read it)
+                    if stoppers is not None and stoppers[r].feed(confs[r][-1]):
+                        done[r] = "confidence"
                 if all(d is not None for d in done) or step == sampling.max_tokens - 1:
                     break
                 out = self.model(input_ids=nxt.view(rows, 1), use_cache=True, **{self._cache_kw: past})
@@ -377,7 +419,10 @@ class VLLMBackend:
         }
 
     def generate(self, prompts: Sequence[str], sampling: Sampling, seeds: Sequence[int], *,
-                 stop: Sequence[str] | None = None, confidence: ConfidenceSpec | None = None) -> list[list[Response]]:
+                 stop: Sequence[str] | None = None, confidence: ConfidenceSpec | None = None,
+                 conf_stop: Sequence[float | None] | None = None) -> list[list[Response]]:
+        _refuse_conf_stop(conf_stop, "DeepConf does it with a vLLM logits processor, ConfPerReqLogitsProcessor, "
+                                     "which is not wired here")
         check_sampling(prompts, sampling, seeds)
         jobs = [(encode_prompt(self.tokenizer, p), _vllm_params(sampling, s, stop, confidence))
                 for p, s in zip(prompts, seeds)]
@@ -614,7 +659,9 @@ class OpenAIBackend:
         }
 
     def generate(self, prompts: Sequence[str], sampling: Sampling, seeds: Sequence[int], *,
-                 stop: Sequence[str] | None = None, confidence: ConfidenceSpec | None = None) -> list[list[Response]]:
+                 stop: Sequence[str] | None = None, confidence: ConfidenceSpec | None = None,
+                 conf_stop: Sequence[float | None] | None = None) -> list[list[Response]]:
+        _refuse_conf_stop(conf_stop, "the server generates each trace whole")
         check_sampling(prompts, sampling, seeds)
         k = sampling.n if self.n_per_request is None else min(self.n_per_request, sampling.n)
         tasks = [(i, j, min(k, sampling.n - j)) for i in range(len(prompts)) for j in range(0, sampling.n, k)]

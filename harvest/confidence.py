@@ -31,6 +31,7 @@ with the sampling temperature. Every generated token counts, the end-of-sequence
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -137,6 +138,33 @@ def group_lows(sampled: np.ndarray, conf: np.ndarray, spec: "ConfidenceSpec") ->
     last value here)."""
     groups = _windows(conf, spec.window)
     return record_lows(groups, spec.window - 1 if len(conf) >= spec.window else len(conf) - 1)
+
+
+class GroupStop:
+    """DeepConf online's filter for one trace as it is generated: feed(C_t) at each step t, True at the step where the
+    trace must stop (it then holds t + 1 tokens). The arithmetic is _windows', operation for operation (sequential
+    float64 prefix sums, +inf counted apart), not a running sum over a deque as in DeepConf's processor: so it fires
+    at exactly the first record low below the threshold that group_lows finds on the whole trace, and the truncated
+    trace's own lows end there, so replaying it stops it at its last token. Only a full window stops a trace."""
+
+    def __init__(self, window: int, threshold: float):
+        self.window = window
+        self.threshold = threshold
+        self.n = 0                                        # confidences fed
+        self._sums = deque([0.0], maxlen=window + 1)      # prefix sums s[t + 1 - window] .. s[t + 1]
+        self._infs = deque([0], maxlen=window + 1)        # the same of the +inf count
+
+    def feed(self, c: float) -> bool:
+        inf = c == math.inf
+        finite = 0.0 if inf else c
+        # np.cumsum's first element is the value itself, not 0.0 + value (they differ for -0.0)
+        self._sums.append(self._sums[-1] + finite if self.n else finite)
+        self._infs.append(self._infs[-1] + inf)
+        self.n += 1
+        if self.n < self.window:
+            return False
+        mean = math.inf if self._infs[-1] - self._infs[0] > 0 else (self._sums[-1] - self._sums[0]) / self.window
+        return mean < self.threshold
 
 
 # ------------------------------------------------------------------------------------------------ maps to [0, 1]

@@ -78,7 +78,7 @@ class BackendSource:
                  prompt_len: Callable[[str], int] | None = None,
                  on_call: Callable[[list, dict], None] | None = None, scorer: Any = None,
                  confidence: Any = None, score_signal: str | None = None, side_column: str | None = None,
-                 slots: int = 0):
+                 slots: int = 0, stops: bool = False):
         if lookahead < 1:
             raise InputError(f"lookahead must be >= 1, got {lookahead}")
         if scorer is not None:
@@ -121,6 +121,11 @@ class BackendSource:
         self.slots = slots  # > 0: one request per query, `slots` in flight at once (arrive())
         self._pool: Any = None  # their threads (concurrent.futures), made on the first arrive()
         self._flight: dict[int, Any] = {}  # query -> its request in flight: (future, responses asked for)
+        # stops: the backend stops a trace mid-way at a group-confidence threshold (the registry's `stops`: generate
+        # takes conf_stop); the driver then gives each query's threshold (confidence_stop)
+        self.stops = stops
+        self._threshold: Callable[[int], float | None] | None = None
+        self._warm = 0
 
     # ------------------------------------------------------------------------------------------------ the driver
 
@@ -128,6 +133,14 @@ class BackendSource:
         """The driver's view of the run: next_k(i) = the index of the next response query i would ask for, or
         None when it will ask for no more (answered, capped, or its pool size reached); None after the run."""
         self._next_k = next_k
+
+    def confidence_stop(self, threshold: Callable[[int], float | None] | None, warm: int = 0):
+        """deepconf-online (replay.live.run_live): threshold(i) = query i's group-confidence threshold, None while it
+        is not known (the warm-up), for each response from the warm-th on; a backend that `stops` is asked to stop
+        those traces there (conf_stop), and the run then pays for what was generated. A backend that cannot is
+        never asked: its traces are generated whole, and the run pays each up to where it would have stopped
+        (the same decisions and tokens charged; the generation costs more). None after the run."""
+        self._threshold, self._warm = (threshold, warm) if self.stops else (None, 0)
 
     def plan(self, targets: Sequence[int] | None):
         """Generate every query's responses up to targets[q] together, when the first response not cached is asked
@@ -257,6 +270,8 @@ class BackendSource:
                 records.append((q, len(self._cache[q]), list(zip(got[q], self._score(q, got[q])))))
         if self.side_column is not None:
             records = [(q, start, self._with_side(q, start, items)) for q, start, items in records]
+        if self.confidence is not None and "group-lows" in self.confidence.signals:
+            records = [(q, start, _with_lows(items)) for q, start, items in records]
         self.score_s += time.perf_counter() - t0
         for q, msg in failures.items():
             self.fail[q] = msg
@@ -284,6 +299,10 @@ class BackendSource:
         kw: dict[str, Any] = {"stop": list(self.stop)} if self.stop else {}
         if self.confidence is not None:  # (only then: a backend without signals need not take the keyword)
             kw["confidence"] = self.confidence
+        if self._threshold is not None:  # a request's responses after the warm-up stop at the query's threshold
+            floors = [self._threshold(q) if len(self._cache[q]) >= self._warm else None for q in todo]
+            if any(f is not None for f in floors):
+                kw["conf_stop"] = floors
         return [self.prompt_of(q) for q in todo], self._sampling(count), seeds, kw
 
     def _attempts(self, args: tuple, attempts: int) -> tuple[Any, float, int, BaseException | None]:
@@ -555,3 +574,17 @@ class LazyBackend:
         close = getattr(self._backend, "close", None)
         if callable(close):
             close()
+
+
+def _with_lows(items: list) -> list:
+    """items with each response's record lows (deepconf-online's Observed.lows), from its group-lows signal: the
+    columns the run's pool records, so a replay of that pool reads the same lows."""
+    from dataclasses import replace
+
+    out = []
+    for r, o in items:
+        sig = r.signals or {}
+        pos, val = sig.get("conf_lows_pos"), sig.get("conf_lows")
+        out.append((r, o if pos is None or val is None else
+                    replace(o, lows=(tuple(int(x) for x in pos), tuple(float(x) for x in val)))))
+    return out

@@ -145,7 +145,9 @@ class Backend:
     the backend which endpoint); extra: the pip extra it needs; concurrent: generate may be called from several
     threads at once, its `concurrency` option bounding the requests in flight over all of them (`ttc run` then asks
     for each query's next response as soon as the run wants it, instead of a call per round: harvest.live.BackendSource
-    slots); doc: one line for --help and the docs table."""
+    slots); stops: generate takes conf_stop: it can stop a trace mid-way on its group confidence (deepconf-online
+    under ttc run; a backend that cannot generates each trace whole and the run pays it up to where the filter would
+    have stopped it); doc: one line for --help and the docs table."""
 
     name: str
     impl: str
@@ -156,6 +158,7 @@ class Backend:
     chat: str = "tokenizer"
     extra: str | None = None
     concurrent: bool = False
+    stops: bool = False
 
     def load(self):
         return _load(self.impl)
@@ -164,7 +167,7 @@ class Backend:
 BACKENDS = {b.name: b for b in (
     Backend("transformers", "harvest.backends:TransformersBackend", "a transformers causal LM on CPU or one GPU, "
             "with its own seeded sampling loop (small models, tests)",
-            ("dtype", "device", "batch_size", "trust_remote_code"), extra="harvest"),
+            ("dtype", "device", "batch_size", "trust_remote_code"), extra="harvest", stops=True),
     Backend("vllm", "harvest.backends:VLLMBackend", "vLLM's offline engine (continuous batching, prefix caching): "
             "the GPU path", ("dtype", "tensor_parallel_size", "data_parallel_size", "gpu_memory_utilization",
                              "prefix_caching", "max_model_len", "trust_remote_code"),

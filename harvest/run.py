@@ -520,10 +520,12 @@ def check_oracle(req: RunRequest, cfg, select: str):
     if not REGISTRY[cfg.policy].live:
         from replay.live import LIVE_POLICIES
 
-        why = ("stops each trace mid-generation at its group confidence, which no backend here streams (ttc replay "
-               "runs it on a pool harvested with --confidence group-lows)" if cfg.policy == "deepconf-online" else
-               "needs hindsight")
-        raise RunError(f"--policy {cfg.policy} {why} and cannot run live; choose from {', '.join(LIVE_POLICIES)}")
+        raise RunError(f"--policy {cfg.policy} needs hindsight and cannot run live; choose from "
+                       f"{', '.join(LIVE_POLICIES)}")
+    if cfg.policy == "deepconf-online" and (req.confidence is None or "group-lows" not in req.confidence.signals):
+        raise RunError("--policy deepconf-online stops each trace at its first record low of the group confidence "
+                       "below its query's threshold: record them with --confidence group-lows (its window, "
+                       "--confidence-window, is DeepConf's 2048 by default)")
     if req.oracle == "sc":
         if cfg.policy in SCORE_POLICIES:
             raise RunError(f"--policy {cfg.policy} ranks queries by their scores, and --oracle sc gives none (every "
@@ -944,9 +946,11 @@ def _read_cache(plan: RunPlan) -> dict[str, list[tuple[Response, Any]]]:
             correct = bool(r["correct"]) if has_correct and r["correct"] is not None else False
             score = (float(r[col]) if col is not None else
                      1.0 if correct and plan.req.oracle in TRUTH_ORACLES else 0.0)
+            lows = ((tuple(r["conf_lows_pos"]), tuple(r["conf_lows"]))  # (deepconf-online's, when recorded)
+                    if r.get("conf_lows_pos") is not None and r.get("conf_lows") is not None else None)
             rows[qid][k] = (Response(r["text"] or "", int(r["n_tokens"]), r["finish_reason"] or "unknown"),
                             Observed(correct, score, answer, int(r["n_tokens"]),
-                                     0.5 if side is None else float(r[side])))
+                                     0.5 if side is None else float(r[side]), lows))
     cache = {}
     for qid, by_k in rows.items():
         if sorted(by_k) != list(range(len(by_k))):
@@ -1166,6 +1170,15 @@ def _record_oracle(plan: RunPlan, meta: dict, scorer: "_Scorer | None", score_s:
 PLANNED_POLICIES = ("uniform",)  # with a sample budget: decides nothing from responses (planned_counts)
 
 
+def backend_stops(req: RunRequest) -> bool:
+    """Whether the backend stops a trace mid-way at a group-confidence threshold (the registry's `stops`): with it,
+    deepconf-online's traces after the warm-up end where the run stops paying for them; without, they are generated
+    whole and the run pays the same (replay.live.run_live's threshold)."""
+    from .registry import BACKENDS
+
+    return req.policy == "deepconf-online" and getattr(BACKENDS.get(req.backend), "stops", False)
+
+
 def free_slots(req: RunRequest) -> int:
     """The requests a run keeps in flight one query at a time (harvest.live.BackendSource slots): the backend's
     --concurrency when it takes concurrent calls (the registry's `concurrent`) and --free-slots is on, else 0 (a
@@ -1271,7 +1284,8 @@ def execute(plan: RunPlan, backend: Any, tokenizer: Any = None, *, prompt_len: C
                            stop=plan.template_info.get("stop") or (), retries=req.retries,
                            retry_delay_s=req.retry_delay_s, grade_timeout_s=req.grade_timeout_s,
                            prompt_len=prompt_len, on_call=on_call, scorer=scorer, side_column=plan.side_column,
-                           slots=free_slots(req), **_signal_options(plan))
+                           slots=free_slots(req), stops=backend_stops(req),
+                           **_signal_options(plan))
     for qid, items in cache.items():
         source.preload(index[qid], items)
     for qid, n in (meta.get("prompt_tokens") or {}).items():  # counted before (a server's count: ServerUsage)

@@ -105,7 +105,7 @@ def reading_flag(records):
 
 def lows_arg(lows, records):
     """run_one's `dc` argument for these configurations (CONFIG records): the pool's record lows (loff, lpos, lval) as
-    read-only arrays when one is deepconf-online, else None, which compiles a kernel without its code (as
+    the kernel reads them, (lstart, lend, lpos, lval) read-only, when one is deepconf-online, else None, which compiles a kernel without its code (as
     reading_flag does for the reading rules). A deepconf-online configuration on a pool without them is an error
     (check_configs says so first)."""
     if not (records["policy"] == DEEPCONF_ONLINE).any():
@@ -114,7 +114,8 @@ def lows_arg(lows, records):
         raise PoolError("deepconf-online needs the pool's record lows (load_pool(..., lows=True)), and none were "
                         "loaded")
     loff, lpos, lval = lows
-    return frozen(loff, np.int64), frozen(lpos, np.int64), frozen(lval, np.float64)
+    loff = frozen(loff, np.int64)
+    return loff[:-1], loff[1:], frozen(lpos, np.int64), frozen(lval, np.float64)
 
 
 def run_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, seeds, tables,

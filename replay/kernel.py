@@ -829,15 +829,27 @@ def deepconf_online(P, W, dc, unit, warmup, pct, tau, max_samples, budget, epoch
     `warmup` whole traces per query; each query's threshold s (W.ex[i, 0]) from its warm-up's lowest group
     confidences; then round-robin, one trace per turn, over the queries whose confidence-weighted vote has not reached
     consensus tau: a trace whose lowest group confidence is below s stops at its first record low below s (dc = the
-    pool's record lows, (loff, lpos, lval)), pays its tokens up to there and does not vote. The answer slots hold the
+    pool's record lows), pays its tokens up to there and does not vote. The answer slots hold the
     votes only (weight: the trace's lowest group confidence), so weighted and sc select from them; qs[i].s holds the
-    query's summed vote."""
-    off, aoff, correct, score, ans, tok = P.off, P.aoff, P.correct, P.score, P.ans, P.tok
-    loff, lpos, lval = dc
+    query's summed vote. dc: (lstart, lend, lpos, lval), response j's record lows being lpos / lval[lstart[j] ..
+    lend[j]): a live run appends them as responses arrive, in any order of the queries.
+
+    Live (have[i] below the pool size): the run stops at the first trace that has not arrived (tot[NEED] = 1 + its
+    query, sch[S_RESUME] = 1, sch[S_WANT] = 1) with its place (sch[S_STAGE]: the phase, sch[S_P]: the position in the
+    round), and the next call goes on from there: the live run is the replay's run cut where traces were missing.
+    From phase 1 on, W.ex[i, 0] is query i's threshold: what a backend that stops traces mid-way is given."""
+    off, aoff, correct, score, ans, tok, have = P.off, P.aoff, P.correct, P.score, P.ans, P.tok, P.have
+    lstart, lend, lpos, lval = dc
     perm, qgen, hs, order, qs, si, sf, tot, ex = W.perm, W.qgen, W.hs, W.order, W.qs, W.si, W.sf, W.tot, W.ex
+    sch = W.sch
     n = off.shape[0] - 1
     lazy = qgen.shape[0] > 0
     w = warmup if max_samples == 0 else min(warmup, max_samples)
+    tot[NEED] = 0
+    first_phase, first_pos = 0, 0
+    if sch[S_RESUME] != 0:  # (live) where the last call stopped
+        first_phase, first_pos = sch[S_STAGE], sch[S_P]
+        sch[S_RESUME] = 0
 
     def nxt(i):
         """The next response of query i (the lazy Fisher-Yates step when the permutation is generated lazily)."""
@@ -856,7 +868,7 @@ def deepconf_online(P, W, dc, unit, warmup, pct, tau, max_samples, budget, epoch
         return perm[a0 + k]
 
     def low(j):  # the trace's lowest group confidence (its last record low; none, no tokens: 0.0, as the source's)
-        return lval[loff[j + 1] - 1] if loff[j + 1] > loff[j] else 0.0
+        return lval[lend[j] - 1] if lend[j] > lstart[j] else 0.0
 
     def whole(i, j):  # a trace that ran to its end: its score and correctness count
         sc_ = score[j]
@@ -919,12 +931,15 @@ def deepconf_online(P, W, dc, unit, warmup, pct, tau, max_samples, budget, epoch
     # Two phases of round-robin in rank order, one trace per turn: the warm-up (each query up to w whole traces),
     # then the queries without consensus, each trace stopped at its first low below the query's threshold.
     ended = False
-    for phase in range(2):
-        if phase == 1:
+    waits = False  # (live) stopped for a trace that has not arrived (a flag, not a return: see below)
+    for phase in range(first_phase, 2):
+        if waits:
+            break
+        if phase == 1 and first_phase == 0:
             thresholds()
         while not ended:
             any_ = False
-            for pos in range(n):
+            for pos in range(first_pos, n):
                 i = order[pos]
                 wants = qs[i].n < w if phase == 0 else qs[i].elim == 0 and qs[i].capped == 0
                 if qs[i].exh or not wants:
@@ -937,6 +952,12 @@ def deepconf_online(P, W, dc, unit, warmup, pct, tau, max_samples, budget, epoch
                     qs[i].exh = 1
                     tot[EXHAUSTED] += 1
                     continue
+                if qs[i].n >= have[i]:  # (live) not arrived: stop here, go on from here next call
+                    tot[NEED] = i + 1
+                    sch[S_RESUME], sch[S_WANT], sch[S_STAGE], sch[S_P] = 1, 1, phase, pos
+                    # (not a return: inlined into run_one by numba, an early return here left tot[NEED] at 0)
+                    waits = ended = True
+                    break
                 j = nxt(i)
                 cost = tok[j]
                 stopped = False
@@ -944,7 +965,7 @@ def deepconf_online(P, W, dc, unit, warmup, pct, tau, max_samples, budget, epoch
                     s = ex[i, 0]
                     stopped = low(j) < s
                     if stopped:
-                        for k in range(loff[j], loff[j + 1]):
+                        for k in range(lstart[j], lend[j]):
                             if lval[k] < s:
                                 cost = lpos[k] + 1
                                 break
@@ -962,6 +983,7 @@ def deepconf_online(P, W, dc, unit, warmup, pct, tau, max_samples, budget, epoch
                         consensus(i)
                     if max_samples > 0 and qs[i].n >= max_samples:
                         qs[i].capped = 1
+            first_pos = 0  # (a resumed round goes on from its place; the next starts from the first query)
             if not any_:
                 break
 
@@ -1048,7 +1070,7 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
     grow between the calls only where have[i] says (replay/live.py lays the answer slots out with room for as many
     answers as a query may receive, so that new answers move no slot).
 
-    dc: the pool's record lows (loff, lpos, lval) when the grid runs deepconf-online, else None: then its code is not
+    dc: the pool's record lows (lstart, lend, lpos, lval) when the run is deepconf-online's, else None: then its code is not
     compiled at all (numba prunes the branch on a None argument before typing, as for `reading` and `live_run`), and
     a deepconf-online configuration does nothing (the engine always gives it dc)."""
     if cfg.policy == DEEPCONF_ONLINE:

@@ -38,8 +38,8 @@ from typing import Callable, Hashable, Protocol, Sequence
 import numpy as np
 
 from .engine import outcome, pool_arrays, scratch
-from .kernel import BEST_J, CAPPED, ELIM, EXH, FIRST_J, LEAD, N, NEED, S_ND, S_RESUME, S_RR_K, S_WANT, SAMPLES, \
-    TOKENS, WLEAD, run_one
+from .kernel import BEST_J, CAPPED, ELIM, EXH, FIRST_J, LEAD, N, NEED, S_ND, S_RESUME, S_RR_K, S_STAGE, S_WANT, \
+    SAMPLES, TOKENS, WLEAD, run_one
 from .policies import REGISTRY, RunConfig
 from .tables import make_tables
 
@@ -50,13 +50,17 @@ LIVE_POLICIES = tuple(name for name, p in REGISTRY.items() if p.live)  # the ora
 class Observed:
     """One scored response as a policy sees it. side: its side signal in [0, 1] (side-eb's --side: a score the source
     records beside the oracle's, e.g. a confidence; 0.5 when there is none, which is what replay's engine puts in
-    every slot without --side, so a source without side signals runs side-eb as replay does without one)."""
+    every slot without --side, so a source without side signals runs side-eb as replay does without one); lows: its
+    record lows (deepconf-online)."""
 
     correct: bool
     score: float              # in [0, 1]
     answer: Hashable | None   # None = invalid / no answer
     n_tokens: int = 0
     side: float = 0.5
+    # deepconf-online's record lows of the response's group confidence: (positions, values), as the pool's
+    # conf_lows_pos / conf_lows hold them (None: not recorded; deepconf-online refuses such a response)
+    lows: tuple | None = None
 
 
 class Unavailable(Exception):
@@ -74,15 +78,20 @@ class PoolSource:
     """Responses of a pool in the order of a permutation (perm[off[i] + k] = the k-th response of query i); side: the
     pool's per-response side signal (None: none, 0.5)."""
 
-    def __init__(self, off, correct, score, ans, tok, perm, side=None):
+    def __init__(self, off, correct, score, ans, tok, perm, side=None, lows=None):
         self.off, self.correct, self.score, self.ans, self.tok, self.perm = off, correct, score, ans, tok, perm
-        self.side = side
+        self.side, self.lows = side, lows  # lows: the pool's record lows (loff, lpos, lval), None: none
 
     def response(self, i: int, k: int) -> Observed:
         j = int(self.perm[int(self.off[i]) + k])
         a = int(self.ans[j])
+        lows = None
+        if self.lows is not None:
+            loff, lpos, lval = self.lows
+            a0, a1 = int(loff[j]), int(loff[j + 1])
+            lows = (tuple(int(x) for x in lpos[a0:a1]), tuple(float(x) for x in lval[a0:a1]))
         return Observed(bool(self.correct[j]), float(self.score[j]), None if a < 0 else a, int(self.tok[j]),
-                        0.5 if self.side is None else float(self.side[j]))
+                        0.5 if self.side is None else float(self.side[j]), lows)
 
     def ready(self, i: int) -> int:
         return int(self.off[i + 1] - self.off[i])
@@ -101,6 +110,10 @@ class _Received:
         self.tok = np.zeros(total, np.int64)
         self.side = np.full(total, 0.5)
         self.have = np.zeros(len(sizes), np.int64)
+        # record lows (deepconf-online): response j's are lpos / lval[lstart[j] .. lend[j]], appended as they come
+        self.lstart, self.lend = np.zeros(total, np.int64), np.zeros(total, np.int64)
+        self.lpos, self.lval, self.nl = np.empty(64, np.int64), np.empty(64), 0
+        self.need_lows = False
         self.responses: list[list[Observed]] = [[] for _ in sizes]
         self._labels = [dict() for _ in sizes]  # answer -> per-query id, in order of first appearance
         self.source_s = 0.0  # seconds spent inside the source (generation, scoring), not in the driver
@@ -110,7 +123,7 @@ class _Received:
         sizes = self.sizes.copy()
         sizes[i] = self.have[i]
         new = _Received(self.source, sizes)
-        new.source_s = self.source_s
+        new.source_s, new.need_lows = self.source_s, self.need_lows
         for q, rs in enumerate(self.responses):
             for r in rs:
                 new.put(q, r)
@@ -140,8 +153,31 @@ class _Received:
         self.ans[j] = -1 if r.answer is None else labels.setdefault(r.answer, len(labels))
         self.tok[j] = int(r.n_tokens)
         self.side[j] = float(r.side)
+        if r.lows is not None:
+            pos, val = r.lows
+            if len(pos) != len(val):
+                raise ValueError(f"query {i} response {k}: {len(pos)} record-low positions and {len(val)} values")
+            m = len(pos)
+            if self.nl + m > len(self.lpos):  # room doubled: the engine is handed fresh views on each run (dc())
+                grow = max(2 * len(self.lpos), self.nl + m)
+                self.lpos = np.concatenate([self.lpos[:self.nl], np.empty(grow - self.nl, np.int64)])
+                self.lval = np.concatenate([self.lval[:self.nl], np.empty(grow - self.nl)])
+            self.lpos[self.nl:self.nl + m] = pos
+            self.lval[self.nl:self.nl + m] = val
+            self.lstart[j], self.lend[j] = self.nl, self.nl + m
+            self.nl += m
+        elif self.need_lows:
+            raise ValueError(f"query {i} response {k}: deepconf-online needs each response's record lows of its "
+                             "group confidence (Observed.lows; ttc run records them with --confidence group-lows)")
         self.responses[i].append(r)
         self.have[i] = k + 1
+
+    def dc(self) -> tuple:
+        """The record lows received so far as deepconf-online's kernel reads them (engine.lows_arg's form)."""
+        from .engine import frozen
+
+        return (frozen(self.lstart, np.int64), frozen(self.lend, np.int64), frozen(self.lpos[:self.nl], np.int64),
+                frozen(self.lval[:self.nl], np.float64))
 
     def take_ready(self):
         """Take what the source holds already. A source with `fresh()` (the queries whose responses grew since the
@@ -203,6 +239,10 @@ def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], 
         if prior.shape != (n,) or not ((prior >= 0.0) & (prior <= 1.0)).all():  # (NaN fails too)
             raise ValueError("prior must hold one predicted success probability in [0, 1] per query")
     got = _Received(source, sizes)
+    deepconf = cfg.policy == "deepconf-online"
+    got.need_lows = deepconf
+    # deepconf-online's warm-up: its whole traces per query; the traces after it are stopped at the query's threshold
+    warm = (cfg.warmup if cfg.max_samples == 0 else min(cfg.warmup, cfg.max_samples)) if deepconf else 0
     failed: dict[int, str] = {}
     t_start = time.perf_counter()
     tables = make_tables(int(sizes.max(initial=1)), conf, sc_beta=cfg.eliminate == "sc-beta")
@@ -210,21 +250,36 @@ def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], 
     record = cfg.record()[0]
     W = None
 
+    def warming() -> bool:  # deepconf-online before its thresholds: a query wants no trace beyond its warm-up
+        return deepconf and W is not None and W.sch[S_STAGE] == 0
+
     def next_k(i: int):
         qs = W.qs
-        active = qs[ELIM][i] == 0 and qs[CAPPED][i] == 0 and qs[EXH][i] == 0
+        active = qs[ELIM][i] == 0 and qs[CAPPED][i] == 0 and qs[EXH][i] == 0 and not (warming() and qs[N][i] >= warm)
         return int(qs[N][i]) if active and qs[N][i] < got.sizes[i] else None
 
     def next_all() -> np.ndarray:
         """next_k for every query at once: the index of its next response, -1 for None."""
         qs = W.qs
         active = (qs[ELIM] == 0) & (qs[CAPPED] == 0) & (qs[EXH] == 0) & (qs[N] < got.sizes)
+        if warming():
+            active &= qs[N] < warm
         return np.where(active, qs[N], -1)
 
     next_k.all = next_all  # type: ignore[attr-defined]
 
+    def threshold(i: int) -> float | None:
+        """deepconf-online: query i's threshold once the warm-up has set it (None before): a source that can stop a
+        trace mid-way (harvest.live.BackendSource over a backend that `stops`) stops its traces after the warm-up
+        there, saving the tokens the run does not pay for; one that cannot generates them whole, and the run pays
+        the same either way (the engine cuts each at its first record low below the threshold)."""
+        return float(W.ex[i, 0]) if deepconf and W is not None and W.sch[S_STAGE] == 1 else None
+
     if hasattr(source, "watch"):
         source.watch(next_k)
+    stops = deepconf and callable(getattr(source, "confidence_stop", None))
+    if stops:
+        source.confidence_stop(threshold, warm)
     asynchronous = getattr(source, "slots", 0) > 0 and callable(getattr(source, "arrive", None))
     runs = 0
     P = None
@@ -241,7 +296,7 @@ def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], 
                 W = scratch(n, int(P.aoff[-1]), np.arange(len(got.correct)), order, cfg.bins, live=True)
             # (goes on where the last call stopped; every rule compiled in, so that every live run shares one
             # specialisation of the kernel: see kernel.READING_RULES)
-            run_one(P, W, record, np.int64(budget_total), np.int64(0), True, True, None)
+            run_one(P, W, record, np.int64(budget_total), np.int64(0), True, True, got.dc() if deepconf else None)
             runs += 1
             if on_run is not None:
                 on_run({"samples": int(W.tot[SAMPLES]), "tokens": int(W.tot[TOKENS]),
@@ -268,6 +323,8 @@ def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], 
     finally:
         if hasattr(source, "watch"):
             source.watch(None)  # the run is over: nothing more to batch for
+        if stops:
+            source.confidence_stop(None, 0)
         if asynchronous:
             source.close(keep=ok)
     out = {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in outcome(P, W).items()}

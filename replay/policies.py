@@ -88,7 +88,7 @@ REGISTRY = {p.name: p for p in (
            "(the percentile of their lowest group confidences keeping the top share percentile); then one trace at a "
            "time, round-robin, until its confidence-weighted vote reaches tau; a trace whose group confidence falls "
            "below the threshold stops there, pays its tokens so far and does not vote",
-           ("warmup", "percentile", "tau", "max_samples"), needs=frozenset({"lows", "answers"}), live=False,
+           ("warmup", "percentile", "tau", "max_samples"), needs=frozenset({"lows", "answers"}),
            style=("#c5b0d5", "<", "-")),
 )}
 

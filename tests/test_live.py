@@ -11,7 +11,7 @@ from replay.engine import run_once
 from replay.live import LIVE_POLICIES, Observed, PoolSource, run_live
 from replay.policies import RunConfig
 
-from test_equivalence import config_kwargs, configs, pools
+from test_equivalence import config_kwargs, configs, pools, record_lows
 
 KEYS = ("n_drawn", "answered", "covered", "exhausted_q", "sel_bon", "sel_weighted", "sel_sc")
 
@@ -32,7 +32,8 @@ class Relabelled(PoolSource):
 
     def response(self, i, k):
         r = super().response(i, k)
-        return Observed(r.correct, r.score, None if r.answer is None else f"ans-{7 * r.answer + 3}", r.n_tokens)
+        return Observed(r.correct, r.score, None if r.answer is None else f"ans-{7 * r.answer + 3}", r.n_tokens,
+                        lows=r.lows)
 
 
 class OneAtATime(Relabelled):
@@ -49,9 +50,10 @@ class OneAtATime(Relabelled):
 def test_live_over_a_pool_equals_replay(policy, unit, source_kind, data):
     off, correct, score, ans, tok, perm, rank = pool = data.draw(pools())
     cfg, budget = data.draw(configs(int(off[-1]), int(tok.sum()), policy, unit))
-    source = source_kind(off, correct, score, ans, tok, perm)
+    lows = data.draw(record_lows(tok))[1] if policy == "deepconf-online" else None
+    source = source_kind(off, correct, score, ans, tok, perm, lows=lows)
     live = _live(source, np.diff(off), rank, cfg, budget)
-    _assert_same(live, run_once(*pool, cfg, budget), (cfg, budget))
+    _assert_same(live, run_once(*pool, cfg, budget, lows=lows), (cfg, budget))
     if source_kind is Relabelled:  # every response ready: one engine run, as replay
         assert live["runs"] == 1
     else:  # one run per response received, and one more that finishes
@@ -296,8 +298,8 @@ class Arriving(Relabelled):
     of those in flight, or those of `fast` first when any is in flight: responses come in any order across queries,
     as from a server whose requests take different times. log: (query, first index, in flight then) per request."""
 
-    def __init__(self, *pool, slots=3, seed=0, fast=()):
-        super().__init__(*pool)
+    def __init__(self, *pool, slots=3, seed=0, fast=(), lows=None):
+        super().__init__(*pool, lows=lows)
         self.slots, self.rng, self.fast = slots, np.random.default_rng(seed), set(fast)
         self.got = np.zeros(len(self.off) - 1, np.int64)
         self.flight: dict[int, int] = {}
@@ -341,9 +343,10 @@ def test_responses_arriving_in_any_order_change_nothing(policy, unit, data, slot
     next pulls while others wait (docs/run.md); everywhere else the run waits for the response it stopped at."""
     off, correct, score, ans, tok, perm, rank = pool = data.draw(pools())
     cfg, budget = data.draw(configs(int(off[-1]), int(tok.sum()), policy, unit))
-    source = Arriving(off, correct, score, ans, tok, perm, slots=slots, seed=seed)
+    lows = data.draw(record_lows(tok))[1] if policy == "deepconf-online" else None
+    source = Arriving(off, correct, score, ans, tok, perm, slots=slots, seed=seed, lows=lows)
     live = _live(source, np.diff(off), rank, cfg, budget)
-    _assert_same(live, run_once(*pool, cfg, budget), (cfg, budget))
+    _assert_same(live, run_once(*pool, cfg, budget, lows=lows), (cfg, budget))
     for i, got in enumerate(live["responses"]):
         assert [r.n_tokens for r in got] == [int(tok[perm[off[i] + k]]) for k in range(live["n_drawn"][i])]
 

@@ -157,8 +157,8 @@ def sp(tmp_path_factory):
 
 
 @pytest.mark.parametrize("unit", ["samples", "tokens"])
-@pytest.mark.parametrize("policy", LIVE_POLICIES)
-def test_every_live_policy_equals_replay(sp, tmp_path, policy, unit):
+@pytest.mark.parametrize("policy", [p for p in LIVE_POLICIES if p != "deepconf-online"])  # (it reads record lows,
+def test_every_live_policy_equals_replay(sp, tmp_path, policy, unit):  # which this pool lacks: test_run_deepconf.py)
     budget = 3.0 if unit == "samples" else 45.0
     o = run(sp, tmp_path / "out", policy=policy, unit=unit, budget=budget)
     assert_equal(o, sp, RunConfig(policy, unit=unit), budget)
