@@ -1070,9 +1070,9 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
     grow between the calls only where have[i] says (replay/live.py lays the answer slots out with room for as many
     answers as a query may receive, so that new answers move no slot).
 
-    dc: the pool's record lows (lstart, lend, lpos, lval) when the run is deepconf-online's, else None: then its code is not
-    compiled at all (numba prunes the branch on a None argument before typing, as for `reading` and `live_run`), and
-    a deepconf-online configuration does nothing (the engine always gives it dc)."""
+    dc: the pool's record lows (lstart, lend, lpos, lval) when the run is deepconf-online's, else None: then its
+    code is not compiled at all (numba prunes the branch on a None argument before typing, as for `reading` and
+    `live_run`), and a deepconf-online configuration does nothing (the engine always gives it dc)."""
     if cfg.policy == DEEPCONF_ONLINE:
         if dc is not None:
             deepconf_online(P, W, dc, cfg.unit, cfg.warmup, cfg.percentile, cfg.tau, cfg.max_samples, budget, epoch)
