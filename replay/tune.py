@@ -71,12 +71,21 @@ def subset(pool: Pool, idx, label: str) -> Pool:
     off = np.zeros(len(idx) + 1, np.int64)
     np.cumsum(sizes, out=off[1:])
     rows = np.repeat(pool.off[idx], sizes) + (np.arange(int(off[-1])) - np.repeat(off[:-1], sizes))
-    # the per-query prior and the per-response side signal too: left whole, they would pair the sub-pool's queries
-    # with other queries' values (side-eb and marginal-gain would read the wrong query's signal)
+    # the per-query prior, the per-response side signal and record lows too: left whole, they would pair the
+    # sub-pool's queries with other queries' values (side-eb, marginal-gain and deepconf-online would read the wrong
+    # query's signal)
+    lows = None
+    if pool.lows is not None:  # deepconf-online's record lows, response by response (each its own run of entries)
+        loff, lpos, lval = pool.lows
+        n_l = loff[rows + 1] - loff[rows]
+        new_off = np.zeros(len(rows) + 1, np.int64)
+        np.cumsum(n_l, out=new_off[1:])
+        at = np.repeat(loff[rows], n_l) + (np.arange(int(new_off[-1])) - np.repeat(new_off[:-1], n_l))
+        lows = (new_off, lpos[at], lval[at])
     return dataclasses.replace(pool, query_ids=[pool.query_ids[i] for i in idx], off=off, correct=pool.correct[rows],
                                score=pool.score[rows], ans=pool.ans[rows], tok=pool.tok[rows],
                                prior=None if pool.prior is None else pool.prior[idx],
-                               side=None if pool.side is None else pool.side[rows],
+                               side=None if pool.side is None else pool.side[rows], lows=lows,
                                meta={**pool.meta, "name": f"{pool.name}/{label}"})
 
 
@@ -341,12 +350,15 @@ def run_tune(req: TuneRequest, console=None) -> pl.DataFrame:
     configs = grid_configs(base, req.grid)
     metric = req.metric or ("accuracy" if req.method else "coverage")
     path = Path(req.pool or DEFAULT_POOL)
-    pool = load_pool(path, score=req.score, need_tokens=req.unit != "samples", invalid_votes=req.invalid_votes)
+    lows = base.policy == "deepconf-online"  # its record lows, read only for it (as ttc replay does)
+    pool = load_pool(path, score=req.score, need_tokens=req.unit != "samples", invalid_votes=req.invalid_votes,
+                     lows=lows)
     if not pool.has_gt:
         raise PoolError(f"ttc tune needs ground truth (a 'correct' column) to score {metric}, and {path} has none")
     if req.report_pool is not None:
         rpath = Path(req.report_pool)
-        rpool = load_pool(rpath, score=req.score, need_tokens=req.unit != "samples", invalid_votes=req.invalid_votes)
+        rpool = load_pool(rpath, score=req.score, need_tokens=req.unit != "samples", invalid_votes=req.invalid_votes,
+                          lows=lows)
         if not rpool.has_gt:
             raise PoolError(f"ttc tune needs ground truth in --report-pool {rpath}, and it has none")
         same_dir = rpath.resolve() == path.resolve()

@@ -2,6 +2,7 @@
 configuration on the held-out queries alone; `tuned_on_reported` set exactly when tuning and reporting data
 overlap; one-line refusals."""
 import math
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -183,3 +184,28 @@ def test_the_vote_parameters_reach_the_runs(tmp_path):
     assert a["mean"].to_list() != b["mean"].to_list()  # (--score gt: a low T weighs the correct answers up)
     r = runner.invoke(app, ["tune", *args, "--cisc-temp", "0"])
     assert r.exit_code == 2 and "--cisc-temp must be >= 1/700" in r.output
+
+
+def test_subset_carries_each_responses_own_record_lows_and_deepconf_online_tunes(tmp_path):
+    """deepconf-online reads each response's record lows: a sub-pool keeps its queries' own (replaying it equals
+    replaying a pool of those queries alone), and `ttc tune --policy deepconf-online` loads them."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_deepconf_online import _pool_dir
+
+    path = _pool_dir(tmp_path)
+    pool = load_pool(path, lows=True)
+    idx = np.array([1, 4, 5])
+    sub = subset(pool, idx, "x")
+    keep = pl.read_parquet(path / "samples.parquet").filter(pl.col("query_id").is_in([pool.query_ids[i] for i in idx]))
+    from replay.pool import write_pool
+
+    alone = load_pool(write_pool(tmp_path / "alone", keep, meta={"name": "t"}), lows=True)
+    cfg = [RunConfig("deepconf-online", warmup=2, percentile=0.5, tau=0.8, unit="tokens")]
+    a = replay(sub, cfg, [60], range(6), select="weighted")[0]
+    b = replay(alone, cfg, [60], range(6), select="weighted")[0]
+    assert a.select("accuracy", "samples_used", "tokens_used").equals(b.select("accuracy", "samples_used", "tokens_used"))
+    r = tune_cli(str(path), "--policy", "deepconf-online", "--grid", "percentile=0.1,0.5", "--budgets", "6", "--seeds",
+                 "3")
+    assert "deepconf-online(percentile=0.1)" in r.output
