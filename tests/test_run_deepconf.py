@@ -190,8 +190,6 @@ def test_the_command_line_stops_traces_with_a_tiny_model_and_its_pool_replays_th
     from typer.testing import CliRunner
 
     from cli import app
-    from replay.live import PoolSource, run_live
-    from replay.rng import query_keys, query_order
     from tiny_model import make_tiny_model
 
     model = make_tiny_model(tmp_path / "tiny", chat=True, eos_logit=0.0)
@@ -206,9 +204,54 @@ def test_the_command_line_stops_traces_with_a_tiny_model_and_its_pool_replays_th
     got = pl.read_parquet(out / "pool" / "samples").sort("query_id", "sample_idx")
     cut = got.filter(pl.col("finish_reason") == "confidence")
     assert cut.height > 0 and (cut["n_tokens"] == cut["conf_lows_pos"].list.last() + 1).all()
-    res = pl.read_parquet(out / "results.parquet").sort("query_id")
-    summary = __import__("json").loads((out / "run.json").read_text())
+    _replays_the_run(out, got, seed=3, budget=5, max_per_query=8)
 
+
+def test_an_openai_compatible_server_with_free_slots_generates_whole_traces_and_pays_the_same(tmp_path, monkeypatch):
+    """`--backend openai` against a server that returns log-probs: requests go out one query at a time as the run
+    wants them (free slots), the record lows come from the log-probs, no trace is cut (the server cannot stop one),
+    and the run's pool replays the run; it generated more completion tokens than it paid for."""
+    pytest.importorskip("openai")
+    import subprocess
+
+    from typer.testing import CliRunner
+
+    from cli import app
+
+    proc = subprocess.Popen([sys.executable, str(HERE / "fixtures" / "harvest" / "fake_openai_server.py"), "--key", "k"],
+                            stdout=subprocess.PIPE, text=True)
+    monkeypatch.setenv("TTC_DC_KEY", "k")
+    try:
+        url = f"http://127.0.0.1:{int(proc.stdout.readline())}/v1"
+        out = tmp_path / "run"
+        math = HERE / "fixtures" / "harvest_pipeline" / "math_small.jsonl"
+        r = CliRunner().invoke(app, [
+            "run", "--dataset", str(math), "--model", "tiny", "--backend", "openai", "--base-url", url, "--api-key-env",
+            "TTC_DC_KEY", "--template", "plain", "--max-tokens", "16", "--seed", "3", "--max-per-query", "8",
+            "--no-progress", "--out", str(out), "--policy", "deepconf-online", "--warmup", "2", "--percentile", "0.1",
+            "--tau", "0.95", "--budget", "5", "--confidence", "group-lows", "--confidence-window", "3",
+            "--confidence-top-k", "4", "--unit", "samples"])
+        assert r.exit_code == 0, r.output
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    got = pl.read_parquet(out / "pool" / "samples").sort("query_id", "sample_idx")
+    assert got.height > 0 and (got["finish_reason"] != "confidence").all()
+    summary = _replays_the_run(out, got, seed=3, budget=5, max_per_query=8)
+    assert summary["this_process"].get("slots", 0) > 0
+    assert summary["cost"]["completion_tokens_generated"] >= summary["spent"]["tokens"]
+
+
+def _replays_the_run(out: Path, got: pl.DataFrame, *, seed: int, budget: float, max_per_query: int):
+    """The run's own pool (got: its samples sorted by query and sample), read in sample order with the run's query
+    order, gives the run's allocation and spend again."""
+    import json
+
+    from replay.live import PoolSource, run_live
+    from replay.rng import query_keys, query_order
+
+    res = pl.read_parquet(out / "results.parquet").sort("query_id")
+    summary = json.loads((out / "run.json").read_text())
     ids = got["query_id"].unique(maintain_order=True).to_list()
     sizes = got.group_by("query_id", maintain_order=True).len()["len"].to_numpy()
     off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
@@ -221,9 +264,11 @@ def test_the_command_line_stops_traces_with_a_tiny_model_and_its_pool_replays_th
     for q0, q1 in zip(off[:-1], off[1:]):  # per-query answer ids, invalid -1
         labels: dict = {}
         ans += [-1 if a is None else labels.setdefault(a, len(labels)) for a in answers[q0:q1]]
-    src = PoolSource(off, got["correct"].cast(pl.Int8).to_numpy(), got["correct"].cast(pl.Float64).to_numpy(),
-                     np.array(ans, np.int64), got["n_tokens"].to_numpy(), np.arange(got.height), lows=lows)
-    again = run_live(src, [8] * len(ids), query_order(query_keys(ids), 3)[0], policy="deepconf-online", warmup=2,
-                     percentile=0.1, tau=0.95, budget_total=int(round(5 * len(ids))))
+    correct = got["correct"].fill_null(False).cast(pl.Int8).to_numpy()
+    src = PoolSource(off, correct, correct.astype(float), np.array(ans, np.int64), got["n_tokens"].to_numpy(),
+                     np.arange(got.height), lows=lows)
+    again = run_live(src, [max_per_query] * len(ids), query_order(query_keys(ids), seed)[0], policy="deepconf-online",
+                     warmup=2, percentile=0.1, tau=0.95, budget_total=int(round(budget * len(ids))))
     assert again["n_drawn"] == res["responses"].to_list()
-    assert again["tokens_used"] == summary["spent"]["tokens"] and again["samples_used"] == summary["spent"]["samples"]
+    assert (again["samples_used"], again["tokens_used"]) == (summary["spent"]["samples"], summary["spent"]["tokens"])
+    return summary
