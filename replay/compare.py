@@ -2,12 +2,13 @@
 held-out queries, against this project's own policies (side-eb) tuned alike, and the hindsight oracle.
 
 Why a command of its own and not a mode of `ttc tune`: tune answers "which parameters for this one policy", with a
-grid the user gives; the comparison needs every policy the pool supports, each over its own grid (tune.DEFAULT_GRID,
-by the fields the policy uses), side-eb's side column chosen from what the pool has, the oracle, and a verdict per
-(pool, budget). It reuses tune's machinery whole: the split (tune.split_queries, recorded by tune.split_digest and
-written per query), the sub-pools (tune.subset) and the choice (tune.choose: best mean on the tuning part, ties to
-the first in grid order, every row flagged tuned_on_reported when tuning and reported data overlap). So a policy's
-number here is the "chosen / report" row `ttc tune --policy P` with the same grid, split and seeds prints.
+grid the user gives; the comparison needs every policy the pool supports, each over its own grid (tune.DEFAULT_GRID
+and POLICY_GRID, by the fields the policy uses), side-eb's side column chosen from what the pool has, the oracle, and
+a verdict per (pool, budget). It reuses tune's machinery whole: the split (tune.split_queries, recorded by
+tune.split_digest and written per query), the sub-pools (tune.subset) and the choice (tune.choose: best mean on the
+tuning part, ties to the first in grid order, every row flagged tuned_on_reported when tuning and reported data
+overlap). So a policy's number here is the "chosen / report" row `ttc tune --policy P` with the same grid, split and
+seeds prints.
 
 For each pool and budget (metric: coverage under ground truth, the issue's target):
 - each published policy (the registry's `published` and `live` entries the pool supports; `--policy` narrows them):
@@ -169,7 +170,8 @@ def plan_pool(path: Path, req: CompareRequest) -> PoolPlan:
     from .tune import default_grid, grid_configs, split_queries
 
     # ground truth is checked first, in this command's words (load_pool's would speak of --score gt)
-    pool = load_pool(path) if "correct" in pl.read_parquet_schema(sample_files(path)[0]) else None
+    # (record lows read when the pool has them: deepconf-online then takes part, as in ttc replay)
+    pool = load_pool(path, lows=None) if "correct" in pl.read_parquet_schema(sample_files(path)[0]) else None
     if pool is None or not pool.has_gt:
         raise PoolError(f"ttc compare needs ground truth (a 'correct' column) to score coverage, and {path} has none")
     sup = supported(pool)
@@ -237,7 +239,7 @@ def compare_pool(plan: PoolPlan, req: CompareRequest, progress=None) -> pl.DataF
     """The rows of one pool (module docstring): one per (budget, policy)."""
     from .engine import replay
     from .policies import RunConfig
-    from .tune import choose, split_digest
+    from .tune import choose, split_digest, with_default
 
     seeds = range(req.seed_start, req.seed_start + req.seeds)
     n_t, n_r = len(plan.t_idx), len(plan.r_idx)
@@ -248,10 +250,13 @@ def compare_pool(plan: PoolPlan, req: CompareRequest, progress=None) -> pl.DataF
         df_t = replay(tp, configs, req.budgets, seeds, progress=progress)[0]
         return df_t, (df_t if plan.same else replay(rp, configs, req.budgets, seeds, progress=progress)[0])
 
-    main = [c for r in ("published", "hindsight") for p in plan.roles[r] for c in plan.grids[p]]
+    def runs(p):  # the grid, and the default when the grid lacks it (choose() measures the chosen against it)
+        return with_default(plan.grids[p], RunConfig(p))[0]
+
+    main = [c for r in ("published", "hindsight") for p in plan.roles[r] for c in runs(p)]
     frames = {None: run(plan.pool, main)}
     for col, pool in plan.side_pools.items():
-        frames[col] = run(pool, [c for p in plan.roles["new"] for c in plan.grids[p]])
+        frames[col] = run(pool, [c for p in plan.roles["new"] for c in runs(p)])
     chosen = {}  # (policy, side) -> choose()'s rows
     for r in ROLES:
         for p in plan.roles[r]:

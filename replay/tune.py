@@ -211,10 +211,20 @@ DEFAULT_GRID = {
 }
 
 
+# Where a field means something else to a policy: deepconf-online's percentile is the share of warm-up traces kept
+# above its threshold (DeepConf-low 0.1, -high 0.9), not optscale's chance of no success; its warm-up is of whole traces
+# (the paper's 16, fewer on small pools); tau its consensus (the paper's 0.95)
+POLICY_GRID = {
+    "deepconf-online": {"warmup": (2, 8), "percentile": (0.1, 0.9), "tau": (0.9, 0.95)},
+}
+
+
 def default_grid(base, max_size: int) -> dict:
-    """DEFAULT_GRID restricted to the fields `base` uses; a cap of max_size or more is no cap (0 stands for it).
-    Empty for a policy without parameters (uniform, oracle): its one configuration is the grid."""
-    grid = {f: DEFAULT_GRID[f] for f in base.used_params() if f in DEFAULT_GRID}
+    """DEFAULT_GRID (and the policy's POLICY_GRID) restricted to the fields `base` uses; a cap of max_size or more is
+    no cap (0 stands for it). Empty for a policy without parameters (uniform, oracle): its one configuration is the
+    grid."""
+    table = {**DEFAULT_GRID, **POLICY_GRID.get(base.policy, {})}
+    grid = {f: table[f] for f in base.used_params() if f in table}
     if "max_samples" in grid:
         grid["max_samples"] = tuple(v for v in grid["max_samples"] if v == 0 or v < max_size)
     return grid

@@ -4,6 +4,8 @@ synthetic pool with an informative side signal the side column is chosen on the 
 published policy beyond 2 standard errors, and the gap share is (side-eb - best) / (oracle - best) of direct
 replays on the held-out queries; a pool without a side signal runs side-eb without one (its control); bad input is one
 `error:` line."""
+from pathlib import Path
+
 import numpy as np
 import polars as pl
 import pytest
@@ -187,3 +189,29 @@ def test_bad_input_is_one_line(tmp_path, args, message):
     assert r.exit_code == 2, r.output
     assert message in r.output and "Traceback" not in r.output and r.output.count("error:") == 1
     assert (mine / "notes.txt").read_text() == "mine"
+
+
+def test_deepconf_online_takes_part_on_a_pool_with_record_lows(tmp_path):
+    """A pool with record lows: deepconf-online is one of the published policies, tuned over its own grid
+    (tune.POLICY_GRID: its percentile is the share kept, not optscale's), and its number is a direct replay of the
+    chosen configuration on the held-out part."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_deepconf_online import _pool_dir
+
+    from replay.tune import POLICY_GRID
+
+    path = _pool_dir(tmp_path)
+    req = CompareRequest(pools=[path], budgets=[4], seeds=2, policies=["deepconf-online", "uniform"])
+    plan = plan_pool(path, req)
+    assert plan.roles["published"] == ["uniform", "deepconf-online"]
+    grid = plan.grids["deepconf-online"]
+    assert {c.percentile for c in grid} == set(POLICY_GRID["deepconf-online"]["percentile"])
+    assert {c.tau for c in grid} == set(POLICY_GRID["deepconf-online"]["tau"])
+    out = tmp_path / "o"
+    compare_cli(path, "--policy", "deepconf-online,uniform", "--budgets", 4, "--seeds", 2, "--out", out)
+    row = pl.read_parquet(out / "compare.parquet").filter(pl.col("policy") == "deepconf-online").row(0, named=True)
+    _, rp = plan.parts(load_pool(path, lows=True))
+    cfg = next(c for c in grid if c.label() == row["config"])
+    assert row["mean"] == pytest.approx(replay(rp, [cfg], [4], range(2))[0]["coverage"].mean(), abs=1e-12)
