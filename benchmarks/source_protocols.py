@@ -161,13 +161,10 @@ def main():
     # ties to the answer drawn first: --select cisc --cisc-temp inf
     src_acm = ac_source([(g, list(x)) for g, x in pool_rows], ac_majority(0.8), 40, a.reps)
     src_ace = ac_source([(g, list(x)) for g, x in pool_rows], ac_entropy(0.75), 40, a.reps)
-    eng_ac = engine_runs(ROOT / "data" / "lastletters-gpt35-40",
-                         [RunConfig("elimination", eliminate="ac-majority", max_samples=40),
-                          RunConfig("elimination", eliminate="ac-entropy", max_samples=40)],
-                         40, a.seeds, "cisc", invalid_votes=True, cisc_temp=math.inf)
-    eng_ac0 = engine_runs(ROOT / "data" / "lastletters-gpt35-40",
-                          [RunConfig("elimination", eliminate="ac-majority", max_samples=40),
-                           RunConfig("elimination", eliminate="ac-entropy", max_samples=40)], 40, a.seeds, "sc")
+    ac = [RunConfig("elimination", eliminate=rule, max_samples=40) for rule in ("ac-majority", "ac-entropy")]
+    eng_ac = engine_runs(ROOT / "data" / "lastletters-gpt35-40", ac, 40, a.seeds, "cisc", invalid_votes=True,
+                         cisc_temp=math.inf)
+    eng_ac0 = engine_runs(ROOT / "data" / "lastletters-gpt35-40", ac, 40, a.seeds, "sc")
     print(f"last letters, GPT-3.5, 500 questions x 40 (source: {a.reps} shuffles; engine: {a.seeds} seeds)")
     print(f"{'method':<34}{'source acc %':>16}{'engine acc %':>16}{'z':>7}{'source samples':>17}"
           f"{'engine samples':>17}{'z':>7}")

@@ -1176,7 +1176,7 @@ def backend_stops(req: RunRequest) -> bool:
     whole and the run pays the same (replay.live.run_live's threshold)."""
     from .registry import BACKENDS
 
-    return req.policy == "deepconf-online" and getattr(BACKENDS.get(req.backend), "stops", False)
+    return req.policy == "deepconf-online" and BACKENDS[req.backend].stops
 
 
 def free_slots(req: RunRequest) -> int:

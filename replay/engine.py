@@ -106,8 +106,8 @@ def reading_flag(records):
 def lows_arg(lows, records):
     """run_one's `dc` argument for these configurations (CONFIG records): the pool's record lows (loff, lpos, lval) as
     the kernel reads them, (lstart, lend, lpos, lval) read-only, when one is deepconf-online, else None, which
-    compiles a kernel without its code (as reading_flag does for the reading rules). A deepconf-online configuration on a pool without them is an error
-    (check_configs says so first)."""
+    compiles a kernel without its code (as reading_flag does for the reading rules). A deepconf-online configuration
+    on a pool without them is an error (check_configs says so first)."""
     if not (records["policy"] == DEEPCONF_ONLINE).any():
         return None
     if lows is None:

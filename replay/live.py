@@ -6,9 +6,10 @@ were received (the identity permutation): the run stops at the first response th
 (kernel.NEED), keeping the pulls it made and leaving no trace of the one it could not finish, the driver asks the
 source for it, and the run goes on from there (the engine keeps its scheduler's state in the scratch W). Inside a
 block of round-robin rounds the budget pays in full, whose order is free, the engine instead defers a query that
-lacks a response and goes on with the others, stopping only when every query left in the block waits (W.dfr). The run is thus one engine
-run cut where responses were missing, each decision made once. Live therefore equals replay by construction:
-`PoolSource` answers from a pool and a permutation, and a live run over it is one engine run on that permutation; `harvest.live.BackendSource` answers by generating and scoring, drawing the k-th response of a
+lacks a response and goes on with the others, stopping only when every query left in the block waits (W.dfr). The
+run is thus one engine run cut where responses were missing, each decision made once. Live therefore equals replay
+by construction: `PoolSource` answers from a pool and a permutation, and a live run over it is one engine run on
+that permutation; `harvest.live.BackendSource` answers by generating and scoring, drawing the k-th response of a
 query with the seed its k-th pool sample would have had, so a live run equals a replay of the pool that
 `ttc harvest` writes with the same model, template and seed (taken in sample order).
 

@@ -62,26 +62,29 @@ def split_digest(ids) -> str:
     return hashlib.blake2b("\n".join(map(str, ids)).encode(), digest_size=8).hexdigest()
 
 
+def _runs(off, which) -> tuple[np.ndarray, np.ndarray]:
+    """The entries of the runs off[k] .. off[k + 1] for k in `which`, one run after another: (their positions, the
+    offsets of the runs among them)."""
+    lens = off[which + 1] - off[which]
+    new = np.zeros(len(which) + 1, np.int64)
+    np.cumsum(lens, out=new[1:])
+    return np.repeat(off[which], lens) + (np.arange(int(new[-1])) - np.repeat(new[:-1], lens)), new
+
+
 def subset(pool: Pool, idx, label: str) -> Pool:
     """The pool restricted to the queries at positions idx (sorted), every column and property kept: a query keeps
     its id, hence its permutation and its place in the query order of every seed (replay/rng.py), so replaying the
     sub-pool is replaying those queries alone."""
     idx = np.asarray(idx, np.int64)
-    sizes = pool.sizes[idx]
-    off = np.zeros(len(idx) + 1, np.int64)
-    np.cumsum(sizes, out=off[1:])
-    rows = np.repeat(pool.off[idx], sizes) + (np.arange(int(off[-1])) - np.repeat(off[:-1], sizes))
+    rows, off = _runs(pool.off, idx)
     # the per-query prior, the per-response side signal and record lows too: left whole, they would pair the
     # sub-pool's queries with other queries' values (side-eb, marginal-gain and deepconf-online would read the wrong
     # query's signal)
     lows = None
-    if pool.lows is not None:  # deepconf-online's record lows, response by response (each its own run of entries)
+    if pool.lows is not None:  # deepconf-online's record lows: each response's run of entries
         loff, lpos, lval = pool.lows
-        n_l = loff[rows + 1] - loff[rows]
-        new_off = np.zeros(len(rows) + 1, np.int64)
-        np.cumsum(n_l, out=new_off[1:])
-        at = np.repeat(loff[rows], n_l) + (np.arange(int(new_off[-1])) - np.repeat(new_off[:-1], n_l))
-        lows = (new_off, lpos[at], lval[at])
+        at, new_loff = _runs(loff, rows)
+        lows = (new_loff, lpos[at], lval[at])
     return dataclasses.replace(pool, query_ids=[pool.query_ids[i] for i in idx], off=off, correct=pool.correct[rows],
                                score=pool.score[rows], ans=pool.ans[rows], tok=pool.tok[rows],
                                prior=None if pool.prior is None else pool.prior[idx],
