@@ -32,7 +32,7 @@ from typing import Any, List, Optional
 import typer
 from typer.core import TyperGroup
 
-from replay.errors import InputError, UserError
+from ttc.replay.errors import InputError, UserError
 
 # click's parser errors, from typer (which vendors click since 0.26 and depended on it before)
 _ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
@@ -144,11 +144,11 @@ def _value(choice):
 # (harvest/registry.py, standard library only), data set tasks, PRM step modes and prompt templates. The others sit
 # behind numba or polars (replay.policies, replay.engine, replay.theory) and would add about a second to every start of
 # ttc, `--help` included; their names are spelled here, and tests/test_cli.py holds each list to its registry.
-from harvest import registry as harvest_registry  # noqa: E402
-from harvest.datasets import TASKS  # noqa: E402
-from harvest.oracles.sandbox import MODES as SANDBOX_MODES  # noqa: E402
-from harvest.prm import ENGINES as PRM_ENGINES, STEP_MODES  # noqa: E402
-from harvest.prompts import TEMPLATES  # noqa: E402
+from ttc.harvest import registry as harvest_registry  # noqa: E402
+from ttc.harvest.datasets import TASKS  # noqa: E402
+from ttc.harvest.oracles.sandbox import MODES as SANDBOX_MODES  # noqa: E402
+from ttc.harvest.prm import ENGINES as PRM_ENGINES, STEP_MODES  # noqa: E402
+from ttc.harvest.prompts import TEMPLATES  # noqa: E402
 
 POLICY_NAMES = ("uniform", "elimination", "ucb", "gap", "gap-literal", "entropy", "two-stage", "streaming", "oracle",
                 "optscale", "marginal-gain", "dsc", "side-eb", "deepconf-online")
@@ -297,7 +297,7 @@ def replay_cmd(
     force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
 ):
     """Replay allocation policies over a cached pool at many budgets and seeds; print mean ± standard error."""
-    from replay.run import ReplayRequest, run_replay
+    from ttc.replay.run import ReplayRequest, run_replay
 
     pool = _renamed(ctx, "pool", "pool_option", "the POOL argument (ttc replay POOL)", "--pool")
     req = ReplayRequest(
@@ -351,10 +351,10 @@ def import_cmd(
     """Convert a sample dump into a pool. Named formats are public dumps and the outputs of search-and-learn, Large
     Language Monkeys and LiveCodeBench; `generic` maps any table: one row per response, or one row per query with
     list columns (exploded in list order)."""
-    from harvest.importers import import_pool
-    from replay.pool import load_pool
+    from ttc.harvest.importers import import_pool
+    from ttc.replay.pool import load_pool
 
-    from replay.outputs import check_new_pool
+    from ttc.replay.outputs import check_new_pool
 
     fmt = _value(fmt)
     check_new_pool(out, reads=[source])  # before reading the dump (and grading it)
@@ -389,8 +389,8 @@ def info_cmd(
     force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
 ):
     """What to check before trusting a pool: sizes, columns, difficulty, exact curves, score-vs-truth agreement."""
-    from replay.pool import DEFAULT_POOL
-    from replay.run import run_info
+    from ttc.replay.pool import DEFAULT_POOL
+    from ttc.replay.run import run_info
 
     run_info(pool if pool is not None else DEFAULT_POOL, plot, force=force)
 
@@ -414,7 +414,7 @@ def signals_cmd(
     """How informative each side signal is: among queries whose first k draws all failed, the AUC of each signal
     (scores, lengths, truncation, invalid answers, wrong-answer agreement, query metadata) for 'the query is
     solvable' and 'the next draw is correct', mean over seeds ± a bootstrap standard error over queries."""
-    from replay.signals import SignalsRequest, run_signals
+    from ttc.replay.signals import SignalsRequest, run_signals
 
     run_signals(SignalsRequest(pool=pool, ks=_ints(ks, "--ks") if ks else None, seeds=seeds, seed_start=seed_start,
                                bootstrap=bootstrap, out=out, plot=plot, force=force))
@@ -481,7 +481,7 @@ def tune_cmd(
 ):
     """Choose a policy's (or method's) parameters on one part of the queries (or one pool) and report them on the
     held-out part (or another pool); every number tuned on the data it reports is flagged."""
-    from replay.tune import TuneRequest, run_tune
+    from ttc.replay.tune import TuneRequest, run_tune
 
     named = {"K": k, "gamma": gamma, "lam": lam, "eps": eps, "max_samples": max_samples, "rho": rho, "tau": tau,
              "m_min": m_min, "share": share, "hmax": hmax}
@@ -532,7 +532,7 @@ def compare_cmd(
     """Every published policy, tuned on held-out queries, against side-eb tuned alike and the hindsight oracle, per
     pool and budget: the best published, side-eb's paired difference from it and the share of the gap to the oracle
     it closes."""
-    from replay.compare import CompareRequest, run_compare
+    from ttc.replay.compare import CompareRequest, run_compare
 
     run_compare(CompareRequest(pools=list(pools or []), budgets=_floats(budgets, "--budgets"), seeds=seeds,
                                seed_start=seed_start, holdout=holdout, split_seed=split_seed,
@@ -553,7 +553,7 @@ def bench_cmd(
     threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores)."),
 ):
     """Time every policy on a synthetic pool against the plain-Python reference, and its growth with pool size."""
-    from replay.run import run_bench
+    from ttc.replay.run import run_bench
 
     run_bench(queries=queries, responses=responses, budgets=_floats(budgets, "--budgets"), seeds=seeds,
               repeats=repeats, reference_seeds=reference_seeds,
@@ -581,7 +581,7 @@ def report_cmd(
     force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
 ):
     """The study in one command: curves, policy x budget tables, parameter sweeps, hard subsets and allocation."""
-    from replay.report import ReportRequest, run_report
+    from ttc.replay.report import ReportRequest, run_report
 
     req = ReportRequest(pools=pools, out=out, budgets=_floats(budgets, "--budgets"), seeds=seeds,
                         seed_start=seed_start, score=score, select=_value(select), gamma=gamma,
@@ -709,7 +709,7 @@ def _ray_engine(ctx: typer.Context, engine_options: dict):
             if src is not None and src.name == "COMMANDLINE":
                 _fail(f"{flag} applies to --engine ray")
         return None
-    from harvest.ray_engine import RayEngine, RayOptions
+    from ttc.harvest.ray_engine import RayEngine, RayOptions
 
     return RayEngine(RayOptions(address=engine_options["address"], workers=engine_options["ray_workers"],
                                 retries=engine_options["ray_retries"]))
@@ -758,7 +758,7 @@ _with_confidence_options = _option_group(_CONFIDENCE, "signals")
 def _confidence_spec(ctx: typer.Context, signals: dict):
     """The ConfidenceSpec of the _CONFIDENCE options (None without --confidence); a parameter given on the command
     line that no requested signal reads is refused."""
-    from harvest.confidence import parse_signals
+    from ttc.harvest.confidence import parse_signals
 
     given = [p for p in ("window", "top_k", "tail")
              if (src := ctx.get_parameter_source("confidence_" + p)) is not None and src.name == "COMMANDLINE"]
@@ -768,7 +768,7 @@ def _confidence_spec(ctx: typer.Context, signals: dict):
 
 def _score_options(scoring: dict):
     """ScoreOptions from the _SCORING options."""
-    from harvest.scoring import ScoreOptions
+    from ttc.harvest.scoring import ScoreOptions
 
     s = dict(scoring)
     judge_backend = _value(s["judge_backend"])
@@ -797,7 +797,7 @@ def _score_options(scoring: dict):
 
 
 def _harvest_print_scores(results, pool):
-    from replay.pool import load_pool
+    from ttc.replay.pool import load_pool
 
     for r in results:
         columns = harvest_registry.ORACLES[r.oracle].columns
@@ -867,9 +867,9 @@ def harvest_cmd(
     engine_options: dict = None,
 ):
     """Generate N responses per query and write them as a pool (resumable part files), optionally scored."""
-    from harvest.pipeline import HarvestSpec, ShardSpec, plan_harvest, run_harvest
-    from harvest.scoring import check_applicable, parse_oracles, score_pool
-    from harvest.types import Sampling
+    from ttc.harvest.pipeline import HarvestSpec, ShardSpec, plan_harvest, run_harvest
+    from ttc.harvest.scoring import check_applicable, parse_oracles, score_pool
+    from ttc.harvest.types import Sampling
 
     backend, template, task = _value(backend), _value(template), _value(data["task"])
     n = _renamed(ctx, "responses", "n_option", "--responses", "--n")
@@ -893,8 +893,8 @@ def harvest_cmd(
         _fail(f"--limit must be at least 1, got {limit}")
     ray_engine = _ray_engine(ctx, engine_options)
     try:
-        from harvest.datasets import load_queries
-        from harvest.prompts import default_template, render, template_info
+        from ttc.harvest.datasets import load_queries
+        from ttc.harvest.prompts import default_template, render, template_info
 
         shard_spec = ShardSpec.parse(shard) if shard is not None else None
         confidence = _confidence_spec(ctx, signals)
@@ -921,7 +921,7 @@ def harvest_cmd(
             if not torch.cuda.is_available():
                 _fail(f"--device {device}: torch {torch.__version__} sees no CUDA device on this machine; use "
                       "--device cpu, or install a CUDA build of torch")
-        from harvest.fingerprint import model_fingerprint
+        from ttc.harvest.fingerprint import model_fingerprint
 
         spec = HarvestSpec(model=model, backend=backend, revision=revision, dataset=ds,
                            sampling=Sampling(n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
@@ -939,7 +939,7 @@ def harvest_cmd(
             _harvest_ray(ray_engine, plan, backend, model, revision, chat, backend_options, confidence, name, info,
                          shard_size, progress, oracles, opts, out)
         elif pending:
-            from harvest.backends import make_backend
+            from ttc.harvest.backends import make_backend
 
             gen = make_backend(backend, **_backend_kwargs(backend, model, revision, chat, backend_options, confidence))
             tok = getattr(gen, "tokenizer", None)
@@ -980,11 +980,11 @@ def _harvest_ray(engine, plan, backend, model, revision, chat, backend_options, 
     """`ttc harvest --engine ray`: the plan's pending queries generated by a Ray Data job (each actor builds the
     backend from these options), then the oracles scored by Ray jobs, on one cluster. The driver renders the prompts
     with the model's tokenizer (loaded here, without the weights), as the local engine does with its backend's."""
-    from harvest.backends import make_backend
-    from harvest.prompts import render
-    from harvest.ray_engine import generation_gpus
-    from harvest.run import load_tokenizer
-    from harvest.scoring import score_pool
+    from ttc.harvest.backends import make_backend
+    from ttc.harvest.prompts import render
+    from ttc.harvest.ray_engine import generation_gpus
+    from ttc.harvest.run import load_tokenizer
+    from ttc.harvest.scoring import score_pool
 
     entry = harvest_registry.BACKENDS[backend]
     kw = _backend_kwargs(backend, model, revision, chat, backend_options, confidence)
@@ -1019,7 +1019,7 @@ def score_cmd(
 ):
     """Add oracle columns to a pool (answer/correct, score_prm_*, score_judge), recording each oracle in pool.json.
     Scoring again replaces the oracle's columns; an interrupted scoring resumes with the same options."""
-    from harvest.scoring import score_pool
+    from ttc.harvest.scoring import score_pool
 
     engine = _ray_engine(ctx, engine_options)
     opts = _score_options(scoring)
@@ -1043,8 +1043,8 @@ def merge_cmd(
 ):
     """Join harvest shards into one pool, refusing mixed configurations, duplicate queries and (unless
     --allow-missing) missing ones."""
-    from harvest.pipeline import merge_pools
-    from replay.outputs import check_new_pool
+    from ttc.harvest.pipeline import merge_pools
+    from ttc.replay.outputs import check_new_pool
 
     check_new_pool(out, reads=shards)
     rep = merge_pools(shards, out, allow_missing=allow_missing)
@@ -1180,10 +1180,10 @@ def run_cmd(
     the run wants it, --concurrency in flight), each response is scored as it comes, and the policy moves the budget
     to the queries that need it. Writes one result per query (OpenAI Batch output JSONL and Parquet), run.json
     (outcome and cost) and the pool of every response (ttc replay reads it). A killed run resumes when rerun."""
-    from harvest.live import LazyBackend
-    from harvest.run import (RunRequest, backend_kwargs, effective_chat, execute, execute_stream, load_tokenizer,
+    from ttc.harvest.live import LazyBackend
+    from ttc.harvest.run import (RunRequest, backend_kwargs, effective_chat, execute, execute_stream, load_tokenizer,
                              plan_run, report_lines)
-    from harvest.types import Sampling
+    from ttc.harvest.types import Sampling
 
     def given(name: str) -> bool:
         src = ctx.get_parameter_source(name)
@@ -1191,7 +1191,7 @@ def run_cmd(
 
     # the scoring options ttc run reads: --progress, --timeout (gt: per grade), and those of the oracle (exec, prm,
     # judge: harvest/registry.py ORACLES[...].options)
-    from harvest.run import SCORER_ORACLES
+    from ttc.harvest.run import SCORER_ORACLES
 
     reads = {"progress"} | (set(harvest_registry.ORACLES[_value(oracle)].options)
                             if _value(oracle) in SCORER_ORACLES else {"timeout"})
@@ -1226,13 +1226,13 @@ def run_cmd(
     tok = load_tokenizer(backend, model, revision, kw)
     prompt_len = None
     if tok is not None:
-        from harvest.backends import encode_prompt
+        from ttc.harvest.backends import encode_prompt
 
         prompt_len = lambda p: len(encode_prompt(tok, p))  # noqa: E731
-    from harvest.backends import make_backend
+    from ttc.harvest.backends import make_backend
 
     if harvest_registry.BACKENDS[backend].chat == "server":  # ServerUsage: the server's prompt-token counts, and
-        from harvest.run import ServerUsage                   # a batch request's system message sent as given
+        from ttc.harvest.run import ServerUsage                   # a batch request's system message sent as given
 
         usage = ServerUsage()
         prompt_len = usage.prompt_len
@@ -1291,7 +1291,7 @@ def synth_cmd(
     """A synthetic pool from known parameters: difficulty, a noisy reward model with set false-positive and
     false-negative rates, repeating wrong answers, invalid outputs, token counts. Every parameter goes to
     pool.json and the true p_i to queries.parquet."""
-    from replay.synth import SynthSpec, summary_lines, write_synth
+    from ttc.replay.synth import SynthSpec, summary_lines, write_synth
 
     spec = SynthSpec(queries=queries, responses=responses, difficulty=difficulty, fp=fp, fn=fn, gamma=gamma,
                      score_dist=score_dist, wrong_answers=wrong_answers, answer_skew=answer_skew,
@@ -1323,7 +1323,7 @@ def theory_cmd(
 ):
     """Measure the budget uniform, elimination and explore-then-commit need to cover every query with
     probability 1 - delta as n grows, against the spec's rates n max 1/p_i, sum 1/p_i, sum max(m, 1/p_i)."""
-    from replay.theory import TheorySetting, run_theory
+    from ttc.replay.theory import TheorySetting, run_theory
 
     sizes = _renamed(ctx, "sizes", "n_option", "--sizes", "--n")
     seeds = _renamed(ctx, "seeds", "trials", "--seeds", "--trials")

@@ -20,11 +20,11 @@ from pathlib import Path
 CHILD = r"""
 import json, sys, time
 import numpy as np
-from replay import engine
-from replay.engine import run_grid
-from replay.policies import POLICIES, RunConfig
-from replay.synth import make_pool
-from replay.tables import make_tables
+from ttc.replay import engine
+from ttc.replay.engine import run_grid
+from ttc.replay.policies import POLICIES, RunConfig
+from ttc.replay.synth import make_pool
+from ttc.replay.tables import make_tables
 n, size = int(sys.argv[1]), int(sys.argv[2])
 if hasattr(engine, "set_threads"):
     engine.set_threads(1)

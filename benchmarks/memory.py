@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from replay.synth import make_pool
+from ttc.replay.synth import make_pool
 
 
 def write_pool(path: Path, n: int, m: int):

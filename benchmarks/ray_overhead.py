@@ -44,12 +44,12 @@ import polars as pl
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from harvest.pipeline import HarvestSpec, HarvestWriter, part_files, plan_harvest  # noqa: E402
-from harvest.types import Query, Response, Sampling  # noqa: E402
+from ttc.harvest.pipeline import HarvestSpec, HarvestWriter, part_files, plan_harvest  # noqa: E402
+from ttc.harvest.types import Query, Response, Sampling  # noqa: E402
 
 
 def cli(*args, env=None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "cli", *map(str, args)], cwd=REPO, env=env,
+    return subprocess.Popen([sys.executable, "-m", "ttc.cli", *map(str, args)], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -126,7 +126,7 @@ def driver_part(tmp: Path, a) -> float:
     them), which groups them and writes the part through HarvestWriter."""
     import pyarrow as pa
 
-    from harvest.ray_engine import PartCollector
+    from ttc.harvest.ray_engine import PartCollector
 
     times = []
     for rep in range(a.repeats):
@@ -198,8 +198,8 @@ def main():
                       f"{rm - lm:+.1f} s end to end, {rm / lm:.2f}x")
         import ray
 
-        from harvest.backends import TransformersBackend
-        from harvest.ray_engine import RayEngine, RayOptions
+        from ttc.harvest.backends import TransformersBackend
+        from ttc.harvest.ray_engine import RayEngine, RayOptions
 
         t0 = time.perf_counter()
         ray.init(num_cpus=max(workers), include_dashboard=False, logging_level=logging.WARNING)

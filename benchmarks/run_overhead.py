@@ -37,7 +37,7 @@ def make_pool(d: Path, n: int, size: int, seed: int = 0):
     import numpy as np
     import polars as pl
 
-    from replay.pool import samples_frame, write_pool
+    from ttc.replay.pool import samples_frame, write_pool
 
     rng = np.random.default_rng(seed)
     ids = [f"q{i:05d}" for i in range(n)]
@@ -76,9 +76,9 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
 
-    from harvest.backends import make_backend
-    from harvest.run import RunRequest, execute, plan_run
-    from harvest.types import Sampling
+    from ttc.harvest.backends import make_backend
+    from ttc.harvest.run import RunRequest, execute, plan_run
+    from ttc.harvest.types import Sampling
 
     tmp = Path(tempfile.mkdtemp(prefix="ttc-run-overhead-"))
     t0 = time.perf_counter()

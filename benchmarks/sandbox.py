@@ -16,7 +16,7 @@ import inspect
 import statistics
 import time
 
-from harvest.oracles import sandbox
+from ttc.harvest.oracles import sandbox
 
 PROGRAM = "def f(x):\n    return x + 1\n\nassert f(1) == 2\n"
 

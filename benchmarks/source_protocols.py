@@ -120,8 +120,8 @@ def ac_entropy(hmax):
 
 def engine_runs(pool_dir: Path, configs, budget: float, seeds: int, select: str, invalid_votes: bool = False,
                 cisc_temp: float = 0.2):
-    from replay.engine import replay
-    from replay.pool import load_pool
+    from ttc.replay.engine import replay
+    from ttc.replay.pool import load_pool
 
     pool = load_pool(pool_dir, score="gt", invalid_votes=invalid_votes)
     df, _ = replay(pool, configs, [budget], np.arange(seeds), select=select, cisc_temp=cisc_temp)
@@ -143,10 +143,10 @@ def main():
     ap.add_argument("--seeds", type=int, default=200, help="engine seeds")
     ap.add_argument("--shared", type=Path, default=ROOT.parent / "shared")
     a = ap.parse_args()
-    from replay.policies import RunConfig
+    from ttc.replay.policies import RunConfig
 
     raw = a.shared / "data" / "pools" / "lastletters-gpt35-40" / "T0.7.jsonl"
-    from harvest.importers import lastletters_answer
+    from ttc.harvest.importers import lastletters_answer
 
     raw_rows = [(r["answer"], r["generated_answer"]) for r in map(json.loads, raw.read_text().splitlines())]
     rows = [(gold, [source_answer(t) for t in texts]) for gold, texts in raw_rows]

@@ -18,7 +18,7 @@ WIDTH = 110
 def help_text(args: list[str]) -> str:
     from typer.testing import CliRunner
 
-    from cli import app
+    from ttc.cli import app
 
     r = CliRunner().invoke(app, [*args, "--help"], env={"COLUMNS": str(WIDTH), "NO_COLOR": "1", "TERM": "dumb"},
                            terminal_width=WIDTH)
@@ -31,7 +31,7 @@ def help_text(args: list[str]) -> str:
 def commands() -> list[str]:
     import typer.main
 
-    from cli import app
+    from ttc.cli import app
 
     group = typer.main.get_command(app)
     return [name for name, cmd in group.commands.items() if not cmd.hidden]

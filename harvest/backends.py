@@ -37,9 +37,9 @@ from importlib import metadata
 from itertools import pairwise
 from typing import Any
 
-from harvest.confidence import ConfidenceSpec, GroupStop, token_confidence
-from harvest.types import Response, Sampling
-from replay.errors import InputError, UserError
+from ttc.harvest.confidence import ConfidenceSpec, GroupStop, token_confidence
+from ttc.harvest.types import Response, Sampling
+from ttc.replay.errors import InputError, UserError
 
 MAX_SEED = 2**63 - 1
 
@@ -787,7 +787,7 @@ class OpenAIBackend:
 
 def _require_openai():
     """The openai package, or MissingExtra naming the extra that brings it (harvest/registry.py)."""
-    from replay.extras import MissingExtra
+    from ttc.replay.extras import MissingExtra
 
     from .registry import BACKENDS
 

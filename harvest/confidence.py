@@ -37,7 +37,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from replay.errors import InputError
+from ttc.replay.errors import InputError
 
 from .registry import SIGNAL_DEFAULTS as DEFAULTS
 
@@ -248,7 +248,7 @@ class ConfidenceSpec:
         a record-lows column as the pool format declares them, a raw value as a plain float."""
         import polars as pl
 
-        from replay.pool import SAMPLE_COLUMNS, column
+        from ttc.replay.pool import SAMPLE_COLUMNS, column
 
         return {c: column(c).dtype if c.startswith("score_") or c in SAMPLE_COLUMNS else pl.Float64
                 for c in self.columns()}

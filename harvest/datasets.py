@@ -22,8 +22,8 @@ from pathlib import Path
 from collections.abc import Iterable
 from typing import Any
 
-from harvest.types import Query
-from replay.errors import InputError
+from ttc.harvest.types import Query
+from ttc.replay.errors import InputError
 
 ID_COLUMNS = ("unique_id", "id", "question_id", "problem_id", "idx")
 PROBLEM_COLUMNS = ("problem", "question", "prompt")

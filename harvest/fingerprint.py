@@ -41,7 +41,7 @@ def _load_cache() -> dict:
 
 def _save_cache(cache: dict):
     """A cache: losing it costs a re-hash, never a wrong answer; so a failed write is ignored."""
-    from replay.outputs import atomic_file
+    from ttc.replay.outputs import atomic_file
 
     try:
         with atomic_file(_cache_path()) as tmp:

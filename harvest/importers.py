@@ -25,8 +25,8 @@ from pathlib import Path
 
 import polars as pl
 
-from replay.errors import InputError, UserError
-from replay.pool import PoolError, atomic_write_json, load_pool, samples_frame, write_pool
+from ttc.replay.errors import InputError, UserError
+from ttc.replay.pool import PoolError, atomic_write_json, load_pool, samples_frame, write_pool
 
 from .confidence import exp_map
 from .registry import IMPORTERS
@@ -449,7 +449,7 @@ def import_llmonkeys(src: Path, out: Path, limit: int | None = None, per_query: 
     evaluate scripts). Correctness is upstream's; final answers are extracted here for self-consistency: GSM8K samples
     by '#### N', MATH samples (Minerva format, 'The final answer is X') by the math extractor. Code and Lean tasks
     have no comparable final answer, so their pools have no answer column."""
-    from replay.extras import require
+    from ttc.replay.extras import require
 
     yaml = require("yaml", "ttc import llmonkeys")
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -742,7 +742,7 @@ def _first_score(out: Path) -> str:
 def import_pool(fmt: str, src, out, options: dict | None = None) -> Path:
     """Run one adapter, as harvest/registry.py's IMPORTERS declares it, and validate what it wrote (a pool that does
     not load is an adapter bug). `options` are the adapter's keywords, refused unless its entry takes them."""
-    from replay.extras import MissingExtra
+    from ttc.replay.extras import MissingExtra
 
     if fmt not in IMPORTERS:
         raise PoolError(f"unknown import format {fmt!r}; choose from {', '.join(IMPORTERS)}")

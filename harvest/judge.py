@@ -17,8 +17,8 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from harvest.types import Backend, Sampling
-from replay.errors import InputError
+from ttc.harvest.types import Backend, Sampling
+from ttc.replay.errors import InputError
 
 JUDGE_TEMPLATE = """You are checking the final answer of a solution to a math problem against the reference answer.
 

@@ -23,8 +23,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from replay.errors import InputError
-from replay.live import Observed, Unavailable
+from ttc.replay.errors import InputError
+from ttc.replay.live import Observed, Unavailable
 
 from .pipeline import query_seed
 from .types import Backend, Query, Response, Sampling

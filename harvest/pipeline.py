@@ -28,10 +28,10 @@ from typing import Any, Callable, Sequence
 
 import polars as pl
 
-from replay.errors import InputError
-from replay.outputs import write_errors
-from replay.progress import progress as progress_display
-from replay.pool import (PoolError, atomic_write_json, atomic_write_parquet, column, load_pool, new_pool_dir,
+from ttc.replay.errors import InputError
+from ttc.replay.outputs import write_errors
+from ttc.replay.progress import progress as progress_display
+from ttc.replay.pool import (PoolError, atomic_write_json, atomic_write_parquet, column, load_pool, new_pool_dir,
                          remove_stale_temps, verify_file)
 
 from .confidence import ConfidenceSpec

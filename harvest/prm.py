@@ -28,7 +28,7 @@ import warnings
 from functools import lru_cache
 from typing import Any, Sequence
 
-from replay.errors import InputError
+from ttc.replay.errors import InputError
 
 PRM_DEFAULT = "Qwen/Qwen2.5-Math-PRM-7B"
 STEP_SEPARATOR = "<extra_0>"
@@ -266,7 +266,7 @@ class PRMScorer:
         encoded, results = self._prepare(problems, responses)
         todo = sorted((i for i, (ids, _) in enumerate(encoded) if self.sep_id in ids),
                       key=lambda i: -len(encoded[i][0]))     # longest first: less padding, OOM shows up at once
-        from replay.progress import progress
+        from ttc.replay.progress import progress
 
         with progress(len(todo), "PRM scoring", "responses", enabled=self.progress) as bar, torch.inference_mode():
             advance = bar.advance
@@ -320,7 +320,7 @@ class VLLMPRMScorer(PRMScorer):
                  max_length: int | None = None, revision: str | None = None,
                  system_prompt: str = PRM_SYSTEM_PROMPT, progress: bool = True, tokenizer: Any = None,
                  **engine_kwargs: Any):
-        from replay.extras import require
+        from ttc.replay.extras import require
 
         vllm = require("vllm", "PRM scoring with --prm-engine vllm")
         if step_mode not in STEP_MODES:
@@ -351,7 +351,7 @@ class VLLMPRMScorer(PRMScorer):
         self.stats = {}
 
     def score(self, problems: Sequence[str], responses: Sequence[str]) -> list[list[float]]:
-        from replay.progress import progress
+        from ttc.replay.progress import progress
 
         encoded, results = self._prepare(problems, responses)
         todo = [i for i, (ids, _) in enumerate(encoded) if self.sep_id in ids]

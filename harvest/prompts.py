@@ -20,8 +20,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from harvest.types import Query
-from replay.errors import InputError
+from ttc.harvest.types import Query
+from ttc.replay.errors import InputError
 
 
 @dataclass(frozen=True)

@@ -39,9 +39,9 @@ from typing import Any, Callable, Sequence
 
 import polars as pl
 
-from replay.extras import MissingExtra
-from replay.pool import atomic_write_json, atomic_write_parquet
-from replay.progress import progress as progress_display
+from ttc.replay.extras import MissingExtra
+from ttc.replay.pool import atomic_write_json, atomic_write_parquet
+from ttc.replay.progress import progress as progress_display
 
 from .backends import BackendError
 from .pipeline import (HarvestError, HarvestPlan, HarvestResult, HarvestWriter, backend_extra, backend_info,

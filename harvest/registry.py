@@ -8,14 +8,14 @@ import_pool runs IMPORTERS (options, directory sources); harvest/confidence.py c
 [0, 1], what each needs from the backend). The command line takes its choices, the backend options of `ttc harvest`
 (flags, defaults, help, which backend each applies to) and the help of --oracle, --backend, --confidence and the
 import FORMAT from here, and the tables of oracles, backends and signals in docs/harvest.md and of import formats in
-README.md are rendered from here: tests/test_registry.py holds them to it, and `python -m harvest.registry --write`
+README.md are rendered from here: tests/test_registry.py holds them to it, and `python -m ttc.harvest.registry --write`
 rewrites them.
 
 This module imports only the standard library, so cli.py reads it at start-up (`ttc --help` loads no polars, numba or
 torch).
 
 Adding an oracle = its implementation class (harvest/scoring.py: config, score, optional check and runtime) + one
-`Oracle` entry + `python -m harvest.registry --write`. A backend = its class (generate, info) + one `Backend` entry
+`Oracle` entry + `python -m ttc.harvest.registry --write`. A backend = its class (generate, info) + one `Backend` entry
 (+ an `Option` for each command-line option no backend had) + the same command. An import format = its function
 (src, out, options) + one `Importer` entry + the same command. A confidence signal = its function of the token
 log-probs (harvest/confidence.py) + one `Signal` entry + the same command.
@@ -61,19 +61,19 @@ class Oracle:
 
 
 ORACLES = {o.name: o for o in (
-    Oracle("gt", "harvest.scoring:MathAnswerOracle", "math answers graded against the gold answer",
+    Oracle("gt", "ttc.harvest.scoring:MathAnswerOracle", "math answers graded against the gold answer",
            "last `\\boxed{}` (or \"the final answer is\"), normalised; null when absent or the response hit "
            "`--max-tokens`; graded with math-verify (gold first) in worker processes with `--timeout` (5 s) per grade; "
            "each distinct answer of a query is graded once",
            ("answer", "correct"), tasks=("math",), needs=frozenset({"gold"}), gives=frozenset({"gt", "answers"}),
            options=("workers", "timeout"), extra="grade"),
-    Oracle("exec", "harvest.scoring:CodeExecOracle", "lcb-exec programs run with the predicted output",
+    Oracle("exec", "ttc.harvest.scoring:CodeExecOracle", "lcb-exec programs run with the predicted output",
            "the literal between `[ANSWER]` tags (same null rule); the function plus the completed assertion run in a "
            "sandboxed process (`--timeout` 10 s, `--memory-mb` 512, an environment without secrets, a temporary "
            "directory)",
            ("answer", "correct"), tasks=("lcb-exec",), needs=frozenset({"gold", "code"}),
            gives=frozenset({"gt", "answers"}), options=("workers", "timeout", "memory_mb", "sandbox")),
-    Oracle("prm", "harvest.scoring:PRMOracle", "a process reward model's per-step scores",
+    Oracle("prm", "ttc.harvest.scoring:PRMOracle", "a process reward model's per-step scores",
            "a process reward model (default `Qwen/Qwen2.5-Math-PRM-7B`, bf16 on CUDA; vLLM's pooling runner where "
            "vLLM and CUDA are there, else transformers: `--prm-engine`) scores each step (\"Step k:\" "
            "markers, or blank lines with `--prm-step-mode blank`); min, last and product of the step probabilities; "
@@ -83,7 +83,7 @@ ORACLES = {o.name: o for o in (
            options=("prm_model", "prm_engine", "prm_batch_size", "prm_step_mode", "prm_dtype", "prm_device",
                     "prm_max_length"),
            extra="harvest"),
-    Oracle("judge", "harvest.scoring:JudgeOracle", "an LLM judge's verdict on the final answer against the gold one",
+    Oracle("judge", "ttc.harvest.scoring:JudgeOracle", "an LLM judge's verdict on the final answer against the gold one",
            "a judge model asked whether the response's final answer matches the gold one; the share of yes verdicts "
            "over `--judge-samples`",
            ("score_judge",), needs=frozenset({"gold", "model"}), gives=frozenset({"scores"}),
@@ -165,14 +165,14 @@ class Backend:
 
 
 BACKENDS = {b.name: b for b in (
-    Backend("transformers", "harvest.backends:TransformersBackend", "a transformers causal LM on CPU or one GPU, "
+    Backend("transformers", "ttc.harvest.backends:TransformersBackend", "a transformers causal LM on CPU or one GPU, "
             "with its own seeded sampling loop (small models, tests)",
             ("dtype", "device", "batch_size", "trust_remote_code"), extra="harvest", stops=True),
-    Backend("vllm", "harvest.backends:VLLMBackend", "vLLM's offline engine (continuous batching, prefix caching): "
+    Backend("vllm", "ttc.harvest.backends:VLLMBackend", "vLLM's offline engine (continuous batching, prefix caching): "
             "the GPU path", ("dtype", "tensor_parallel_size", "data_parallel_size", "gpu_memory_utilization",
                              "prefix_caching", "max_model_len", "trust_remote_code"),
             needs=frozenset({"gpu"}), extra="gpu"),
-    Backend("openai", "harvest.backends:OpenAIBackend", "any OpenAI-compatible server (`vllm serve`, hosted APIs) "
+    Backend("openai", "ttc.harvest.backends:OpenAIBackend", "any OpenAI-compatible server (`vllm serve`, hosted APIs) "
             "through the openai client", ("base_url", "api_key_env", "concurrency", "max_retries", "request_timeout"),
             required=("base_url",), needs=frozenset({"server"}), chat="server", extra="openai", concurrent=True),
 )}
@@ -218,24 +218,24 @@ class Signal:
 SIGNAL_DEFAULTS = {"window": 2048, "top_k": 20, "tail": 2048}
 _CONF_MAP = "1 - ln(k) / x, clipped to [0, 1] (x >= ln k always; 0 = mass spread evenly over the top k)"
 SIGNALS = {s.name: s for s in (
-    Signal("mean-logprob", "harvest.confidence:mean_logprob", "mean log-prob of the sampled tokens (CISC-style "
+    Signal("mean-logprob", "ttc.harvest.confidence:mean_logprob", "mean log-prob of the sampled tokens (CISC-style "
            "response probability)", "the mean over generated tokens of the sampled token's log-prob",
            "score_mean_logprob", "mean_logprob", "exp", "exp(x): the geometric-mean token probability",
            needs="sampled", options=()),
-    Signal("mean-conf", "harvest.confidence:mean_confidence", "DeepConf's average trace confidence",
+    Signal("mean-conf", "ttc.harvest.confidence:mean_confidence", "DeepConf's average trace confidence",
            "the mean of the token confidences C_i over all generated tokens", "score_mean_conf", "conf_mean",
            "confidence", _CONF_MAP),
-    Signal("lowest-group", "harvest.confidence:lowest_group", "DeepConf's lowest group confidence (sliding window)",
+    Signal("lowest-group", "ttc.harvest.confidence:lowest_group", "DeepConf's lowest group confidence (sliding window)",
            "the smallest mean of C_i over a window of `--confidence-window` consecutive tokens (sliding by one; a "
            "shorter response is one window)", "score_lowest_group", "conf_lowest_group", "confidence", _CONF_MAP,
            options=("top_k", "window")),
-    Signal("bottom-10", "harvest.confidence:bottom_groups", "DeepConf's bottom-10% group confidence",
+    Signal("bottom-10", "ttc.harvest.confidence:bottom_groups", "DeepConf's bottom-10% group confidence",
            "the mean of the lowest 10% (at least one) of those window means", "score_bottom10_group",
            "conf_bottom10_group", "confidence", _CONF_MAP, options=("top_k", "window")),
-    Signal("tail", "harvest.confidence:tail_confidence", "DeepConf's tail confidence",
+    Signal("tail", "ttc.harvest.confidence:tail_confidence", "DeepConf's tail confidence",
            "the mean of C_i over the last `--confidence-tail` generated tokens", "score_tail_conf", "conf_tail",
            "confidence", _CONF_MAP, options=("top_k", "tail")),
-    Signal("group-lows", "harvest.confidence:group_lows", "DeepConf online's stopping data: the record lows of the "
+    Signal("group-lows", "ttc.harvest.confidence:group_lows", "DeepConf online's stopping data: the record lows of the "
            "group confidence, so that replay stops a trace where DeepConf's online filter would at any threshold",
            "the positions t (0-based token index) where the group confidence of the window ending at t (tokens t - "
            "window + 1 .. t, as DeepConf's online filter checks it once the window is full; a shorter response: one "
@@ -281,23 +281,23 @@ def flag(keyword: str) -> str:
 
 _SUBSET = ("limit", "per_query")
 IMPORTERS = {i.name: i for i in (
-    Importer("lastletters-esc", "harvest.importers:import_lastletters", "ESC's GPT-3.5 last-letter dump (T0.7.jsonl)",
+    Importer("lastletters-esc", "ttc.harvest.importers:import_lastletters", "ESC's GPT-3.5 last-letter dump (T0.7.jsonl)",
              "ESC's `T0.7.jsonl`", "answer after \"The answer is\"; correct = exact match"),
-    Importer("math500-ivt", "harvest.importers:import_math500_llama",
+    Importer("math500-ivt", "ttc.harvest.importers:import_math500_llama",
              "MATH-500 x 48 Llama-3.1-8B correctness + logprob (pool.jsonl)",
              "`pool.jsonl` (MATH-500 x 48 Llama-3.1-8B)",
              "correct as published; `score_conf` = exp(mean token log-prob)"),
-    Importer("qwen-math-rm", "harvest.importers:import_qwen_math_rm",
+    Importer("qwen-math-rm", "ttc.harvest.importers:import_qwen_math_rm",
              "Qwen2.5-Math reward-model example (math_cot_100.jsonl)", "Qwen2.5-Math's `math_cot_100.jsonl`",
              "correct as published; `score_rm` = logistic(reward)"),
-    Importer("humaneval", "harvest.importers:import_humaneval",
+    Importer("humaneval", "ttc.harvest.importers:import_humaneval",
              "HumanEval completions run against the tests (a directory, e.g. CodeT's dump)",
              "a directory with a HumanEval problem file and one completions file (prompt, samples), e.g. CodeT's dump",
              "each completion truncated at the first `\\nclass`, `\\ndef`, `\\n#`, `\\nif`, `\\nprint`, run as prompt + "
              "completion + test + `check(entry_point)` in a sandboxed subprocess (`--timeout`, default 10 s); answer = "
              "hash of the whitespace-collapsed completion (a weak proxy: only textually identical programs agree)",
              _SUBSET + ("workers", "timeout", "sandbox"), directory=True),
-    Importer("search-and-learn", "harvest.importers:import_search_and_learn",
+    Importer("search-and-learn", "ttc.harvest.importers:import_search_and_learn",
              "a HuggingFace search-and-learn result table (JSONL / Parquet)",
              "a [search-and-learn](https://github.com/huggingface/search-and-learn) result table (JSONL / Parquet: "
              "`answer`, `completions`, `scores`, `completion_tokens`)",
@@ -306,18 +306,18 @@ IMPORTERS = {i.name: i for i in (
              "to [0, 1] (clipped values are counted and reported; no steps = 0); `n_tokens` from `completion_tokens` "
              "when it is one count per completion (`--timeout`, default 5 s per grade)",
              _SUBSET + ("workers", "timeout"), extra="grade"),
-    Importer("llmonkeys", "harvest.importers:import_llmonkeys",
+    Importer("llmonkeys", "ttc.harvest.importers:import_llmonkeys",
              "Large Language Monkeys per-problem YAML files (a directory)",
              "a directory of [Large Language Monkeys](https://github.com/ScalingIntelligence/large_language_monkeys) "
              "per-problem YAML files (after its evaluate script)",
              "correct = `is_corrects`; answer extracted from each sample (MATH: \"The final answer is\"; GSM8K: "
              "`#### N`); query id = file stem", _SUBSET, directory=True, extra="grade"),
-    Importer("livecodebench", "harvest.importers:import_livecodebench",
+    Importer("livecodebench", "ttc.harvest.importers:import_livecodebench",
              "LiveCodeBench evaluated output (..._eval_all.json)",
              "LiveCodeBench's evaluated output (`..._eval_all.json`)",
              "correct = `graded_list`; code execution: answer = the predicted output (`pred_list`) as a canonical "
              "Python literal; code generation: no answer column (program texts are no answer to vote on)", _SUBSET),
-    Importer("generic", "harvest.importers:import_generic", "a CSV / JSONL / Parquet table mapped with the column flags",
+    Importer("generic", "ttc.harvest.importers:import_generic", "a CSV / JSONL / Parquet table mapped with the column flags",
              "any CSV / JSONL / Parquet", "columns mapped by flags (below), after an optional `--sql` query (derived "
              "columns, de-duplication, nulls filled)",
              ("query_id", "correct", "answer", "scores", "n_tokens", "sample_idx", "hash_answers", "sql")),
@@ -379,7 +379,7 @@ def importer_table() -> str:
 
 def methods_table() -> str:
     """README.md's table of the field's methods (replay/policies.py METHODS; imported here only when rendering)."""
-    from replay.policies import markdown_methods
+    from ttc.replay.policies import markdown_methods
 
     return markdown_methods()
 
@@ -391,7 +391,7 @@ TABLES = {"docs/harvest.md": (oracle_table, backend_table, signal_table),
 def rewrite_option_rows(text: str) -> str:
     """README.md's rows of --policy, --eliminate and --select: the choices after the row's '): ' are the
     registries' (replay/policies.py), rendered as --help renders them."""
-    from replay.policies import ELIMINATION_RULES, REGISTRY, SELECTION_RULES, markdown_choices
+    from ttc.replay.policies import ELIMINATION_RULES, REGISTRY, SELECTION_RULES, markdown_choices
 
     out = []
     for line in text.splitlines(keepends=True):
@@ -421,7 +421,7 @@ def rewrite_tables(text: str, tables) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:  # pragma: no cover - exercised through tests/test_registry.py
-    """`python -m harvest.registry`: print the tables; with --write, rewrite them in README.md and docs/harvest.md."""
+    """`python -m ttc.harvest.registry`: print the tables; with --write, rewrite them in README.md and docs/harvest.md."""
     import sys
     from pathlib import Path
 

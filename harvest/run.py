@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from replay.errors import InputError
+from ttc.replay.errors import InputError
 
 from .types import Query, Response, Sampling
 
@@ -420,8 +420,8 @@ def _config(req: RunRequest, eliminate: str):
     hand-kept list here once dropped optscale's, marginal-gain's, dsc's and side-eb's parameters)."""
     from dataclasses import fields
 
-    from replay.policies import RunConfig
-    from replay.run import config_from_options
+    from ttc.replay.policies import RunConfig
+    from ttc.replay.run import config_from_options
 
     params = {f.name: getattr(req, f.name) for f in fields(RunConfig) if f.name not in ("policy", "eliminate")}
     return config_from_options(req.policy, eliminate=eliminate, **params)
@@ -430,7 +430,7 @@ def _config(req: RunRequest, eliminate: str):
 def check_inputs(req: RunRequest, cfg) -> None:
     """--prior and --side feed one policy each (the registry's Policy.inputs); given to another policy they would
     be ignored without a word, so they are refused."""
-    from replay.policies import REGISTRY
+    from ttc.replay.policies import REGISTRY
 
     for name, value in (("prior", req.prior), ("side", req.side)):
         if value is not None and name not in REGISTRY[cfg.policy].inputs:
@@ -509,7 +509,7 @@ def read_prior(req: RunRequest, queries: Sequence[Query]) -> tuple[list[Query], 
 
 def check_oracle(req: RunRequest, cfg, select: str):
     """What the oracle gives against what the policy, elimination rule and selection read."""
-    from replay.policies import ELIMINATION_RULES, REGISTRY
+    from ttc.replay.policies import ELIMINATION_RULES, REGISTRY
 
     if req.oracle in UNSUPPORTED:
         raise RunError(f"--oracle {req.oracle}: {UNSUPPORTED[req.oracle]} (ttc run scores with "
@@ -518,7 +518,7 @@ def check_oracle(req: RunRequest, cfg, select: str):
     if req.oracle not in LIVE_ORACLES:
         raise RunError(f"unknown oracle {req.oracle!r}; ttc run scores with {', '.join(LIVE_ORACLES)}")
     if not REGISTRY[cfg.policy].live:
-        from replay.live import LIVE_POLICIES
+        from ttc.replay.live import LIVE_POLICIES
 
         raise RunError(f"--policy {cfg.policy} needs hindsight and cannot run live; choose from "
                        f"{', '.join(LIVE_POLICIES)}")
@@ -616,8 +616,8 @@ def _inputs(req: RunRequest) -> list[Path]:
 def plan_run(req: RunRequest) -> RunPlan:
     """Check the whole request and the output directory, read the queries, and compare with a run already in
     `--out` (a resume); nothing is written and no model is loaded."""
-    from replay.outputs import check_output
-    from replay.policies import ELIMINATION_RULES, LIVE_SELECTIONS, SELECTION_RULES
+    from ttc.replay.outputs import check_output
+    from ttc.replay.policies import ELIMINATION_RULES, LIVE_SELECTIONS, SELECTION_RULES
 
     from .pipeline import SEED_RULE, SEED_SPACING, _diff, comparable_generation, dataset_digest, read_meta
 
@@ -741,7 +741,7 @@ def plan_run(req: RunRequest) -> RunPlan:
     if scoring is not None:
         check_scorer(req, queries, scoring)
     budget_total = int(round(req.budget * n))  # (--stream: 0, the budget is a rate per query)
-    from replay.run import MAX_BUDGET_TOTAL
+    from ttc.replay.run import MAX_BUDGET_TOTAL
 
     if budget_total >= MAX_BUDGET_TOTAL:
         raise RunError(f"--budget {req.budget:g} x {n:,} queries is beyond the largest total budget")
@@ -877,8 +877,8 @@ class RunOutcome:
 def _open_run(plan: RunPlan, argv: Sequence[str] | None) -> tuple[dict, dict, dict]:
     """Create (or reopen) the run's directory: its marker, pool.json with this process's run record, and the
     responses an earlier process wrote (by query id). Returns (meta, record, cache)."""
-    from replay.outputs import DIR_MARK
-    from replay.pool import atomic_write_json
+    from ttc.replay.outputs import DIR_MARK
+    from ttc.replay.pool import atomic_write_json
 
     from .pipeline import library_versions
 
@@ -915,8 +915,8 @@ def _part_number(p: Path) -> int:
 
 def _read_cache(plan: RunPlan) -> dict[str, list[tuple[Response, Any]]]:
     """The responses a previous process of this run wrote (part files), per query id in sample order."""
-    from replay.live import Observed
-    from replay.pool import PoolError, remove_stale_temps, verify_file
+    from ttc.replay.live import Observed
+    from ttc.replay.pool import PoolError, remove_stale_temps, verify_file
 
     from .pipeline import part_files
 
@@ -989,7 +989,7 @@ class _PartWriter:
 
     def on_call(self, records, failures, queries: Sequence[Query], ready: Callable[[int], int],
                 columns: Callable[[int, int], dict] = lambda i, k: {}):
-        from replay.pool import atomic_write_json
+        from ttc.replay.pool import atomic_write_json
 
         if failures:
             t0 = time.perf_counter()
@@ -1009,7 +1009,7 @@ class _PartWriter:
             self.flush(crash=crash)
 
     def flush(self, crash: bool = False):
-        from replay.pool import atomic_write_json, atomic_write_parquet
+        from ttc.replay.pool import atomic_write_json, atomic_write_parquet
 
         t0 = time.perf_counter()
         if self.buffer:
@@ -1036,7 +1036,7 @@ def _part_frame(plan: RunPlan, records) -> Any:
     """A part file's rows: (query id, first sample index, [(Response, Observed), ...], [columns, ...]) per record.
     gt and sc write answer (and correct) from what the policy saw; exec, prm and judge write the columns of their
     LiveScorer, typed and ordered as `ttc score` writes them (harvest.scoring._with_columns)."""
-    from replay.pool import samples_frame
+    from ttc.replay.pool import samples_frame
 
     cols: dict[str, list] = {"query_id": [], "sample_idx": [], "text": [], "n_tokens": [], "finish_reason": []}
     oracle = plan.req.oracle
@@ -1206,7 +1206,7 @@ def planned_counts(plan: RunPlan, source: Any, rank: Sequence[int]) -> list[int]
     that reads no response (planned()) the engine makes the same decisions on them, and the source tops up the
     same queries by the same counts, as the run will (the last, partial round's requests included), so generating
     these counts up front changes nothing but the number of backend calls."""
-    from replay.live import Observed, run_live
+    from ttc.replay.live import Observed, run_live
 
     from .live import BackendSource
 
@@ -1234,9 +1234,9 @@ def execute(plan: RunPlan, backend: Any, tokenizer: Any = None, *, prompt_len: C
     """Run the plan: resume from what `--out` holds, allocate live, write the results, run.json and the pool.
     `backend` is any harvest.types.Backend (a harvest.live.LazyBackend loads the model only when a response is
     needed); `tokenizer` renders chat prompts; prompt_len(prompt) counts a prompt's tokens (None: not counted)."""
-    from replay.live import run_live
-    from replay.progress import progress
-    from replay.rng import query_keys, query_order
+    from ttc.replay.live import run_live
+    from ttc.replay.progress import progress
+    from ttc.replay.rng import query_keys, query_order
 
     from .live import BackendSource
     from .prompts import render
@@ -1453,7 +1453,7 @@ def _record_backend(meta: dict, backend) -> None:
 def _write_pool_end(plan: RunPlan, source, live: dict, meta: dict, backend, prompt_fn, tokenizer, scorer=None):
     """queries.parquet (the queries with a response), the final pool.json (provenance, oracle record), and a
     check that replay loads the pool."""
-    from replay.pool import atomic_write_json, atomic_write_parquet, load_pool
+    from ttc.replay.pool import atomic_write_json, atomic_write_parquet, load_pool
 
     from .pipeline import promoted_fields, queries_frame
 
@@ -1514,7 +1514,7 @@ def batch_line(plan: RunPlan, row: dict, created: int) -> dict:
 def _write_results(plan: RunPlan, results: list[dict], summary: dict, meta: dict):
     import polars as pl
 
-    from replay.outputs import atomic_file, write_parquet
+    from ttc.replay.outputs import atomic_file, write_parquet
 
     out = Path(plan.req.out)
     started = (meta.get("runs") or [{}])[0].get("started")
@@ -1595,8 +1595,8 @@ def execute_stream(plan: RunPlan, backend: Any, tokenizer: Any = None, *, lines=
     (malformed, a repeated custom_id) gets an `invalid_request` error line and the stream goes on. A killed stream
     rerun with the same input skips the lines already done and ends as an uninterrupted one; results.parquet and
     run.json are written when the stream ends."""
-    from replay.live import run_live
-    from replay.outputs import atomic_file
+    from ttc.replay.live import run_live
+    from ttc.replay.outputs import atomic_file
 
     from .live import BackendSource
     from .registry import BACKENDS
@@ -1723,7 +1723,7 @@ def execute_stream(plan: RunPlan, backend: Any, tokenizer: Any = None, *, lines=
     _stream_pool_end(plan, queries, prompts, meta, backend, scorer, stats["score_s"])
     import polars as pl
 
-    from replay.outputs import write_parquet
+    from ttc.replay.outputs import write_parquet
 
     write_parquet(pl.DataFrame([{k: v for k, v in r.items() if k != "line"} for r in rows], schema=_schema()),
                   out / "results.parquet", "run")
@@ -1770,7 +1770,7 @@ def _stream_pool_end(plan: RunPlan, queries: list[Query], prompts: dict, meta: d
     """queries.parquet: the queries of this process with a response, added to those an earlier process listed."""
     import polars as pl
 
-    from replay.pool import atomic_write_json, atomic_write_parquet
+    from ttc.replay.pool import atomic_write_json, atomic_write_parquet
 
     from .pipeline import part_files, queries_frame
 

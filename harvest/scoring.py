@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 
 import polars as pl
 
-from replay.pool import (SCORE, PoolError, atomic_write_json, atomic_write_parquet, column, remove_stale_temps,
+from ttc.replay.pool import (SCORE, PoolError, atomic_write_json, atomic_write_parquet, column, remove_stale_temps,
                          sample_files, verify_file)
 
 from .pipeline import RUNTIME_KEYS, SAMPLE_SCHEMA, HarvestError, library_versions, now, query_from_row, read_meta
@@ -701,7 +701,7 @@ class LiveScorer:
         return self.extract[LIVE_ANSWER_RULES.get(q.task, "gt")].answer(text or "")
 
     def score(self, queries: Sequence[Query], responses: Sequence[Any]) -> tuple[list, dict[str, list]]:
-        from replay.live import Observed
+        from ttc.replay.live import Observed
 
         texts = [r.text for r in responses]
         reasons = [r.finish_reason for r in responses]

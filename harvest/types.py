@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
 
-from replay.errors import InputError
+from ttc.replay.errors import InputError
 
 
 @dataclass(frozen=True)

@@ -81,7 +81,7 @@ def pool_paths(req: CompareRequest) -> list[Path]:
     if not req.pools:
         found = embedded_pools()
         if not found:
-            raise InputError("no embedded pools were found (data/ or the installed ttc_data); give POOL directories")
+            raise InputError("no embedded pools were found (the package ttc.data); give POOL directories")
         return found
     paths = [Path(p) for p in req.pools]
     seen = {}

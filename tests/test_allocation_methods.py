@@ -7,12 +7,12 @@ import numpy as np
 import polars as pl
 import pytest
 
-from replay.engine import replay, run_once
-from replay.kernel import optscale_target
-from replay.policies import RunConfig
-from replay.pool import PoolError, load_pool, samples_frame, write_pool
-from replay.reference import optscale_target as optscale_target_ref
-from replay.reference import run_reference
+from ttc.replay.engine import replay, run_once
+from ttc.replay.kernel import optscale_target
+from ttc.replay.policies import RunConfig
+from ttc.replay.pool import PoolError, load_pool, samples_frame, write_pool
+from ttc.replay.reference import optscale_target as optscale_target_ref
+from ttc.replay.reference import run_reference
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 
@@ -158,7 +158,7 @@ def test_the_methods_on_the_embedded_pools():
 def test_replay_command_line_takes_the_new_options(prior_pool, tmp_path):
     from typer.testing import CliRunner
 
-    from cli import app
+    from ttc.cli import app
     path = prior_pool([0.25, 1.0, 0.0])
     r = CliRunner().invoke(app, ["replay", str(path), "--policy", "optscale,marginal-gain,dsc", "--prior", "p",
                                  "--prior-strength", "4", "--warmup", "2", "--percentile", "0.1", "--judge", "2",

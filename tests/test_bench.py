@@ -1,9 +1,9 @@
 """`ttc bench` runs end to end on a tiny grid and reports numbers that add up."""
 from typer.testing import CliRunner
 
-from cli import app
-from replay.bench import BenchSpec, bench, growth
-from replay.policies import REGISTRY
+from ttc.cli import app
+from ttc.replay.bench import BenchSpec, bench, growth
+from ttc.replay.policies import REGISTRY
 
 
 def test_bench_rows_and_speedup_on_a_tiny_grid():

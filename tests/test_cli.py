@@ -10,8 +10,8 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from cli import app
-from replay.policies import POLICIES, REGISTRY
+from ttc.cli import app
+from ttc.replay.policies import POLICIES, REGISTRY
 
 # what the embedded pools run by default: every policy but those needing record lows, which none of them has
 EMBEDDED = [p for p in POLICIES if "lows" not in REGISTRY[p].needs]
@@ -382,7 +382,7 @@ def assert_bug_report(result, exc_name):
 
 @pytest.mark.parametrize("exc", [ValueError("boom from inside"), KeyError("missing_key")])
 def test_project_bug_in_replay_is_a_traceback_not_an_error_line(monkeypatch, exc):
-    import replay.run as run_module
+    import ttc.replay.run as run_module
 
     def broken(*args, **kwargs):
         raise exc
@@ -392,7 +392,7 @@ def test_project_bug_in_replay_is_a_traceback_not_an_error_line(monkeypatch, exc
 
 
 def test_project_bug_in_info_is_a_traceback_not_an_error_line(monkeypatch):
-    import replay.info as info_module
+    import ttc.replay.info as info_module
 
     def broken(*args, **kwargs):
         raise ValueError("operands could not be broadcast together")
@@ -403,13 +403,13 @@ def test_project_bug_in_info_is_a_traceback_not_an_error_line(monkeypatch):
 
 def test_every_named_error_is_a_user_error():
     """The errors the project raises for bad input all end as one 'error:' line: they derive from UserError."""
-    from harvest.backends import BackendError
-    from harvest.importers import SourceError
-    from harvest.pipeline import HarvestError
-    from replay.errors import InputError, UserError
-    from replay.extras import MissingExtra
-    from replay.pool import PoolError
-    from replay.synth import SynthError
+    from ttc.harvest.backends import BackendError
+    from ttc.harvest.importers import SourceError
+    from ttc.harvest.pipeline import HarvestError
+    from ttc.replay.errors import InputError, UserError
+    from ttc.replay.extras import MissingExtra
+    from ttc.replay.pool import PoolError
+    from ttc.replay.synth import SynthError
 
     for cls in (PoolError, SynthError, MissingExtra, SourceError, HarvestError, InputError):
         assert issubclass(cls, UserError) and issubclass(cls, ValueError) and cls.exit_code == 2, cls
@@ -419,9 +419,9 @@ def test_every_named_error_is_a_user_error():
 
 def test_run_config_value_error_is_bad_input_only_from_options():
     """RunConfig's ValueError is the user's mistake where options become configurations, a bug elsewhere."""
-    from replay.errors import InputError
-    from replay.policies import RunConfig
-    from replay.run import config_from_options
+    from ttc.replay.errors import InputError
+    from ttc.replay.policies import RunConfig
+    from ttc.replay.run import config_from_options
 
     with pytest.raises(InputError, match="rho must be in"):
         config_from_options("two-stage", rho=2.0)
@@ -511,10 +511,10 @@ def test_help_lists_the_choices(command, flag, values):
 
 def test_the_cli_choices_are_the_registries():
     """The names cli.py spells out (to keep numba and polars out of `ttc --help`) are the registries' names."""
-    import cli
-    from replay.engine import SELECT
-    from replay.policies import ELIMS, UNITS
-    from replay.theory import ENGINE_MODES
+    from ttc import cli
+    from ttc.replay.engine import SELECT
+    from ttc.replay.policies import ELIMS, UNITS
+    from ttc.replay.theory import ENGINE_MODES
 
     assert list(cli.POLICY_NAMES) == list(POLICIES)
     assert sorted(cli.ELIMINATION_RULES) == sorted(ELIMS)
@@ -526,7 +526,7 @@ def test_the_cli_choices_are_the_registries():
 def test_harvest_and_score_share_one_declaration_of_the_scoring_options():
     import typer.main
 
-    import cli
+    from ttc import cli
 
     group = typer.main.get_command(app)
     harvest, score = group.commands["harvest"], group.commands["score"]

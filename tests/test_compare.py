@@ -11,14 +11,14 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from cli import app
-from replay.compare import CompareRequest, gap_share, paired, plan_pool, verdict
-from replay.engine import replay
-from replay.outputs import written_by
-from replay.policies import RunConfig
-from replay.pool import DEFAULT_POOL, load_pool, samples_frame, write_pool
-from replay.synth import SynthSpec, write_synth
-from replay.tune import split_digest, split_queries, subset
+from ttc.cli import app
+from ttc.replay.compare import CompareRequest, gap_share, paired, plan_pool, verdict
+from ttc.replay.engine import replay
+from ttc.replay.outputs import written_by
+from ttc.replay.policies import RunConfig
+from ttc.replay.pool import DEFAULT_POOL, load_pool, samples_frame, write_pool
+from ttc.replay.synth import SynthSpec, write_synth
+from ttc.replay.tune import split_digest, split_queries, subset
 
 runner = CliRunner()
 
@@ -117,7 +117,7 @@ def test_side_eb_number_is_a_direct_replay(informative, compared):
     df = compared[2]
     pool = load_pool(informative, side="score_side")
     held = subset(pool, split_queries(pool.query_ids, 0.4, 2)[1], "report")
-    from replay.tune import DEFAULT_GRID, default_grid, grid_configs
+    from ttc.replay.tune import DEFAULT_GRID, default_grid, grid_configs
 
     grid = grid_configs(RunConfig("side-eb"), default_grid(RunConfig("side-eb"), 16))
     assert set(default_grid(RunConfig("side-eb"), 16)) <= set(DEFAULT_GRID)
@@ -200,7 +200,7 @@ def test_deepconf_online_takes_part_on_a_pool_with_record_lows(tmp_path):
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from test_deepconf_online import _pool_dir
 
-    from replay.tune import POLICY_GRID
+    from ttc.replay.tune import POLICY_GRID
 
     path = _pool_dir(tmp_path)
     req = CompareRequest(pools=[path], budgets=[4], seeds=2, policies=["deepconf-online", "uniform"])

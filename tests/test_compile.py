@@ -10,11 +10,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 SCRIPT = r"""
 import numpy as np
-from replay.engine import replay, run_once
-from replay.kernel import _grid, run_one
-from replay.live import PoolSource, run_live
-from replay.policies import POLICIES, RunConfig
-from replay.pool import Pool, load_pool
+from ttc.replay.engine import replay, run_once
+from ttc.replay.kernel import _grid, run_one
+from ttc.replay.live import PoolSource, run_live
+from ttc.replay.policies import POLICIES, RunConfig
+from ttc.replay.pool import Pool, load_pool
 
 pools = [load_pool("data/lastletters-gpt35-40"), load_pool("data/math500-llama3.1-8b-48", score="conf"),
          load_pool("data/humaneval-codegen16b-100")]

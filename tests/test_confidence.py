@@ -16,10 +16,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from harvest.confidence import (ConfidenceSpec, SignalError, confidence_map, exp_map, parse_signals,
+from ttc.harvest.confidence import (ConfidenceSpec, SignalError, confidence_map, exp_map, parse_signals,
                                 token_confidence)
-from harvest.registry import SIGNALS
-from replay.errors import InputError
+from ttc.harvest.registry import SIGNALS
+from ttc.replay.errors import InputError
 
 HERE = Path(__file__).resolve().parent
 FIX = HERE / "fixtures" / "harvest"
@@ -213,7 +213,7 @@ def tiny(tmp_path_factory):
 def _harvest(tiny, out, *extra):
     from typer.testing import CliRunner
 
-    from cli import app
+    from ttc.cli import app
 
     sys.path.insert(0, str(HERE))
     from tiny_model import single_thread_torch
@@ -231,9 +231,9 @@ def test_transformers_harvest_records_signals_that_a_forward_pass_reproduces(tin
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from harvest.backends import encode_prompt
-    from harvest.pipeline import part_files, read_meta
-    from replay.pool import load_pool
+    from ttc.harvest.backends import encode_prompt
+    from ttc.harvest.pipeline import part_files, read_meta
+    from ttc.replay.pool import load_pool
 
     pool = tmp_path / "p"
     r = _harvest(tiny, pool, "--confidence", "mean-logprob,mean-conf,lowest-group", "--confidence",
@@ -272,7 +272,7 @@ def test_transformers_harvest_records_signals_that_a_forward_pass_reproduces(tin
 
 @torch_needed
 def test_without_confidence_nothing_is_requested_and_a_changed_request_is_refused(tiny, tmp_path):
-    from harvest.pipeline import part_files, read_meta
+    from ttc.harvest.pipeline import part_files, read_meta
 
     pool = tmp_path / "p"
     r = _harvest(tiny, pool, "--limit", "1")
@@ -294,8 +294,8 @@ def test_without_confidence_nothing_is_requested_and_a_changed_request_is_refuse
 
 @torch_needed
 def test_greedy_and_batched_rows_get_their_own_signals(tiny):
-    from harvest.backends import TransformersBackend
-    from harvest.types import Sampling
+    from ttc.harvest.backends import TransformersBackend
+    from ttc.harvest.types import Sampling
 
     sys.path.insert(0, str(HERE))
     from tiny_model import single_thread_torch
@@ -333,8 +333,8 @@ def _vllm_reference(out, k, spec):
 def test_vllm_requests_logprobs_only_when_asked_and_reads_them(fake_vllm, tiny):
     import vllm
 
-    from harvest.backends import VLLMBackend, _vllm_params, encode_prompt
-    from harvest.types import Sampling
+    from ttc.harvest.backends import VLLMBackend, _vllm_params, encode_prompt
+    from ttc.harvest.types import Sampling
 
     s = Sampling(n=4, temperature=1.0, max_tokens=30)
     assert "logprobs" not in _vllm_params(s, 1, None)
@@ -362,8 +362,8 @@ def test_vllm_requests_logprobs_only_when_asked_and_reads_them(fake_vllm, tiny):
 
 @torch_needed
 def test_vllm_data_parallel_workers_send_the_signals(fake_vllm, tiny, monkeypatch):
-    from harvest.backends import VLLMBackend
-    from harvest.types import Sampling
+    from ttc.harvest.backends import VLLMBackend
+    from ttc.harvest.types import Sampling
 
     spec = ConfidenceSpec(("lowest-group", "mean-logprob"), window=3, top_k=4)
     s = Sampling(n=2, temperature=1.0, max_tokens=12)
@@ -381,8 +381,8 @@ def test_vllm_data_parallel_workers_send_the_signals(fake_vllm, tiny, monkeypatc
 def test_vllm_through_the_cli_raises_the_engines_logprob_limit(fake_vllm, tiny, tmp_path):
     from typer.testing import CliRunner
 
-    from cli import app
-    from harvest.pipeline import part_files
+    from ttc.cli import app
+    from ttc.harvest.pipeline import part_files
 
     data = HERE / "fixtures" / "harvest_pipeline" / "math_small.jsonl"
     base = ["harvest", "--dataset", str(data), "--limit", "2", "--model", str(tiny), "--backend", "vllm",
@@ -431,8 +431,8 @@ def _bodies(url):
 
 @pytest.mark.parametrize("chat", [False, True])
 def test_openai_asks_for_logprobs_only_when_a_signal_needs_them(server, chat):
-    from harvest.backends import OpenAIBackend
-    from harvest.types import Sampling
+    from ttc.harvest.backends import OpenAIBackend
+    from ttc.harvest.types import Sampling
 
     mod = _server_module()
     b = OpenAIBackend(server + "/v1", "tiny", api_key_env="TTC_CONF_KEY", chat=chat, n_per_request=None)
@@ -456,9 +456,9 @@ def test_openai_asks_for_logprobs_only_when_a_signal_needs_them(server, chat):
 def test_openai_through_the_cli_writes_the_columns(server, tmp_path):
     from typer.testing import CliRunner
 
-    from cli import app
-    from harvest.pipeline import part_files, read_meta
-    from replay.pool import load_pool
+    from ttc.cli import app
+    from ttc.harvest.pipeline import part_files, read_meta
+    from ttc.replay.pool import load_pool
 
     data = HERE / "fixtures" / "harvest_pipeline" / "math_small.jsonl"
     pool = tmp_path / "o"

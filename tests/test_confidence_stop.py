@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harvest.confidence import ConfidenceSpec, GroupStop, _windows, group_lows
-from harvest.registry import BACKENDS
-from replay.errors import InputError
+from ttc.harvest.confidence import ConfidenceSpec, GroupStop, _windows, group_lows
+from ttc.harvest.registry import BACKENDS
+from ttc.replay.errors import InputError
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -119,8 +119,8 @@ def _check_stopped(full, got, s, tok):
 
 @pytest.mark.parametrize("batch_size", [1, 6])
 def test_a_stopped_trace_is_the_unstopped_ones_prefix_and_nothing_else_moves(tiny, batch_size):
-    from harvest.backends import TransformersBackend
-    from harvest.types import Sampling
+    from ttc.harvest.backends import TransformersBackend
+    from ttc.harvest.types import Sampling
 
     b = TransformersBackend(str(tiny), device="cpu", batch_size=batch_size)
     sampling = Sampling(n=6, temperature=1.0, max_tokens=40)
@@ -143,8 +143,8 @@ def test_a_stopped_trace_is_the_unstopped_ones_prefix_and_nothing_else_moves(tin
 
 
 def test_greedy_rows_stop_once_and_are_repeated(tiny):
-    from harvest.backends import TransformersBackend
-    from harvest.types import Sampling
+    from ttc.harvest.backends import TransformersBackend
+    from ttc.harvest.types import Sampling
 
     b = TransformersBackend(str(tiny), device="cpu")
     sampling = Sampling(n=3, temperature=0.0, max_tokens=40)
@@ -157,8 +157,8 @@ def test_greedy_rows_stop_once_and_are_repeated(tiny):
 
 
 def test_a_threshold_needs_the_group_lows_and_is_a_number(tiny):
-    from harvest.backends import TransformersBackend
-    from harvest.types import Sampling
+    from ttc.harvest.backends import TransformersBackend
+    from ttc.harvest.types import Sampling
 
     b = TransformersBackend(str(tiny), device="cpu")
     sampling = Sampling(n=1, temperature=1.0, max_tokens=5)
@@ -180,8 +180,8 @@ from test_harvest_generation import fake_vllm  # noqa: E402,F401  (the stand-in 
 
 
 def test_vllm_and_openai_refuse_a_threshold(fake_vllm, tiny):
-    from harvest.backends import OpenAIBackend, VLLMBackend
-    from harvest.types import Sampling
+    from ttc.harvest.backends import OpenAIBackend, VLLMBackend
+    from ttc.harvest.types import Sampling
 
     sampling = Sampling(n=2, temperature=1.0, max_tokens=8)
     v = VLLMBackend(str(tiny))

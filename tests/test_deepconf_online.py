@@ -8,11 +8,11 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from cli import app
-from replay.engine import replay, run_once
-from replay.policies import RunConfig
-from replay.pool import Pool, load_pool, samples_frame, write_pool
-from replay.reference import deepconf_threshold, run_reference
+from ttc.cli import app
+from ttc.replay.engine import replay, run_once
+from ttc.replay.policies import RunConfig
+from ttc.replay.pool import Pool, load_pool, samples_frame, write_pool
+from ttc.replay.reference import deepconf_threshold, run_reference
 
 # one query of 6 responses, drawn in sample order; lowest group confidences 5, 3, 4 in the warm-up
 TOK = [10, 20, 30, 40, 50, 60]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import typer.main
 
-from cli import app
+from ttc.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "data" / "README.md"]

@@ -5,13 +5,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from replay.engine import run_grid, run_once
-from replay.kernel import F_ANSWERED, F_COVERED, F_EXHAUSTED, F_SEL
-from replay.policies import POLICIES, RunConfig
-from replay.pool import Pool
-from replay.reference import run_reference
-from replay.rng import permutation, query_order
-from replay.tables import make_tables
+from ttc.replay.engine import run_grid, run_once
+from ttc.replay.kernel import F_ANSWERED, F_COVERED, F_EXHAUSTED, F_SEL
+from ttc.replay.policies import POLICIES, RunConfig
+from ttc.replay.pool import Pool
+from ttc.replay.reference import run_reference
+from ttc.replay.rng import permutation, query_order
+from ttc.replay.tables import make_tables
 
 SCORES = [0.0, 0.25, 0.5, 0.75, 0.9, 1.0]
 

@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from replay.exact import best_of_k, coverage_at_k, efficiency_gain
-from replay.pool import Pool
+from ttc.replay.exact import best_of_k, coverage_at_k, efficiency_gain
+from ttc.replay.pool import Pool
 
 
 def _tiny_pool(seed):
@@ -67,7 +67,7 @@ def test_efficiency_gain_interpolates_and_censors():
 def test_sc_beta_table_equals_exact_rational_search(conf):
     from fractions import Fraction
 
-    from replay.tables import sc_beta_table
+    from ttc.replay.tables import sc_beta_table
 
     max_n = 60
     table = sc_beta_table(max_n, conf)

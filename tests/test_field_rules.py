@@ -9,10 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from replay.engine import replay, run_once
-from replay.policies import RunConfig
-from replay.pool import Pool, load_pool
-from replay.rng import permutation, query_order
+from ttc.replay.engine import replay, run_once
+from ttc.replay.policies import RunConfig
+from ttc.replay.pool import Pool, load_pool
+from ttc.replay.rng import permutation, query_order
 
 from test_equivalence import _compare, pools
 
@@ -148,7 +148,7 @@ def test_esc_in_a_replay_costs_what_the_source_reports():
 def _dirichlet_prob(lead_cnt, others, conf=0.0, invalid=0):
     """The engine's ac_dirichlet on one query's answer slots: invalid answers in slot 0, the leading answer (id 0) in
     slot 1, the others after it. conf 0: always the probability itself, never the bound."""
-    from replay.kernel import ac_dirichlet
+    from ttc.replay.kernel import ac_dirichlet
 
     si = np.zeros((2 + len(others), 2), np.int64)
     si[0, 0], si[1, 0] = invalid, lead_cnt
@@ -170,7 +170,7 @@ def test_ac_dirichlet_probability_against_exact_rationals_and_mpmath():
     """The engine's quadrature against the exact value (the reference's Fraction, by another route: the integral
     expanded and integrated term by term) on 250 count tuples up to 60 draws, and against mpmath's adaptive
     quadrature at 20 digits for counts up to 1,000 (Stirling's branch): within 1e-14 everywhere."""
-    from replay.reference import dirichlet_lead_prob
+    from ttc.replay.reference import dirichlet_lead_prob
 
     rng = np.random.default_rng(5)
     tuples = _count_tuples(12) + [(int(lc), tuple(sorted(map(int, rng.integers(1, lc + 1, rng.integers(1, 5))),
@@ -224,7 +224,7 @@ def test_ac_dirichlet_with_two_answers_is_sc_beta():
     """With two valid answers or one the source hands over to its Beta rule ("if len(counts) < 3: return
     BetaStoppingCriteria(conf_thresh).should_stop(...)"), which is sc-beta: at 0.95 the engine's decision equals
     sc-beta's exact table (replay/tables.py, rational where close) for every a, b up to 80 draws."""
-    from replay.tables import sc_beta_table
+    from ttc.replay.tables import sc_beta_table
 
     min_a = sc_beta_table(80, 0.95)
     for b in range(0, 40):
@@ -269,7 +269,7 @@ def test_ac_dirichlet_agrees_with_the_sources_monte_carlo():
     standard errors are large (0.01 to 0.2 at these counts: uniform draws over boxes for an integrand as peaked as
     x^30), so near the threshold the source's decision is a coin flip that the exact probability removes: 16 of the
     75 tuples near it decide differently, and 12 of the 75 others."""
-    from replay.reference import dirichlet_lead_prob
+    from ttc.replay.reference import dirichlet_lead_prob
 
     rng = np.random.default_rng(2023)
     pool = [(lc, o) for lc, o in _count_tuples(40) if len(o) >= 2] + [(12, (4, 3, 2, 2, 1)), (8, (3, 2, 2, 1, 1))]

@@ -17,9 +17,9 @@ pytest.importorskip("tokenizers")
 
 from typer.testing import CliRunner  # noqa: E402
 
-from cli import app  # noqa: E402
-from harvest.pipeline import CRASH_ENV, part_files, read_meta  # noqa: E402
-from replay.pool import load_pool  # noqa: E402
+from ttc.cli import app  # noqa: E402
+from ttc.harvest.pipeline import CRASH_ENV, part_files, read_meta  # noqa: E402
+from ttc.replay.pool import load_pool  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -135,7 +135,7 @@ def test_killed_harvest_resumes_to_the_uninterrupted_result(tiny, tmp_path):
     whole, killed = tmp_path / "whole", tmp_path / "killed"
     ok(runner.invoke(app, harvest_args(tiny, whole)))
     env = {**os.environ, CRASH_ENV: "2"}  # die while renaming the third part into place
-    proc = subprocess.run([sys.executable, "-m", "cli", *harvest_args(tiny, killed)], cwd=REPO, env=env,
+    proc = subprocess.run([sys.executable, "-m", "ttc.cli", *harvest_args(tiny, killed)], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 75, proc.stderr[-2000:]
     assert len(part_files(killed)) == 2
@@ -188,8 +188,8 @@ def test_bad_input_is_a_clean_error(tiny, tmp_path):
 
 
 def test_ctrl_c_keeps_finished_parts_and_says_how_to_resume(tmp_path, monkeypatch):
-    import harvest.backends
-    from harvest.types import Response
+    import ttc.harvest.backends
+    from ttc.harvest.types import Response
 
     class Interrupted:
         """Stands in for a model: Ctrl-C arrives during the second batch."""
@@ -205,7 +205,7 @@ def test_ctrl_c_keeps_finished_parts_and_says_how_to_resume(tmp_path, monkeypatc
         def info(self):
             return {"backend": "stand-in"}
 
-    monkeypatch.setattr(harvest.backends, "make_backend", lambda name, **kw: Interrupted())
+    monkeypatch.setattr(ttc.harvest.backends, "make_backend", lambda name, **kw: Interrupted())
     pool = tmp_path / "p"
     r = runner.invoke(app, harvest_args("stand-in", pool))
     assert r.exit_code == 130 and "rerun the same command to resume" in r.output
@@ -277,7 +277,7 @@ def test_unreachable_server_is_a_one_line_error(tmp_path, monkeypatch):
     """A backend that keeps failing ends the command with `error: BackendError: ...` (exit 1), no traceback."""
     import socket
 
-    import harvest.backends as hb
+    import ttc.harvest.backends as hb
 
     make = hb.make_backend
     pytest.importorskip("openai")

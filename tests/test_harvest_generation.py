@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from harvest.datasets import load_queries
-from harvest.prompts import TEMPLATES, default_template, fill, render, template_info
-from harvest.types import Query, Sampling
+from ttc.harvest.datasets import load_queries
+from ttc.harvest.prompts import TEMPLATES, default_template, fill, render, template_info
+from ttc.harvest.types import Query, Sampling
 
 HERE = Path(__file__).parent
 FIX = HERE / "fixtures" / "harvest"
@@ -242,7 +242,7 @@ def tiny_chat_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tf(tiny_dir):
-    from harvest.backends import TransformersBackend
+    from ttc.harvest.backends import TransformersBackend
 
     return TransformersBackend(str(tiny_dir), device="cpu")
 
@@ -265,7 +265,7 @@ def test_same_seed_same_samples_other_seed_other_samples(tf):
 
 
 def test_a_prompts_samples_do_not_depend_on_the_batch(tf, tiny_dir):
-    from harvest.backends import TransformersBackend
+    from ttc.harvest.backends import TransformersBackend
 
     together = tf.generate(PROMPTS, S, [11, 2000, 30000])
     alone = tf.generate([PROMPTS[1]], S, [2000])
@@ -326,7 +326,7 @@ def test_seed_rules(tf):
 
 
 def test_chat_tokenizer_renders_and_encodes_one_bos(tiny_chat_dir):
-    from harvest.backends import TransformersBackend, encode_prompt
+    from ttc.harvest.backends import TransformersBackend, encode_prompt
 
     b = TransformersBackend(str(tiny_chat_dir), device="cpu")
     text = render("aime-zeroshot", MATH_Q, b.tokenizer)
@@ -342,7 +342,7 @@ def test_chat_tokenizer_renders_and_encodes_one_bos(tiny_chat_dir):
 def test_in_memory_model_and_info(tiny_dir, tf):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from harvest.backends import TransformersBackend, make_backend
+    from ttc.harvest.backends import TransformersBackend, make_backend
 
     model = AutoModelForCausalLM.from_pretrained(tiny_dir)
     b = TransformersBackend(model, tokenizer=AutoTokenizer.from_pretrained(tiny_dir), device="cpu")
@@ -369,7 +369,7 @@ def fake_vllm(monkeypatch, tmp_path):
 
 
 def test_vllm_backend_passes_engine_options_and_per_prompt_seeds(fake_vllm, tiny_dir):
-    from harvest.backends import VLLMBackend, encode_prompt
+    from ttc.harvest.backends import VLLMBackend, encode_prompt
 
     b = VLLMBackend(str(tiny_dir), seed=7, max_model_len=512, gpu_memory_utilization=0.8)
     (engine,) = [json.loads(line) for line in fake_vllm.read_text().splitlines()]
@@ -395,7 +395,7 @@ def test_vllm_backend_passes_engine_options_and_per_prompt_seeds(fake_vllm, tiny
 
 
 def test_vllm_data_parallel_workers_give_the_same_results(fake_vllm, tiny_dir, monkeypatch):
-    from harvest.backends import BackendError, VLLMBackend
+    from ttc.harvest.backends import BackendError, VLLMBackend
 
     single = VLLMBackend(str(tiny_dir)).generate(PROMPTS, S, [11, 2000, 30000])
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5")
@@ -415,7 +415,7 @@ def test_vllm_data_parallel_workers_give_the_same_results(fake_vllm, tiny_dir, m
 
 
 def test_vllm_missing_says_how_to_get_it(monkeypatch):
-    from harvest.backends import VLLMBackend
+    from ttc.harvest.backends import VLLMBackend
 
     monkeypatch.setitem(sys.modules, "vllm", None)
     with pytest.raises(ValueError, match="pip install vllm"):

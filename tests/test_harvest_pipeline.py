@@ -6,9 +6,9 @@ import json
 import polars as pl
 import pytest
 
-from harvest.pipeline import (SEED_SPACING, HarvestError, HarvestSpec, ShardSpec, atomic_write_parquet, merge_pools,
+from ttc.harvest.pipeline import (SEED_SPACING, HarvestError, HarvestSpec, ShardSpec, atomic_write_parquet, merge_pools,
                               part_files, plan_harvest, query_seed, read_meta, run_harvest, split_shard)
-from harvest.types import Query, Response, Sampling
+from ttc.harvest.types import Query, Response, Sampling
 
 N = 4
 
@@ -275,7 +275,7 @@ class FakePRM:
         self.stats = {}
 
     def score(self, problems, responses):
-        from harvest.prm import split_steps
+        from ttc.harvest.prm import split_steps
 
         self.calls += 1
         if self.fail_on_call == self.calls:
@@ -287,8 +287,8 @@ class FakePRM:
 
 
 def test_gt_and_prm_columns_replace_and_resume(tmp_path):
-    from harvest.scoring import ScoreOptions, score_pool
-    from replay.pool import load_pool
+    from ttc.harvest.scoring import ScoreOptions, score_pool
+    from ttc.replay.pool import load_pool
 
     out = tmp_path / "pool"
     harvest(out)
@@ -339,7 +339,7 @@ def test_gt_and_prm_columns_replace_and_resume(tmp_path):
 
 
 def test_scoring_errors_are_clear(tmp_path):
-    from harvest.scoring import ScoreOptions, score_pool
+    from ttc.harvest.scoring import ScoreOptions, score_pool
 
     out = tmp_path / "pool"
     harvest(out, queries=make_queries(3))
@@ -363,7 +363,7 @@ def test_scoring_errors_are_clear(tmp_path):
 
 
 def test_judge_column_from_the_judges_verdicts(tmp_path):
-    from harvest.scoring import ScoreOptions, score_pool
+    from ttc.harvest.scoring import ScoreOptions, score_pool
 
     class FakeJudge:
         """Says yes exactly when the judged response boxed a 1; records the sampling it was asked for."""
@@ -430,7 +430,7 @@ def test_merge_refuses_a_part_with_a_flipped_bit(tmp_path):
     dirs = shards(tmp_path, count=2)
     part = part_files(dirs[1])[0]
     _flip_until_silent(part, tmp_path)
-    from replay.pool import PoolError
+    from ttc.replay.pool import PoolError
 
     with pytest.raises(PoolError, match=r"part-\d+\.parquet is damaged: its content does not match the checksum"):
         merge_pools(dirs, tmp_path / "merged")
@@ -438,7 +438,7 @@ def test_merge_refuses_a_part_with_a_flipped_bit(tmp_path):
 
 
 def test_every_part_carries_the_digest_of_its_content(tmp_path):
-    from replay.pool import DIGEST_KEY, frame_digest, verify_file
+    from ttc.replay.pool import DIGEST_KEY, frame_digest, verify_file
 
     harvest(tmp_path / "p")
     for part in part_files(tmp_path / "p"):

@@ -26,13 +26,13 @@ ray = pytest.importorskip("ray")
 
 from typer.testing import CliRunner  # noqa: E402
 
-from cli import app  # noqa: E402
-from harvest.backends import BackendError, TransformersBackend  # noqa: E402
-from harvest.datasets import load_queries  # noqa: E402
-from harvest.pipeline import CRASH_ENV, HarvestSpec, part_files, plan_harvest, read_meta, run_harvest  # noqa: E402
-from harvest.ray_engine import EXTRA, RayEngine, RayOptions  # noqa: E402
-from harvest.scoring import ScoreOptions, score_pool  # noqa: E402
-from harvest.types import Response, Sampling  # noqa: E402
+from ttc.cli import app  # noqa: E402
+from ttc.harvest.backends import BackendError, TransformersBackend  # noqa: E402
+from ttc.harvest.datasets import load_queries  # noqa: E402
+from ttc.harvest.pipeline import CRASH_ENV, HarvestSpec, part_files, plan_harvest, read_meta, run_harvest  # noqa: E402
+from ttc.harvest.ray_engine import EXTRA, RayEngine, RayOptions  # noqa: E402
+from ttc.harvest.scoring import ScoreOptions, score_pool  # noqa: E402
+from ttc.harvest.types import Response, Sampling  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -179,7 +179,7 @@ def test_a_killed_driver_resumes_to_the_local_pool(cluster, tiny, local_pool, tm
     generation, samples, queries and oracle record."""
     out = tmp_path / "ray"
     env = {**os.environ, CRASH_ENV: "1"}
-    proc = subprocess.run([sys.executable, "-m", "cli", *harvest_args(tiny, out, "--engine", "ray", "--address",
+    proc = subprocess.run([sys.executable, "-m", "ttc.cli", *harvest_args(tiny, out, "--engine", "ray", "--address",
                                                                       cluster)],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 75, proc.stderr[-3000:]
@@ -227,7 +227,7 @@ class Canned:
 
 
 def canned_pool(out, dataset, n=8):
-    from harvest.prompts import default_template, render
+    from ttc.harvest.prompts import default_template, render
 
     queries = load_queries(str(dataset))
     name = default_template(queries[0].task, str(dataset))

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from cli import app
-from harvest.importers import import_pool, lastletters_answer, qwen_answer
-from replay.pool import PoolError, load_pool
+from ttc.cli import app
+from ttc.harvest.importers import import_pool, lastletters_answer, qwen_answer
+from ttc.replay.pool import PoolError, load_pool
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "pools"
 

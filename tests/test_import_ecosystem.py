@@ -11,9 +11,9 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from cli import app
-from harvest.importers import import_pool, lcb_output_answer
-from replay.pool import PoolError, load_pool
+from ttc.cli import app
+from ttc.harvest.importers import import_pool, lcb_output_answer
+from ttc.replay.pool import PoolError, load_pool
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "import"
 
@@ -28,7 +28,7 @@ def _rows(pool_dir):
 
 def _math_oracle_or_skip():
     try:
-        from harvest.oracles import math_answer  # noqa: F401
+        from ttc.harvest.oracles import math_answer  # noqa: F401
     except ImportError:
         pytest.skip("harvest/oracles/math_answer.py (answer extraction and math-verify grading) is not there yet")
 
@@ -109,7 +109,7 @@ def test_livecodebench_refuses_unevaluated_and_malformed_output(tmp_path):
 
 def test_search_and_learn_grades_extracts_and_aggregates_prm_steps(tmp_path):
     _math_oracle_or_skip()
-    from harvest.oracles.math_answer import MATH_VERIFY_VERSION
+    from ttc.harvest.oracles.math_answer import MATH_VERIFY_VERSION
 
     r = _run("search-and-learn", FIX / "search_and_learn_bon.jsonl", "--out", tmp_path / "p", "--workers", "1")
     assert r.exit_code == 0, r.output

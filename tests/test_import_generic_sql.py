@@ -11,9 +11,9 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from cli import app
-from harvest.importers import import_pool
-from replay.pool import load_pool
+from ttc.cli import app
+from ttc.harvest.importers import import_pool
+from ttc.replay.pool import load_pool
 
 DUMP = Path(__file__).resolve().parent / "fixtures" / "import" / "aime_dump.jsonl"
 QUERY = ("SELECT DISTINCT REGEXP_REPLACE(path, '.*/aime/([^/]+)/.*', '\\1') AS problem, "
@@ -107,7 +107,7 @@ def test_sql_keeps_row_order_for_sample_numbers(tmp_path):
 
 
 def test_math500_dump_maps_its_mean_logprob_as_harvest_does(tmp_path):
-    from harvest.confidence import ConfidenceSpec
+    from ttc.harvest.confidence import ConfidenceSpec
 
     src = tmp_path / "pool.jsonl"
     src.write_text(json.dumps({"i": 3, "level": 2, "c": "10", "s": [-0.5, -2.25]}) + "\n"

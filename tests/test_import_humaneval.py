@@ -10,9 +10,9 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from cli import app
-from harvest.importers import humaneval_answer
-from replay.pool import load_pool
+from ttc.cli import app
+from ttc.harvest.importers import humaneval_answer
+from ttc.replay.pool import load_pool
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "import" / "humaneval"
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "pools" / "humaneval-codegen16b-100"
@@ -21,7 +21,7 @@ SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "po
 @pytest.fixture(autouse=True)
 def _needs_sandbox():
     try:
-        from harvest.oracles import code_exec, sandbox  # noqa: F401
+        from ttc.harvest.oracles import code_exec, sandbox  # noqa: F401
     except ImportError:
         pytest.skip("harvest/oracles/sandbox.py and code_exec.py (the sandboxed runner) are not there yet")
 
@@ -45,7 +45,7 @@ def test_toy_humaneval_truncates_runs_and_hashes(tmp_path):
     meta = json.loads((tmp_path / "p" / "pool.json").read_text())
     assert meta["execution"]["statuses"].get("timeout") == 1 and meta["execution"]["programs"] == 12
     assert meta["pass@1"] == 0.5  # 3 + 1 + 2 of 12
-    from harvest.oracles.sandbox import isolation
+    from ttc.harvest.oracles.sandbox import isolation
 
     assert meta["execution"]["sandbox"] == isolation("auto")  # the isolation the programs had, recorded
     assert "pass@1 0.5000" in r.output
@@ -98,7 +98,7 @@ def test_humaneval_sandbox_and_timeout_options(tmp_path, monkeypatch):
     r = _run(FIX, "--out", tmp_path / "a", "--timeout", "inf")
     assert r.exit_code == 2 and "--timeout must be a positive, finite number of seconds" in r.output, r.output
     assert "does not look like" not in r.output
-    from harvest.oracles import sandbox
+    from ttc.harvest.oracles import sandbox
 
     def unavailable(mode="auto"):
         raise sandbox.SandboxUnavailable("--sandbox strict: this machine gives no OS isolation (test)")

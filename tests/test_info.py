@@ -5,10 +5,10 @@ import numpy as np
 import polars as pl
 from typer.testing import CliRunner
 
-from cli import app
-from replay.exact import coverage_at_k
-from replay.info import pool_info
-from replay.pool import load_pool
+from ttc.cli import app
+from ttc.replay.exact import coverage_at_k
+from ttc.replay.info import pool_info
+from ttc.replay.pool import load_pool
 
 ROOT = Path(__file__).resolve().parent.parent
 MATH = ROOT / "data" / "math500-llama3.1-8b-48"

@@ -18,7 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 POOLS = ("lastletters-gpt35-40", "math500-llama3.1-8b-48", "humaneval-codegen16b-100")
 POOL_FILES = ("samples.parquet", "queries.parquet", "pool.json")
-SOURCES = ("pyproject.toml", "README.md", "LICENSE", "cli.py", "replay", "harvest", "data")
+SOURCES = ("pyproject.toml", "README.md", "LICENSE", "__init__.py", "cli.py", "replay", "harvest", "data")
 
 
 @pytest.fixture(scope="module")
@@ -47,25 +47,37 @@ def _names(whl: Path) -> set[str]:
 
 def test_wheel_has_every_module(wheel):
     names = _names(wheel)
-    assert "cli.py" in names
+    assert {"ttc/__init__.py", "ttc/cli.py"} <= names
     for pkg in ("replay", "harvest"):
-        tracked = {p.relative_to(ROOT).as_posix() for p in (ROOT / pkg).rglob("*.py") if "__pycache__" not in p.parts}
+        tracked = {"ttc/" + p.relative_to(ROOT).as_posix() for p in (ROOT / pkg).rglob("*.py")
+                   if "__pycache__" not in p.parts}
         assert tracked, pkg
         # a package directory (with an __init__.py) that pyproject.toml does not list would be missing here
         assert not tracked - names, f"the wheel leaves out {sorted(tracked - names)}; list the package in pyproject.toml"
-    oracles = {n for n in names if n.startswith("harvest/oracles/") and n.endswith(".py")}
-    assert {"harvest/oracles/__init__.py", "harvest/oracles/math_answer.py", "harvest/oracles/code_exec.py",
-            "harvest/oracles/sandbox.py"} <= oracles
+    oracles = {n for n in names if n.startswith("ttc/harvest/oracles/") and n.endswith(".py")}
+    assert {"ttc/harvest/oracles/__init__.py", "ttc/harvest/oracles/math_answer.py", "ttc/harvest/oracles/code_exec.py",
+            "ttc/harvest/oracles/sandbox.py"} <= oracles
+
+
+def test_wheel_installs_only_the_ttc_package(wheel):
+    """Nothing but `ttc` and its dist-info at the top of site-packages: no `cli`, `replay`, `harvest` of its own
+    (generic names, and the last two are other distributions on PyPI), and none of the checkout's other files."""
+    top = {n.split("/")[0] for n in _names(wheel)}
+    dist = {t for t in top if t.endswith(".dist-info")}
+    assert len(dist) == 1 and top - dist == {"ttc"}, sorted(top)
+    stray = sorted(n for n in _names(wheel) if n.startswith("ttc/") and n.count("/") == 1
+                   and not n.endswith(".py"))
+    assert stray == [], stray  # the root's README.md, LICENSE, pyproject.toml are not files of the package
 
 
 def test_wheel_has_the_embedded_pools(wheel):
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
-        expected = [f"ttc_data/{p}/{f}" for p in POOLS for f in POOL_FILES] + ["ttc_data/README.md"]
+        expected = [f"ttc/data/{p}/{f}" for p in POOLS for f in POOL_FILES] + ["ttc/data/README.md"]
         missing = [n for n in expected if n not in names]
         assert not missing, f"the wheel leaves out {missing}"
         for n in expected:  # byte for byte what data/ holds
-            assert z.read(n) == (ROOT / "data" / n.removeprefix("ttc_data/")).read_bytes(), n
+            assert z.read(n) == (ROOT / "data" / n.removeprefix("ttc/data/")).read_bytes(), n
         lic = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
         assert len(lic) == 1 and b"MIT License" in z.read(lic[0])
 
@@ -89,11 +101,11 @@ def test_installed_wheel_finds_its_pools_outside_the_checkout(wheel, tmp_path):
     r = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target", str(target),
                         str(wheel)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
-    code = ("import json, replay, replay.data\n"
-            "from replay.pool import DEFAULT_POOL, load_pool\n"
+    code = ("import json, ttc, ttc.replay.data\n"
+            "from ttc.replay.pool import DEFAULT_POOL, load_pool\n"
             "p = load_pool(DEFAULT_POOL)\n"
-            "others = [load_pool(replay.data.embedded_pool(n)).n_queries for n in %r]\n"
-            "print(json.dumps({'replay': replay.__file__, 'pool': str(DEFAULT_POOL), 'queries': p.n_queries,"
+            "others = [load_pool(ttc.replay.data.embedded_pool(n)).n_queries for n in %r]\n"
+            "print(json.dumps({'replay': ttc.__file__, 'pool': str(DEFAULT_POOL), 'queries': p.n_queries,"
             " 'others': others}))" % (POOLS[1:],))
     env = {**os.environ, "PYTHONPATH": str(target)}
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
@@ -101,7 +113,7 @@ def test_installed_wheel_finds_its_pools_outside_the_checkout(wheel, tmp_path):
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert Path(out["replay"]).resolve().is_relative_to(target.resolve())
-    assert Path(out["pool"]).resolve() == (target / "ttc_data" / "lastletters-gpt35-40").resolve()
+    assert Path(out["pool"]).resolve() == (target / "ttc" / "data" / "lastletters-gpt35-40").resolve()
     assert out["queries"] == 500 and all(n > 0 for n in out["others"])
 
 
@@ -119,7 +131,7 @@ def _without(monkeypatch, *modules):
 def _invoke(*args):
     from typer.testing import CliRunner
 
-    from cli import app
+    from ttc.cli import app
 
     return CliRunner().invoke(app, [str(a) for a in args])
 
@@ -135,7 +147,7 @@ def _one_line_error(r, expected):
     (lambda tmp: ["info", "DEFAULT", "--plot", tmp / "out" / "c.png"], "ttc info --plot"),
 ])
 def test_plot_commands_without_matplotlib(monkeypatch, tmp_path, args, command):
-    from replay.pool import DEFAULT_POOL
+    from ttc.replay.pool import DEFAULT_POOL
 
     _without(monkeypatch, "matplotlib", "matplotlib.pyplot", "matplotlib.ticker")
     argv = [DEFAULT_POOL if a == "DEFAULT" else a for a in args(tmp_path)]

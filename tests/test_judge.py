@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from harvest.judge import JUDGE_TEMPLATE, judge_details, judge_scores, parse_verdict, render_judge_prompt
-from harvest.types import Response, Sampling
+from ttc.harvest.judge import JUDGE_TEMPLATE, judge_details, judge_scores, parse_verdict, render_judge_prompt
+from ttc.harvest.types import Response, Sampling
 
 
 class FakeJudge:

@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replay.kernel import answer_offsets, fill_query_order, kth_smallest, mix64, seed_stream, _RANK_SALT
+from ttc.replay.kernel import answer_offsets, fill_query_order, kth_smallest, mix64, seed_stream, _RANK_SALT
 
 
 @settings(max_examples=60, deadline=None)
@@ -43,7 +43,7 @@ def test_answer_offsets_give_each_query_one_slot_per_answer_id_plus_invalid():
 
 def test_stable_argsort_equals_numpys_stable_sort():
     """Both of its paths (counting sort for a narrow key range, merge sort for a wide one), ties in index order."""
-    from replay.kernel import stable_argsort
+    from ttc.replay.kernel import stable_argsort
 
     rng = np.random.default_rng(3)
     for m in (0, 1, 2, 15, 16, 17, 33, 100, 1000):

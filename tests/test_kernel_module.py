@@ -6,16 +6,16 @@ import pkgutil
 
 from numba.core.registry import CPUDispatcher
 
-import replay
+import ttc.replay
 
 
 def test_every_jitted_function_lives_in_the_kernel_module():
     found = []
-    for info in pkgutil.iter_modules(replay.__path__):
-        mod = importlib.import_module(f"replay.{info.name}")
+    for info in pkgutil.iter_modules(ttc.replay.__path__):
+        mod = importlib.import_module(f"ttc.replay.{info.name}")
         for name, obj in vars(mod).items():
             if isinstance(obj, CPUDispatcher):
                 found.append((info.name, name, obj.py_func.__module__))
     assert found, "no jitted function found: the check would be vacuous"
-    misplaced = [f for f in found if f[2] != "replay.kernel"]
+    misplaced = [f for f in found if f[2] != "ttc.replay.kernel"]
     assert not misplaced, misplaced

@@ -13,7 +13,7 @@ REPLAY = ROOT / "replay"
 
 
 def _names_harvest(module: str | None) -> bool:
-    return module is not None and (module == "harvest" or module.startswith("harvest."))
+    return module is not None and (module in ("harvest", "ttc.harvest") or module.startswith(("harvest.", "ttc.harvest.")))
 
 
 def harvest_imports(path: Path) -> list[str]:
@@ -49,12 +49,12 @@ def test_static_check_catches_harvest_imports(tmp_path):
 
 CHILD = """
 import importlib, json, pkgutil, sys
-import replay
-names = sorted(m.name for m in pkgutil.walk_packages(replay.__path__, "replay."))
+import ttc.replay
+names = sorted(m.name for m in pkgutil.walk_packages(ttc.replay.__path__, "ttc.replay."))
 for name in names:
     importlib.import_module(name)
 print(json.dumps({"modules": names,
-                  "harvest": sorted(m for m in sys.modules if m == "harvest" or m.startswith("harvest."))}))
+                  "harvest": sorted(m for m in sys.modules if m == "ttc.harvest" or m.startswith("ttc.harvest."))}))
 """
 
 
@@ -62,5 +62,5 @@ def test_importing_every_replay_module_loads_no_harvest_module():
     r = subprocess.run([sys.executable, "-c", CHILD], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout.strip().splitlines()[-1])
-    assert "replay.pool" in out["modules"] and "replay.run" in out["modules"]  # the walk found the package
+    assert "ttc.replay.pool" in out["modules"] and "ttc.replay.run" in out["modules"]  # the walk found the package
     assert out["harvest"] == [], f"importing replay's modules loaded {out['harvest']}"

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from replay.engine import run_once
-from replay.live import LIVE_POLICIES, Observed, PoolSource, run_live
-from replay.policies import RunConfig
+from ttc.replay.engine import run_once
+from ttc.replay.live import LIVE_POLICIES, Observed, PoolSource, run_live
+from ttc.replay.policies import RunConfig
 
 from test_equivalence import config_kwargs, configs, pools, record_lows
 
@@ -100,12 +100,12 @@ def test_live_generation_equals_replay_of_the_harvested_pool(tmp_path):
     """A tiny model: harvest a pool, then run policies live with the same model, template and seed; each live
     run must equal the replay of the harvested pool taken in sample order (token budgets make the decisions
     depend on every response's length)."""
-    from harvest.backends import TransformersBackend
-    from harvest.datasets import load_queries
-    from harvest.live import BackendSource
-    from harvest.pipeline import HarvestSpec, plan_harvest, run_harvest
-    from harvest.prompts import render, template_info
-    from harvest.types import Sampling
+    from ttc.harvest.backends import TransformersBackend
+    from ttc.harvest.datasets import load_queries
+    from ttc.harvest.live import BackendSource
+    from ttc.harvest.pipeline import HarvestSpec, plan_harvest, run_harvest
+    from ttc.harvest.prompts import render, template_info
+    from ttc.harvest.types import Sampling
     from tiny_model import make_tiny_model, single_thread_torch
 
     data = tmp_path / "q.jsonl"
@@ -148,9 +148,9 @@ def test_live_generation_equals_replay_of_the_harvested_pool(tmp_path):
 def test_backend_source_scores_math_answers_with_the_ground_truth_oracle():
     """A scripted backend whose k-th response of a query says \\boxed{k}: with gold answers 2 and 0, elimination
     stops each query at its first correct response; answers are normalised (\\dfrac collapses to \\frac)."""
-    from harvest.live import BackendSource
-    from harvest.pipeline import query_seed
-    from harvest.types import Query, Response, Sampling
+    from ttc.harvest.live import BackendSource
+    from ttc.harvest.pipeline import query_seed
+    from ttc.harvest.types import Query, Response, Sampling
 
     class Scripted:
         tokenizer = None
@@ -178,9 +178,9 @@ def test_batched_generation_changes_the_calls_not_the_decisions(policy):
     """With batch=True a miss also tops up every active query whose cache is used up, in the same backend call:
     the decisions and responses equal an unbatched run; round-robin needs one call per round instead of one
     per query; and no query is generated for more than `lookahead` responses beyond what it received."""
-    from harvest.live import BackendSource
-    from harvest.pipeline import query_seed
-    from harvest.types import Query, Response, Sampling
+    from ttc.harvest.live import BackendSource
+    from ttc.harvest.pipeline import query_seed
+    from ttc.harvest.types import Query, Response, Sampling
 
     class Scripted:  # response k of query q: correct when k hits the query's number, length varies with k
         tokenizer = None
@@ -218,9 +218,9 @@ def test_batched_generation_changes_the_calls_not_the_decisions(policy):
 
 def test_a_batch_gives_each_query_the_seeds_of_its_own_next_samples():
     """Queries at different depths in one backend call: each continues from its own cached count."""
-    from harvest.live import BackendSource
-    from harvest.pipeline import query_seed
-    from harvest.types import Query, Response, Sampling
+    from ttc.harvest.live import BackendSource
+    from ttc.harvest.pipeline import query_seed
+    from ttc.harvest.types import Query, Response, Sampling
 
     class Scripted:  # the text names the sample index the seed stands for
         tokenizer = None
@@ -249,8 +249,8 @@ def test_a_batch_gives_each_query_the_seeds_of_its_own_next_samples():
 
 def _window_pool(have0: int):
     """Two queries of 6 responses, query 0 holding have0 of them, query 1 all; elimination by windows of 4."""
-    from replay.engine import pool_arrays, scratch
-    from replay.tables import make_tables
+    from ttc.replay.engine import pool_arrays, scratch
+    from ttc.replay.tables import make_tables
 
     off = np.array([0, 6, 12], np.int64)
     correct = np.array([0, 0, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0], np.int8)
@@ -273,8 +273,8 @@ def test_a_stop_inside_a_pull_leaves_the_state_as_before_it(budget, deferred):
     Budget 6 cannot pay a whole round (8 responses): the round runs in rank order and stops at query 0, first in it
     (S_RESUME 1: that pull again). Budget 16 pays two whole rounds, whose order is free (docs/semantics.md): query 0
     is deferred, query 1 makes its pulls, and the run stops after them (S_RESUME 2: the deferred queries again)."""
-    from replay.engine import outcome
-    from replay.kernel import CNT, NEED, S_RESUME, SAMPLES, run_one
+    from ttc.replay.engine import outcome
+    from ttc.replay.kernel import CNT, NEED, S_RESUME, SAMPLES, run_one
 
     off, correct, score, ans, tok, have, P, W = _window_pool(2)
     cfg = RunConfig("elimination", K=4, eliminate="sc-share", tau=0.5, m_min=4)

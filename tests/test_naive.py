@@ -10,7 +10,7 @@ import random
 import numpy as np
 import pytest
 
-from replay.reference import log_tables, run_reference, sc_beta_stops
+from ttc.replay.reference import log_tables, run_reference, sc_beta_stops
 
 
 def make_pool(queries):

@@ -15,9 +15,9 @@ import pytest
 
 pytest.importorskip("openai")
 
-from harvest.backends import BackendError, OpenAIBackend, make_backend  # noqa: E402
-from harvest.types import Sampling  # noqa: E402
-from replay.extras import MissingExtra  # noqa: E402
+from ttc.harvest.backends import BackendError, OpenAIBackend, make_backend  # noqa: E402
+from ttc.harvest.types import Sampling  # noqa: E402
+from ttc.replay.extras import MissingExtra  # noqa: E402
 
 SERVER = Path(__file__).parent / "fixtures" / "harvest" / "fake_openai_server.py"
 KEY = "sk-test-0123456789abcdef"

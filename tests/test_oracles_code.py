@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harvest.oracles.code_exec import (
+from ttc.harvest.oracles.code_exec import (
     extract_lcb_answer,
     grade_lcb,
     humaneval_program,
@@ -14,7 +14,7 @@ from harvest.oracles.code_exec import (
     is_literal,
     lcb_program,
 )
-from harvest.oracles.sandbox import STATUSES, ExecResult, run_many, run_program
+from ttc.harvest.oracles.sandbox import STATUSES, ExecResult, run_many, run_program
 
 HUMANEVAL = (Path(__file__).resolve().parents[2] / "shared" / "data" / "pools" / "humaneval-codegen16b-100"
              / "HumanEval_for_code_generation.jsonl")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harvest.oracles.math_answer import (
+from ttc.harvest.oracles.math_answer import (
     MATH_VERIFY_VERSION,
     extract_answer,
     grade,

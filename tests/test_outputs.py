@@ -19,10 +19,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from replay.outputs import (DIR_MARK, OutputError, atomic_dir, atomic_file, check_new_pool, check_output,
+from ttc.replay.outputs import (DIR_MARK, OutputError, atomic_dir, atomic_file, check_new_pool, check_output,
                             write_parquet, written_by)
-from replay.policies import RunConfig
-from replay.pool import DEFAULT_POOL
+from ttc.replay.policies import RunConfig
+from ttc.replay.pool import DEFAULT_POOL
 
 TTC = shutil.which("ttc")
 
@@ -169,7 +169,7 @@ def test_per_query_past_the_memory_is_refused_before_the_run(tmp_path):
 
 
 def test_progress_lines_when_not_a_terminal():
-    from replay.progress import progress
+    from ttc.replay.progress import progress
 
     import io
 
@@ -300,7 +300,7 @@ def test_full_disk_other_commands(tmp_path, cmd):
 
 _WRITER = textwrap.dedent("""
     import sys, numpy as np, polars as pl
-    from replay.outputs import write_parquet
+    from ttc.replay.outputs import write_parquet
     out, k = sys.argv[1], 0
     rng = np.random.default_rng(0)
     while True:  # rewrite a large file forever, each version with its number in every row
@@ -347,7 +347,7 @@ def test_sigkill_in_the_middle_of_writes_leaves_a_whole_file(tmp_path):
 def test_non_finite_options_are_refused(tmp_path, args):
     from typer.testing import CliRunner
 
-    import cli
+    from ttc import cli
 
     r = CliRunner().invoke(cli.app, [a.format(tmp=tmp_path) for a in args])
     assert r.exit_code == 2, r.output
@@ -370,7 +370,7 @@ def test_non_finite_options_are_refused(tmp_path, args):
 def test_harvest_sampling_refused_before_the_model_loads(tmp_path, args, message):
     from typer.testing import CliRunner
 
-    import cli
+    from ttc import cli
 
     data = Path(__file__).parent / "fixtures" / "harvest_pipeline" / "math_small.jsonl"
     out = tmp_path / "pool"
@@ -407,7 +407,7 @@ def test_full_disk_while_scoring_leaves_every_part_whole(tmp_path):
     harvest(pool, shard_size=2)
     used = sum(-(-f.stat().st_size // 4096) * 4096 for f in pool.rglob("*") if f.is_file())
     mnt = tmp_path / "disk"
-    check = (f"{sys.executable} -c \"import sys; from pathlib import Path; from replay.pool import verify_file; "
+    check = (f"{sys.executable} -c \"import sys; from pathlib import Path; from ttc.replay.pool import verify_file; "
              f"[verify_file(p) for p in sorted(Path('{mnt}/pool/samples').glob('part-*.parquet'))]; "
              f"tmps = list(Path('{mnt}/pool').rglob('.*tmp-*')); print('PARTS OK' if not tmps else tmps)\";")
     r = _in_tmpfs(mnt, f"{used // 1024}k", [TTC, "score", mnt / "pool", "--oracle", "gt", "--no-progress"],

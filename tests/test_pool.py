@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from replay.pool import PoolError, load_pool
+from ttc.replay.pool import PoolError, load_pool
 
 
 def write_pool(root, samples=None, *, files=None, queries=None, pool_json=None, name="pool"):
@@ -156,7 +156,7 @@ def test_pool_json_and_queries_file(tmp_path):
 
 
 def test_embedded_pools_load():
-    from replay.pool import DEFAULT_POOL
+    from ttc.replay.pool import DEFAULT_POOL
     p = load_pool(DEFAULT_POOL)
     assert p.n_queries == 500 and p.off[-1] == 20000 and p.has_answers and p.has_gt and not p.has_tokens
     m = load_pool(DEFAULT_POOL.parent / "math500-llama3.1-8b-48", score="conf")
@@ -402,7 +402,7 @@ def test_token_budget_with_null_tokens(tmp_path):
 
 def test_pool_error_is_a_user_error_and_a_value_error():
     # the command line prints a UserError as one 'error:' line (anything else is a bug); a ValueError for callers
-    from replay.errors import UserError
+    from ttc.replay.errors import UserError
 
     assert issubclass(PoolError, UserError) and issubclass(PoolError, ValueError)
 
@@ -413,7 +413,7 @@ def test_readme_pool_format_table_is_the_schema():
     # README.md "Pool format" describes SAMPLE_COLUMNS and SCORE: the same columns, required exactly where they are
     from pathlib import Path
 
-    from replay.pool import SAMPLE_COLUMNS, SCORE
+    from ttc.replay.pool import SAMPLE_COLUMNS, SCORE
 
     text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     table = text[text.index("## Pool format"):].split("| column | type | |", 1)[1].split("\n\n", 1)[0]
@@ -430,7 +430,7 @@ def test_readme_pool_format_table_is_the_schema():
 
 def test_loader_validates_the_schema_types():
     # the loader's type checks come from the schema: a column of the format with a type it does not accept fails
-    from replay.pool import SAMPLE_COLUMNS, column
+    from ttc.replay.pool import SAMPLE_COLUMNS, column
 
     assert column("score_anything") is column("score_prm")
     assert column("query_id").required and column("sample_idx").required and not column("answer").required
@@ -440,7 +440,7 @@ def test_loader_validates_the_schema_types():
 
 
 def test_samples_frame_types_columns_as_the_contract_says():
-    from replay.pool import samples_frame
+    from ttc.replay.pool import samples_frame
 
     df = samples_frame({"query_id": ["a", "a"], "sample_idx": [0, 1], "correct": [True, False],
                         "answer": [None, None], "n_tokens": [None, 3], "score_rm": [1, 0]})
@@ -459,7 +459,7 @@ def _leftovers(d):
 
 
 def test_write_pool_round_trip(tmp_path):
-    from replay.pool import samples_frame, write_pool
+    from ttc.replay.pool import samples_frame, write_pool
 
     out = write_pool(tmp_path / "deep" / "p", samples_frame({"query_id": ["b", "a"], "sample_idx": [0, 0],
                                                              "correct": [True, False], "score_rm": [0.5, 0.25]}),
@@ -472,7 +472,7 @@ def test_write_pool_round_trip(tmp_path):
 
 
 def test_write_pool_takes_only_a_new_or_empty_directory(tmp_path):
-    from replay.pool import write_pool
+    from ttc.replay.pool import write_pool
 
     (tmp_path / "empty").mkdir()
     write_pool(tmp_path / "empty", basic(), {})
@@ -485,7 +485,7 @@ def test_write_pool_takes_only_a_new_or_empty_directory(tmp_path):
 @pytest.mark.parametrize("error", [PoolError("bad"), KeyboardInterrupt()])
 def test_write_pool_leaves_nothing_when_interrupted_or_refused(tmp_path, error):
     # the check runs on the finished pool before the rename: whatever stops the write, `out` never appears
-    from replay.pool import write_pool
+    from ttc.replay.pool import write_pool
 
     def check(d):
         assert (d / "samples.parquet").exists() and d.name.startswith(".p.tmp-")
@@ -497,7 +497,7 @@ def test_write_pool_leaves_nothing_when_interrupted_or_refused(tmp_path, error):
 
 
 def test_write_pool_check_refuses_an_invalid_pool(tmp_path):
-    from replay.pool import write_pool
+    from ttc.replay.pool import write_pool
 
     with pytest.raises(PoolError, match=r"column 'score_x' has values outside \[0, 1\]"):
         write_pool(tmp_path / "p", basic(score_x=[0.5, 2.0, 0.1, 0.1]), {}, check=load_pool)
@@ -505,7 +505,7 @@ def test_write_pool_check_refuses_an_invalid_pool(tmp_path):
 
 
 def test_atomic_file_writes_and_stale_temps(tmp_path):
-    from replay.pool import atomic_write_json, atomic_write_parquet, remove_stale_temps, tmp_name
+    from ttc.replay.pool import atomic_write_json, atomic_write_parquet, remove_stale_temps, tmp_name
 
     atomic_write_json({"a": 1}, tmp_path / "pool.json")
     atomic_write_parquet(basic(), tmp_path / "samples.parquet")
@@ -527,18 +527,18 @@ def test_one_writer():
               if f not in (root / "replay" / "pool.py", root / "replay" / "outputs.py")]
     offenders = [str(f.relative_to(root)) for f in others if re.search(r"os\.(replace|rename)\(", f.read_text())]
     assert offenders == []
-    import harvest.importers
-    import harvest.pipeline
-    import harvest.scoring
-    import replay.pool
-    import replay.synth
+    import ttc.harvest.importers
+    import ttc.harvest.pipeline
+    import ttc.harvest.scoring
+    import ttc.replay.pool
+    import ttc.replay.synth
 
-    for mod in (harvest.pipeline, harvest.scoring):
-        assert mod.atomic_write_parquet is replay.pool.atomic_write_parquet
-        assert mod.atomic_write_json is replay.pool.atomic_write_json
-    assert harvest.importers.write_pool is replay.pool.write_pool
-    assert harvest.importers.samples_frame is replay.pool.samples_frame is replay.synth.samples_frame
-    assert harvest.scoring.COLUMN_TYPES["score_judge"] == replay.pool.SCORE.dtype
+    for mod in (ttc.harvest.pipeline, ttc.harvest.scoring):
+        assert mod.atomic_write_parquet is ttc.replay.pool.atomic_write_parquet
+        assert mod.atomic_write_json is ttc.replay.pool.atomic_write_json
+    assert ttc.harvest.importers.write_pool is ttc.replay.pool.write_pool
+    assert ttc.harvest.importers.samples_frame is ttc.replay.pool.samples_frame is ttc.replay.synth.samples_frame
+    assert ttc.harvest.scoring.COLUMN_TYPES["score_judge"] == ttc.replay.pool.SCORE.dtype
 
 
 # ------------------------------------------------------------------------ deepconf-online's record lows (LOWS)

@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
-from harvest.prm import (PRM_SYSTEM_PROMPT, STEP_SEPARATOR, PRMScorer, aggregate,  # noqa: E402
+from ttc.harvest.prm import (PRM_SYSTEM_PROMPT, STEP_SEPARATOR, PRMScorer, aggregate,  # noqa: E402
                          native_prm_class, split_steps)
 
 CHAT_TEMPLATE = ("{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}"
@@ -297,7 +297,7 @@ def test_vllm_pooling_path_scores_what_the_transformers_path_scores(tmp_path, mo
     """The GPU path (vLLM's pooling runner, STEP pooling at <extra_0>) gets the same token ids and reads the same
     label as the transformers path: against a stand-in vllm that pools the same checkpoint the way vLLM's STEP
     pooler does, the per-step scores agree and empty / step-less responses are handled alike."""
-    from harvest.prm import VLLMPRMScorer
+    from ttc.harvest.prm import VLLMPRMScorer
 
     monkeypatch.syspath_prepend(str(Path(__file__).parent / "fixtures" / "harvest" / "fake_vllm"))
     monkeypatch.delitem(sys.modules, "vllm", raising=False)

@@ -4,15 +4,15 @@ import numpy as np
 import polars as pl
 import pytest
 
-from replay.engine import get_threads, set_threads, replay, run_once
-from replay.exact import best_of_k, coverage_at_k
-from replay.policies import REGISTRY, RunConfig
+from ttc.replay.engine import get_threads, set_threads, replay, run_once
+from ttc.replay.exact import best_of_k, coverage_at_k
+from ttc.replay.policies import REGISTRY, RunConfig
 
 # every policy these pools can run (deepconf-online needs record lows: tests/test_equivalence.py, test_deepconf_online.py)
 POLICIES = [p for p, e in REGISTRY.items() if "lows" not in e.needs]
-from replay.rng import permutation, query_order
-from replay.summary import uniform_exact
-from replay.synth import make_pool
+from ttc.replay.rng import permutation, query_order
+from ttc.replay.summary import uniform_exact
+from ttc.replay.synth import make_pool
 
 ALL = [RunConfig(p) for p in POLICIES]
 

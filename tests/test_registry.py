@@ -3,13 +3,13 @@ report's sweeps, the figures' styles and the live driver read it, and every kern
 import re
 from pathlib import Path
 
-from replay import kernel
-from replay.engine import SELECT
-from replay.figures import STYLE
-from replay.live import LIVE_POLICIES
-from replay.policies import (ELIMINATION_RULES, POLICIES, REGISTRY, SELECTION_RULES, RunConfig, markdown_choices,
+from ttc.replay import kernel
+from ttc.replay.engine import SELECT
+from ttc.replay.figures import STYLE
+from ttc.replay.live import LIVE_POLICIES
+from ttc.replay.policies import (ELIMINATION_RULES, POLICIES, REGISTRY, SELECTION_RULES, RunConfig, markdown_choices,
                              supported)
-from replay.pool import Pool
+from ttc.replay.pool import Pool
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 
@@ -63,7 +63,7 @@ def test_supported_reads_the_needs():
 # --- harvest's registry: oracles, backends, import formats (harvest/registry.py) ----------------------------------
 # Adding an oracle = its implementation class + one Oracle entry; a backend = its class + one Backend entry (+ an
 # Option for a new command-line option); an import format = its function + one Importer entry; then
-# `python -m harvest.registry --write` renders the docs tables. The tests below hold everything else to the entries.
+# `python -m ttc.harvest.registry --write` renders the docs tables. The tests below hold everything else to the entries.
 
 import inspect  # noqa: E402
 import json  # noqa: E402
@@ -71,17 +71,17 @@ import json  # noqa: E402
 import polars as pl  # noqa: E402
 import pytest  # noqa: E402
 
-from harvest import registry as hreg  # noqa: E402
-from harvest.scoring import OracleImpl, _with_columns  # noqa: E402
-from replay.pool import atomic_write_parquet  # noqa: E402
+from ttc.harvest import registry as hreg  # noqa: E402
+from ttc.harvest.scoring import OracleImpl, _with_columns  # noqa: E402
+from ttc.replay.pool import atomic_write_parquet  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_docs_tables_are_rendered_from_the_harvest_registry():
     docs = (ROOT / "docs" / "harvest.md").read_text()
-    assert hreg.oracle_table() in docs and hreg.backend_table() in docs, "run: python -m harvest.registry --write"
-    assert hreg.importer_table() in README, "run: python -m harvest.registry --write"
+    assert hreg.oracle_table() in docs and hreg.backend_table() in docs, "run: python -m ttc.harvest.registry --write"
+    assert hreg.importer_table() in README, "run: python -m ttc.harvest.registry --write"
     for rel, renders in hreg.TABLES.items():  # --write leaves up-to-date docs as they are
         text = (ROOT / rel).read_text()
         assert hreg.rewrite_tables(text, renders) == text
@@ -101,8 +101,8 @@ def test_rewrite_tables_replaces_a_stale_table_and_only_it():
 
 
 def test_every_harvest_entry_names_a_working_implementation():
-    from harvest.datasets import TASKS
-    from harvest.scoring import COLUMN_TYPES
+    from ttc.harvest.datasets import TASKS
+    from ttc.harvest.scoring import COLUMN_TYPES
 
     section = (ROOT / "pyproject.toml").read_text().split("[project.optional-dependencies]")[1].split("\n[")[0]
     extras = set(re.findall(r"^([a-z][a-z0-9-]*) = \[", section, re.MULTILINE))  # (tomllib is Python 3.11+)
@@ -136,8 +136,8 @@ def test_every_harvest_entry_names_a_working_implementation():
 def test_the_command_line_reads_the_harvest_registry():
     import typer.main
 
-    import cli
-    from cli import app
+    from ttc import cli
+    from ttc.cli import app
 
     assert (cli.ORACLES, cli.BACKENDS, cli.IMPORT_FORMATS) == (tuple(hreg.ORACLES), tuple(hreg.BACKENDS),
                                                                tuple(hreg.IMPORTERS))
@@ -184,7 +184,7 @@ class WordBackend:
         self.model, self.shout, self.tokenizer = model, shout, None
 
     def generate(self, prompts, sampling, seeds, stop=None):
-        from harvest.types import Response
+        from ttc.harvest.types import Response
 
         word = [(p.split() or [""])[0] for p in prompts]
         return [[Response(w.upper() if self.shout else w, 1, "stop")] * sampling.n for w in word]
@@ -215,7 +215,7 @@ def add_source(path):
 
 def import_ok_lists(src, out, limit=None):
     """An import format declared only in a test's registry entry: JSONL rows of task_id and a list of verdicts."""
-    from replay.pool import samples_frame, write_pool
+    from ttc.replay.pool import samples_frame, write_pool
 
     rows = [json.loads(line) for line in src.read_text().splitlines()][:limit]
     cols = {"query_id": [r["task_id"] for r in rows for _ in r["ok"]],
@@ -229,9 +229,9 @@ def test_an_entry_is_all_it_takes(tmp_path, monkeypatch):
     ttc score and ttc import with no other change (the implementations live in this test module)."""
     from typer.testing import CliRunner
 
-    from harvest.pipeline import read_meta
-    from harvest.scoring import score_pool
-    from replay.pool import load_pool
+    from ttc.harvest.pipeline import read_meta
+    from ttc.harvest.scoring import score_pool
+    from ttc.replay.pool import load_pool
 
     here = __name__
     monkeypatch.setitem(hreg.BACKENDS, "word", hreg.Backend("word", f"{here}:WordBackend", "first words",
@@ -243,7 +243,7 @@ def test_an_entry_is_all_it_takes(tmp_path, monkeypatch):
                                                                   "a JSONL file", "correct = ok", ("limit",)))
     import importlib
 
-    import cli
+    from ttc import cli
     cli = importlib.reload(cli)  # the command line, rebuilt from the patched registry (and rebuilt again at the end)
     try:
         runner = CliRunner()

@@ -11,13 +11,13 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from cli import app
-from replay.exact import coverage_at_k
-from replay.pool import load_pool
-from replay.report import (CAP_GRID, GAMMAS, HARD_KS, KS, LAMBDAS, ReportRequest, query_groups, run_report,
+from ttc.cli import app
+from ttc.replay.exact import coverage_at_k
+from ttc.replay.pool import load_pool
+from ttc.replay.report import (CAP_GRID, GAMMAS, HARD_KS, KS, LAMBDAS, ReportRequest, query_groups, run_report,
                            subset_curve, uniform_solve_curves)
-from replay.run import ReplayRequest, run_replay
-from replay.summary import fmt_mean_se
+from ttc.replay.run import ReplayRequest, run_replay
+from ttc.replay.summary import fmt_mean_se
 
 BUDGETS = [2.0, 4.0]
 SEEDS = 3

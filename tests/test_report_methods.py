@@ -9,11 +9,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from replay import figures
-from replay.engine import replay
-from replay.policies import METHODS, Method, RunConfig, markdown_methods
-from replay.pool import load_pool
-from replay.report import (ReportRequest, cost_at_accuracy, cost_saved, method_budgets, pareto_front, run_report)
+from ttc.replay import figures
+from ttc.replay.engine import replay
+from ttc.replay.policies import METHODS, Method, RunConfig, markdown_methods
+from ttc.replay.pool import load_pool
+from ttc.replay.report import (ReportRequest, cost_at_accuracy, cost_saved, method_budgets, pareto_front, run_report)
 from test_report import quiet, synthetic
 
 BUDGETS = [2.0, 4.0]

@@ -4,7 +4,7 @@ import itertools
 
 import numpy as np
 
-from replay.rng import permutation, query_keys, query_order
+from ttc.replay.rng import permutation, query_keys, query_order
 
 M64 = (1 << 64) - 1
 G = 0x9E3779B97F4A7C15

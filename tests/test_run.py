@@ -15,15 +15,15 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from harvest.pipeline import query_seed  # noqa: E402
-from harvest.run import RunError, RunRequest, execute, plan_run  # noqa: E402
-from harvest.types import Response, Sampling  # noqa: E402
-from replay.engine import replay  # noqa: E402
-from replay.errors import InputError  # noqa: E402
-from replay.live import LIVE_POLICIES  # noqa: E402
-from replay.policies import RunConfig  # noqa: E402
-from replay.pool import Pool  # noqa: E402
-from replay.rng import permutation  # noqa: E402
+from ttc.harvest.pipeline import query_seed  # noqa: E402
+from ttc.harvest.run import RunError, RunRequest, execute, plan_run  # noqa: E402
+from ttc.harvest.types import Response, Sampling  # noqa: E402
+from ttc.replay.engine import replay  # noqa: E402
+from ttc.replay.errors import InputError  # noqa: E402
+from ttc.replay.live import LIVE_POLICIES  # noqa: E402
+from ttc.replay.policies import RunConfig  # noqa: E402
+from ttc.replay.pool import Pool  # noqa: E402
+from ttc.replay.rng import permutation  # noqa: E402
 
 SEED = 11
 
@@ -270,8 +270,8 @@ def test_a_plan_makes_one_call_per_distinct_count(sp):
     """BackendSource.plan: queries needing the same number of responses more go together, largest first, each drawn
     with the seeds it has on demand (the same responses as one call per response); whatever is asked beyond the
     plan is generated on demand."""
-    from harvest.live import BackendSource
-    from harvest.types import Query
+    from ttc.harvest.live import BackendSource
+    from ttc.harvest.types import Query
 
     queries = [Query(q, "math", f"problem {q}", g) for q, g in zip(sp.ids, sp.gold)]
 
@@ -315,7 +315,7 @@ import sys
 from pathlib import Path
 sys.path.insert(0, {tests!r})
 from test_run import PoolBackend, SynthPool, request
-from harvest.run import execute, plan_run
+from ttc.harvest.run import execute, plan_run
 sp = SynthPool(Path({data!r}))
 execute(plan_run(request(sp, Path({out!r}), policy="uniform", budget={budget!r}, plan_ahead={ahead!r})),
         PoolBackend(sp), None, echo=lambda s: None)
@@ -329,7 +329,7 @@ def test_a_killed_planned_run_resumes_to_the_same_results(sp, tmp_path, ahead_fi
     import os
     import subprocess
 
-    from harvest.run import CRASH_ENV
+    from ttc.harvest.run import CRASH_ENV
 
     whole = run(sp, tmp_path / "whole", policy="uniform", budget=4.5)
     code = CHILD.format(tests=str(HERE), data=str(sp.path.parent), out=str(tmp_path / "cut"), budget=4.5,
@@ -359,7 +359,7 @@ def test_lookahead_changes_the_calls_not_the_results(sp, tmp_path):
 
 
 def test_outputs_are_the_batch_output_shape_and_the_pool_replays(sp, tmp_path):
-    from replay.pool import load_pool
+    from ttc.replay.pool import load_pool
 
     o = run(sp, tmp_path / "out", policy="elimination", budget=3.0)
     lines = [json.loads(x) for x in (tmp_path / "out" / "results.jsonl").read_text().splitlines()]
@@ -383,8 +383,8 @@ def test_outputs_are_the_batch_output_shape_and_the_pool_replays(sp, tmp_path):
     summary = json.loads((tmp_path / "out" / "run.json").read_text())
     assert summary["spent"]["samples"] <= summary["budget_total"] == 3 * sp.n
     # the run's pool, read back through the live driver in sample order, gives the run's allocation again
-    from replay.live import PoolSource, run_live
-    from replay.rng import query_keys, query_order
+    from ttc.replay.live import PoolSource, run_live
+    from ttc.replay.rng import query_keys, query_order
 
     samples = pl.read_parquet(tmp_path / "out" / "pool" / "samples").sort("query_id", "sample_idx")
     sizes = samples.group_by("query_id", maintain_order=True).len()["len"].to_list()
@@ -466,8 +466,8 @@ def test_transient_backend_failures_are_retried_and_change_nothing(sp, tmp_path)
 def test_a_query_that_keeps_failing_keeps_what_it_has_and_the_others_go_on(sp, tmp_path):
     """q03 fails from its third call on (after two responses): its result carries the error, it is exhausted at
     two responses, and the run equals the engine on the pool where q03 holds only those two."""
-    from replay.engine import run_once
-    from replay.rng import query_keys, query_order
+    from ttc.replay.engine import run_once
+    from ttc.replay.rng import query_keys, query_order
 
     bad = "q03"
 
@@ -515,7 +515,7 @@ def _dense(ans, off):
 
 
 def test_a_backend_that_is_down_stops_the_run_resumably(sp, tmp_path):
-    from harvest.backends import BackendError
+    from ttc.harvest.backends import BackendError
 
     class Down(PoolBackend):
         def generate(self, *a, **k):

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import cli
-from cli import app
+from ttc import cli
+from ttc.cli import app
 
 HERE = Path(__file__).resolve().parent
 MATH = HERE / "fixtures" / "harvest_pipeline" / "math_small.jsonl"
@@ -16,9 +16,9 @@ runner = CliRunner()
 
 
 def test_the_choices_are_the_registries():
-    from harvest.registry import ORACLES
-    from harvest.run import LIVE_ORACLES, UNSUPPORTED
-    from replay.live import LIVE_POLICIES
+    from ttc.harvest.registry import ORACLES
+    from ttc.harvest.run import LIVE_ORACLES, UNSUPPORTED
+    from ttc.replay.live import LIVE_POLICIES
 
     assert cli.LIVE_POLICY_NAMES == LIVE_POLICIES
     assert set(cli.RUN_ORACLES) == set(LIVE_ORACLES) | set(ORACLES)

@@ -12,13 +12,13 @@ import numpy as np
 import polars as pl
 import pytest
 
-from harvest.confidence import ConfidenceSpec
-from harvest.pipeline import query_seed
-from harvest.run import RunError, execute, plan_run
-from harvest.types import Response
-from replay.engine import replay
-from replay.policies import RunConfig
-from replay.pool import Pool
+from ttc.harvest.confidence import ConfidenceSpec
+from ttc.harvest.pipeline import query_seed
+from ttc.harvest.run import RunError, execute, plan_run
+from ttc.harvest.types import Response
+from ttc.replay.engine import replay
+from ttc.replay.policies import RunConfig
+from ttc.replay.pool import Pool
 
 from test_run import SEED, PoolBackend, SynthPool, request
 
@@ -140,7 +140,7 @@ def test_a_backend_that_returns_no_signals_is_one_error(sp, tmp_path):
         def generate(self, prompts, sampling, seeds, stop=None, confidence=None):
             return PoolBackend.generate(self, prompts, sampling, seeds, stop)
 
-    from replay.errors import UserError
+    from ttc.replay.errors import UserError
 
     with pytest.raises(UserError, match="no confidence signals"):
         run(sp, tmp_path / "out", Silent(sp), oracle="confidence", confidence=SPEC, policy="uniform", budget=2.0)
@@ -150,7 +150,7 @@ def test_the_command_line_takes_confidence(sp, tmp_path):
     """--confidence on ttc run is the harvest option group (one declaration); a bad signal name is one line."""
     from typer.testing import CliRunner
 
-    import cli
+    from ttc import cli
 
     r = CliRunner().invoke(cli.app, ["run", "--model", "m", "--out", str(tmp_path / "o"), "--budget", "2",
                                      "--max-tokens", "8", "--dataset", str(sp.path), "--confidence", "nope"])

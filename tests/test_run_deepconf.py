@@ -14,13 +14,13 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from harvest.confidence import ConfidenceSpec  # noqa: E402
-from harvest.pipeline import query_seed  # noqa: E402
-from harvest.run import RunError, execute, plan_run  # noqa: E402
-from harvest.types import Response  # noqa: E402
-from replay.engine import replay  # noqa: E402
-from replay.policies import RunConfig  # noqa: E402
-from replay.pool import load_pool  # noqa: E402
+from ttc.harvest.confidence import ConfidenceSpec  # noqa: E402
+from ttc.harvest.pipeline import query_seed  # noqa: E402
+from ttc.harvest.run import RunError, execute, plan_run  # noqa: E402
+from ttc.harvest.types import Response  # noqa: E402
+from ttc.replay.engine import replay  # noqa: E402
+from ttc.replay.policies import RunConfig  # noqa: E402
+from ttc.replay.pool import load_pool  # noqa: E402
 
 from test_run import SEED, PoolBackend, SynthPool, request  # noqa: E402
 
@@ -120,9 +120,9 @@ def test_deepconf_online_runs_live_as_it_replays(lp, tmp_path, monkeypatch, unit
     """The run equals the replay of the whole-trace pool, query by query and in what it pays, whether the backend
     stops traces mid-way (then it generates fewer tokens) or generates them whole; the run's own pool, stopped traces
     and all, replays to the same run."""
-    import harvest.run
+    import ttc.harvest.run
 
-    monkeypatch.setattr(harvest.run, "backend_stops", lambda req: stops)
+    monkeypatch.setattr(ttc.harvest.run, "backend_stops", lambda req: stops)
     backend = LowsBackend(lp)
     o = _run(lp, tmp_path / "out", backend, unit=unit, budget=budget, select="weighted")
     cfg = RunConfig("deepconf-online", unit=unit, warmup=2, percentile=0.1, tau=0.95)
@@ -140,11 +140,11 @@ def test_deepconf_online_runs_live_as_it_replays(lp, tmp_path, monkeypatch, unit
 
 
 def test_stopping_mid_way_generates_fewer_tokens_for_the_same_run(lp, tmp_path, monkeypatch):
-    import harvest.run
+    import ttc.harvest.run
 
     got = {}
     for stops in (True, False):
-        monkeypatch.setattr(harvest.run, "backend_stops", lambda req, s=stops: s)
+        monkeypatch.setattr(ttc.harvest.run, "backend_stops", lambda req, s=stops: s)
         o = _run(lp, tmp_path / f"out{stops}", unit="samples", budget=8.0, select="weighted")
         got[stops] = o
     a, b = got[True].summary, got[False].summary
@@ -189,7 +189,7 @@ def test_the_command_line_stops_traces_with_a_tiny_model_and_its_pool_replays_th
     pytest.importorskip("transformers")
     from typer.testing import CliRunner
 
-    from cli import app
+    from ttc.cli import app
     from tiny_model import make_tiny_model
 
     model = make_tiny_model(tmp_path / "tiny", chat=True, eos_logit=0.0)
@@ -216,7 +216,7 @@ def test_an_openai_compatible_server_with_free_slots_generates_whole_traces_and_
 
     from typer.testing import CliRunner
 
-    from cli import app
+    from ttc.cli import app
 
     proc = subprocess.Popen([sys.executable, str(HERE / "fixtures" / "harvest" / "fake_openai_server.py"), "--key", "k"],
                             stdout=subprocess.PIPE, text=True)
@@ -247,8 +247,8 @@ def _replays_the_run(out: Path, got: pl.DataFrame, *, seed: int, budget: float, 
     order, gives the run's allocation and spend again."""
     import json
 
-    from replay.live import PoolSource, run_live
-    from replay.rng import query_keys, query_order
+    from ttc.replay.live import PoolSource, run_live
+    from ttc.replay.rng import query_keys, query_order
 
     res = pl.read_parquet(out / "results.parquet").sort("query_id")
     summary = json.loads((out / "run.json").read_text())

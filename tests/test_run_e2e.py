@@ -20,8 +20,8 @@ pytest.importorskip("transformers")
 
 from typer.testing import CliRunner  # noqa: E402
 
-from cli import app  # noqa: E402
-from harvest.run import CRASH_ENV  # noqa: E402
+from ttc.cli import app  # noqa: E402
+from ttc.harvest.run import CRASH_ENV  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -79,8 +79,8 @@ def test_a_run_is_a_harvest_and_its_pool_reproduces_it(tiny, tmp_path):
         got.select("query_id", "sample_idx", "text", "n_tokens", "finish_reason"))
 
     # the run's own pool, read in sample order with the run's query order, gives the run's allocation again
-    from replay.live import PoolSource, run_live
-    from replay.rng import query_keys, query_order
+    from ttc.replay.live import PoolSource, run_live
+    from ttc.replay.rng import query_keys, query_order
 
     ids = got["query_id"].unique(maintain_order=True).to_list()
     sizes = got.group_by("query_id", maintain_order=True).len()["len"].to_numpy()
@@ -109,7 +109,7 @@ def test_a_killed_run_resumes_to_the_uninterrupted_result(tiny, tmp_path):
     args = ("--policy", "elimination", "--budget", "3", "--oracle", "sc", "--eliminate", "sc-share", "--m-min", "2")
     ok(runner.invoke(app, run_args(tiny, whole, *args)))
     env = {**os.environ, CRASH_ENV: "1"}  # write the first call's part, die while renaming the second call's
-    proc = subprocess.run([sys.executable, "-m", "cli", *run_args(tiny, killed, *args)], cwd=REPO, env=env,
+    proc = subprocess.run([sys.executable, "-m", "ttc.cli", *run_args(tiny, killed, *args)], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 75, proc.stderr[-2000:]
     assert len(list((killed / "pool" / "samples").glob("part-*.parquet"))) == 1

@@ -16,7 +16,7 @@ pytest.importorskip("openai")
 
 from typer.testing import CliRunner  # noqa: E402
 
-from cli import app  # noqa: E402
+from ttc.cli import app  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SERVER = HERE / "fixtures" / "harvest" / "pool_openai_server.py"
@@ -29,7 +29,7 @@ runner = CliRunner()
 
 
 def write_pool(sp: SynthPool, out: Path) -> Path:
-    from replay.pool import samples_frame, write_pool as write
+    from ttc.replay.pool import samples_frame, write_pool as write
 
     rows = {"query_id": [], "sample_idx": [], "answer": [], "correct": [], "n_tokens": []}
     for i, q in enumerate(sp.ids):

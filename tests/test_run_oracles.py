@@ -23,15 +23,15 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from harvest.pipeline import promoted_fields, query_seed, queries_frame  # noqa: E402
-from harvest.run import RunRequest, execute, plan_run  # noqa: E402
-from harvest.scoring import ScoreOptions, score_pool  # noqa: E402
-from harvest.types import Response, Sampling  # noqa: E402
-from replay.engine import replay  # noqa: E402
-from replay.errors import InputError  # noqa: E402
-from replay.policies import RunConfig  # noqa: E402
-from replay.pool import atomic_write_parquet, load_pool, samples_frame  # noqa: E402
-from replay.rng import permutation  # noqa: E402
+from ttc.harvest.pipeline import promoted_fields, query_seed, queries_frame  # noqa: E402
+from ttc.harvest.run import RunRequest, execute, plan_run  # noqa: E402
+from ttc.harvest.scoring import ScoreOptions, score_pool  # noqa: E402
+from ttc.harvest.types import Response, Sampling  # noqa: E402
+from ttc.replay.engine import replay  # noqa: E402
+from ttc.replay.errors import InputError  # noqa: E402
+from ttc.replay.policies import RunConfig  # noqa: E402
+from ttc.replay.pool import atomic_write_parquet, load_pool, samples_frame  # noqa: E402
+from ttc.replay.rng import permutation  # noqa: E402
 
 SEED = 5
 WORDS = "we add the terms then check each case and simplify the sum carefully".split()
@@ -81,7 +81,7 @@ class TextPool:
             self.answers.append(answers)
 
     def queries(self):
-        from harvest.datasets import load_queries
+        from ttc.harvest.datasets import load_queries
 
         return load_queries(str(self.path))
 
@@ -173,7 +173,7 @@ def with_answers(pool_dir: Path, tp: TextPool):
     """The pool's parts with the final answers (as ttc run --oracle prm / judge reads them, the sc rule) and
     `correct` (answer == gold) added: the answers for the answer-based rules, the truth for replay to report the
     selection's correctness (ground truth does not enter a --score prm / judge allocation)."""
-    from harvest.scoring import _with_columns, response_answer
+    from ttc.harvest.scoring import _with_columns, response_answer
 
     part = pool_dir / "samples" / "part-00000.parquet"
     df = pl.read_parquet(part)
@@ -189,8 +189,8 @@ def samples_of(out: Path) -> pl.DataFrame:
 
 def rerun_from_pool(out: Path, tp: TextPool, column: str, policy: str, budget_total: int, **kw):
     """The run's own pool through the live driver in sample order, the run's query order and limit."""
-    from replay.live import PoolSource, run_live
-    from replay.rng import query_keys, query_order
+    from ttc.replay.live import PoolSource, run_live
+    from ttc.replay.rng import query_keys, query_order
 
     df = samples_of(out)
     sizes = df.group_by("query_id", maintain_order=True).len()["len"].to_list()
@@ -267,7 +267,7 @@ def test_prm_pool_carries_what_ttc_score_writes_and_one_oracle_call_per_round(pr
     score_pool(pool_dir, ["prm"], opts)
     backend = PoolBackend(tp, load_pool(pool_dir, score="prm_min"))
     calls = []
-    from harvest import scoring
+    from ttc.harvest import scoring
 
     real = scoring.PRMSession.columns
 
@@ -294,7 +294,7 @@ def test_prm_pool_carries_what_ttc_score_writes_and_one_oracle_call_per_round(pr
     assert "answer" in live.columns and "correct" not in live.columns
     meta = json.loads((tmp_path / "out" / "pool" / "pool.json").read_text())
     ref_meta = json.loads((pool_dir / "pool.json").read_text())
-    from harvest.pipeline import RUNTIME_KEYS
+    from ttc.harvest.pipeline import RUNTIME_KEYS
 
     def cfg(rec):
         return {k: v for k, v in rec.items() if k not in RUNTIME_KEYS}
@@ -349,7 +349,7 @@ def test_prm_resume_reads_the_scores_back_and_refuses_other_scorer_settings(prm_
 
 def _plain_pool(pool_dir: Path):
     """A pool loaded only for its layout (offsets and query keys: the backend's permutation)."""
-    from replay.pool import Pool
+    from ttc.replay.pool import Pool
 
     df = pl.read_parquet(pool_dir / "samples").sort("query_id", "sample_idx")
     sizes = df.group_by("query_id", maintain_order=True).len()["len"].to_numpy()
@@ -481,7 +481,7 @@ def test_prm_in_a_stream(prm_dir, math_pool, tmp_path):
     """--stream with --oracle prm: each query's responses scored as they come (one PRM call per backend call), the
     pool carrying the PRM's columns and its record, each result equal to the streaming policy run alone on the
     run's own pool."""
-    from harvest.run import execute_stream
+    from ttc.harvest.run import execute_stream
 
     tp = math_pool
     opts = prm_options(prm_dir)
@@ -502,7 +502,7 @@ def test_prm_in_a_stream(prm_dir, math_pool, tmp_path):
     assert samples.height == sum(r["generated"] for r in o.results)
     meta = json.loads((tmp_path / "out" / "pool" / "pool.json").read_text())
     assert meta["oracles"]["prm"]["runtime"]["responses"] == samples.height
-    from replay.live import PoolSource, run_live
+    from ttc.replay.live import PoolSource, run_live
 
     spent = 0
     for t, r in enumerate(o.results):  # the streaming policy alone on the query's responses, with its bank
@@ -523,7 +523,7 @@ def test_command_line_prm_end_to_end_with_the_tiny_models(prm_dir, tmp_path):
     loads in `ttc replay --score prm_min`, `ttc info` reads it, and a rerun resumes without generating."""
     from typer.testing import CliRunner
 
-    from cli import app
+    from ttc.cli import app
     from tiny_model import make_tiny_model
 
     lm = make_tiny_model(tmp_path / "tiny-lm", chat=True)

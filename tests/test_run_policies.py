@@ -21,13 +21,13 @@ from hypothesis import strategies as st
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from harvest.run import RunError, RunRequest, execute, plan_run  # noqa: E402
-from replay.engine import replay, run_once  # noqa: E402
-from replay.errors import InputError  # noqa: E402
-from replay.live import PoolSource, run_live  # noqa: E402
-from replay.policies import REGISTRY, RunConfig  # noqa: E402
-from replay.pool import load_pool  # noqa: E402
-from replay.rng import query_keys, query_order  # noqa: E402
+from ttc.harvest.run import RunError, RunRequest, execute, plan_run  # noqa: E402
+from ttc.replay.engine import replay, run_once  # noqa: E402
+from ttc.replay.errors import InputError  # noqa: E402
+from ttc.replay.live import PoolSource, run_live  # noqa: E402
+from ttc.replay.policies import REGISTRY, RunConfig  # noqa: E402
+from ttc.replay.pool import load_pool  # noqa: E402
+from ttc.replay.rng import query_keys, query_order  # noqa: E402
 
 from test_equivalence import config_kwargs, configs, pools  # noqa: E402
 from test_run import SEED, SynthPool, assert_equal, request  # noqa: E402
@@ -125,7 +125,7 @@ def test_every_config_field_reaches_the_run():
     """RunRequest holds every RunConfig field under its name with RunConfig's default (eliminate: None, the oracle's
     default), which harvest.run._config reads by name; and the command line declares the newer policies' parameters
     with those defaults for ttc replay and ttc run alike."""
-    import cli
+    from ttc import cli
 
     req = {f.name: f for f in dataclasses.fields(RunRequest)}
     for f in dataclasses.fields(RunConfig)[1:]:
@@ -242,7 +242,7 @@ def test_a_killed_side_eb_run_resumes_with_the_side_signal_read_back(sp, tmp_pat
 
 
 def test_a_backend_without_the_side_signal_is_one_error(sp, tmp_path):
-    from replay.errors import UserError
+    from ttc.replay.errors import UserError
     from test_run import PoolBackend
 
     class Silent(SignalBackend):
@@ -370,7 +370,7 @@ def test_a_resume_with_other_predictions_or_another_side_signal_is_refused(sp, t
 def write_pool(sp: PriorPool, out: Path) -> Path:
     """sp as a pool on disk: answers, correctness, token counts, the confidence as score_mean_logprob, and pred in
     queries.parquet (what ttc replay --prior pred --side score_mean_logprob reads)."""
-    from replay.pool import samples_frame, write_pool as write
+    from ttc.replay.pool import samples_frame, write_pool as write
 
     rows = {"query_id": [], "sample_idx": [], "answer": [], "correct": [], "n_tokens": [], SIDE: []}
     for i, q in enumerate(sp.ids):
@@ -399,8 +399,8 @@ def test_the_command_line_run_equals_the_command_line_replay(sp, tmp_path, monke
     its options to the run is the one under test)."""
     from typer.testing import CliRunner
 
-    import cli
-    import harvest.run as hr
+    from ttc import cli
+    import ttc.harvest.run as hr
 
     real = hr.execute
     monkeypatch.setattr(hr, "load_tokenizer", lambda *a, **k: None)
@@ -432,7 +432,7 @@ def test_the_command_line_run_equals_the_command_line_replay(sp, tmp_path, monke
 def test_the_command_line_refuses_in_one_line(sp, tmp_path):
     from typer.testing import CliRunner
 
-    import cli
+    from ttc import cli
 
     r = CliRunner().invoke(cli.app, ["run", "--dataset", str(sp.path), "--model", "m", "--max-tokens", "8",
                                      "--budget", "2", "--out", str(tmp_path / "o"), "--policy", "ucb", "--prior",
@@ -457,7 +457,7 @@ def test_side_eb_reads_a_prm_score_as_its_side_signal(prm_dir, math_pool, tmp_pa
     signal: both columns the PRM writes for every response. Equal to replay of the pool `ttc score --oracle prm`
     scored, with --score prm_min --side score_prm_last (batch size 1: the tiny PRM's padded batches may differ in the
     last bits)."""
-    from harvest.scoring import score_pool
+    from ttc.harvest.scoring import score_pool
 
     tp = math_pool
     opts = prm_options(prm_dir, prm_batch_size=1)

@@ -14,11 +14,11 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from harvest.run import RunError, RunRequest, execute_stream, plan_run, stream_lines  # noqa: E402
-from harvest.types import Sampling  # noqa: E402
-from replay.engine import run_once  # noqa: E402
-from replay.policies import RunConfig  # noqa: E402
-from replay.rng import permutation  # noqa: E402
+from ttc.harvest.run import RunError, RunRequest, execute_stream, plan_run, stream_lines  # noqa: E402
+from ttc.harvest.types import Sampling  # noqa: E402
+from ttc.replay.engine import run_once  # noqa: E402
+from ttc.replay.policies import RunConfig  # noqa: E402
+from ttc.replay.rng import permutation  # noqa: E402
 
 from test_run import SEED, PoolBackend, SynthPool, _dense  # noqa: E402
 
@@ -182,7 +182,7 @@ def test_stream_from_stdin_through_the_command_line(tmp_path):
     pytest.importorskip("torch")
     from typer.testing import CliRunner
 
-    from cli import app
+    from ttc.cli import app
     from tiny_model import make_tiny_model
 
     tiny = make_tiny_model(tmp_path / "tiny", chat=True)

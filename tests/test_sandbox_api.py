@@ -5,11 +5,11 @@ import math
 
 import pytest
 
-from harvest.oracles import sandbox
-from harvest.oracles.code_exec import grade_lcb
-from harvest.oracles.sandbox import (LEVELS, MIN_MEMORY_MB, ExecResult, SandboxError, SandboxUnavailable, describe,
+from ttc.harvest.oracles import sandbox
+from ttc.harvest.oracles.code_exec import grade_lcb
+from ttc.harvest.oracles.sandbox import (LEVELS, MIN_MEMORY_MB, ExecResult, SandboxError, SandboxUnavailable, describe,
                                      isolation, run_many, run_program)
-from replay.errors import InputError, UserError
+from ttc.replay.errors import InputError, UserError
 
 NO_NAMESPACES = {"level": "guard-only", "bwrap": None, "version": None,
                  "reason": "bwrap not found (simulated by the test)"}

@@ -7,8 +7,8 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from cli import app
-from harvest.oracles import sandbox
+from ttc.cli import app
+from ttc.harvest.oracles import sandbox
 
 runner = CliRunner()
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from harvest.oracles.sandbox import SandboxUnavailable, describe, isolation, run_many, run_program
+from ttc.harvest.oracles.sandbox import SandboxUnavailable, describe, isolation, run_many, run_program
 
 ROOT = Path(__file__).resolve().parents[1]
 

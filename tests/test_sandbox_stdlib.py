@@ -7,7 +7,7 @@ os.register_at_fork when imported, which the guard used to disable: every progra
 statistics, secrets or uuid was graded failed in a fresh venv)."""
 import pytest
 
-from harvest.oracles.sandbox import PRELOAD, isolation, run_many
+from ttc.harvest.oracles.sandbox import PRELOAD, isolation, run_many
 
 # module -> a use of it that must work (module-level names: the program imports each afresh first)
 USES = {

@@ -7,7 +7,7 @@ in a pipe until the program has finished (no Python object holds it), and the pa
 bound before the program ran, on a descriptor of its own, not through stdout."""
 import pytest
 
-from harvest.oracles.sandbox import run_many
+from ttc.harvest.oracles.sandbox import run_many
 
 HEX = "import re\nHEX = re.compile(r'[0-9a-f]{32}')\n"
 # Every 32-hex string and every name a harness might keep a marker under, from every frame up the stack.

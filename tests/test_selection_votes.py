@@ -12,18 +12,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from cli import app
-from replay.engine import replay, run_grid, run_once
-from replay.kernel import F_SEL
-from replay.policies import POLICIES, RunConfig
+from ttc.cli import app
+from ttc.replay.engine import replay, run_grid, run_once
+from ttc.replay.kernel import F_SEL
+from ttc.replay.policies import POLICIES, RunConfig
 
 # the policies whose draws cisc and deepconf vote over (deepconf-online's stopped traces have no answer: refused there)
 VOTED = sorted(p for p in POLICIES if p != "deepconf-online")
-from replay.pool import DEFAULT_POOL, Pool, load_pool
-from replay.reference import run_reference, select_cisc, select_deepconf
-from replay.rng import permutation, query_order
-from replay.synth import make_pool
-from replay.tables import make_tables
+from ttc.replay.pool import DEFAULT_POOL, Pool, load_pool
+from ttc.replay.reference import run_reference, select_cisc, select_deepconf
+from ttc.replay.rng import permutation, query_order
+from ttc.replay.synth import make_pool
+from ttc.replay.tables import make_tables
 
 from test_equivalence import config_kwargs, pools as equivalence_pools
 

@@ -7,10 +7,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from replay.engine import run_grid, run_once
-from replay.policies import RunConfig
-from replay.synth import SynthSpec, generate_arrays, to_pool
-from replay.tables import make_tables
+from ttc.replay.engine import run_grid, run_once
+from ttc.replay.policies import RunConfig
+from ttc.replay.synth import SynthSpec, generate_arrays, to_pool
+from ttc.replay.tables import make_tables
 
 
 def _paired_gain(auc, pools, n=200, size=16, budget=4, seed0=0):
@@ -64,8 +64,8 @@ def test_one_bin_or_no_signal_is_round_robin(unit):
 def test_side_column_is_read_and_checked(tmp_path):
     """--side COLUMN reads a column of the responses, in the pool's order; a missing column or a value outside
     [0, 1] is an error naming it."""
-    from replay.pool import PoolError, load_pool
-    from replay.synth import write_synth
+    from ttc.replay.pool import PoolError, load_pool
+    from ttc.replay.synth import write_synth
     spec = SynthSpec(queries=20, responses=4, side_signal="solvable:0.8", seed=5)
     out, _ = write_synth(tmp_path / "p", spec)
     pool = load_pool(out, side="score_side")
@@ -84,7 +84,7 @@ def test_horizon_equals_reference(unit, K, refresh):
     """--horizon 1: the index is the model's success rate over the draws each active query can still get (the
     budget left / active queries, recomputed at every refresh); the engine equals the reference draw for draw on
     synthetic pools with an informative side signal, at budgets where that horizon is 1 and where it is many draws."""
-    from replay.reference import run_reference
+    from ttc.replay.reference import run_reference
     for s in range(3):
         spec = SynthSpec(queries=40, responses=12, difficulty="mixture:0.5,2,0.3", score_dist="binary", fp=0.0,
                          fn=0.0, side_signal="solvable:0.8", seed=100 + s, tokens=50)

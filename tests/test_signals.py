@@ -6,12 +6,12 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from cli import app
-from replay.outputs import written_by
-from replay.pool import Pool, load_pool
-from replay.rng import permutation
-from replay.signals import Signal, default_ks, measure, pool_signals, weighted_auc
-from replay.synth import SynthSpec, write_synth
+from ttc.cli import app
+from ttc.replay.outputs import written_by
+from ttc.replay.pool import Pool, load_pool
+from ttc.replay.rng import permutation
+from ttc.replay.signals import Signal, default_ks, measure, pool_signals, weighted_auc
+from ttc.replay.synth import SynthSpec, write_synth
 
 runner = CliRunner()
 MATH = "data/math500-llama3.1-8b-48"
@@ -144,7 +144,7 @@ def test_cli_errors_are_one_line(args, message):
 
 
 def test_pool_without_ground_truth_is_refused(tmp_path):
-    from replay.pool import samples_frame, write_pool
+    from ttc.replay.pool import samples_frame, write_pool
 
     write_pool(tmp_path / "p", samples_frame({"query_id": ["a", "a", "b"], "sample_idx": [0, 1, 0],
                                               "score_x": [0.1, 0.2, 0.3]}), meta={})
@@ -155,7 +155,7 @@ def test_pool_without_ground_truth_is_refused(tmp_path):
 def test_token_truncation_and_text_signals_are_read_in_the_pools_order(tmp_path):
     """Columns load_pool does not keep (finish_reason, text) are read and lined up with the pool's sorted order,
     whatever the row order of the file."""
-    from replay.pool import samples_frame, write_pool
+    from ttc.replay.pool import samples_frame, write_pool
 
     rows = []
     for q in ("b", "a"):  # written out of order, and responses reversed: the loader sorts both

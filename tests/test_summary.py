@@ -2,11 +2,11 @@
 import numpy as np
 import polars as pl
 
-from replay.engine import replay
-from replay.exact import coverage_at_k
-from replay.policies import RunConfig
-from replay.summary import summarize
-from replay.synth import make_pool
+from ttc.replay.engine import replay
+from ttc.replay.exact import coverage_at_k
+from ttc.replay.policies import RunConfig
+from ttc.replay.summary import summarize
+from ttc.replay.synth import make_pool
 
 
 def test_summary_means_best_rho_and_uniform_exact():

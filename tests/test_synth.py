@@ -10,9 +10,9 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from cli import app
-from replay.pool import load_pool
-from replay.synth import SynthSpec, generate, generate_arrays, make_pool, to_pool
+from ttc.cli import app
+from ttc.replay.pool import load_pool
+from ttc.replay.synth import SynthSpec, generate, generate_arrays, make_pool, to_pool
 
 runner = CliRunner()
 

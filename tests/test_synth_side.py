@@ -8,9 +8,9 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from cli import app
-from replay.pool import load_pool
-from replay.synth import SynthError, SynthSpec, generate, generate_arrays, side_shift
+from ttc.cli import app
+from ttc.replay.pool import load_pool
+from ttc.replay.synth import SynthError, SynthSpec, generate, generate_arrays, side_shift
 
 runner = CliRunner()
 

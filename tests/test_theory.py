@@ -7,10 +7,10 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from cli import app
-from replay.pool import Pool
-from replay.synth import SynthSpec, generate_arrays, to_pool
-from replay.theory import (TheorySetting, draw_order, engine_budget, engine_check, engine_needs, engine_runs,
+from ttc.cli import app
+from ttc.replay.pool import Pool
+from ttc.replay.synth import SynthSpec, generate_arrays, to_pool
+from ttc.replay.theory import (TheorySetting, draw_order, engine_budget, engine_check, engine_needs, engine_runs,
                            linear_rates, measure, need_elimination, need_etc_adaptive, need_two_stage, need_uniform,
                            predicted, quantile_budget, smallest_budget, theory_pool)
 

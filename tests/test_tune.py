@@ -9,12 +9,12 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from cli import app
-from replay.engine import replay
-from replay.outputs import written_by
-from replay.policies import RunConfig
-from replay.pool import DEFAULT_POOL, Pool, load_pool
-from replay.tune import split_digest, split_queries, subset
+from ttc.cli import app
+from ttc.replay.engine import replay
+from ttc.replay.outputs import written_by
+from ttc.replay.policies import RunConfig
+from ttc.replay.pool import DEFAULT_POOL, Pool, load_pool
+from ttc.replay.tune import split_digest, split_queries, subset
 
 runner = CliRunner()
 ARGS = ["--policy", "elimination", "--max-samples", "2,4,0", "--budgets", "2,4", "--seeds", "4"]
@@ -199,7 +199,7 @@ def test_subset_carries_each_responses_own_record_lows_and_deepconf_online_tunes
     idx = np.array([1, 4, 5])
     sub = subset(pool, idx, "x")
     keep = pl.read_parquet(path / "samples.parquet").filter(pl.col("query_id").is_in([pool.query_ids[i] for i in idx]))
-    from replay.pool import write_pool
+    from ttc.replay.pool import write_pool
 
     alone = load_pool(write_pool(tmp_path / "alone", keep, meta={"name": "t"}), lows=True)
     cfg = [RunConfig("deepconf-online", warmup=2, percentile=0.5, tau=0.8, unit="tokens")]

@@ -13,7 +13,7 @@ import ast
 import re
 from collections.abc import Sequence
 
-from harvest.oracles.sandbox import run_many
+from ttc.harvest.oracles.sandbox import run_many
 
 _ANSWER = re.compile(r"\[ANSWER\](.*?)\[/ANSWER\]", re.DOTALL)
 _FENCE = re.compile(r"^```[a-zA-Z0-9_+-]*\s*\n?|\n?```\s*$")

@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from importlib import metadata
 
-from replay.extras import check
+from ttc.replay.extras import check
 
 try:
     MATH_VERIFY_VERSION: str = metadata.version("math-verify")
@@ -347,7 +347,7 @@ class _GradePool:
     def run(self, pairs: list[tuple[str, str]], timeout_s: float, progress: bool = False) -> list[bool]:
         from concurrent.futures import wait
 
-        from replay.progress import progress as progress_display
+        from ttc.replay.progress import progress as progress_display
 
         if not pairs:
             return []

@@ -66,7 +66,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 try:  # the grader's side; the runner (this file as a script, with -S) has only the standard library
-    from replay.errors import InputError, UserError
+    from ttc.replay.errors import InputError, UserError
 except ImportError:  # pragma: no cover - the runner
     InputError, UserError = ValueError, Exception
 
@@ -529,7 +529,7 @@ def run_many(sources: Sequence[str], *, workers: int | None = None, timeout_s: f
         jobs.put(i)
     results: list[ExecResult | None] = [None] * len(sources)
     stop = threading.Event()
-    from replay.progress import progress as progress_display
+    from ttc.replay.progress import progress as progress_display
 
     bar = progress_display(len(sources), "running programs", "programs", enabled=progress).__enter__()
 
