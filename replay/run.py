@@ -16,7 +16,7 @@ from .exact import best_of_k, coverage_at_k
 from .errors import InputError
 from .policies import CISC_TEMP, DEEPCONF_ETA, POLICIES, RunConfig, check_selection_params, supported
 from .outputs import check_output, write_parquet
-from .pool import DEFAULT_POOL, PoolError, load_pool
+from .pool import DEFAULT_POOL, Pool, PoolError, load_pool
 from .progress import progress
 from .summary import fmt_gain, fmt_mean_se, summarize
 
@@ -188,15 +188,20 @@ def check_per_query_memory(rows: int, seeds: int, n_queries: int, what: str = "-
                         f"{have / 2**30:.1f} GiB available: use fewer seeds, budgets or policies")
 
 
-def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
-    console = console or _console()
-    validate_request(req)
-    path = req.pool or DEFAULT_POOL
+def load_for(req: ReplayRequest) -> Pool:
+    """The pool a request names, with the columns its policies read and nothing more."""
     # deepconf-online's record lows: read when it is asked for (a pool without them is refused), or when no policy is
     # named and the pool has them (then it is one of the policies the pool supports); never for the others
-    pool = load_pool(path, score=req.score, need_tokens=req.unit != "samples", prior=req.prior,
+    return load_pool(req.pool or DEFAULT_POOL, score=req.score, need_tokens=req.unit != "samples", prior=req.prior,
                      side=req.side, lows=("deepconf-online" in req.policies) if req.policies else None,
                      invalid_votes=req.invalid_votes)
+
+
+def prepare(req: ReplayRequest, pool: Pool | None = None) -> tuple[Pool, list[RunConfig], range]:
+    """Validate a request and build its pool (unless given one), configurations and seeds: everything before the
+    engine runs, shared by `ttc replay` and the Python API (ttc.replay)."""
+    validate_request(req)
+    pool = load_for(req) if pool is None else pool.with_invalid_votes() if req.invalid_votes else pool
     if req.invalid_votes and not pool.has_answers:
         raise PoolError("--invalid-votes makes invalid answers one answer category, and this pool has no 'answer' "
                         "column (answer categories)")
@@ -206,8 +211,13 @@ def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.D
     else:
         policies = supported(pool, req.eliminate)
     configs = build_configs(req, policies)
-    seeds = range(req.seed_start, req.seed_start + req.seeds)
     check_configs(pool, configs, req.select)
+    return pool, configs, range(req.seed_start, req.seed_start + req.seeds)
+
+
+def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    console = console or _console()
+    pool, configs, seeds = prepare(req)
     if req.curve and not pool.has_gt:
         raise PoolError("--curve needs ground truth (a 'correct' column), and this pool has none")
 
