@@ -1,0 +1,120 @@
+"""The transformers backend's CUDA path, checked on a GPU machine (no network: a tiny random model built in-process).
+
+What the CPU test suite checks on the CPU (tests/test_confidence_stop.py, tests/test_harvest_generation.py), here on
+`--device cuda` in float32 and in the model's own dtype on CUDA ("auto", bf16 where the weights are): sampling is
+reproducible (the same seeds give the same responses, and the same tokens whatever the batch size), DeepConf online's stop cuts a trace
+exactly where its recorded group lows say (conf_stop), a stopped trace is the unstopped one's prefix and the other
+rows do not move. It also reports how many sampled responses CUDA and CPU agree on with float32 weights (not
+expected to be all: kernels differ in the last bits, and a sampler turns a bit into a different token).
+
+    python benchmarks/cuda_backend.py [--device cuda] [--out result.json]
+
+Needs torch and transformers (and numpy), nothing else of ttc's dependencies: it imports ttc.harvest.backends and
+tests/tiny_model.py only. Prints one JSON object; exit status 1 if a check fails."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+WINDOW = 4
+PROMPTS = ["the sum of", "what is the answer ?", "find the value of x", "so we get"]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args(argv)
+
+    import torch
+    from tiny_model import make_tiny_model
+
+    from ttc.harvest.backends import TransformersBackend
+    from ttc.harvest.confidence import ConfidenceSpec
+    from ttc.harvest.types import Sampling
+
+    spec = ConfidenceSpec(("group-lows", "mean-logprob"), window=WINDOW, top_k=5)
+    sampling = Sampling(n=8, temperature=1.0, max_tokens=48)
+    seeds = [40, 9000, 7, 123]
+    result = {"device": args.device, "torch": torch.__version__,
+              "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None, "checks": {}}
+    failed = []
+
+    def check(name, ok, **detail):
+        result["checks"][name] = {"ok": bool(ok), **detail}
+        if not ok:
+            failed.append(name)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model = make_tiny_model(Path(tmp) / "tiny", eos_logit=0.0)
+        for dtype in ("float32", "bfloat16", None):  # None: the backend default on CUDA ("auto", the weights)
+            tag = dtype or "auto"
+            b1 = TransformersBackend(str(model), device=args.device, dtype=dtype, batch_size=1)
+            b8 = TransformersBackend(str(model), device=args.device, dtype=dtype, batch_size=8)
+            t0 = time.perf_counter()
+            full = b1.generate(PROMPTS, sampling, seeds, confidence=spec)
+            dt = time.perf_counter() - t0
+            again = b1.generate(PROMPTS, sampling, seeds, confidence=spec)
+            batched = b8.generate(PROMPTS, sampling, seeds, confidence=spec)
+            tokens = sum(r.n_tokens for rows in full for r in rows)
+            check(f"{tag}: same seeds, same responses", full == again, dtype=b1.info()["dtype"],
+                  tokens=tokens, seconds=round(dt, 3))
+            # the sampled tokens do not depend on the batch; the confidences computed from the batched logits may
+            # differ in the last bits (seen on the CPU too: 1e-8 in a group confidence), reported here
+            drift = max((abs(a.signals[k] - b.signals[k]) if not isinstance(a.signals[k], list) else
+                         max((abs(x - y) for x, y in zip(a.signals[k], b.signals[k])), default=0.0))
+                        for ra, rb in zip(full, batched) for a, b in zip(ra, rb) for k in a.signals)
+            check(f"{tag}: batch size 1 and 8 give the same tokens", all(
+                (a.text, a.n_tokens, a.finish_reason) == (b.text, b.n_tokens, b.finish_reason)
+                for ra, rb in zip(full, batched) for a, b in zip(ra, rb)), largest_signal_difference=drift)
+            # a threshold between two record lows of the trace with the most of them stops it at the later one
+            rows = full[0]
+            j = max(range(len(rows)), key=lambda r: len(rows[r].signals["conf_lows"]))
+            pos, val = rows[j].signals["conf_lows_pos"], rows[j].signals["conf_lows"]
+            if len(val) < 3:
+                check(f"{tag}: a trace with three record lows to stop at", False, lows=len(val))
+                continue
+            i = len(val) // 2
+            s = (val[i] + val[i - 1]) / 2
+            got = b1.generate(PROMPTS, sampling, seeds, confidence=spec, conf_stop=[s, None, None, None])
+            check(f"{tag}: the other prompts do not move", got[1:] == full[1:])
+            bad = []
+            for f, g in zip(rows, got[0]):
+                below = [k for k, v in enumerate(f.signals["conf_lows"]) if v < s]
+                if f.n_tokens < WINDOW or not below:
+                    if g != f:
+                        bad.append("a trace with no low below the threshold changed")
+                    continue
+                p = f.signals["conf_lows_pos"][below[0]]
+                if not (g.finish_reason == "confidence" and g.n_tokens == p + 1
+                        and g.signals["conf_lows_pos"] == f.signals["conf_lows_pos"][:below[0] + 1]):
+                    bad.append(f"stopped at {g.n_tokens} ({g.finish_reason}), expected {p + 1}")
+                ids = b1.tokenizer(g.text, add_special_tokens=False)["input_ids"]
+                whole = b1.tokenizer(f.text, add_special_tokens=False)["input_ids"]
+                if ids != whole[:len(ids)]:
+                    bad.append("a stopped trace is not the whole trace's prefix")
+            check(f"{tag}: conf_stop cuts each trace at its first record low below the threshold", not bad,
+                  problems=bad[:3], stopped=sum(g.finish_reason == "confidence" for g in got[0]),
+                  expected_at=pos[i] + 1, got=got[0][j].n_tokens)
+            if dtype == "float32" and args.device != "cpu":
+                cpu = TransformersBackend(str(model), device="cpu", dtype="float32", batch_size=1)
+                ref = cpu.generate(PROMPTS, sampling, seeds, confidence=spec)
+                same = sum(a.text == b.text for ra, rb in zip(full, ref) for a, b in zip(ra, rb))
+                result["cuda_vs_cpu_float32_same_text"] = f"{same}/{sum(len(r) for r in ref)}"
+    result["failed"] = failed
+    text = json.dumps(result, indent=1)
+    print(text)
+    if args.out:
+        args.out.write_text(text)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
