@@ -140,23 +140,22 @@ def _value(choice):
 
 
 # ------------------------------------------------------------------------------- the enumerated options' values
-# Registries that import nothing heavy are read directly: harvest's oracles, backends and import formats
-# (harvest/registry.py, standard library only), data set tasks, PRM step modes and prompt templates. The others sit
-# behind numba or polars (replay.policies, replay.engine, replay.theory) and would add about a second to every start of
-# ttc, `--help` included; their names are spelled here, and tests/test_cli.py holds each list to its registry.
+# The registries import nothing heavy (no numba, polars or torch), so every choice is read from its entry: replay's
+# policies, elimination and selection rules (replay/policies.py, whose kernel codes are looked up only when a run
+# needs them), harvest's oracles, backends and import formats (harvest/registry.py), data set tasks, PRM step modes
+# and prompt templates.
 from ttc.harvest import registry as harvest_registry  # noqa: E402
 from ttc.harvest.datasets import TASKS  # noqa: E402
 from ttc.harvest.oracles.sandbox import MODES as SANDBOX_MODES  # noqa: E402
 from ttc.harvest.prm import ENGINES as PRM_ENGINES, STEP_MODES  # noqa: E402
 from ttc.harvest.prompts import TEMPLATES  # noqa: E402
+from ttc.replay import policies as replay_registry  # noqa: E402
 
-POLICY_NAMES = ("uniform", "elimination", "ucb", "gap", "gap-literal", "entropy", "two-stage", "streaming", "oracle",
-                "optscale", "marginal-gain", "dsc", "side-eb", "deepconf-online")
-ELIMINATION_RULES = ("threshold", "sc-share", "sc-beta", "esc", "ac-majority", "ac-entropy", "ac-dirichlet",
-                     "none")  # replay.policies.ELIMS
-SELECTIONS = ("bon", "weighted", "sc", "cisc", "deepconf")  # replay.engine.SELECT
-LIVE_SELECTIONS = ("bon", "weighted", "sc")  # replay.policies.LIVE_SELECTIONS: what `ttc run` can return
-BUDGET_UNITS = ("samples", "tokens", "token-matched")  # replay.policies.UNITS and token-matched (replay/run.py)
+POLICY_NAMES = tuple(replay_registry.REGISTRY)
+ELIMINATION_RULES = tuple(replay_registry.ELIMINATION_RULES)
+SELECTIONS = tuple(replay_registry.SELECTION_RULES)
+LIVE_SELECTIONS = replay_registry.LIVE_SELECTIONS  # what `ttc run` can return
+BUDGET_UNITS = replay_registry.BUDGET_UNITS
 ORACLES = tuple(harvest_registry.ORACLES)
 BACKENDS = tuple(harvest_registry.BACKENDS)
 IMPORT_FORMATS = tuple(harvest_registry.IMPORTERS)

@@ -5,19 +5,21 @@ figures' styles and the live driver read these entries.
 
 Adding a policy = a code and a branch in replay/kernel.py's run_one, its plain-Python twin in
 replay/reference.py, one `Policy` entry below, and its paragraph in docs/semantics.md.
+
+The module imports neither numba nor numpy, so that the command line's choices and `ttc.POLICIES` cost nothing: an
+entry names its kernel code (`kernel="UCB"`, a constant of replay/kernel.py) and `.code` looks it up on first use
+(tests/test_registry.py holds every name to the kernel); POLICIES, ELIMS and UNITS, the code tables, are built
+from the kernel when first read.
 """
 from __future__ import annotations
 
+import importlib
 import math
-
 from dataclasses import asdict, dataclass
 
-import numpy as np
 
-from .kernel import (CONFIG, DEEPCONF_ONLINE, DSC, ELIM_AC_DIRICHLET, ELIM_AC_ENTROPY, ELIM_AC_MAJORITY, ELIM_ESC, ELIM_NONE,
-                     ELIM_SC_BETA, ELIM_SC_SHARE, ELIM_THRESHOLD, ELIMINATION, ENTROPY, GAP, GAP_LITERAL,
-                     MARGINAL_GAIN, OPTSCALE, ORACLE, SIDE_EB, STREAMING, TWO_STAGE, UCB, UNIFORM, UNIT_SAMPLES,
-                     UNIT_TOKENS)
+def _kernel():
+    return importlib.import_module(".kernel", __package__)
 
 
 @dataclass(frozen=True)
@@ -34,7 +36,7 @@ class Policy:
     COLUMN), so that `ttc run` can refuse such an option for a policy that would ignore it."""
 
     name: str
-    code: int
+    kernel: str  # its code's name in replay/kernel.py
     doc: str
     params: tuple = ()
     needs: frozenset = frozenset()
@@ -45,46 +47,50 @@ class Policy:
     style: tuple = ("#4d4d4d", "o", "-")
     inputs: tuple = ()
 
+    @property
+    def code(self) -> int:
+        return getattr(_kernel(), self.kernel)
+
 
 _ADAPTIVE = ("K", "eliminate", "max_samples")
 REGISTRY = {p.name: p for p in (
-    Policy("uniform", UNIFORM, "the same number of responses for every query (round-robin, no elimination)",
+    Policy("uniform", "UNIFORM", "the same number of responses for every query (round-robin, no elimination)",
            style=("#4d4d4d", "o", "-")),
-    Policy("elimination", ELIMINATION, "round-robin over the queries not yet answered", _ADAPTIVE,
+    Policy("elimination", "ELIMINATION", "round-robin over the queries not yet answered", _ADAPTIVE,
            grid=frozenset({"K", "gamma", "tokens", "cap"}), style=("#1f77b4", "s", "-")),
-    Policy("ucb", UCB, "highest mean score + lambda / sqrt(n) first", ("K", "eliminate", "lam", "max_samples"), lam=1.0,
+    Policy("ucb", "UCB", "highest mean score + lambda / sqrt(n) first", ("K", "eliminate", "lam", "max_samples"), lam=1.0,
            grid=frozenset({"K", "lambda", "gamma", "tokens"}), style=("#ff7f0e", "^", "--")),
-    Policy("gap", GAP, "smallest sqrt(n) (abs(gamma - mean) + eps) first (APT form)",
+    Policy("gap", "GAP", "smallest sqrt(n) (abs(gamma - mean) + eps) first (APT form)",
            ("K", "eliminate", "eps", "max_samples", "gamma"),
            grid=frozenset({"K", "gamma", "tokens"}), style=("#2ca02c", "v", ":")),
-    Policy("gap-literal", GAP_LITERAL, "the paper's printed gap formula, for comparison only",
+    Policy("gap-literal", "GAP_LITERAL", "the paper's printed gap formula, for comparison only",
            _ADAPTIVE + ("gamma",), style=("#8c564b", "x", "-.")),
-    Policy("entropy", ENTROPY, "highest answer entropy + lambda / sqrt(n) first",
+    Policy("entropy", "ENTROPY", "highest answer entropy + lambda / sqrt(n) first",
            ("K", "eliminate", "lam", "max_samples"),
            needs=frozenset({"answers"}), lam=3.0, grid=frozenset({"K", "lambda", "gamma", "tokens"}),
            style=("#d62728", "D", "-")),
-    Policy("two-stage", TWO_STAGE, "round-robin with a share rho of the budget, the rest by posterior mean",
+    Policy("two-stage", "TWO_STAGE", "round-robin with a share rho of the budget, the rest by posterior mean",
            ("eliminate", "rho", "max_samples"), grid=frozenset({"tokens"}), style=("#9467bd", "P", "--")),
-    Policy("streaming", STREAMING, "queries one at a time in order, each until answered or capped",
+    Policy("streaming", "STREAMING", "queries one at a time in order, each until answered or capped",
            _ADAPTIVE, grid=frozenset({"tokens", "cap"}), style=("#17becf", "*", "-.")),
-    Policy("oracle", ORACLE, "hindsight ceiling: each query up to its first correct response, cheapest first",
+    Policy("oracle", "ORACLE", "hindsight ceiling: each query up to its first correct response, cheapest first",
            needs=frozenset({"gt"}), live=False, style=("#bcbd22", "h", ":")),
-    Policy("optscale", OPTSCALE, "OptScale: a warm-up per query, then each its own N: the fewest draws that reach "
+    Policy("optscale", "OPTSCALE", "OptScale: a warm-up per query, then each its own N: the fewest draws that reach "
            "gamma with probability 1 - percentile, from the warm-up's success rate",
            ("warmup", "percentile", "max_samples", "gamma"), style=("#e377c2", "p", "--")),
-    Policy("marginal-gain", MARGINAL_GAIN, "each pull to the unsolved query whose next response most likely reaches "
+    Policy("marginal-gain", "MARGINAL_GAIN", "each pull to the unsolved query whose next response most likely reaches "
            "gamma: a Beta posterior mean from its --prior prediction (else Laplace's) and its scores",
            ("K", "eliminate", "max_samples", "gamma", "prior_strength"), style=("#7f7f7f", "d", "-."),
            inputs=("prior",)),
-    Policy("dsc", DSC, "DSC: one draw per query ranks them by its score; a binary search marks the easy prefix (its "
+    Policy("dsc", "DSC", "DSC: one draw per query ranks them by its score; a binary search marks the easy prefix (its "
            "judges stop at their first window of K); the rest draw windows of K until the rule stops them",
            ("K", "eliminate", "max_samples", "judge"), style=("#aec7e8", "8", ":")),
-    Policy("side-eb", SIDE_EB, "each pull to the unanswered query whose next response most likely answers it per "
+    Policy("side-eb", "SIDE_EB", "each pull to the unanswered query whose next response most likely answers it per "
            "unit cost: an empirical-Bayes rate learnt during the run per bin of the --side signal of its failed draws",
            ("K", "eliminate", "max_samples", "prior_strength", "bins", "refresh", "horizon"), published=False,
            style=("#ffbb78", "X", "--"),
            inputs=("side",)),
-    Policy("deepconf-online", DEEPCONF_ONLINE, "DeepConf online: a warm-up of whole traces per query sets its threshold "
+    Policy("deepconf-online", "DEEPCONF_ONLINE", "DeepConf online: a warm-up of whole traces per query sets its threshold "
            "(the percentile of their lowest group confidences keeping the top share percentile); then one trace at a "
            "time, round-robin, until its confidence-weighted vote reaches tau; a trace whose group confidence falls "
            "below the threshold stops there, pays its tokens so far and does not vote",
@@ -99,27 +105,31 @@ class Rule:
     finally gives); params: the RunConfig fields it reads; needs as for Policy."""
 
     name: str
-    code: int
+    kernel: str | int  # its code's name in replay/kernel.py (a selection's: its index in the kernel's order)
     doc: str
     params: tuple = ()
     needs: frozenset = frozenset()
 
+    @property
+    def code(self) -> int:
+        return self.kernel if isinstance(self.kernel, int) else getattr(_kernel(), self.kernel)
+
 
 ELIMINATION_RULES = {r.name: r for r in (
-    Rule("threshold", ELIM_THRESHOLD, "a score >= gamma", ("gamma",)),
-    Rule("sc-share", ELIM_SC_SHARE, "leading answer > tau of the draws, after m_min", ("tau", "m_min"),
+    Rule("threshold", "ELIM_THRESHOLD", "a score >= gamma", ("gamma",)),
+    Rule("sc-share", "ELIM_SC_SHARE", "leading answer > tau of the draws, after m_min", ("tau", "m_min"),
          frozenset({"answers"})),
-    Rule("sc-beta", ELIM_SC_BETA, "Adaptive-Consistency's Beta rule: P(leading > runner-up) >= conf", (),
+    Rule("sc-beta", "ELIM_SC_BETA", "Adaptive-Consistency's Beta rule: P(leading > runner-up) >= conf", (),
          frozenset({"answers"})),
-    Rule("esc", ELIM_ESC, "ESC: the last K draws (a window) all give the same valid answer", ("K",),
+    Rule("esc", "ELIM_ESC", "ESC: the last K draws (a window) all give the same valid answer", ("K",),
          frozenset({"answers"})),
-    Rule("ac-majority", ELIM_AC_MAJORITY, "Adaptive-Consistency's majority rule: leading answer >= share of the "
+    Rule("ac-majority", "ELIM_AC_MAJORITY", "Adaptive-Consistency's majority rule: leading answer >= share of the "
          "draws, after 2", ("share",), frozenset({"answers"})),
-    Rule("ac-entropy", ELIM_AC_ENTROPY, "Adaptive-Consistency's entropy rule: normalised answer entropy <= hmax, "
+    Rule("ac-entropy", "ELIM_AC_ENTROPY", "Adaptive-Consistency's entropy rule: normalised answer entropy <= hmax, "
          "after 2", ("hmax",), frozenset({"answers"})),
-    Rule("ac-dirichlet", ELIM_AC_DIRICHLET, "Adaptive-Consistency's Dirichlet rule: P(leading answer's share is the "
+    Rule("ac-dirichlet", "ELIM_AC_DIRICHLET", "Adaptive-Consistency's Dirichlet rule: P(leading answer's share is the "
          "largest of the top 5) >= dirichlet_conf, exact", ("dirichlet_conf",), frozenset({"answers"})),
-    Rule("none", ELIM_NONE, "never"),
+    Rule("none", "ELIM_NONE", "never"),
 )}
 # A selection rule's params are the replay() arguments it reads (not RunConfig fields: a selection is computed from
 # what a run drew, so one run serves every selection).
@@ -148,10 +158,18 @@ def check_selection_params(cisc_temp: float, deepconf_eta: float) -> str | None:
         return f"--deepconf-eta must be a percentage in (0, 100] (the share of draws kept), got {deepconf_eta}"
     return None
 
-# Views of the registry under the names the rest of the package has used.
-POLICIES = {name: p.code for name, p in REGISTRY.items()}
-UNITS = {"samples": UNIT_SAMPLES, "tokens": UNIT_TOKENS}
-ELIMS = {name: r.code for name, r in ELIMINATION_RULES.items()}
+BUDGET_UNITS = ("samples", "tokens", "token-matched")  # token-matched: a token budget matched to uniform's (run.py)
+
+
+def __getattr__(name: str):
+    """The code tables (name -> kernel code), built from the kernel on first use: POLICIES, ELIMS, UNITS."""
+    tables = {"POLICIES": lambda: {n: p.code for n, p in REGISTRY.items()},
+              "ELIMS": lambda: {n: r.code for n, r in ELIMINATION_RULES.items()},
+              "UNITS": lambda: {"samples": _kernel().UNIT_SAMPLES, "tokens": _kernel().UNIT_TOKENS}}
+    if name not in tables:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = globals()[name] = tables[name]()
+    return value
 MAX_COUNT = 2**31  # bound on K and max_samples
 
 
@@ -207,10 +225,10 @@ class RunConfig:
         if not (1 <= self.bins <= 1024 and 1 <= self.refresh <= MAX_COUNT):
             raise ValueError(f"bins must be in 1..1024 and refresh in 1..{MAX_COUNT:,} (pulls between refreshes), got "
                              f"{self.bins} and {self.refresh}")
-        if self.policy not in POLICIES:
-            raise ValueError(f"unknown policy {self.policy!r}; choose from {', '.join(POLICIES)}")
-        if self.eliminate not in ELIMS:
-            raise ValueError(f"unknown elimination rule {self.eliminate!r}; choose from {', '.join(ELIMS)}")
+        if self.policy not in REGISTRY:
+            raise ValueError(f"unknown policy {self.policy!r}; choose from {', '.join(REGISTRY)}")
+        if self.eliminate not in ELIMINATION_RULES:
+            raise ValueError(f"unknown elimination rule {self.eliminate!r}; choose from {', '.join(ELIMINATION_RULES)}")
         if self.unit not in ("samples", "tokens", "token-matched"):
             raise ValueError(f"unknown budget unit {self.unit!r}; choose samples, tokens or token-matched")
         if self.K < 1:
@@ -258,13 +276,16 @@ class RunConfig:
 
     @property
     def kernel_unit(self) -> int:
-        return UNITS["samples" if self.unit == "samples" else "tokens"]
+        k = _kernel()
+        return k.UNIT_SAMPLES if self.unit == "samples" else k.UNIT_TOKENS
 
-    def record(self) -> np.ndarray:
+    def record(self):
         """This configuration as the kernels read it: a CONFIG record (a one-element array; index [0])."""
-        r = np.zeros(1, CONFIG)
-        r["policy"], r["unit"], r["K"], r["elim"] = POLICIES[self.policy], self.kernel_unit, self.K, \
-            ELIMS[self.eliminate]
+        import numpy as np
+
+        r = np.zeros(1, _kernel().CONFIG)
+        r["policy"], r["unit"], r["K"], r["elim"] = REGISTRY[self.policy].code, self.kernel_unit, self.K, \
+            ELIMINATION_RULES[self.eliminate].code
         r["max_samples"], r["m_min"] = self.max_samples, self.m_min
         r["gamma"], r["lam"], r["eps"], r["rho"], r["tau"] = self.gamma, self.lam_value, self.eps, self.rho, self.tau
         r["share"], r["hmax"] = self.share, self.hmax
