@@ -139,6 +139,66 @@ def _value(choice):
     return choice.value if isinstance(choice, enum.Enum) else choice
 
 
+def _option_group(group: dict, arg: str):
+    """A decorator giving a command the options of `group` (parameter -> (type, option)), after its own, and handing
+    them to it as one dict, the keyword `arg`."""
+    def decorate(command):
+        sig = inspect.signature(command, eval_str=True)
+        own = [p for p in sig.parameters.values() if p.name != arg]
+        shared = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation)
+                  for name, (annotation, option) in group.items()]
+
+        @functools.wraps(command)
+        def wrapper(**kwargs):
+            return command(**{k: v for k, v in kwargs.items() if k not in group},
+                           **{arg: {name: kwargs[name] for name in group}})
+
+        wrapper.__signature__ = sig.replace(parameters=own + shared)
+        wrapper.__annotations__ = {p.name: p.annotation for p in own + shared}
+        return wrapper
+    return decorate
+
+
+def _config_group(mode: str, panel: str | None = None) -> dict:
+    """The options of RunConfig's parameters, each declared once in replay/policies.py (param(): its help, flag,
+    default and whether a replay sweeps it). mode "replay": the swept ones as comma lists, the others one value;
+    "run": one value each; "tune": each an optional comma list (a grid to tune over)."""
+    from ttc.replay.policies import PARAMS, flag, param_type
+
+    group = {}
+    for f in PARAMS:
+        m = f.metadata
+        names = [flag(f.name)] + ([m["short"]] if m["short"] else [])
+        kw = {"rich_help_panel": panel} if panel else {}
+        if mode == "tune" or (mode == "replay" and m["sweep"]):
+            default = None if mode == "tune" else m["replay_default"] or (
+                None if f.default is None else format(f.default, "g"))
+            group[f.name] = (Optional[str], typer.Option(default, *names, help=m["doc"] + " A comma list.", **kw))
+        else:
+            typ = param_type(f.name)
+            group[f.name] = (Optional[typ] if f.default is None else typ,
+                             typer.Option(f.default, *names, help=m["doc"], **kw))
+    return group
+
+
+def _config_values(params: dict, mode: str) -> dict:
+    """The parsed values of _config_group's options: lists where the option takes one (None: not given)."""
+    from ttc.replay.policies import PARAMS, flag, param_type
+
+    out = {}
+    for f in PARAMS:
+        text = params[f.name]
+        if mode == "tune" or (mode == "replay" and f.metadata["sweep"]):
+            if text is None:
+                if mode != "tune":
+                    out[f.name] = [None]
+                continue
+            out[f.name] = (_ints if param_type(f.name) is int else _floats)(text, flag(f.name))
+        else:
+            out[f.name] = text
+    return out
+
+
 # ------------------------------------------------------------------------------- the enumerated options' values
 # The registries import nothing heavy (no numba, polars or torch), so every choice is read from its entry: replay's
 # policies, elimination and selection rules (replay/policies.py, whose kernel codes are looked up only when a run
@@ -214,37 +274,10 @@ _INVALID_VOTES_HELP = ("Count each query's invalid answers (no answer extracted)
 _DEEPCONF_ETA_HELP = "deepconf: the percentage of valid draws it keeps, by score (the paper: 10 or 90)."
 _FORCE_HELP = ("Replace existing outputs that were not written by this command (by default only its own earlier "
                "output is replaced).")
-# The scalar parameters of optscale, marginal-gain, dsc, side-eb and ac-dirichlet, declared once for ttc replay and ttc
-# run: name -> (default, help). The defaults are RunConfig's (replay/policies.py), spelled here because cli.py does not
-# import the registry at start (numba); tests/test_run_policies.py holds them to RunConfig.
-_POLICY_PARAMS = {
-    "warmup": (3, "optscale: responses per query before its N is set (the source's smallest peek_number); "
-               "deepconf-online: whole traces per query before its threshold is set (DeepConf's 16)."),
-    "percentile": (0.05, "optscale: the chance of no draw reaching gamma that its N accepts (the source's percentile; "
-                   "N: the fewest with (1 - p)^N <= it); deepconf-online: the share of warm-up traces at or above its "
-                   "threshold (DeepConf's confidence_percentile / 100: 0.1 DeepConf-low, 0.9 DeepConf-high)."),
-    "prior_strength": (2.0, "marginal-gain: the prediction's weight in pseudo-draws (its Beta prior's a + b); side-eb: "
-                       "the strength of its base rate's Beta prior."),
-    "judge": (32, "dsc: queries judged around each midpoint of its partition's binary search (the source's "
-              "judge_window_size)."),
-    "bins": (3, "side-eb: bins of the side signal's mean over a query's failed draws."),
-    "refresh": (8, "side-eb: pulls between refreshes of every query's index."),
-    "horizon": (0, "side-eb: 0: its index is the next draw's chance; 1: the chance of a success within the draws each "
-                "active query can still get (budget left / active queries) per draw used (docs/semantics.md)."),
-    "dirichlet_conf": (0.95, "ac-dirichlet: the chance that the leading answer is the most likely one (Dirichlet "
-                       "posterior over the top 5) needed to stop (the source's conf_thresh)."),
-}
-
-
-def _param_option(name: str, **kw):
-    """The typer option of a _POLICY_PARAMS parameter (kw: e.g. ttc run's help panel)."""
-    default, text = _POLICY_PARAMS[name]
-    return typer.Option(default, help=text, **kw)
-
-
 # ---------------------------------------------------------------------------------------------------------- replay
 
 @app.command("replay")
+@_option_group(_config_group("replay", "Policy parameters (replay/policies.py RunConfig)"), "params")
 def replay_cmd(
     ctx: typer.Context,
     pool: Optional[Path] = typer.Argument(None, metavar="POOL", show_default=False,
@@ -258,42 +291,23 @@ def replay_cmd(
     seed_start: int = typer.Option(0, help="First seed; seeds are seed_start .. seed_start + seeds - 1."),
     score: str = typer.Option("gt", help="Score column (score_<name> or <name>), or gt: 1 if correct else 0."),
     eliminate: Eliminate = typer.Option(Eliminate("threshold"), help="Elimination rule."),
-    gamma: str = typer.Option("1.0", help="Threshold gamma (list allowed): eliminate when a score >= gamma."),
     select: Select = typer.Option(Select("bon"), help="Selection for accuracy."),
     cisc_temp: float = typer.Option(0.2, help=_CISC_TEMP_HELP),
     deepconf_eta: float = typer.Option(10.0, help=_DEEPCONF_ETA_HELP),
     unit: Unit = typer.Option(Unit("samples"), help="Budget unit."),
-    k: str = typer.Option("1", "--K", "-K", help="Responses per pull (list allowed)."),
-    lam: Optional[str] = typer.Option(None, "--lambda", help="Exploration bonus (list); default ucb 1, entropy 3."),
-    eps: float = typer.Option(0.01, help="gap's epsilon."),
-    max_samples: str = typer.Option("0", help="Per-query cap for adaptive policies (list; 0 = the pool size)."),
-    rho: str = typer.Option("0.25,0.5,0.75", help="two-stage: share of the budget spent in stage 1 (list)."),
-    tau: str = typer.Option("0.5", help="sc-share: the leading answer's share needed; deepconf-online: the "
-                            "leading answer's share of the confidence-weighted vote that stops a query (DeepConf's "
-                            "0.95) (list)."),
-    m_min: int = typer.Option(3, help="sc-share: responses needed before it can stop."),
     conf: float = typer.Option(0.95, help="sc-beta: confidence P(p1 > p2) needed to stop."),
-    share: float = typer.Option(0.8, help="ac-majority: the leading answer's share of the draws needed to stop."),
-    hmax: float = typer.Option(0.75, help="ac-entropy: the normalised answer entropy at or below which it stops."),
-    warmup: int = _param_option("warmup"),
-    percentile: float = _param_option("percentile"),
     prior: Optional[str] = typer.Option(None, metavar="COLUMN", help="marginal-gain: a column of the pool's "
                                         "queries.parquet holding each query's predicted success probability in "
                                         "[0, 1] (default: none, Laplace's estimate from its own scores)."),
-    prior_strength: float = _param_option("prior_strength"),
-    judge: int = _param_option("judge"),
     side: Optional[str] = typer.Option(None, metavar="COLUMN", help="side-eb: a column of the pool's responses "
                                        "holding a side signal in [0, 1] (e.g. a confidence; default: none, 0.5)."),
-    bins: int = _param_option("bins"),
-    refresh: int = _param_option("refresh"),
-    horizon: int = _param_option("horizon"),
-    dirichlet_conf: float = _param_option("dirichlet_conf"),
     invalid_votes: bool = typer.Option(False, "--invalid-votes", help=_INVALID_VOTES_HELP),
     out: Optional[Path] = typer.Option(None, help="Write one row per (configuration, budget, seed) to this Parquet file."),
     per_query: Optional[Path] = typer.Option(None, help="Write the per-query allocation of every run to this Parquet file."),
     curve: Optional[Path] = typer.Option(None, help="Write uniform's exact curves (coverage@k, best-of-k) to this Parquet file."),
     threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores); results do not depend on it."),
     force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
+    params: dict = None,
 ):
     """Replay allocation policies over a cached pool at many budgets and seeds; print mean ± standard error."""
     from ttc.replay.run import ReplayRequest, run_replay
@@ -301,14 +315,10 @@ def replay_cmd(
     pool = _renamed(ctx, "pool", "pool_option", "the POOL argument (ttc replay POOL)", "--pool")
     req = ReplayRequest(
         pool=pool, policies=policy or [], budgets=_floats(budgets, "--budgets"), seeds=seeds, seed_start=seed_start,
-        score=score, eliminate=_value(eliminate), gammas=_floats(gamma, "--gamma"), select=_value(select),
-        cisc_temp=cisc_temp, deepconf_eta=deepconf_eta,
-        unit=_value(unit), Ks=_ints(k, "--K"), lams=_floats(lam, "--lambda") if lam else None, eps=eps,
-        max_samples=_ints(max_samples, "--max-samples"), rhos=_floats(rho, "--rho"), taus=_floats(tau, "--tau"),
-        m_min=m_min, share=share, hmax=hmax, conf=conf, out=out, per_query=per_query, curve=curve, threads=threads,
-        force=force, warmup=warmup, percentile=percentile, prior=prior, prior_strength=prior_strength, judge=judge,
-        side=side, bins=bins, refresh=refresh, horizon=horizon, dirichlet_conf=dirichlet_conf,
-        invalid_votes=invalid_votes)
+        score=score, eliminate=_value(eliminate), select=_value(select), cisc_temp=cisc_temp,
+        deepconf_eta=deepconf_eta, unit=_value(unit), conf=conf, out=out, per_query=per_query, curve=curve,
+        threads=threads, force=force, prior=prior, side=side, invalid_votes=invalid_votes,
+        **_config_values(params, "replay"))
     run_replay(req)
 
 
@@ -422,10 +432,10 @@ def signals_cmd(
 # ------------------------------------------------------------------------------------------------------------ tune
 
 _GRID_PANEL = "Parameter grid (comma lists; only parameters the policy uses)"
-_GRID_INT = ("K", "max_samples", "m_min")  # RunConfig's integer fields among the named grid options
 
 
 @app.command("tune")
+@_option_group(_config_group("tune", _GRID_PANEL), "params")
 def tune_cmd(
     pool: Optional[Path] = typer.Argument(None, metavar="POOL", show_default=False,
                                           help="Pool directory to tune on (default: the embedded "
@@ -449,23 +459,8 @@ def tune_cmd(
     split_seed: int = typer.Option(0, help="Seed of the split of the queries."),
     report_pool: Optional[Path] = typer.Option(None, help="Tune on the whole of POOL and report on the whole of this "
                                                "pool instead of splitting one."),
-    k: Optional[str] = typer.Option(None, "--K", "-K", help="Responses per pull.", rich_help_panel=_GRID_PANEL),
-    gamma: Optional[str] = typer.Option(None, help="Threshold gamma.", rich_help_panel=_GRID_PANEL),
-    lam: Optional[str] = typer.Option(None, "--lambda", help="Exploration bonus.", rich_help_panel=_GRID_PANEL),
-    eps: Optional[str] = typer.Option(None, help="gap's epsilon.", rich_help_panel=_GRID_PANEL),
-    max_samples: Optional[str] = typer.Option(None, help="Per-query cap (0 = the pool size).",
-                                              rich_help_panel=_GRID_PANEL),
-    rho: Optional[str] = typer.Option(None, help="two-stage: share of the budget in stage 1.",
-                                      rich_help_panel=_GRID_PANEL),
-    tau: Optional[str] = typer.Option(None, help="sc-share: the leading answer's share.", rich_help_panel=_GRID_PANEL),
-    m_min: Optional[str] = typer.Option(None, help="sc-share: responses before it can stop.",
-                                        rich_help_panel=_GRID_PANEL),
-    share: Optional[str] = typer.Option(None, help="ac-majority: the leading answer's share.",
-                                        rich_help_panel=_GRID_PANEL),
-    hmax: Optional[str] = typer.Option(None, help="ac-entropy: the normalised entropy to stop at.",
-                                       rich_help_panel=_GRID_PANEL),
-    grid: Optional[List[str]] = typer.Option(None, "--grid", metavar="FIELD=V1,V2", help="Any other RunConfig "
-                                             "field (a new policy's parameter), repeat.",
+    grid: Optional[List[str]] = typer.Option(None, "--grid", metavar="FIELD=V1,V2", help="A RunConfig field by "
+                                             "its own name (the same as its option above), repeat.",
                                              rich_help_panel=_GRID_PANEL),
     conf: float = typer.Option(0.95, help="sc-beta: confidence P(p1 > p2) needed to stop."),
     cisc_temp: float = typer.Option(0.2, help=_CISC_TEMP_HELP),
@@ -477,18 +472,13 @@ def tune_cmd(
     invalid_votes: bool = typer.Option(False, "--invalid-votes", help=_INVALID_VOTES_HELP),
     threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores); results do not depend on it."),
     force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
+    params: dict = None,
 ):
     """Choose a policy's (or method's) parameters on one part of the queries (or one pool) and report them on the
     held-out part (or another pool); every number tuned on the data it reports is flagged."""
     from ttc.replay.tune import TuneRequest, run_tune
 
-    named = {"K": k, "gamma": gamma, "lam": lam, "eps": eps, "max_samples": max_samples, "rho": rho, "tau": tau,
-             "m_min": m_min, "share": share, "hmax": hmax}
-    values = {}
-    for name, text in named.items():
-        if text is not None:
-            flag = {"K": "--K", "lam": "--lambda"}.get(name, "--" + name.replace("_", "-"))
-            values[name] = _ints(text, flag) if name in _GRID_INT else _floats(text, flag)
+    values = _config_values(params, "tune")
     for item in grid or []:
         name, sep, text = item.partition("=")
         name = name.strip()
@@ -496,7 +486,8 @@ def tune_cmd(
             _fail(f"--grid takes FIELD=V1,V2, got {item!r}")
         if name in values:
             _fail(f"--grid {name}: the parameter is already given")
-        values[name] = _floats(text, f"--grid {name}")
+        ints = name in replay_registry.RunConfig.__dataclass_fields__ and replay_registry.param_type(name) is int
+        values[name] = (_ints if ints else _floats)(text, f"--grid {name}")
     run_tune(TuneRequest(pool=pool, policy=policy, method=method, grid=values, budgets=_floats(budgets, "--budgets"),
                          seeds=seeds, seed_start=seed_start, score=score, eliminate=_value(eliminate),
                          select=_value(select), metric=metric, unit=_value(unit), holdout=holdout,
@@ -648,26 +639,6 @@ _SCORING = {
     "judge_max_tokens": (int, typer.Option(1024, help="judge: max tokens of each verdict.", rich_help_panel=_PANEL)),
     "progress": (bool, typer.Option(True, "--progress/--no-progress", help="Progress bars.")),
 }
-
-
-def _option_group(group: dict, arg: str):
-    """A decorator giving a command the options of `group` (parameter -> (type, option)), after its own, and handing
-    them to it as one dict, the keyword `arg`."""
-    def decorate(command):
-        sig = inspect.signature(command, eval_str=True)
-        own = [p for p in sig.parameters.values() if p.name != arg]
-        shared = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation)
-                  for name, (annotation, option) in group.items()]
-
-        @functools.wraps(command)
-        def wrapper(**kwargs):
-            return command(**{k: v for k, v in kwargs.items() if k not in group},
-                           **{arg: {name: kwargs[name] for name in group}})
-
-        wrapper.__signature__ = sig.replace(parameters=own + shared)
-        wrapper.__annotations__ = {p.name: p.annotation for p in own + shared}
-        return wrapper
-    return decorate
 
 
 def _with_scoring_options(command):
@@ -1072,6 +1043,7 @@ _RUN_PANEL = "Allocation (as in ttc replay)"
 @_with_backend_options
 @_with_confidence_options
 @_with_scoring_options
+@_option_group(_config_group("run", _RUN_PANEL), "params")
 def run_cmd(
     ctx: typer.Context,
     model: str = typer.Option(..., help="Hub name or local path (openai backend: the served model name)."),
@@ -1102,42 +1074,18 @@ def run_cmd(
                                                   "sc-share with sc).", rich_help_panel=_RUN_PANEL),
     select: Optional[RunSelect] = typer.Option(None, help="Which response each query returns (default: bon with gt, "
                                             "sc with sc).", rich_help_panel=_RUN_PANEL),
-    gamma: float = typer.Option(1.0, help="Threshold gamma: eliminate when a score >= gamma.",
-                                rich_help_panel=_RUN_PANEL),
-    k: int = typer.Option(1, "--K", "-K", help="Responses per pull.", rich_help_panel=_RUN_PANEL),
-    lam: Optional[float] = typer.Option(None, "--lambda", help="Exploration bonus (default ucb 1, entropy 3).",
-                                        rich_help_panel=_RUN_PANEL),
-    eps: float = typer.Option(0.01, help="gap's epsilon.", rich_help_panel=_RUN_PANEL),
-    max_samples: int = typer.Option(0, help="Per-query cap of the adaptive policies (0: --max-per-query).",
-                                    rich_help_panel=_RUN_PANEL),
-    rho: float = typer.Option(0.5, help="two-stage: share of the budget spent in stage 1.",
-                              rich_help_panel=_RUN_PANEL),
-    tau: float = typer.Option(0.5, help="sc-share: the leading answer's share needed.", rich_help_panel=_RUN_PANEL),
-    m_min: int = typer.Option(3, help="sc-share: responses needed before it can stop.", rich_help_panel=_RUN_PANEL),
-    share: float = typer.Option(0.8, help="ac-majority: the leading answer's share of the draws needed to stop.",
-                                rich_help_panel=_RUN_PANEL),
-    hmax: float = typer.Option(0.75, help="ac-entropy: the normalised answer entropy at or below which it stops.",
-                               rich_help_panel=_RUN_PANEL),
     conf: float = typer.Option(0.95, help="sc-beta: confidence P(p1 > p2) needed to stop.",
                                rich_help_panel=_RUN_PANEL),
-    warmup: int = _param_option("warmup", rich_help_panel=_RUN_PANEL),
-    percentile: float = _param_option("percentile", rich_help_panel=_RUN_PANEL),
     prior: Optional[str] = typer.Option(None, metavar="COLUMN", help="marginal-gain: the field of each query holding "
                                         "its predicted success probability in [0, 1], a column of the --dataset file "
                                         "or a top-level key of each --batch line; the run's pool records it in "
                                         "queries.parquet, for ttc replay --prior (default: none, Laplace's estimate "
                                         "from its own scores).", rich_help_panel=_RUN_PANEL),
-    prior_strength: float = _param_option("prior_strength", rich_help_panel=_RUN_PANEL),
-    judge: int = _param_option("judge", rich_help_panel=_RUN_PANEL),
     side: Optional[str] = typer.Option(None, metavar="COLUMN", help="side-eb: a score column this run records for "
                                        "every response, read as its side signal as it arrives: a --confidence "
                                        "signal's (score_mean_logprob, ...) or the oracle's (prm: score_prm_min, ...; "
                                        "judge: score_judge); ttc replay RUN/pool --side reads the same column "
                                        "(default: none, 0.5).", rich_help_panel=_RUN_PANEL),
-    bins: int = _param_option("bins", rich_help_panel=_RUN_PANEL),
-    refresh: int = _param_option("refresh", rich_help_panel=_RUN_PANEL),
-    horizon: int = _param_option("horizon", rich_help_panel=_RUN_PANEL),
-    dirichlet_conf: float = _param_option("dirichlet_conf", rich_help_panel=_RUN_PANEL),
     max_per_query: int = typer.Option(256, help="Most responses one query may get (the pool size of a replay: a "
                                       "query that wants more is exhausted).", rich_help_panel=_RUN_PANEL),
     lookahead: int = typer.Option(1, help="Responses generated per query per backend call: more means fewer calls "
@@ -1172,6 +1120,7 @@ def run_cmd(
     backend_options: dict = None,
     data: dict = None,
     signals: dict = None,
+    params: dict = None,
 ):
     """Spend one budget across a batch of queries, live against a model, with an adaptive policy.
 
@@ -1207,10 +1156,8 @@ def run_cmd(
                         {p for p in backend_options if given(p)})
     req = RunRequest(
         out=out, model=model, backend=backend, budget=budget, dataset=dataset, batch=batch, policy=_value(policy),
-        unit=_value(unit), oracle=_value(oracle), K=k, eliminate=_value(eliminate), gamma=gamma, lam=lam, eps=eps,
-        max_samples=max_samples, rho=rho, tau=tau, m_min=m_min, share=share, hmax=hmax, conf=conf,
-        warmup=warmup, percentile=percentile, prior=prior, prior_strength=prior_strength, judge=judge, side=side,
-        bins=bins, refresh=refresh, horizon=horizon, dirichlet_conf=dirichlet_conf, select=_value(select),
+        unit=_value(unit), oracle=_value(oracle), eliminate=_value(eliminate), conf=conf, prior=prior, side=side,
+        select=_value(select), **_config_values(params, "run"),
         score=score, scoring=score_options, max_per_query=max_per_query, lookahead=lookahead, free_slots=free_slots,
         retries=retries,
         retry_delay_s=retry_delay,

@@ -34,9 +34,9 @@ import math
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, make_dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from ttc.replay.errors import InputError
 
@@ -92,76 +92,65 @@ class RunError(InputError):
 # The request
 
 
-@dataclass
-class RunRequest:
-    """Everything `ttc run` is given. The policy's parameters are the RunConfig fields under their RunConfig names and
-    defaults (_config reads every one by name, so a parameter added to RunConfig is one field here; the eliminate
-    default is the oracle's instead, which is why it is None)."""
+def _request_class():
+    from ttc.replay.policies import config_fields
 
-    out: Path
-    model: str
-    backend: str
-    sampling: Sampling                      # n is ignored (the budget decides); temperature, top_p, max_tokens, seed
-    budget: float                           # average per query, in `unit`
-    policy: str = "elimination"
-    dataset: str | None = None
-    batch: Path | None = None
-    unit: str = "samples"
-    oracle: str = "gt"
-    K: int = 1
-    eliminate: str | None = None            # None: the oracle's default
-    gamma: float = 1.0
-    lam: float | None = None
-    eps: float = 0.01
-    max_samples: int = 0
-    rho: float = 0.5
-    tau: float = 0.5
-    m_min: int = 3
-    share: float = 0.8
-    hmax: float = 0.75
-    warmup: int = 3                         # optscale
-    percentile: float = 0.05                # optscale
-    prior_strength: float = 2.0             # marginal-gain, side-eb
-    judge: int = 32                         # dsc
-    bins: int = 3                           # side-eb
-    refresh: int = 8                        # side-eb
-    horizon: int = 0                        # side-eb
-    dirichlet_conf: float = 0.95            # ac-dirichlet
-    prior: str | None = None                # marginal-gain: a field of each query (a --dataset column, a --batch
-    #                                         line's top-level key) holding its predicted success probability
-    side: str | None = None                 # side-eb: a score column the run records (a --confidence signal's, or
-    #                                         the oracle's), each response's side signal
-    conf: float = 0.95
-    select: str | None = None               # None: the oracle's default
-    score: str | None = None                # prm: the column the policy reads (prm_min, ...); None: the oracle's
-    scoring: Any = None                     # harvest.scoring.ScoreOptions of exec / prm / judge (None: defaults)
-    confidence: Any = None                  # harvest.confidence.ConfidenceSpec: signals each response records (the
-    #                                         scores of --oracle confidence; with another oracle, columns for replay)
-    max_per_query: int = 256
-    lookahead: int = 1
-    plan_ahead: bool = True                 # uniform with a sample budget: generate every query's whole allocation
-    #                                         up front (planned_counts), one backend call per distinct count
-    free_slots: bool = True                 # a backend that takes concurrent calls (openai): each query's next response
-    #                                         asked for as soon as the run wants it, up to --concurrency in flight
-    #                                         (harvest.live.BackendSource slots); False: one backend call per round
-    retries: int = 2
-    retry_delay_s: float = 1.0
-    grade_timeout_s: float = 5.0
-    template: str | None = None
-    chat: bool | None = None
-    revision: str | None = None
-    limit: int | None = None
-    task: str | None = None
-    id_column: str | None = None
-    problem_column: str | None = None
-    answer_column: str | None = None
-    split: str | None = None
-    backend_options: dict = field(default_factory=dict)   # keyword -> value, for the backend's constructor
-    progress: bool = True
-    flush_s: float = 5.0                    # part files: a write at least this long after the last (_PartWriter)
-    part_min: int = 4096                    # ... or as soon as this many responses are waiting
-    stream: bool = False                    # queries one at a time from --batch FILE or - (stdin): execute_stream
-    stream_idle_s: float = 0.0              # a growing --batch FILE: stop after this long without a new line
+    return make_dataclass("RunRequest", [
+        ("out", Path),
+        ("model", str),
+        ("backend", str),
+        ("sampling", Sampling),             # n is ignored (the budget decides); temperature, top_p, max_tokens, seed
+        ("budget", float),                  # average per query, in `unit`
+        ("policy", str, "elimination"),
+        ("dataset", Optional[str], None),
+        ("batch", Optional[Path], None),
+        ("unit", str, "samples"),
+        ("oracle", str, "gt"),
+        ("eliminate", Optional[str], None),  # None: the oracle's default
+        ("prior", Optional[str], None),     # marginal-gain: a field of each query (a --dataset column, a --batch
+        #                                     line's top-level key) holding its predicted success probability
+        ("side", Optional[str], None),      # side-eb: a score column the run records (a --confidence signal's, or
+        #                                     the oracle's), each response's side signal
+        ("conf", float, 0.95),
+        ("select", Optional[str], None),    # None: the oracle's default
+        ("score", Optional[str], None),     # prm: the column the policy reads (prm_min, ...); None: the oracle's
+        ("scoring", Any, None),             # harvest.scoring.ScoreOptions of exec / prm / judge (None: defaults)
+        ("confidence", Any, None),          # harvest.confidence.ConfidenceSpec: signals each response records (the
+        #                                     scores of --oracle confidence; with another oracle, columns for replay)
+        ("max_per_query", int, 256),
+        ("lookahead", int, 1),
+        ("plan_ahead", bool, True),         # uniform with a sample budget: generate every query's whole allocation
+        #                                     up front (planned_counts), one backend call per distinct count
+        ("free_slots", bool, True),         # a backend that takes concurrent calls (openai): each query's next
+        #                                     response asked for as soon as the run wants it, up to --concurrency in
+        #                                     flight (harvest.live.BackendSource slots); False: one call per round
+        ("retries", int, 2),
+        ("retry_delay_s", float, 1.0),
+        ("grade_timeout_s", float, 5.0),
+        ("template", Optional[str], None),
+        ("chat", Optional[bool], None),
+        ("revision", Optional[str], None),
+        ("limit", Optional[int], None),
+        ("task", Optional[str], None),
+        ("id_column", Optional[str], None),
+        ("problem_column", Optional[str], None),
+        ("answer_column", Optional[str], None),
+        ("split", Optional[str], None),
+        ("backend_options", dict, field(default_factory=dict)),  # keyword -> value, for the backend's constructor
+        ("progress", bool, True),
+        ("flush_s", float, 5.0),            # part files: a write at least this long after the last (_PartWriter)
+        ("part_min", int, 4096),            # ... or as soon as this many responses are waiting
+        ("stream", bool, False),            # queries one at a time from --batch FILE or - (stdin): execute_stream
+        ("stream_idle_s", float, 0.0),      # a growing --batch FILE: stop after this long without a new line
+        *config_fields(),                   # every RunConfig parameter, under its own name and default
+    ])
+
+
+RunRequest = _request_class()
+RunRequest.__module__ = __name__  # (make_dataclass takes module= from Python 3.12 on): pickling finds it here
+RunRequest.__doc__ = """Everything `ttc run` is given. The policy's parameters are RunConfig's, generated from it (one
+field each, its name and default; _config reads every one by name); the eliminate default is the oracle's instead,
+which is why it is None."""
 
 
 @dataclass

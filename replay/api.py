@@ -19,9 +19,6 @@ from rich.console import Console
 from .errors import InputError
 from .pool import Pool, load_pool as _load_pool
 
-# RunConfig field -> the ReplayRequest list that sweeps it (run.GRID_FIELDS; the request keeps the command line's
-# plural names)
-_SWEPT = {"K": "Ks", "gamma": "gammas", "lam": "lams", "max_samples": "max_samples", "rho": "rhos", "tau": "taus"}
 
 
 def resolve(pool: Any) -> Path:
@@ -59,9 +56,9 @@ def _request(pool, policies, budgets, seeds, params: dict):
     config_fields = {f.name for f in fields(RunConfig)[1:]}
     kw: dict[str, Any] = {}
     for name, value in params.items():
-        if name in _SWEPT:
+        if name in GRID_FIELDS:
             values = list(value) if isinstance(value, (list, tuple, range)) else [value]
-            kw[_SWEPT[name]] = [_typed(name, v) for v in values]
+            kw[name] = [_typed(name, v) for v in values]
         elif name in req_fields and name not in _NOT_PARAMS:
             if isinstance(value, (list, tuple)) and name in config_fields:
                 raise InputError(f"{name} takes one value (the lists a replay sweeps: {', '.join(GRID_FIELDS)})")
@@ -100,8 +97,7 @@ def _typed(name: str, value: Any) -> Any:
 
 
 # ReplayRequest fields that are this function's own arguments, the command line's outputs, or the swept lists
-_NOT_PARAMS = frozenset(("pool", "policies", "budgets", "seeds", "out", "per_query", "curve", "force",
-                         *_SWEPT.values()))
+_NOT_PARAMS = frozenset(("pool", "policies", "budgets", "seeds", "out", "per_query", "curve", "force"))
 # Options of a replay that are not RunConfig fields (the ReplayRequest's own), for the error message above.
 _OPTIONS = ("seed_start", "score", "select", "cisc_temp", "deepconf_eta", "prior", "side", "conf", "threads",
             "invalid_votes")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields
 
 
 def _kernel():
@@ -192,31 +192,58 @@ def markdown_choices(entries: dict) -> str:
     return "; ".join(f"`{n}`: {e.doc}" for n, e in entries.items())
 
 
+def param(default, doc: str, *, flag: str | None = None, short: str | None = None, sweep: bool = False,
+          replay_default: str | None = None):
+    """A RunConfig field with its one declaration of what the layers above need: its help (`doc`, which policy or
+    rule reads it first), its command-line flag (default `--name-with-dashes`; `short`: an alias), whether `ttc
+    replay` sweeps it as a comma list (`sweep`, with `replay_default` its list default where it is not the field's)
+    and so whether a replay's results carry it per configuration. cli.py builds the options of ttc replay, tune and
+    run from these; ReplayRequest and RunRequest take their fields from RunConfig's (replay/run.py, harvest/run.py);
+    ttc.replay's keywords are the field names; the kernel reads the record fields of the same names (record())."""
+    return field(default=default, metadata={"doc": doc, "flag": flag, "short": short, "sweep": sweep,
+                                            "replay_default": replay_default})
+
+
 @dataclass(frozen=True)
 class RunConfig:
-    """One policy configuration. unit: samples, tokens or token-matched; max_samples 0 means no cap."""
+    """One policy configuration. unit: samples, tokens or token-matched; max_samples 0 means no cap. Every field
+    after `eliminate` is a parameter declared with param(): adding one is its declaration here (with its range
+    check below when it has one), plus the kernel and reference code that read it."""
 
     policy: str
     unit: str = "samples"
-    K: int = 1
+    K: int = param(1, "Responses per pull.", flag="--K", short="-K", sweep=True)
     eliminate: str = "threshold"
-    gamma: float = 1.0
-    lam: float | None = None
-    eps: float = 0.01
-    max_samples: int = 0
-    rho: float = 0.5
-    tau: float = 0.5
-    m_min: int = 3
-    share: float = 0.8
-    hmax: float = 0.75
-    warmup: int = 3
-    percentile: float = 0.05
-    prior_strength: float = 2.0
-    judge: int = 32
-    bins: int = 3
-    refresh: int = 8
-    dirichlet_conf: float = 0.95
-    horizon: int = 0
+    gamma: float = param(1.0, "Threshold gamma: eliminate when a score >= gamma.", sweep=True)
+    lam: float | None = param(None, "Exploration bonus (default ucb 1, entropy 3).", flag="--lambda", sweep=True)
+    eps: float = param(0.01, "gap's epsilon.")
+    max_samples: int = param(0, "Per-query cap of the adaptive policies (0: none, the pool size; ttc run: "
+                             "--max-per-query).", sweep=True)
+    rho: float = param(0.5, "two-stage: share of the budget spent in stage 1.", sweep=True,
+                       replay_default="0.25,0.5,0.75")
+    tau: float = param(0.5, "sc-share: the leading answer's share needed; deepconf-online: the leading answer's "
+                       "share of the confidence-weighted vote that stops a query (DeepConf's 0.95).", sweep=True)
+    m_min: int = param(3, "sc-share: responses needed before it can stop.")
+    share: float = param(0.8, "ac-majority: the leading answer's share of the draws needed to stop.")
+    hmax: float = param(0.75, "ac-entropy: the normalised answer entropy at or below which it stops.")
+    warmup: int = param(3, "optscale: responses per query before its N is set (the source's smallest "
+                        "peek_number); deepconf-online: whole traces per query before its threshold is set "
+                        "(DeepConf's 16).")
+    percentile: float = param(0.05, "optscale: the chance of no draw reaching gamma that its N accepts (the "
+                              "source's percentile; N: the fewest with (1 - p)^N <= it); deepconf-online: the share "
+                              "of warm-up traces at or above its threshold (DeepConf's confidence_percentile / 100: "
+                              "0.1 DeepConf-low, 0.9 DeepConf-high).")
+    prior_strength: float = param(2.0, "marginal-gain: the prediction's weight in pseudo-draws (its Beta prior's "
+                                  "a + b); side-eb: the strength of its base rate's Beta prior.")
+    judge: int = param(32, "dsc: queries judged around each midpoint of its partition's binary search (the "
+                       "source's judge_window_size).")
+    bins: int = param(3, "side-eb: bins of the side signal's mean over a query's failed draws.")
+    refresh: int = param(8, "side-eb: pulls between refreshes of every query's index.")
+    dirichlet_conf: float = param(0.95, "ac-dirichlet: the chance that the leading answer is the most likely one "
+                                  "(Dirichlet posterior over the top 5) needed to stop (the source's conf_thresh).")
+    horizon: int = param(0, "side-eb: 0: its index is the next draw's chance; 1: the chance of a success within the "
+                         "draws each active query can still get (budget left / active queries) per draw used "
+                         "(docs/semantics.md).")
 
     def __post_init__(self):
         if self.horizon not in (0, 1):
@@ -280,19 +307,16 @@ class RunConfig:
         return k.UNIT_SAMPLES if self.unit == "samples" else k.UNIT_TOKENS
 
     def record(self):
-        """This configuration as the kernels read it: a CONFIG record (a one-element array; index [0])."""
+        """This configuration as the kernels read it: a CONFIG record (a one-element array; index [0]) whose fields
+        are filled by name, so a parameter the kernel reads needs no line here."""
         import numpy as np
 
-        r = np.zeros(1, _kernel().CONFIG)
-        r["policy"], r["unit"], r["K"], r["elim"] = REGISTRY[self.policy].code, self.kernel_unit, self.K, \
-            ELIMINATION_RULES[self.eliminate].code
-        r["max_samples"], r["m_min"] = self.max_samples, self.m_min
-        r["gamma"], r["lam"], r["eps"], r["rho"], r["tau"] = self.gamma, self.lam_value, self.eps, self.rho, self.tau
-        r["share"], r["hmax"] = self.share, self.hmax
-        r["warmup"], r["judge"], r["percentile"], r["prior_strength"] = self.warmup, self.judge, self.percentile, \
-            self.prior_strength
-        r["bins"], r["refresh"] = self.bins, self.refresh
-        r["dirichlet_conf"], r["horizon"] = self.dirichlet_conf, self.horizon
+        k = _kernel()
+        r = np.zeros(1, k.CONFIG)
+        special = {"policy": REGISTRY[self.policy].code, "unit": self.kernel_unit,
+                   "elim": ELIMINATION_RULES[self.eliminate].code, "lam": self.lam_value}
+        for name in k.CONFIG.names:
+            r[name] = special[name] if name in special else getattr(self, name)
         return r
 
     def used_params(self) -> tuple:
@@ -483,3 +507,55 @@ def markdown_methods() -> str:
             f"{', '.join(sorted(m.needs)) or '—'} | {m.citation} |" for m in METHODS.values()]
     return "\n".join(["| method | what it does | policy (fixed parameters) | selection | needs beyond its parts | "
                       "source |", "|---|---|---|---|---|---|"] + rows)
+
+
+PARAMS = tuple(f for f in fields(RunConfig) if "doc" in f.metadata)  # the parameters, in declaration order
+SWEPT = tuple(f.name for f in PARAMS if f.metadata["sweep"])  # what ttc replay takes as comma lists
+
+
+def flag(name: str) -> str:
+    """A parameter's command-line flag (`--max-samples`, `--lambda`)."""
+    f = next(f for f in PARAMS if f.name == name)
+    return f.metadata["flag"] or "--" + name.replace("_", "-")
+
+
+def param_type(name: str) -> type:
+    """int or float: what a parameter's values parse as (lam, Optional, is a float)."""
+    from typing import get_type_hints
+
+    return int if get_type_hints(RunConfig)[name] is int else float
+
+
+def readers(name: str) -> list[str]:
+    """The policies and elimination rules that read a parameter (their registry entries' params)."""
+    return [n for n, p in REGISTRY.items() if name in p.params] + \
+        [n for n, r in ELIMINATION_RULES.items() if name in r.params]
+
+
+def config_fields(lists: bool = False, **defaults) -> list[tuple]:
+    """RunConfig's parameters as fields of a request (make_dataclass form): the same names and defaults (but those
+    given in `defaults`), and with `lists`, the ones a replay sweeps (SWEPT) as lists: ReplayRequest and RunRequest
+    re-list none of them by hand."""
+    out = []
+    for f in PARAMS:
+        if lists and f.metadata["sweep"]:
+            text = f.metadata["replay_default"]
+            values = [param_type(f.name)(v) for v in text.split(",")] if text else [f.default]
+            out.append((f.name, list, field(default_factory=lambda v=values: list(v))))
+        elif f.name in defaults:
+            out.append((f.name, object, field(default=defaults[f.name])))
+        else:
+            out.append((f.name, type(f.default) if f.default is not None else object, field(default=f.default)))
+    return out
+
+
+def markdown_params() -> str:
+    """The README's table of the policy parameters, one row per RunConfig parameter (tests/test_params_once.py
+    checks the README holds it; paste this function's output after a change)."""
+    rows = ["| option | default | read by | meaning |", "|---|---|---|---|"]
+    for f in PARAMS:
+        m = f.metadata
+        text = m["replay_default"] or ("policy's own" if f.default is None else format(f.default, "g"))
+        opt = f"`{flag(f.name)}`" + (" (list)" if m["sweep"] else "")
+        rows.append(f"| {opt} | `{text}` | {', '.join(readers(f.name))} | {m['doc']} |")
+    return "\n".join(rows)

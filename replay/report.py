@@ -342,17 +342,17 @@ def replay_pool(path: Path, req: ReportRequest, outdir: Path, rel: str) -> Runs:
     check_budget_totals(budgets, pool.n_queries)
     seeds = range(req.seed_start, req.seed_start + req.seeds)
     pols = supported_policies(pool)
-    base = dict(gammas=[req.gamma], max_samples=[req.max_samples])
-    main = _configs(pols, pols, rhos=list(RHOS), **base)
+    base = dict(gamma=[req.gamma], max_samples=[req.max_samples])
+    main = _configs(pols, pols, rho=list(RHOS), **base)
     variants = {
-        "k": _configs(K_POLICIES, pols, Ks=list(KS), **base),
-        "lambda": _configs(LAMBDA_POLICIES, pols, lams=list(LAMBDAS), **base),
-        "caps": _configs(CAP_POLICIES, pols, gammas=[req.gamma],
+        "k": _configs(K_POLICIES, pols, K=list(KS), **base),
+        "lambda": _configs(LAMBDA_POLICIES, pols, lam=list(LAMBDAS), **base),
+        "caps": _configs(CAP_POLICIES, pols, gamma=[req.gamma],
                          max_samples=sorted({req.max_samples, 0, *[m for m in CAP_GRID if m < pool.sizes.max()]})),
         "token": ([] if no_tokens else
-                  _configs(TOKEN_POLICIES, pols, unit="token-matched", rhos=[0.5], **base)),
+                  _configs(TOKEN_POLICIES, pols, unit="token-matched", rho=[0.5], **base)),
     }
-    gamma_cfg = _configs(GAMMA_POLICIES, pols, gammas=list(GAMMAS), max_samples=[req.max_samples])
+    gamma_cfg = _configs(GAMMA_POLICIES, pols, gamma=list(GAMMAS), max_samples=[req.max_samples])
     if req.score != "gt":  # the sweep runs on this pool's own score: it joins the variants call
         variants["gamma"] = gamma_cfg
     main_labels = {c.label() for c in main}

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import field, fields, make_dataclass
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import polars as pl
@@ -14,53 +15,40 @@ from rich.table import Table
 from .engine import SELECT, check_budgets, check_configs, get_threads, replay, set_threads
 from .exact import best_of_k, coverage_at_k
 from .errors import InputError
-from .policies import CISC_TEMP, DEEPCONF_ETA, POLICIES, RunConfig, check_selection_params, supported
+from .policies import (CISC_TEMP, DEEPCONF_ETA, POLICIES, SWEPT, RunConfig, check_selection_params, config_fields,
+                       supported)
 from .outputs import check_output, write_parquet
 from .pool import DEFAULT_POOL, Pool, PoolError, load_pool
 from .progress import progress
 from .summary import fmt_gain, fmt_mean_se, summarize
 
 
-@dataclass
-class ReplayRequest:
-    pool: Path | None = None
-    policies: list = field(default_factory=list)
-    budgets: list = field(default_factory=lambda: [4, 8, 16, 32])
-    seeds: int = 100
-    seed_start: int = 0
-    score: str = "gt"
-    eliminate: str = "threshold"
-    gammas: list = field(default_factory=lambda: [1.0])
-    select: str = "bon"
-    cisc_temp: float = CISC_TEMP
-    deepconf_eta: float = DEEPCONF_ETA
-    unit: str = "samples"
-    Ks: list = field(default_factory=lambda: [1])
-    lams: list | None = None
-    eps: float = 0.01
-    max_samples: list = field(default_factory=lambda: [0])
-    rhos: list = field(default_factory=lambda: [0.25, 0.5, 0.75])
-    taus: list = field(default_factory=lambda: [0.5])
-    m_min: int = 3
-    share: float = 0.8
-    hmax: float = 0.75
-    conf: float = 0.95
-    out: Path | None = None
-    per_query: Path | None = None
-    curve: Path | None = None
-    threads: int | None = None
-    force: bool = False  # replace --out / --per-query / --curve files that another command (or no ttc) wrote
-    warmup: int = 3  # optscale
-    percentile: float = 0.05  # optscale
-    prior: str | None = None  # marginal-gain: a column of queries.parquet
-    prior_strength: float = 2.0  # marginal-gain
-    judge: int = 32  # dsc
-    side: str | None = None  # side-eb: a column of the responses (a side signal in [0, 1])
-    bins: int = 3  # side-eb
-    refresh: int = 8  # side-eb
-    horizon: int = 0  # side-eb
-    dirichlet_conf: float = 0.95  # ac-dirichlet
-    invalid_votes: bool = False  # each query's invalid answers as one answer category (Pool.with_invalid_votes)
+ReplayRequest = make_dataclass("ReplayRequest", [
+    ("pool", Optional[Path], None),
+    ("policies", list, field(default_factory=list)),
+    ("budgets", list, field(default_factory=lambda: [4, 8, 16, 32])),
+    ("seeds", int, 100),
+    ("seed_start", int, 0),
+    ("score", str, "gt"),
+    ("eliminate", str, "threshold"),
+    ("select", str, "bon"),
+    ("cisc_temp", float, CISC_TEMP),
+    ("deepconf_eta", float, DEEPCONF_ETA),
+    ("unit", str, "samples"),
+    ("conf", float, 0.95),
+    ("out", Optional[Path], None),
+    ("per_query", Optional[Path], None),
+    ("curve", Optional[Path], None),
+    ("threads", Optional[int], None),
+    ("force", bool, False),  # replace --out / --per-query / --curve files that another command (or no ttc) wrote
+    ("prior", Optional[str], None),  # marginal-gain: a column of queries.parquet
+    ("side", Optional[str], None),  # side-eb: a column of the responses (a side signal in [0, 1])
+    ("invalid_votes", bool, False),  # each query's invalid answers as one answer category (Pool.with_invalid_votes)
+    *config_fields(lists=True),
+])
+ReplayRequest.__module__ = __name__
+ReplayRequest.__doc__ = """What `ttc replay` is asked: its own options, then every RunConfig parameter under its own
+name (the swept ones, policies.SWEPT, as lists), generated from RunConfig."""
 
 
 def config_from_options(policy: str, **params) -> RunConfig:
@@ -91,30 +79,24 @@ def check_budget_totals(budgets, n_queries: int):
                          f"({MAX_BUDGET_TOTAL:.3g})")
 
 
-# The RunConfig fields a replay sweeps as lists (ReplayRequest's Ks, gammas, lams, max_samples, rhos, taus).
-GRID_FIELDS = ("K", "gamma", "lam", "max_samples", "rho", "tau")
+GRID_FIELDS = SWEPT  # the RunConfig fields a replay sweeps as lists
 
 
-def fixed_params(req: ReplayRequest) -> dict:
+def fixed_params(req) -> dict:
     """Every other RunConfig field (after the policy), which ReplayRequest holds under the same name: read by name,
     so that a new field reaches every configuration without being threaded by hand."""
     return {f.name: getattr(req, f.name) for f in fields(RunConfig)[1:] if f.name not in GRID_FIELDS}
 
 
-def build_configs(req: ReplayRequest, policies: list[str]) -> list[RunConfig]:
+def build_configs(req, policies: list[str]) -> list[RunConfig]:
     """The cartesian grid of each policy over the parameter lists it uses (others stay at their defaults)."""
     configs = []
+    defaults = RunConfig("uniform")
     for pol in policies:
         probe = config_from_options(pol, eliminate=req.eliminate)
         used = probe.used_params()
-        grid = {
-            "K": req.Ks if "K" in used else [1],
-            "gamma": req.gammas if "gamma" in used else [1.0],
-            "lam": (req.lams or [None]) if "lam" in used else [None],
-            "max_samples": req.max_samples if "max_samples" in used else [0],
-            "rho": req.rhos if "rho" in used else [0.5],
-            "tau": req.taus if "tau" in used else [0.5],
-        }
+        grid = {name: (getattr(req, name) or [getattr(defaults, name)]) if name in used
+                else [getattr(defaults, name)] for name in GRID_FIELDS}
         for vals in itertools.product(*grid.values()):
             kw = dict(zip(grid.keys(), vals))
             configs.append(config_from_options(pol, **fixed_params(req), **kw))
@@ -145,16 +127,17 @@ def validate_request(req: ReplayRequest):
     unknown = [p for p in req.policies if p not in POLICIES]
     if unknown:
         raise PoolError(f"unknown policy {unknown[0]!r}; choose from {', '.join(POLICIES)}")
-    if any(not 0 <= l < math.inf for l in (req.lams or [])):  # NaN fails both comparisons
-        raise PoolError(f"--lambda must be finite numbers >= 0, got {req.lams}")
+    if any(not 0 <= lam < math.inf for lam in req.lam if lam is not None):  # NaN fails both comparisons
+        raise PoolError(f"--lambda must be finite numbers >= 0, got {req.lam}")
     if not 0 <= req.eps < math.inf:
         raise PoolError(f"--eps must be a finite number >= 0, got {req.eps}")
-    if any(not 0.0 <= g <= 1.0 for g in req.gammas):
-        raise PoolError(f"--gamma must be in [0, 1] (scores are), got {req.gammas}")
+    if any(not 0.0 <= g <= 1.0 for g in req.gamma):
+        raise PoolError(f"--gamma must be in [0, 1] (scores are), got {req.gamma}")
     # Every value of every list, whichever policies use it: RunConfig checks the ranges.
-    for K, ms, rho, tau in itertools.zip_longest(req.Ks, req.max_samples, req.rhos, req.taus):
-        config_from_options("elimination", K=K or 1, max_samples=ms or 0, rho=rho if rho is not None else 0.5,
-                            tau=tau if tau is not None else 0.5, **fixed_params(req))
+    for name in GRID_FIELDS:
+        for value in getattr(req, name):
+            if value is not None:
+                config_from_options("elimination", **fixed_params(req), **{name: value})
     targets = [(name, Path(t)) for name, t in (("--out", req.out), ("--per-query", req.per_query),
                                                  ("--curve", req.curve)) if t is not None]
     for name, target in targets:

@@ -99,11 +99,11 @@ def test_main_table_equals_direct_replay(built):
 
 
 @pytest.mark.parametrize("name, kw", [
-    ("k", dict(policies=["elimination", "ucb", "gap", "entropy"], Ks=list(KS))),
-    ("lambda", dict(policies=["ucb", "entropy"], lams=list(LAMBDAS))),
+    ("k", dict(policies=["elimination", "ucb", "gap", "entropy"], K=list(KS))),
+    ("lambda", dict(policies=["ucb", "entropy"], lam=list(LAMBDAS))),
     ("token_matched", dict(policies=["elimination", "ucb", "gap", "entropy", "two-stage", "streaming"],
-                           unit="token-matched", rhos=[0.5])),
-    ("gamma", dict(policies=["elimination", "ucb", "gap", "entropy"], score="prm", gammas=list(GAMMAS))),
+                           unit="token-matched", rho=[0.5])),
+    ("gamma", dict(policies=["elimination", "ucb", "gap", "entropy"], score="prm", gamma=list(GAMMAS))),
     ("two_stage", dict(policies=["two-stage"])),
 ])
 def test_sweep_tables_equal_direct_replay(built, name, kw):
