@@ -199,13 +199,8 @@ class _Received:
 
 
 def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], *, policy: str | None = None,
-             budget_total: int, config: RunConfig | None = None, unit: str = "samples", K: int = 1,
-             elim: str = "threshold", gamma: float = 1.0,
-             lam: float | None = None, eps: float = 0.01, max_samples: int = 0, rho: float = 0.5, tau: float = 0.5,
-             m_min: int = 3, share: float = 0.8, hmax: float = 0.75, conf: float = 0.95, warmup: int = 3,
-             percentile: float = 0.05, prior_strength: float = 2.0, judge: int = 32, prior: Sequence | None = None,
-             bins: int = 3, refresh: int = 8, dirichlet_conf: float = 0.95, horizon: int = 0,
-             on_run: Callable[[dict], None] | None = None) -> dict:
+             budget_total: int, config: RunConfig | None = None, conf: float = 0.95, prior: Sequence | None = None,
+             on_run: Callable[[dict], None] | None = None, elim: str | None = None, **params) -> dict:
     """Run one policy live. sizes[i] bounds the responses query i may receive (its pool size in replay; beyond it
     the query is exhausted); rank[i] is query i's position in the run's query order. Returns the engine's
     outcome as plain lists and ints (replay.engine.outcome: per-query n_drawn, answered, covered, exhausted_q,
@@ -219,14 +214,13 @@ def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], 
     reached: {"samples", "tokens", "answered", "runs"} (a progress display). prior: per-query predicted success
     probabilities (marginal-gain; None: none); each response's side signal (side-eb) is its Observed.side. The
     configuration is `config`, a RunConfig given whole (a driver that
-    holds one), or else the policy and the keywords after it."""
+    holds one), or else the policy and RunConfig's fields as keywords (`params`: unit, K, gamma, ...; `elim` is
+    `eliminate` under the reference's name)."""
     if (config is None) == (policy is None):
         raise ValueError("give run_live a policy or a config, not both")
-    cfg = config if config is not None else RunConfig(
-        policy, unit=unit, K=K, eliminate=elim, gamma=gamma, lam=lam, eps=eps, max_samples=max_samples, rho=rho,
-        tau=tau, m_min=m_min, share=share, hmax=hmax, warmup=warmup, percentile=percentile,
-        prior_strength=prior_strength, judge=judge, bins=bins, refresh=refresh, dirichlet_conf=dirichlet_conf,
-        horizon=horizon)
+    if elim is not None:
+        params["eliminate"] = elim
+    cfg = config if config is not None else RunConfig(policy, **params)
     if cfg.policy not in LIVE_POLICIES:
         raise ValueError(f"policy {cfg.policy!r} cannot run live (choose from {', '.join(LIVE_POLICIES)})")
     sizes = np.asarray(sizes, np.int64).reshape(-1)
