@@ -344,13 +344,15 @@ def import_cmd(
     workers: Optional[int] = typer.Option(None, help=f"{_formats_taking('workers')}: processes that run tests or "
                                           "grade answers (default: all cores)."),
     timeout: Optional[float] = typer.Option(None, help="humaneval: seconds per program (default 10); "
-                                            "search-and-learn, autotts: seconds per math-verify grade (default 5)."),
+                                            "search-and-learn, boinf, autotts: seconds per math-verify grade (default 5)."),
     sandbox: Optional[SandboxMode] = typer.Option(None, help=f"{_formats_taking('sandbox')}: isolation of the "
                                                   "programs, as in ttc score (default auto)."),
+    gold: Optional[str] = typer.Option(None, metavar="COLUMN", help="generic: a gold-answer column; correct = the "
+                                       "--answer compared with it (--compare), for a dump without correctness."),
     compare: Optional[str] = typer.Option(None, metavar="HOW", help=f"{_formats_taking('compare')}: how an answer "
                                           "is compared with the gold one: integer (AIME), choice (a letter A-J, "
-                                          "GPQA), math (math-verify), exact (equal strings); default auto: by the "
-                                          "data set's name (pool.json records which)."),
+                                          "GPQA; not generic), math (math-verify), exact (equal strings); default "
+                                          "auto: by the data set's name (generic: exact); pool.json records which."),
 ):
     """Convert a sample dump into a pool. Named formats are public dumps and the outputs of search-and-learn, Large
     Language Monkeys and LiveCodeBench; `generic` maps any table: one row per response, or one row per query with
@@ -370,7 +372,7 @@ def import_cmd(
     values = {"query_id": query_id, "correct": correct, "answer": answer, "scores": dict(pairs) if pairs else None,
               "n_tokens": n_tokens, "sample_idx": sample_idx, "hash_answers": hash_answers, "sql": sql, "limit": limit,
               "per_query": responses, "workers": workers, "timeout": timeout, "sandbox": _value(sandbox),
-              "compare": compare}
+              "compare": compare, "gold": gold}
     defaults = {"query_id": "query_id", "hash_answers": False}
     takes = harvest_registry.IMPORTERS[fmt].options
     options = {k: v for k, v in values.items() if v is not None and (k in takes or v != defaults.get(k))}

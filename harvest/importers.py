@@ -211,10 +211,12 @@ def _generic_hints(df: pl.DataFrame, mapping: dict, sql: str | None):
 
 def import_generic(src: Path, out: Path, query_id: str, correct: str | None = None, answer: str | None = None,
                    scores: dict | None = None, n_tokens: str | None = None, sample_idx: str | None = None,
-                   hash_answers: bool = False, sql: str | None = None) -> Path:
+                   hash_answers: bool = False, sql: str | None = None, gold: str | None = None,
+                   compare: str | None = None) -> Path:
     """Any table with one row per response, or one row per query whose mapped columns hold lists (exploded, and
     numbered in list order). `sql` runs first (run_sql), and the column flags map its result; columns are renamed to
-    the pool format; sample_idx defaults to row order per query."""
+    the pool format; sample_idx defaults to row order per query. `gold`: a column of gold answers; correct = the
+    answer compared with it (`compare`: exact, integer or math; COMPARES), for a dump without correctness."""
     df = read_table(src)
     rows_read = df.height
     if sql is not None:
@@ -226,6 +228,16 @@ def import_generic(src: Path, out: Path, query_id: str, correct: str | None = No
             mapping[col] = new
     for name, col in scores.items():
         mapping[col] = f"score_{name}"
+    if gold is not None:
+        if correct is not None:
+            raise InputError("give --correct or --gold, not both (--gold grades the answers into the correct column)")
+        if answer is None:
+            raise InputError("--gold grades the --answer column against it: give --answer too")
+        mapping[gold] = "gold"
+    if compare is not None and gold is None:
+        raise InputError("--compare says how --gold is compared with the answers: give --gold too")
+    compare = compare or "exact"
+    _check_compare(compare, ("exact", "integer", "math"))
     missing = [c for c in mapping if c not in df.columns]
     if missing:
         where = "the --sql result" if sql is not None else src.name
@@ -240,11 +252,26 @@ def import_generic(src: Path, out: Path, query_id: str, correct: str | None = No
     if "answer" in df.columns:
         df = df.with_columns(pl.col("answer").cast(pl.String).str.strip_chars())
         df = df.with_columns(pl.when(pl.col("answer") == "").then(None).otherwise(pl.col("answer")).alias("answer"))
-        if hash_answers:
-            df = df.with_columns(pl.col("answer").map_elements(answer_hash, return_dtype=pl.String))
+    grading = None
+    if gold is not None:
+        g = Grader(compare)
+        golds = df["gold"].cast(pl.String).to_list()
+        canon = []
+        for i, (a, gd) in enumerate(zip(df["answer"].to_list(), golds)):
+            gc = canonical_gold(gd, compare, f"row {i}")
+            c = g.add(a, gd.strip(), gc)
+            canon.append(c if compare != "exact" else a)
+        df = df.drop("gold").with_columns(pl.Series("correct", g.grade(), pl.Boolean),
+                                          pl.Series("answer", canon, pl.String))
+        grading = g.record()
+    if "answer" in df.columns and hash_answers:
+        df = df.with_columns(pl.col("answer").map_elements(answer_hash, return_dtype=pl.String))
     _generic_hints(df, mapping, sql)
     meta = {"name": out.name, "source": str(src), "derivation": f"generic import, columns {mapping}"
-            + ("; answers hashed" if hash_answers else "")}
+            + (f"; correct = the answer against '{gold}' ({compare}: {COMPARES[compare]}); answers stored in "
+               "canonical form" if gold is not None else "") + ("; answers hashed" if hash_answers else "")}
+    if grading is not None:
+        meta["grading"] = grading
     if sql is not None:
         meta["sql"] = {"query": sql, "table": SQL_TABLE, "engine": f"polars {pl.__version__} SQLContext",
                        "rows_read": rows_read, "rows_after": df.height,
@@ -734,8 +761,9 @@ def import_humaneval(src: Path, out: Path, limit: int | None = None, per_query: 
 
 # How an answer is compared with the gold one (`--compare`): the pool.json of every graded import names it.
 COMPARES = {
-    "integer": "both read as integers (after normalize_answer: $, \\boxed{}, '1,000', '70.' removed) and compared as "
-               "integers; an answer that is not an integer is unparsable and incorrect",
+    "integer": "both read as integers (after normalize_answer: $, \\boxed{}, '1,000', '70.' removed; an equation "
+               "'p+q=23' read as what follows its last '=') and compared as integers; an answer that is not an "
+               "integer is unparsable and incorrect",
     "choice": "a multiple-choice letter (A-J, after normalize_answer: '(A)', '\\text{A}' -> 'A'), compared with the "
               "gold letter; anything else is unparsable and incorrect",
     "math": "math-verify (gold first) of the answer against the gold LaTeX, in worker processes with a timeout per "
@@ -792,7 +820,9 @@ def canonical_answer(raw, compare: str) -> tuple[str | None, str]:
     if n is None:
         return None, "empty"
     if compare == "integer":
-        return (str(int(n)), "ok") if _INT.fullmatch(n) else (n, "unparsable")
+        rhs = n.rsplit("=", 1)[-1]  # 'p+q=23', 'm+n=121+256=377': the value after the last '=' is the answer stated
+        return (str(int(n)), "ok") if _INT.fullmatch(n) else (str(int(rhs)), "ok") if _INT.fullmatch(rhs) else \
+            (n, "unparsable")
     if compare == "choice":
         return (n.upper(), "ok") if _LETTER.fullmatch(n.upper()) else (n, "unparsable")
     return n, "ok"
@@ -1015,6 +1045,99 @@ def _autotts_one(f: Path, out: Path, model: str, ds: str, compare: str, workers,
     }
     return write_pool(out, samples_frame(cols), meta,
                       pl.DataFrame(queries, schema={c: pl.String for c in queries}))
+
+
+_BOINF_NAME = re.compile(r"analysis_(?P<dataset>[A-Za-z0-9-]+)_(?P<model>.+)\.jsonl")
+BOINF_KEYS = ("problem_num", "gold_answer", "all_answers")
+
+
+def boinf_name(f: Path) -> tuple[str, str]:
+    m = _BOINF_NAME.fullmatch(f.name)
+    if not m:
+        raise SourceError(f"{f.name}: a BoInf file is named analysis_<dataset>_<model>.jsonl "
+                          "(e.g. analysis_aime2025_Qwen3-4B.jsonl)")
+    return m.group("model"), dataset_slug(m.group("dataset"))
+
+
+def _boinf_records(f: Path) -> list:
+    records = []
+    with open(f) as fh:
+        for i, line in enumerate(fh):
+            if not line.strip():
+                continue
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError:
+                r = None
+            if not isinstance(r, dict) or not set(BOINF_KEYS) <= r.keys():
+                found = (f"keys {', '.join(sorted(r)[:8])}" if isinstance(r, dict) else
+                         "not one JSON object per line (a JSON list? AutoTTS's layout?)" if r is None
+                         else type(r).__name__)
+                raise SourceError(f"line {i + 1}: expected BoInf's layout, one JSON object per line with "
+                                  f"{', '.join(BOINF_KEYS)} (all_answers: [[answer, completion tokens], ...]); "
+                                  f"found {found}")
+            records.append(r)
+    if not records:
+        raise SourceError("no records")
+    return records
+
+
+def import_boinf(src: Path, out: Path, compare: str = "auto", workers: int | None = None,
+                 timeout: float = 5.0) -> Path:
+    """BoInf's per-problem answer dumps (analysis_<dataset>_<model>.jsonl): every sampled answer with its completion
+    tokens, in generation order, and the gold answer; graded here (the dump has no correctness)."""
+    _check_compare(compare)
+    return _per_file(src, out, "analysis_*.jsonl", boinf_name,
+                     lambda f, o, model, ds: _boinf_one(f, o, model, ds, compare, workers, timeout),
+                     "BoInf (analysis_<dataset>_<model>.jsonl)", "importing boinf")
+
+
+def _boinf_one(f: Path, out: Path, model: str, ds: str, compare: str, workers, timeout) -> Path:
+    records = _boinf_records(f)
+    how = infer_compare(ds, [r.get("gold_answer") for r in records]) if compare == "auto" else compare
+    g = Grader(how, workers, timeout)
+    cols = {k: [] for k in ("query_id", "sample_idx", "answer", "n_tokens")}
+    queries = {"query_id": [], "dataset": [], "gold": []}
+    width = len(str(max(int(r["problem_num"]) if str(r["problem_num"]).isdigit() else 0 for r in records)))
+    seen = set()
+    for i, r in enumerate(records):
+        where = f"line {i + 1}"
+        num = r["problem_num"]
+        if isinstance(num, bool) or not isinstance(num, int) or num < 0:
+            raise SourceError(f"{where}: problem_num must be a non-negative integer, found {num!r}")
+        if num in seen:
+            raise SourceError(f"{where}: problem_num {num} appears twice")
+        seen.add(num)
+        gold = str(r["gold_answer"])
+        gc = canonical_gold(gold, how, where)
+        qid = f"{ds}-{num:0{width}d}"
+        queries["query_id"].append(qid)
+        queries["dataset"].append(DATASETS.get(ds, ds))
+        queries["gold"].append(answer_hash(gc))
+        answers = r["all_answers"]
+        if not isinstance(answers, list) or not answers:
+            raise SourceError(f"{where}: all_answers must be a non-empty list of [answer, completion tokens]")
+        for k, pair in enumerate(answers):
+            if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[1], int)
+                    and not isinstance(pair[1], bool) and pair[1] >= 0):
+                raise SourceError(f"{where}, answer {k}: expected [answer, completion tokens], found {str(pair)[:60]}")
+            cols["query_id"].append(qid)
+            cols["sample_idx"].append(k)
+            cols["answer"].append(answer_hash(g.add(pair[0], gold, gc)))
+            cols["n_tokens"].append(pair[1])
+    cols["correct"] = g.grade()
+    meta = {
+        "name": f"boinf-{model}-{ds}", "format": "boinf", "model": model, "dataset": DATASETS.get(ds, ds),
+        "source": str(f), "source_sha256": _sha256(f),
+        "responses_per_query": max(len(r["all_answers"]) for r in records),
+        "grading": g.record(),
+        "derivation": "query_id = <dataset>-<problem_num>; sample_idx = the answer's place in all_answers (generation "
+                      "order); answer = the extracted answer in canonical form (--compare), hashed, null when empty; "
+                      f"correct = graded against gold_answer ({how}: {COMPARES[how]}); n_tokens = its completion "
+                      "tokens; answer_counts and majority_answer are not read (they follow from all_answers)",
+        "oracles": {"correct": f"{how} comparison with gold_answer"},
+    }
+    return write_pool(out, samples_frame(cols), meta, pl.DataFrame(queries, schema={c: pl.String for c in queries}))
 
 
 def _has_gt(out: Path) -> bool:
