@@ -547,6 +547,46 @@ def compare_cmd(
                                policies=policy or None, side=side, out=out, threads=threads, force=force))
 
 
+# ----------------------------------------------------------------------------------------------------- leaderboard
+
+@app.command("leaderboard")
+def leaderboard_cmd(
+    pools: Optional[List[Path]] = typer.Argument(None, metavar="POOL_OR_DIR", show_default=False,
+                                                 help="Pool directories with ground truth, or directories of pools "
+                                                 "(e.g. the --out of ttc import boinf)."),
+    embedded: bool = typer.Option(False, "--embedded", help="Add the embedded pools (data/)."),
+    budgets: str = typer.Option("1,2,4,8,16", help="Sample budgets per query (reasoning pools saturate early)."),
+    token_multiples: str = typer.Option("1,2,4,8,16", help="Token budgets per query, in multiples of each pool's "
+                                        "median response length."),
+    tracks: str = typer.Option("coverage,sc", help="coverage: a verifier stops a query at its first correct "
+                               "response (threshold rule on the ground truth); sc: answer agreement stops it and the "
+                               "majority answer is given (pools with answers)."),
+    units: Optional[str] = typer.Option(None, help="samples, tokens or both (default: samples everywhere, tokens "
+                                        "where a pool has token counts; naming tokens refuses a pool without)."),
+    seeds: int = typer.Option(100, help="Seeds (permutations) per configuration, on each half."),
+    seed_start: int = typer.Option(0, help="First seed; seeds are seed_start .. seed_start + seeds - 1."),
+    holdout: float = typer.Option(0.5, help="Share of each pool's queries held out for reporting; the rest tunes. "
+                                  "0: tune and report on every query (flagged)."),
+    split_seed: int = typer.Option(0, help="Seed of the split of the queries."),
+    out: Optional[Path] = typer.Option(None, help="Directory for leaderboard.parquet, aggregate.parquet, "
+                                       "leaderboard.md and figures/."),
+    figures: bool = typer.Option(True, "--figures/--no-figures", help="Write the heatmaps and curves (PDF, PNG)."),
+    threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores); results do not depend on it."),
+    force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
+):
+    """Every policy and rule combination each pool supports, tuned on a seeded half of its queries and reported on
+    the other half against uniform and the hindsight oracle, at sample and token budgets; then across pools: mean
+    rank, pools beating uniform beyond 2 SE, median efficiency gain."""
+    from ttc.replay.leaderboard import LeaderboardRequest, run_leaderboard
+
+    names = lambda text: [x.strip() for x in text.split(",") if x.strip()]  # noqa: E731
+    run_leaderboard(LeaderboardRequest(
+        pools=list(pools or []), embedded=embedded, budgets=_floats(budgets, "--budgets"),
+        token_multiples=_floats(token_multiples, "--token-multiples"), tracks=names(tracks),
+        units=names(units) if units is not None else None, seeds=seeds, seed_start=seed_start, holdout=holdout,
+        split_seed=split_seed, out=out, figures=figures, threads=threads, force=force))
+
+
 # ----------------------------------------------------------------------------------------------------------- bench
 
 @app.command("bench")
