@@ -105,15 +105,15 @@ def test_rank_and_aggregate_arithmetic():
                                          ("uniform", u, "uniform", 1.0, False, ranks[2])):
             rows.append({"track": "coverage", "unit": "samples", "level": 4.0, "policy": pol, "role": role,
                          "pool": pool, "mean": m, "rank": r, "beats_uniform": beat, "beats_best": pol == "A" and
-                         pool == "p1", "gain": g, "gap_share": 0.5})
+                         pool == "p1", "gain": g, "gain_censored": g == 4.0, "gap_share": 0.5})
         rows.append({"track": "coverage", "unit": "samples", "level": 4.0, "policy": "oracle", "role": "oracle",
                      "pool": pool, "mean": 1.0, "rank": float("nan"), "beats_uniform": False, "beats_best": False,
-                     "gain": 9.0, "gap_share": float("nan")})
+                     "gain": 9.0, "gain_censored": False, "gap_share": float("nan")})
     agg = aggregate(pl.DataFrame(rows))
     a = agg.filter(pl.col("policy") == "A").row(0, named=True)
     b = agg.filter(pl.col("policy") == "B").row(0, named=True)
     assert a["pools"] == 2 and a["mean_rank"] == pytest.approx((1 + 1.5) / 2) and a["beats_uniform"] == 2
-    assert a["beats_best"] == 1 and a["median_gain"] == pytest.approx(3.0)
+    assert a["beats_best"] == 1 and a["median_gain"] == pytest.approx(3.0) and a["gains_censored"] == 1
     assert b["mean_rank"] == pytest.approx((2 + 1.5) / 2) and b["beats_uniform"] == 1
     assert "oracle" not in agg["policy"].to_list()
     assert agg["policy"].to_list()[0] == "A"  # sorted by mean rank
