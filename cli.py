@@ -353,14 +353,20 @@ def import_cmd(
     workers: Optional[int] = typer.Option(None, help=f"{_formats_taking('workers')}: processes that run tests or "
                                           "grade answers (default: all cores)."),
     timeout: Optional[float] = typer.Option(None, help="humaneval: seconds per program (default 10); "
-                                            "search-and-learn: seconds per math-verify grade (default 5)."),
+                                            "search-and-learn, boinf, autotts: seconds per math-verify grade (default 5)."),
     sandbox: Optional[SandboxMode] = typer.Option(None, help=f"{_formats_taking('sandbox')}: isolation of the "
                                                   "programs, as in ttc score (default auto)."),
+    gold: Optional[str] = typer.Option(None, metavar="COLUMN", help="generic: a gold-answer column; correct = the "
+                                       "--answer compared with it (--compare), for a dump without correctness."),
+    compare: Optional[str] = typer.Option(None, metavar="HOW", help=f"{_formats_taking('compare')}: how an answer "
+                                          "is compared with the gold one: integer (AIME), choice (a letter A-J, "
+                                          "GPQA; not generic), math (math-verify), exact (equal strings); default "
+                                          "auto: by the data set's name (generic: exact); pool.json records which."),
 ):
     """Convert a sample dump into a pool. Named formats are public dumps and the outputs of search-and-learn, Large
     Language Monkeys and LiveCodeBench; `generic` maps any table: one row per response, or one row per query with
     list columns (exploded in list order)."""
-    from ttc.harvest.importers import import_pool
+    from ttc.harvest.importers import import_pool, written_pools
     from ttc.replay.pool import load_pool
 
     from ttc.replay.outputs import check_new_pool
@@ -374,18 +380,20 @@ def import_cmd(
     # the importer's keywords: those its registry entry takes, and any other given, which import_pool refuses
     values = {"query_id": query_id, "correct": correct, "answer": answer, "scores": dict(pairs) if pairs else None,
               "n_tokens": n_tokens, "sample_idx": sample_idx, "hash_answers": hash_answers, "sql": sql, "limit": limit,
-              "per_query": responses, "workers": workers, "timeout": timeout, "sandbox": _value(sandbox)}
+              "per_query": responses, "workers": workers, "timeout": timeout, "sandbox": _value(sandbox),
+              "compare": compare, "gold": gold}
     defaults = {"query_id": "query_id", "hash_answers": False}
     takes = harvest_registry.IMPORTERS[fmt].options
     options = {k: v for k, v in values.items() if v is not None and (k in takes or v != defaults.get(k))}
     pool = import_pool(fmt, source, out, options)
-    p = load_pool(pool)
-    for w in p.meta.get("warnings", []):
-        typer.echo(f"warning: {w}", err=True)
-    line = f"wrote {out}: {p.n_queries} queries, {p.off[-1]} responses"
-    if p.has_gt:
-        line += f", pass@1 {float(p.correct.mean()):.4f}"
-    typer.echo(line)
+    for path in written_pools(pool):
+        p = load_pool(path)
+        for w in p.meta.get("warnings", []):
+            typer.echo(f"warning: {path.name}: {w}" if path != pool else f"warning: {w}", err=True)
+        line = f"wrote {path}: {p.n_queries} queries, {p.off[-1]} responses"
+        if p.has_gt:
+            line += f", pass@1 {float(p.correct.mean()):.4f}"
+        typer.echo(line)
 
 
 # ------------------------------------------------------------------------------------------------------------ info
@@ -527,6 +535,46 @@ def compare_cmd(
     run_compare(CompareRequest(pools=list(pools or []), budgets=_floats(budgets, "--budgets"), seeds=seeds,
                                seed_start=seed_start, holdout=holdout, split_seed=split_seed,
                                policies=policy or None, side=side, out=out, threads=threads, force=force))
+
+
+# ----------------------------------------------------------------------------------------------------- leaderboard
+
+@app.command("leaderboard")
+def leaderboard_cmd(
+    pools: Optional[List[Path]] = typer.Argument(None, metavar="POOL_OR_DIR", show_default=False,
+                                                 help="Pool directories with ground truth, or directories of pools "
+                                                 "(e.g. the --out of ttc import boinf)."),
+    embedded: bool = typer.Option(False, "--embedded", help="Add the embedded pools (data/)."),
+    budgets: str = typer.Option("1,2,4,8,16", help="Sample budgets per query (reasoning pools saturate early)."),
+    token_multiples: str = typer.Option("1,2,4,8,16", help="Token budgets per query, in multiples of each pool's "
+                                        "median response length."),
+    tracks: str = typer.Option("coverage,sc", help="coverage: a verifier stops a query at its first correct "
+                               "response (threshold rule on the ground truth); sc: answer agreement stops it and the "
+                               "majority answer is given (pools with answers)."),
+    units: Optional[str] = typer.Option(None, help="samples, tokens or both (default: samples everywhere, tokens "
+                                        "where a pool has token counts; naming tokens refuses a pool without)."),
+    seeds: int = typer.Option(100, help="Seeds (permutations) per configuration, on each half."),
+    seed_start: int = typer.Option(0, help="First seed; seeds are seed_start .. seed_start + seeds - 1."),
+    holdout: float = typer.Option(0.5, help="Share of each pool's queries held out for reporting; the rest tunes. "
+                                  "0: tune and report on every query (flagged)."),
+    split_seed: int = typer.Option(0, help="Seed of the split of the queries."),
+    out: Optional[Path] = typer.Option(None, help="Directory for leaderboard.parquet, aggregate.parquet, "
+                                       "leaderboard.md and figures/."),
+    figures: bool = typer.Option(True, "--figures/--no-figures", help="Write the heatmaps and curves (PDF, PNG)."),
+    threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores); results do not depend on it."),
+    force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
+):
+    """Every policy and rule combination each pool supports, tuned on a seeded half of its queries and reported on
+    the other half against uniform and the hindsight oracle, at sample and token budgets; then across pools: mean
+    rank, pools beating uniform beyond 2 SE, median efficiency gain."""
+    from ttc.replay.leaderboard import LeaderboardRequest, run_leaderboard
+
+    names = lambda text: [x.strip() for x in text.split(",") if x.strip()]  # noqa: E731
+    run_leaderboard(LeaderboardRequest(
+        pools=list(pools or []), embedded=embedded, budgets=_floats(budgets, "--budgets"),
+        token_multiples=_floats(token_multiples, "--token-multiples"), tracks=names(tracks),
+        units=names(units) if units is not None else None, seeds=seeds, seed_start=seed_start, holdout=holdout,
+        split_seed=split_seed, out=out, figures=figures, threads=threads, force=force))
 
 
 # ----------------------------------------------------------------------------------------------------------- bench

@@ -317,10 +317,29 @@ IMPORTERS = {i.name: i for i in (
              "LiveCodeBench's evaluated output (`..._eval_all.json`)",
              "correct = `graded_list`; code execution: answer = the predicted output (`pred_list`) as a canonical "
              "Python literal; code generation: no answer column (program texts are no answer to vote on)", _SUBSET),
+    Importer("boinf", "ttc.harvest.importers:import_boinf",
+             "BoInf answer dumps (analysis_{dataset}_{model}.jsonl, or their directory)",
+             "a [BoInf](https://github.com/jkomiyama/BoInf-code-publish) file `analysis_<dataset>_<model>.jsonl`, or a "
+             "directory of them (one pool per file, `--out`/`<model>-<dataset>`)",
+             "one response per entry of `all_answers`, in generation order: answer = the extracted answer, correct = "
+             "it graded against `gold_answer` (`--compare`, default by data set: AIME as integers, MATH-500 with "
+             "math-verify, GPQA as letters), `n_tokens` = its completion tokens", ("compare", "workers", "timeout"),
+             directory=True, extra="grade"),
+    Importer("autotts", "ttc.harvest.importers:import_autotts",
+             "AutoTTS reasoning traces with probe answers ({model}-{dataset}.json, or their directory)",
+             "an [AutoTTS](https://github.com/zhengkid/AutoTTS) replay file `<model>-<dataset>.json`, or a directory "
+             "of them (one pool per file, `--out`/`<model>-<dataset>`)",
+             "one response per trace: answer = the final answer, correct = it graded against `gold_answer` "
+             "(`--compare`, default by data set: AIME as integers, MATH with math-verify, GPQA as letters), `n_tokens` "
+             "= the trace's total; probes as list columns `probe_answer` (\"ERR\" = null), `probe_tokens` "
+             "(500, 1000, ...), `probe_correct` (graded alike)", ("compare", "workers", "timeout"), directory=True,
+             extra="grade"),
     Importer("generic", "ttc.harvest.importers:import_generic", "a CSV / JSONL / Parquet table mapped with the column flags",
              "any CSV / JSONL / Parquet", "columns mapped by flags (below), after an optional `--sql` query (derived "
-             "columns, de-duplication, nulls filled)",
-             ("query_id", "correct", "answer", "scores", "n_tokens", "sample_idx", "hash_answers", "sql")),
+             "columns, de-duplication, nulls filled); `--gold COLUMN` grades `--answer` against it (`--compare` "
+             "exact, integer or math) when the dump has no correctness",
+             ("query_id", "correct", "answer", "scores", "n_tokens", "sample_idx", "hash_answers", "sql", "gold",
+              "compare")),
 )}
 
 

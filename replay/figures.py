@@ -179,3 +179,91 @@ def plot_pareto(out: Path, title: str, panels: list[dict], methods: list[str]):
     fig.suptitle(title, fontsize=11)
     fig.savefig(out)
     plt.close(fig)
+
+
+# ------------------------------------------------------------------------------------------ ttc leaderboard
+
+def _leaderboard_style(label: str):
+    """A leaderboard label is a policy or policy+rule: the policy's colour and marker, the rule's line style."""
+    colour, marker, _ = _style(label.split("+")[0])
+    rules = ("sc-share", "sc-beta", "esc", "ac-majority", "ac-entropy", "ac-dirichlet")
+    rule = label.split("+")[1] if "+" in label else None
+    ls = "-" if rule is None else ("-", "--", ":", "-.", (0, (3, 1, 1, 1)), (0, (5, 2)))[rules.index(rule) % 6] \
+        if rule in rules else "-"
+    return colour, marker, ls
+
+
+def leaderboard_figures(df, out: Path) -> list[Path]:
+    """Per track and unit of a leaderboard frame (replay/leaderboard.py): heatmap_<track>_<unit> (policy x pool,
+    each policy's median efficiency gain over the budgets, log scale centred on 1x) and curves_<track>_<unit> (one
+    panel per pool: held-out metric against budget for uniform, the oracle and the four policies of best mean rank
+    across pools, with 2-SE bars); each as vector PDF and PNG. Returns the files written."""
+    import polars as pl
+
+    plt = _plt()
+    from matplotlib.colors import TwoSlopeNorm
+
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for (track, unit), g in df.group_by("track", "unit", maintain_order=True):
+        live = g.filter(pl.col("role") != "oracle")
+        med = (live.group_by("policy", "pool").agg(pl.col("gain").median()))
+        order = (live.group_by("policy").agg(pl.col("rank").mean()).sort("rank")["policy"].to_list())
+        pools = g["pool"].unique(maintain_order=True).to_list()
+        grid = np.full((len(order), len(pools)), np.nan)
+        for r in med.iter_rows(named=True):
+            if r["gain"] is not None and np.isfinite(r["gain"]) and r["gain"] > 0:
+                grid[order.index(r["policy"]), pools.index(r["pool"])] = np.log2(r["gain"])
+        fig, ax = plt.subplots(figsize=(max(6.0, 0.32 * len(pools) + 3), max(3.0, 0.32 * len(order) + 2)))
+        lim = max(1.0, float(np.nanmax(np.abs(grid))) if np.isfinite(grid).any() else 1.0)
+        im = ax.imshow(np.ma.masked_invalid(grid), cmap="RdBu", norm=TwoSlopeNorm(0.0, -lim, lim), aspect="auto")
+        ax.set_xticks(range(len(pools)), pools, rotation=90, fontsize=6)
+        ax.set_yticks(range(len(order)), order, fontsize=7)
+        if len(pools) * len(order) <= 900:
+            for i in range(len(order)):
+                for j in range(len(pools)):
+                    if np.isfinite(grid[i, j]):
+                        ax.text(j, i, f"{2 ** grid[i, j]:.1f}", ha="center", va="center", fontsize=4.5)
+        cb = fig.colorbar(im, ax=ax, fraction=0.03, pad=0.01)
+        cb.set_label("median efficiency gain (log2; 0 = uniform's)")
+        ax.set_title(f"{track}, {unit} budgets: efficiency gain over uniform (held-out, median over budgets)",
+                     fontsize=9)
+        fig.tight_layout()
+        for ext in ("pdf", "png"):
+            path = out / f"heatmap_{track}_{unit}.{ext}"
+            fig.savefig(path, dpi=150)
+            written.append(path)
+        plt.close(fig)
+
+        show = ["uniform"] + [p for p in order if p != "uniform"][:4]
+        cols = min(6, len(pools))
+        rows = -(-len(pools) // cols)
+        fig, axes = plt.subplots(rows, cols, figsize=(2.6 * cols, 2.2 * rows + 0.6), squeeze=False)
+        levels = sorted(g["level"].unique().to_list())
+        for k, pool in enumerate(pools):
+            ax = axes[k // cols][k % cols]
+            sub = g.filter(pl.col("pool") == pool)
+            for label in show + ["oracle"]:
+                s = sub.filter(pl.col("policy") == label).sort("level")
+                if not s.height:
+                    continue
+                colour, marker, ls = _leaderboard_style(label)
+                ax.errorbar(s["level"].to_numpy(), s["mean"].to_numpy(), yerr=2 * np.nan_to_num(s["se"].to_numpy()),
+                            color=colour, marker=marker, ls=ls, ms=3, lw=1, capsize=1.5, label=label)
+            _budget_axis(ax, levels)
+            ax.set_title(pool, fontsize=6.5)
+            ax.tick_params(labelsize=6)
+        for k in range(len(pools), rows * cols):
+            axes[k // cols][k % cols].axis("off")
+        handles, labels = axes[0][0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="lower center", ncol=min(6, len(labels)), fontsize=7, frameon=False)
+        fig.suptitle(f"{track} ({g['metric'][0]}, held-out) against {unit} budget"
+                     + (" (multiples of the median length)" if unit == "tokens" else " (samples per query)"),
+                     fontsize=9)
+        fig.tight_layout(rect=(0, 0.05, 1, 0.97))
+        for ext in ("pdf", "png"):
+            path = out / f"curves_{track}_{unit}.{ext}"
+            fig.savefig(path, dpi=120)
+            written.append(path)
+        plt.close(fig)
+    return written
