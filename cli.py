@@ -32,7 +32,7 @@ from typing import Any, List, Optional
 import typer
 from typer.core import TyperGroup
 
-from ttc.replay.errors import InputError, UserError
+from ttc.replay.errors import NOTES, InputError, UserError
 
 # click's parser errors, from typer (which vendors click since 0.26 and depended on it before)
 _ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
@@ -62,15 +62,18 @@ class _Commands(TyperGroup):
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: typer.Context):
+        NOTES.deferred = True  # notes are printed when the command ends, unless it ends in one error line
         try:
             return super().invoke(ctx)
         except _UsageError as e:  # the parser refused an option: the same one line as any bad input
+            NOTES.clear()
             if type(e).__name__ == "NoArgsIsHelpError":
                 raise
             sub = e.ctx.info_name if e.ctx is not None and e.ctx.parent is not None else None
             typer.echo(f"error: {e.format_message()} (see: ttc {sub + ' ' if sub else ''}--help)", err=True)
             raise typer.Exit(e.exit_code) from None
         except UserError as e:
+            NOTES.clear()
             typer.echo(f"error: {type(e).__name__ + ': ' if e.show_type else ''}{e}", err=True)
             raise typer.Exit(e.exit_code) from None
         except (_ClickException, typer.Exit, typer.Abort):
@@ -82,6 +85,11 @@ class _Commands(TyperGroup):
                        f"above, the command line ({argv}) and the output of `ttc --version` ({_version()}).",
                        err=True)
             raise typer.Exit(1) from None
+        finally:
+            NOTES.deferred = False
+            for line in NOTES:
+                typer.echo(line, err=True)
+            NOTES.clear()
 
 
 app = typer.Typer(cls=_Commands, add_completion=False, no_args_is_help=True,
