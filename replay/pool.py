@@ -258,14 +258,17 @@ def _column_parts(col: pl.Series) -> Iterator[bytes]:
     """The bytes a column enters the digests with: its name, its nulls, its values (module docs of frame_digest)."""
     yield b"\0col\0" + col.name.encode("utf-8") + b"\0"
     yield np.packbits(col.is_null().to_numpy()).tobytes()
+    # (a hash of pieces is the hash of their concatenation: buffers are fed as they are, without copies)
     if col.dtype == pl.String:
         filled = col.fill_null("")
-        yield b"s" + filled.str.len_bytes().to_numpy().astype("<u4").tobytes()
+        yield b"s"
+        yield memoryview(np.ascontiguousarray(filled.str.len_bytes().to_numpy(), "<u4")).cast("B")
         # the concatenation in Rust: the same bytes as "".join(values), without a Python string per value
         yield (filled.str.join("").item() if len(filled) else "").encode("utf-8")
     elif col.dtype.is_numeric() or col.dtype == pl.Boolean:
         arr = col.fill_null(0).to_numpy()
-        yield b"n" + np.ascontiguousarray(arr, arr.dtype.newbyteorder("<")).tobytes()
+        yield b"n"
+        yield memoryview(np.ascontiguousarray(arr, arr.dtype.newbyteorder("<"))).cast("B")
     else:
         yield b"o" + repr(col.to_list()).encode("utf-8")
 
