@@ -23,6 +23,7 @@ import enum
 import functools
 import gc
 import inspect
+import math
 import shlex
 import sys
 import traceback
@@ -32,7 +33,7 @@ from typing import Any, List, Optional
 import typer
 from typer.core import TyperGroup
 
-from ttc.replay.errors import InputError, UserError
+from ttc.replay.errors import NOTES, InputError, UserError
 
 # click's parser errors, from typer (which vendors click since 0.26 and depended on it before)
 _ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
@@ -62,15 +63,18 @@ class _Commands(TyperGroup):
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: typer.Context):
+        NOTES.deferred = True  # notes are printed when the command ends, unless it ends in one error line
         try:
             return super().invoke(ctx)
         except _UsageError as e:  # the parser refused an option: the same one line as any bad input
+            NOTES.clear()
             if type(e).__name__ == "NoArgsIsHelpError":
                 raise
             sub = e.ctx.info_name if e.ctx is not None and e.ctx.parent is not None else None
             typer.echo(f"error: {e.format_message()} (see: ttc {sub + ' ' if sub else ''}--help)", err=True)
             raise typer.Exit(e.exit_code) from None
         except UserError as e:
+            NOTES.clear()
             typer.echo(f"error: {type(e).__name__ + ': ' if e.show_type else ''}{e}", err=True)
             raise typer.Exit(e.exit_code) from None
         except (_ClickException, typer.Exit, typer.Abort):
@@ -82,6 +86,11 @@ class _Commands(TyperGroup):
                        f"above, the command line ({argv}) and the output of `ttc --version` ({_version()}).",
                        err=True)
             raise typer.Exit(1) from None
+        finally:
+            NOTES.deferred = False
+            for line in NOTES:
+                typer.echo(line, err=True)
+            NOTES.clear()
 
 
 app = typer.Typer(cls=_Commands, add_completion=False, no_args_is_help=True,
@@ -98,6 +107,11 @@ def _print_version(value: bool):
 def _root(version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
                                        help="Print ttc's version (and its libraries') and exit.")):
     """Adaptive test-time compute allocation: harvest sample pools, replay allocation policies."""
+
+
+# seeds are int64 in the engine (and numpy's generators take no negative seed): refused by the parser outside
+# 0 .. 2**62, so that seed_start + seeds stays an int64
+_SEED_MAX = 2**62
 
 
 def _fail(msg: str):
@@ -117,7 +131,7 @@ def _floats(text: str, name: str) -> list[float]:
 
 def _ints(text: str, name: str) -> list[int]:
     vals = _floats(text, name)
-    if any(v != int(v) for v in vals):
+    if any(not math.isfinite(v) or v != int(v) for v in vals):
         _fail(f"{name} takes comma-separated integers, got {text!r}")
     return [int(v) for v in vals]
 
@@ -288,7 +302,7 @@ def replay_cmd(
         help=f"Policies, repeat or comma-separate: {', '.join(POLICY_NAMES)}. Default: all the pool supports."),
     budgets: str = typer.Option("4,8,16,32", help="Average budgets per query (samples, or tokens with --unit tokens)."),
     seeds: int = typer.Option(100, help="Number of seeds (permutations) per configuration."),
-    seed_start: int = typer.Option(0, help="First seed; seeds are seed_start .. seed_start + seeds - 1."),
+    seed_start: int = typer.Option(0, min=0, max=_SEED_MAX, help="First seed; seeds are seed_start .. seed_start + seeds - 1."),
     score: str = typer.Option("gt", help="Score column (score_<name> or <name>), or gt: 1 if correct else 0."),
     eliminate: Eliminate = typer.Option(Eliminate("threshold"), help="Elimination rule."),
     select: Select = typer.Option(Select("bon"), help="Selection for accuracy."),
@@ -422,7 +436,7 @@ def signals_cmd(
     ks: Optional[str] = typer.Option(None, "--ks", help="Failed draws k (comma list; default 1, 2, 4, ... below the "
                                      "largest pool size)."),
     seeds: int = typer.Option(20, help="Number of seeds (replay's permutations) the AUC is averaged over."),
-    seed_start: int = typer.Option(0, help="First seed; also seeds the bootstrap."),
+    seed_start: int = typer.Option(0, min=0, max=_SEED_MAX, help="First seed; also seeds the bootstrap."),
     bootstrap: int = typer.Option(200, help="Bootstrap replicates over queries for the standard errors."),
     out: Optional[Path] = typer.Option(None, help="Write one row per (target, signal, k) to this Parquet file."),
     plot: Optional[Path] = typer.Option(None, help="Draw AUC against k per signal to this PNG."),
@@ -454,7 +468,7 @@ def tune_cmd(
                                          "them)."),
     budgets: str = typer.Option("4,8,16,32", help="Average budgets per query; each is tuned separately."),
     seeds: int = typer.Option(100, help="Number of seeds (permutations) per configuration, on each part."),
-    seed_start: int = typer.Option(0, help="First seed; seeds are seed_start .. seed_start + seeds - 1."),
+    seed_start: int = typer.Option(0, min=0, max=_SEED_MAX, help="First seed; seeds are seed_start .. seed_start + seeds - 1."),
     score: str = typer.Option("gt", help="Score column (score_<name> or <name>), or gt: 1 if correct else 0."),
     eliminate: Optional[Eliminate] = typer.Option(None, help="Elimination rule of --policy (default threshold)."),
     select: Optional[Select] = typer.Option(None, help="Selection for accuracy (--policy; default bon; a method has "
@@ -464,7 +478,7 @@ def tune_cmd(
     unit: Unit = typer.Option(Unit("samples"), help="Budget unit."),
     holdout: Optional[float] = typer.Option(None, help="Share of the queries held out for reporting (default 0.5); "
                                             "the rest tunes. 0: tune and report on every query (flagged)."),
-    split_seed: int = typer.Option(0, help="Seed of the split of the queries."),
+    split_seed: int = typer.Option(0, min=0, max=_SEED_MAX, help="Seed of the split of the queries."),
     report_pool: Optional[Path] = typer.Option(None, help="Tune on the whole of POOL and report on the whole of this "
                                                "pool instead of splitting one."),
     grid: Optional[List[str]] = typer.Option(None, "--grid", metavar="FIELD=V1,V2", help="A RunConfig field by "
@@ -513,10 +527,10 @@ def compare_cmd(
                                                  "pool in data/)."),
     budgets: str = typer.Option("4,8,16,32", help="Average budgets per query (samples); each is tuned separately."),
     seeds: int = typer.Option(100, help="Number of seeds (permutations) per configuration, on each part."),
-    seed_start: int = typer.Option(0, help="First seed; seeds are seed_start .. seed_start + seeds - 1."),
+    seed_start: int = typer.Option(0, min=0, max=_SEED_MAX, help="First seed; seeds are seed_start .. seed_start + seeds - 1."),
     holdout: float = typer.Option(0.5, help="Share of each pool's queries held out for reporting; the rest tunes. "
                                   "0: tune and report on every query (flagged)."),
-    split_seed: int = typer.Option(0, help="Seed of the split of the queries."),
+    split_seed: int = typer.Option(0, min=0, max=_SEED_MAX, help="Seed of the split of the queries."),
     policy: Optional[List[str]] = typer.Option(
         None, "--policy", metavar="NAME[,NAME...]", callback=_names("policy", POLICY_NAMES),
         help="Published policies to compare, repeat or comma-separate (default: every one the pool supports); the "
@@ -606,7 +620,7 @@ def report_cmd(
     out: Path = typer.Option(..., "--out", help="Directory for report.md, the figures and tables/*.csv."),
     budgets: str = typer.Option("4,8,16,32", help="Average budgets per query (samples)."),
     seeds: int = typer.Option(100, help="Number of seeds (permutations) per configuration."),
-    seed_start: int = typer.Option(0, help="First seed; seeds are seed_start .. seed_start + seeds - 1."),
+    seed_start: int = typer.Option(0, min=0, max=_SEED_MAX, help="First seed; seeds are seed_start .. seed_start + seeds - 1."),
     score: str = typer.Option("gt", help="Score column (score_<name> or <name>), or gt: 1 if correct else 0."),
     select: Select = typer.Option(Select("bon"), help="Selection for accuracy."),
     cisc_temp: float = typer.Option(0.2, help=_CISC_TEMP_HELP),
@@ -870,7 +884,7 @@ def harvest_cmd(
                                         "when the tokenizer has one; openai: --chat sends chat requests)."),
     temperature: float = typer.Option(0.6, help="Sampling temperature."),
     top_p: float = typer.Option(1.0, help="Nucleus sampling threshold."),
-    seed: int = typer.Option(0, help="Run seed; each query's seed is derived from it and the query id."),
+    seed: int = typer.Option(0, min=0, max=_SEED_MAX, help="Run seed; each query's seed is derived from it and the query id."),
     shard: Optional[str] = typer.Option(None, metavar="I/N", help="Only shard I of N (0-based; by hash of query id)."),
     limit: Optional[int] = typer.Option(None, help="Only the first K queries of the data set."),
     shard_size: int = typer.Option(32, help="Queries per part file (a crash loses at most one part)."),
@@ -1160,7 +1174,7 @@ def run_cmd(
                                         "when the tokenizer has one; openai: --chat sends chat requests)."),
     temperature: float = typer.Option(0.6, help="Sampling temperature."),
     top_p: float = typer.Option(1.0, help="Nucleus sampling threshold."),
-    seed: int = typer.Option(0, help="Run seed: each response's seed (as ttc harvest derives it) and the query "
+    seed: int = typer.Option(0, min=0, max=_SEED_MAX, help="Run seed: each response's seed (as ttc harvest derives it) and the query "
                              "order (as ttc replay --seed-start derives it)."),
     limit: Optional[int] = typer.Option(None, help="Only the first K queries of the data set."),
     revision: Optional[str] = typer.Option(None, help="Model revision (commit, branch or tag)."),
@@ -1276,7 +1290,7 @@ def synth_cmd(
     tokens_wrong: float = typer.Option(1.5, help="Wrong responses are this many times longer on average."),
     exact_counts: bool = typer.Option(False, "--exact-counts", help="Exactly round(p_i N) correct per query "
                                       "(at random positions) instead of independent draws."),
-    seed: int = typer.Option(0, help="Seed; the same seed and parameters give identical files."),
+    seed: int = typer.Option(0, min=0, max=_SEED_MAX, help="Seed; the same seed and parameters give identical files."),
     side_signal: str = typer.Option("none", help="A side-information column score_side: solvable:AUC (each "
                                     "response's signal separates queries with and without a correct response in "
                                     "their pool with that AUC; solvable:0.5 is the no-information control), or none "
@@ -1305,8 +1319,8 @@ def theory_cmd(
     delta: float = typer.Option(0.1, help="Budget needed to cover every query with probability 1 - delta."),
     seeds: int = typer.Option(200, help="Number of seeds (permutations) per pool size."),
     trials: Optional[int] = typer.Option(None, hidden=True, help="Deprecated: --seeds."),
-    seed_start: int = typer.Option(0, help="First seed; also the seed of the pools."),
-    seed: Optional[int] = typer.Option(None, hidden=True, help="Deprecated: --seed-start."),
+    seed_start: int = typer.Option(0, min=0, max=_SEED_MAX, help="First seed; also the seed of the pools."),
+    seed: Optional[int] = typer.Option(None, min=0, max=_SEED_MAX, hidden=True, help="Deprecated: --seed-start."),
     m: int = typer.Option(4, "--m", help="Explore-then-commit: first-stage responses per query."),
     depth: int = typer.Option(64, help="Pool depth: query i holds max(m+1, ceil(depth / p_i)) responses."),
     engine: TheoryEngine = typer.Option(TheoryEngine("check"), help="check: the engine confirms each budget (passes "

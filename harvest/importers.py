@@ -21,6 +21,7 @@ import math
 import re
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import polars as pl
@@ -51,25 +52,85 @@ def lastletters_answer(text: str) -> str | None:
     return a or None
 
 
+def _json_line(line: str, where: str):
+    """One JSON value; what json cannot read (a syntax error, nesting deeper than Python's recursion limit) is a
+    SourceError naming where it is."""
+    try:
+        return json.loads(line)
+    except RecursionError:
+        raise SourceError(f"{where}: JSON nested too deeply to read") from None
+    except json.JSONDecodeError as e:
+        raise SourceError(f"{where}: not valid JSON ({e})") from None
+
+
+def _records(src: Path) -> Iterator[tuple[str, dict]]:
+    """The JSON objects of a JSONL file, one per non-blank line, each with where it is ("line N") for messages."""
+    with open(src) as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            r = _json_line(line, f"line {n}")
+            if not isinstance(r, dict):
+                raise SourceError(f"line {n}: a record must be a JSON object, found {type(r).__name__}")
+            yield f"line {n}", r
+
+
+def _number(v, where: str, what: str) -> float:
+    """A finite JSON number (not a boolean): NaN and infinities (json reads 1e999 as inf) are refused."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise SourceError(f"{where}: {what} must be a finite number, found {v!r}")
+    return float(v)
+
+
+def _index(v, where: str, key: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 10**9:
+        raise SourceError(f"{where}: {key!r} must be an integer in 0 .. 10**9 - 1, found {v!r}")
+    return v
+
+
+def _same_lengths(where: str, **lists) -> int:
+    for k, v in lists.items():
+        if not isinstance(v, (list, str)):
+            raise SourceError(f"{where}: {k!r} must be a list, found {type(v).__name__}")
+    n = {k: len(v) for k, v in lists.items()}
+    if len(set(n.values())) > 1:
+        raise SourceError(f"{where}: the lengths of {', '.join(repr(k) for k in n)} differ "
+                          f"({', '.join(str(x) for x in n.values())}); one entry per response in each")
+    return next(iter(n.values()))
+
+
+def _provenance(src: Path, upstream: str) -> dict:
+    """What pool.json says about where the pool came from: the file actually read and its digest, and, apart, the
+    upstream file the format was written for (the two are the same exactly when the digests match)."""
+    return {"source": f"{src.resolve()} (the file read; its sha256 in source_sha256)",
+            "source_sha256": {src.name: _sha256(src)},
+            "upstream": upstream}
+
+
 def import_lastletters(src: Path, out: Path) -> Path:
     """ESC's GPT-3.5 last-letter dump (T0.7.jsonl): 500 questions x 40 responses, answers extracted here."""
     rows = []
     queries = []
-    with open(src) as f:
-        for qi, line in enumerate(f):
-            r = json.loads(line)
-            qid = f"ll-{qi:03d}"
-            gold = re.sub(r"[^a-z]", "", r["answer"].lower())
-            queries.append({"query_id": qid, "dataset": "last_letters", "gold": answer_hash(gold)})
-            for k, text in enumerate(r["generated_answer"]):
-                a = lastletters_answer(text)
-                rows.append({"query_id": qid, "sample_idx": k, "correct": a == gold, "answer": answer_hash(a)})
+    for qi, (where, r) in enumerate(_records(src)):
+        qid = f"ll-{qi:03d}"
+        gen = r["generated_answer"]
+        if not isinstance(r["answer"], str):
+            raise SourceError(f"{where}: 'answer' must be a string, found {type(r['answer']).__name__}")
+        if not isinstance(gen, list) or not all(isinstance(t, str) for t in gen):
+            raise SourceError(f"{where}: 'generated_answer' must be a list of strings (one per response), found "
+                              f"{type(gen).__name__ if not isinstance(gen, list) else 'a list with other values'}")
+        gold = re.sub(r"[^a-z]", "", r["answer"].lower())
+        queries.append({"query_id": qid, "dataset": "last_letters", "gold": answer_hash(gold)})
+        for k, text in enumerate(gen):
+            a = lastletters_answer(text)
+            rows.append({"query_id": qid, "sample_idx": k, "correct": a == gold, "answer": answer_hash(a)})
     meta = {
         "name": "lastletters-gpt35-40",
         "model": "gpt-3.5-turbo (OpenAI), temperature 0.7",
         "dataset": "last-letter concatenation, 500 questions",
         "responses_per_query": 40,
-        "source": "Yiwei98/ESC at commit 799157a4d21e6d97e86fcd541f5c85d8e3daae0a, GPT3.5_result/last_letters/T0.7.jsonl",
+        **_provenance(src, "Yiwei98/ESC at commit 799157a4d21e6d97e86fcd541f5c85d8e3daae0a, "
+                           "GPT3.5_result/last_letters/T0.7.jsonl"),
         "derivation": "answer = letters after the last 'The answer is', lower-cased, non-letters dropped "
                       "(null when absent); correct = answer == gold normalised the same way; answers and gold "
                       "stored as 12-hex blake2b hashes; no text, no token counts",
@@ -82,23 +143,29 @@ def import_math500_llama(src: Path, out: Path) -> Path:
     """MATH-500 x 48 responses of Llama-3.1-8B-Instruct with correctness and mean token log-probability."""
     rows = []
     queries = []
-    with open(src) as f:
-        for line in f:
-            r = json.loads(line)
-            if r.get("missing"):
-                continue
-            qid = f"math500-{r['i']:03d}"
-            queries.append({"query_id": qid, "dataset": "MATH-500", "level": r["level"]})
-            for k, (c, s) in enumerate(zip(r["c"], r["s"])):
-                rows.append({"query_id": qid, "sample_idx": k, "correct": c == "1",
-                             "score_conf": exp_map(s)})   # harvest's map of a mean log-prob (--confidence)
+    for where, r in _records(src):
+        if r.get("missing"):
+            continue
+        qid = f"math500-{_index(r['i'], where, 'i'):03d}"
+        c, logps = r["c"], r["s"]
+        if not isinstance(c, str) or set(c) - {"0", "1"}:
+            raise SourceError(f"{where}: 'c' must be a string of 0s and 1s (one per response), found {c!r:.60}")
+        _same_lengths(where, c=c, s=logps)
+        for k, lp in enumerate(logps):
+            # a mean token log-probability is a finite number <= 0: NaN became score 1.0 through min(1, exp(nan))
+            if _number(lp, where, f"'s'[{k}] (a mean token log-prob)") > 0:
+                raise SourceError(f"{where}: 's'[{k}] is {lp!r}, not a mean token log-prob (which is <= 0)")
+        queries.append({"query_id": qid, "dataset": "MATH-500", "level": r["level"]})
+        for k, (ok, lp) in enumerate(zip(c, logps)):
+            rows.append({"query_id": qid, "sample_idx": k, "correct": ok == "1",
+                         "score_conf": exp_map(lp)})   # harvest's map of a mean log-prob (--confidence)
     meta = {
         "name": "math500-llama3.1-8b-48",
         "model": "meta/llama-3.1-8b-instruct",
         "dataset": "MATH-500 (499 of 500 problems; one had no upstream file)",
         "responses_per_query": 48,
-        "source": "Jason-Wang313/inference-value-theorem at commit 7e434d08858fd74a59e897bdcfbf9a93662851f4, "
-                  "results/measurements/8B/problem_<i>.json",
+        **_provenance(src, "Jason-Wang313/inference-value-theorem at commit 7e434d08858fd74a59e897bdcfbf9a93662851f4, "
+                           "results/measurements/8B/problem_<i>.json"),
         "derivation": "correct as published; score_conf = exp(mean token log-probability), the geometric-mean "
                       "token probability of the response (a confidence signal, not a reward model)",
         "oracles": {"correct": "upstream grading", "score_conf": "exp(mean token logprob)"},
@@ -118,22 +185,30 @@ def import_qwen_math_rm(src: Path, out: Path) -> Path:
     """Qwen2.5-Math's reward-model example: 100 MATH problems x 8 responses with extracted answers, correctness
     and an unbounded reward-model score, mapped to [0, 1] by the logistic function."""
     rows, queries = [], []
-    with open(src) as f:
-        for line in f:
-            r = json.loads(line)
-            qid = f"math-{int(r['idx']):03d}"
-            queries.append({"query_id": qid, "dataset": "MATH (100-problem subset)", "level": str(r.get("level"))})
-            for k, (pred, ok, rm) in enumerate(zip(r["pred"], r["score"], r["pred_score"])):
-                raw = float(rm[0] if isinstance(rm, list) else rm)
-                rows.append({"query_id": qid, "sample_idx": k, "correct": bool(ok),
-                             "answer": answer_hash(qwen_answer(pred)), "score_rm": 1.0 / (1.0 + math.exp(-raw))})
+    for where, r in _records(src):
+        idx = r["idx"]
+        qid = f"math-{_index(int(idx) if isinstance(idx, str) and idx.isdigit() else idx, where, 'idx'):03d}"
+        _same_lengths(where, pred=r["pred"], score=r["score"], pred_score=r["pred_score"])
+        queries.append({"query_id": qid, "dataset": "MATH (100-problem subset)", "level": str(r.get("level"))})
+        for k, (pred, ok, rm) in enumerate(zip(r["pred"], r["score"], r["pred_score"])):
+            if isinstance(rm, list) and len(rm) == 1:
+                rm = rm[0]
+            raw = _number(rm, where, f"'pred_score'[{k}]")
+            if ok not in (True, False, 0, 1):
+                raise SourceError(f"{where}: 'score'[{k}] must be true/false (or 0/1), found {ok!r}")
+            if pred is not None and not isinstance(pred, (str, int, float)):
+                raise SourceError(f"{where}: 'pred'[{k}] must be a string, found {type(pred).__name__}")
+            # the logistic, with exp never overflowing (below -709 it is 0.0 to double precision anyway)
+            score = 1.0 / (1.0 + math.exp(-raw)) if raw > -709 else 0.0
+            rows.append({"query_id": qid, "sample_idx": k, "correct": bool(ok),
+                         "answer": answer_hash(qwen_answer(pred)), "score_rm": score})
     meta = {
         "name": "qwen-math-rm-100x8",
         "model": "not named upstream (Qwen2.5-Math evaluation example)",
         "dataset": "MATH, 100 test problems",
         "responses_per_query": 8,
-        "source": "QwenLM/Qwen2.5-Math at commit a45202bd16f1ec06f433442dc1152d0074773465, "
-                  "evaluation/data/eval_rm_maj_example/math_cot_100.jsonl",
+        **_provenance(src, "QwenLM/Qwen2.5-Math at commit a45202bd16f1ec06f433442dc1152d0074773465, "
+                           "evaluation/data/eval_rm_maj_example/math_cot_100.jsonl"),
         "derivation": "correct = upstream 'score'; answer = upstream 'pred' without whitespace or surrounding $, "
                       "hashed; score_rm = logistic(pred_score), a monotone map of the unbounded reward to [0, 1]",
         "oracles": {"correct": "upstream grading", "score_rm": "logistic(upstream reward-model score)"},
@@ -648,8 +723,10 @@ def import_livecodebench(src: Path, out: Path, limit: int | None = None, per_que
 
 
 def _jsonl(path: Path) -> list[dict]:
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+    try:
+        return [r for _, r in _records(path)]
+    except SourceError as e:
+        raise SourceError(f"{path.name}: {e}") from None
 
 
 def _humaneval_files(src: Path) -> tuple[Path, Path]:
@@ -661,8 +738,8 @@ def _humaneval_files(src: Path) -> tuple[Path, Path]:
         with open(f) as fh:
             line = fh.readline()
         try:
-            first = json.loads(line) if line.strip() else {}
-        except json.JSONDecodeError:
+            first = _json_line(line, f.name) if line.strip() else {}
+        except SourceError:
             continue
         if isinstance(first, dict) and {"task_id", "prompt", "entry_point", "test"} <= first.keys():
             problems.append(f)
@@ -708,6 +785,9 @@ def import_humaneval(src: Path, out: Path, limit: int | None = None, per_query: 
             raise SourceError(f"{completions_file.name} record {i}: needs 'prompt' and a 'samples' list")
         by_prompt[r["prompt"]] = r["samples"]
     problems = problems[:limit]
+    if not any(by_prompt.get(p.get("prompt")) for p in problems):
+        raise SourceError(f"{completions_file.name} holds no completions for the problems to import (every "
+                          "'samples' list is empty or belongs to another prompt); there is nothing to grade")
     cols = {k: [] for k in ("query_id", "sample_idx", "correct", "answer")}
     sources = []
     for p in problems:
@@ -1165,6 +1245,9 @@ def _first_score(out: Path) -> str:
     return cols[0] if cols else "gt"
 
 
+MAX_TIMEOUT_S = 3600.0  # a program's wall-clock limit: beyond it the sandbox's timers overflow (1e30 did)
+
+
 def import_pool(fmt: str, src, out, options: dict | None = None) -> Path:
     """Run one adapter, as harvest/registry.py's IMPORTERS declares it, and validate what it wrote (a pool that does
     not load is an adapter bug). `options` are the adapter's keywords, refused unless its entry takes them."""
@@ -1189,8 +1272,9 @@ def import_pool(fmt: str, src, out, options: dict | None = None) -> Path:
         if name in ("limit", "per_query", "workers") and value is not None and (
                 isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise PoolError(f"{flag} must be a positive integer, got {value!r}")
-        if name == "timeout" and not (isinstance(value, (int, float)) and 0 < value < math.inf):
-            raise PoolError(f"--timeout must be a positive, finite number of seconds, got {value!r}")
+        if name == "timeout" and not (isinstance(value, (int, float)) and 0 < value <= MAX_TIMEOUT_S):
+            raise PoolError(f"--timeout must be a positive, finite number of seconds (at most {MAX_TIMEOUT_S:g}, an "
+                            f"hour per program), got {value!r}")
     try:
         entry.load()(src, out, **options)
         _validate(out)  # every score column, and the probes, too
@@ -1207,7 +1291,7 @@ def import_pool(fmt: str, src, out, options: dict | None = None) -> Path:
         shutil.rmtree(out, ignore_errors=True)
         raise
     except (KeyError, TypeError, ValueError, AttributeError, UnicodeDecodeError, json.JSONDecodeError,
-            pl.exceptions.PolarsError) as e:
+            pl.exceptions.PolarsError, OverflowError, RecursionError) as e:
         shutil.rmtree(out, ignore_errors=True)
         raise PoolError(f"{src} does not look like {fmt} ({entry.doc}): {type(e).__name__}: {e}") from None
     except Exception as e:

@@ -152,9 +152,9 @@ class PoolPlan:
 def side_columns(path: Path, side: str | None) -> list[str]:
     """The columns a new policy may read as its side signal: `side` when given, else every per-response score column
     of the pool (numbers in [0, 1] that the pool format already validates: confidences, reward-model scores)."""
-    from .pool import is_score, sample_files
+    from .pool import is_score, sample_columns
 
-    names = pl.read_parquet_schema(sample_files(path)[0]).names()
+    names = sample_columns(path)
     if side is not None:
         if side not in names:
             raise PoolError(f"{path}: --side: no column '{side}' (columns: {', '.join(names)})")
@@ -165,13 +165,13 @@ def side_columns(path: Path, side: str | None) -> list[str]:
 def plan_pool(path: Path, req: CompareRequest) -> PoolPlan:
     from .engine import check_configs
     from .policies import REGISTRY, RunConfig, supported
-    from .pool import load_pool, sample_files
+    from .pool import load_pool, sample_columns
     from .run import check_budget_totals
     from .tune import default_grid, grid_configs, split_queries
 
     # ground truth is checked first, in this command's words (load_pool's would speak of --score gt)
     # (record lows read when the pool has them: deepconf-online then takes part, as in ttc replay)
-    pool = load_pool(path, lows=None) if "correct" in pl.read_parquet_schema(sample_files(path)[0]) else None
+    pool = load_pool(path, lows=None) if "correct" in sample_columns(path) else None
     if pool is None or not pool.has_gt:
         raise PoolError(f"ttc compare needs ground truth (a 'correct' column) to score coverage, and {path} has none")
     sup = supported(pool)

@@ -23,3 +23,24 @@ class UserError(Exception):
 
 class InputError(UserError, ValueError):
     """A UserError that is also a ValueError: the refusal of an argument, an option, a file or a pool."""
+
+
+class _Notes(list):
+    """Notes for the user that are not errors (e.g. a pool read without a checksum to check). Under the command line
+    (`deferred`), they are held and printed when the command ends, and dropped when it ends in an `error:` line, so
+    that a refusal stays one line; elsewhere they go to stderr at once."""
+
+    deferred = False
+
+
+NOTES = _Notes()
+
+
+def note(line: str):
+    """One line on stderr for the user (_Notes says when)."""
+    if NOTES.deferred:
+        NOTES.append(line)
+    else:
+        import sys
+
+        print(line, file=sys.stderr)

@@ -9,7 +9,7 @@ import polars as pl
 from .exact import best_of_k, coverage_at_k
 from .extras import require
 from .outputs import save_figure
-from .pool import Pool, load_pool, resolve_score, sample_files
+from .pool import Pool, load_pool, resolve_score, sample_columns
 
 GAMMAS = (0.5, 0.7, 0.9, 0.97, 1.0)
 
@@ -18,7 +18,7 @@ def pool_info(path) -> dict:
     """Facts about a pool: sizes, columns, difficulty, uniform's exact curves, and how each score column agrees
     with ground truth (precision and recall of `score >= gamma`)."""
     path = Path(path)
-    names = pl.scan_parquet(sample_files(path)).collect_schema().names()
+    names = sample_columns(path)
     score_cols = [c for c in names if c.startswith("score_")]
     base = load_pool(path, score="gt" if "correct" in names else resolve_score(names, score_cols[0]) if score_cols
                      else "gt")

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import struct
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -32,6 +33,8 @@ from .errors import InputError
 
 MARK = "ttc.command"  # parquet key-value metadata: the command that wrote the file
 DIR_MARK = ".ttc-output.json"  # in a directory a command wrote (report, theory)
+# what matplotlib writes with its own dependencies (no LaTeX), by the file name's suffix; none: PNG
+FIGURE_FORMATS = ("png", "", "pdf", "svg", "svgz", "eps", "ps", "jpg", "jpeg", "tif", "tiff", "webp", "gif")
 
 
 class OutputError(InputError):
@@ -159,11 +162,38 @@ def _probe_writable(directory: Path, flag: str, path: Path):
         raise OutputError(f"cannot write {flag} {path}: {d}: {_reason(e)}") from None
 
 
+def check_replaceable(path: Path, flag: str):
+    """Only a regular file or a directory is ever replaced: a device, a FIFO, a socket, or a link to one is refused
+    with or without --force (`--out /dev/full --force` once replaced the system's /dev/full with a Parquet file;
+    reading a FIFO to see who wrote it would block forever)."""
+    path = Path(path)
+    try:
+        mode = path.stat().st_mode  # follows a symlink: what it points to is what a reader would get
+    except FileNotFoundError:
+        return  # nothing there (or a dangling link, which the rename replaces)
+    except OSError as e:
+        raise OutputError(f"{flag} {path}: {_reason(e)}") from None
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        what = ("a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else
+                "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a special file")
+        via = f" (a link to {os.path.realpath(path)})" if path.is_symlink() else ""
+        raise OutputError(f"{flag} {path} is {what}{via}, not a regular file or directory; ttc replaces only "
+                          "those, even with --force: give another path")
+
+
 def check_output(path: Path, *, flag: str, command: str, reads: Sequence[Path] = (), force: bool = False,
                  kind: str = "file") -> Path:
     """Refuse, before any work, a destination the command must not or cannot write (the module docstring's rules).
-    `kind` is "file" or "dir"; `reads` are the pools (or files) the command reads."""
+    `kind` is "file", "dir" or "figure" (a file whose suffix names a format FIGURE_FORMATS holds); `reads` are the
+    pools (or files) the command reads."""
     path = Path(path)
+    check_replaceable(path, flag)
+    if kind == "figure":
+        suffix = path.suffix.lower().lstrip(".")
+        if suffix not in FIGURE_FORMATS:
+            raise OutputError(f"{flag} {path}: a figure is written as {', '.join('.' + f for f in FIGURE_FORMATS if f)}"
+                              f" (by its name's suffix), not .{suffix}")
+        kind = "file"
     here = path.resolve()
     if kind == "file" and path.is_dir():
         raise OutputError(f"{flag} {path} is a directory; give a file name (e.g. {path / 'out.parquet'})")

@@ -23,7 +23,7 @@ import numpy as np
 import polars as pl
 
 from .data import DEFAULT_POOL  # noqa: E402  (the embedded default pool, wherever ttc is installed)
-from .errors import InputError
+from .errors import InputError, note
 from .outputs import atomic_dir, atomic_file, tmp_name, write_errors  # noqa: F401
 
 
@@ -248,6 +248,15 @@ def sample_files(path: Path) -> list[Path]:
     raise PoolError(f"{path} holds no samples.parquet and no samples/*.parquet")
 
 
+def sample_columns(path: Path) -> list[str]:
+    """The column names of a pool's (first) sample file, for a command that chooses what to load from them; a file
+    that is not Parquet (truncated, damaged, a FIFO) is a PoolError naming it, as in load_pool."""
+    f = sample_files(Path(path))[0]
+    _regular(f)
+    with _decoding(f):
+        return pl.read_parquet_schema(f).names()
+
+
 def resolve_score(schema_names, score: str) -> str:
     """'gt' or a score column, named in full (score_prm) or without the prefix (prm)."""
     cols = [c for c in schema_names if is_score(c)]
@@ -268,6 +277,45 @@ def resolve_score(schema_names, score: str) -> str:
 
 
 DIGEST_KEY = "ttc.digest"  # parquet key-value metadata: frame_digest of the file's content, set by the writers
+# and the digest of each column on its own (JSON {column: digest}), so that a load checks only the columns it reads
+COLUMNS_KEY = "ttc.digest.columns"
+
+
+def _column_parts(col: pl.Series) -> Iterator[bytes]:
+    """The bytes a column enters the digests with: its name, its nulls, its values (module docs of frame_digest)."""
+    yield b"\0col\0" + col.name.encode("utf-8") + b"\0"
+    yield np.packbits(col.is_null().to_numpy()).tobytes()
+    # (a hash of pieces is the hash of their concatenation: buffers are fed as they are, without copies)
+    if col.dtype == pl.String:
+        filled = col.fill_null("")
+        yield b"s"
+        yield memoryview(np.ascontiguousarray(filled.str.len_bytes().to_numpy(), "<u4")).cast("B")
+        # the concatenation in Rust: the same bytes as "".join(values), without a Python string per value
+        yield (filled.str.join("").item() if len(filled) else "").encode("utf-8")
+    elif col.dtype.is_numeric() or col.dtype == pl.Boolean:
+        arr = col.fill_null(0).to_numpy()
+        yield b"n"
+        yield memoryview(np.ascontiguousarray(arr, arr.dtype.newbyteorder("<"))).cast("B")
+    else:
+        yield b"o" + repr(col.to_list()).encode("utf-8")
+
+
+def _digests(df: pl.DataFrame, names=None) -> tuple[str, dict[str, str]]:
+    """frame_digest of the whole frame and the digest of each column in `names` (all: None), in one pass."""
+    whole = hashlib.blake2b(digest_size=16) if names is None else None
+    height = str(df.height).encode()
+    if whole is not None:
+        whole.update(height)
+    per = {}
+    for name in df.columns if names is None else names:
+        h = hashlib.blake2b(digest_size=16)
+        h.update(height)
+        for part in _column_parts(df[name]):
+            h.update(part)
+            if whole is not None:
+                whole.update(part)
+        per[name] = h.hexdigest()
+    return (whole.hexdigest() if whole is not None else ""), per
 
 
 def frame_digest(df: pl.DataFrame) -> str:
@@ -276,27 +324,56 @@ def frame_digest(df: pl.DataFrame) -> str:
     different values, so a checksum is the only way to notice them. Defined on decoded values, not on bytes, so it
     does not depend on the writer's compression or on the library version; the type enters only as one of
     string / number / other, so a renamed dtype does not change it."""
-    h = hashlib.blake2b(digest_size=16)
-    h.update(str(df.height).encode())
-    for name in df.columns:
-        col = df[name]
-        h.update(b"\0col\0" + name.encode("utf-8") + b"\0")
-        h.update(np.packbits(col.is_null().to_numpy()).tobytes())
-        if col.dtype == pl.String:
-            filled = col.fill_null("")
-            h.update(b"s" + filled.str.len_bytes().to_numpy().astype("<u4").tobytes())
-            h.update("".join(filled.to_list()).encode("utf-8"))
-        elif col.dtype.is_numeric() or col.dtype == pl.Boolean:
-            arr = col.fill_null(0).to_numpy()
-            h.update(b"n" + np.ascontiguousarray(arr, arr.dtype.newbyteorder("<")).tobytes())
-        else:
-            h.update(b"o" + repr(col.to_list()).encode("utf-8"))
-    return h.hexdigest()
+    return _digests(df)[0]
+
+
+def column_digests(df: pl.DataFrame, names=None) -> dict[str, str]:
+    """Each column's own digest (the row count, then what frame_digest hashes of that column): written beside
+    frame_digest (COLUMNS_KEY) so that load_pool checks the columns it reads without reading the others (a
+    pool's text column is most of its bytes)."""
+    return _digests(df, list(df.columns if names is None else names))[1]
 
 
 def write_parquet_file(df: pl.DataFrame, path: Path):
-    """The one way a pool file's bytes are written: zstd, statistics, and the digest of its content."""
-    df.write_parquet(path, compression="zstd", statistics=True, metadata={DIGEST_KEY: frame_digest(df)})
+    """The one way a pool file's bytes are written: zstd, statistics, and the digests of its content (the whole
+    file's and each column's)."""
+    whole, per = _digests(df)
+    df.write_parquet(path, compression="zstd", statistics=True,
+                     metadata={DIGEST_KEY: whole, COLUMNS_KEY: json.dumps(per, separators=(",", ":"))})
+
+
+def _damaged(path: Path, e: BaseException | None = None) -> PoolError:
+    if e is None:
+        return PoolError(f"{path} is damaged: its content does not match the checksum written with it (a flipped "
+                         "bit or a bad copy); restore it or regenerate it")
+    first = (str(e).splitlines() or [type(e).__name__])[0][:200]
+    return PoolError(f"{path} is damaged: it does not decode as parquet ({first})")
+
+
+@contextmanager
+def _decoding(path: Path) -> Iterator[None]:
+    """Any failure to decode `path` as a PoolError naming it: a damaged file can make polars panic, and pyo3's
+    PanicException is a BaseException, which no `except Exception` sees."""
+    try:
+        yield
+    except (KeyboardInterrupt, SystemExit, MemoryError, PoolError):
+        raise
+    except BaseException as e:  # noqa: B036
+        raise _damaged(path, e) from None
+
+
+def _regular(path: Path):
+    """A sample file must be a regular file: a FIFO or a device would block the reader forever or feed it
+    anything (issue 27)."""
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except OSError as e:
+        raise PoolError(f"cannot read {path}: {e.strerror or e}") from None
+    if not stat.S_ISREG(mode):
+        raise PoolError(f"{path} is not a regular file (a FIFO, a device or a socket); a pool's files are plain "
+                        "Parquet files")
 
 
 def verify_file(path: Path) -> pl.DataFrame:
@@ -304,18 +381,70 @@ def verify_file(path: Path) -> pl.DataFrame:
     decodes to other values than were written (a flipped bit, a truncated copy), is a PoolError naming it. Files
     written before digests existed are read unchecked. Returns the frame, so a caller that reads anyway pays once."""
     path = Path(path)
-    try:
+    _regular(path)
+    with _decoding(path):
         want = pl.read_parquet_metadata(path).get(DIGEST_KEY)
         df = pl.read_parquet(path)
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except BaseException as e:  # noqa: B036  a damaged file can make polars panic (PanicException is a BaseException)
-        raise PoolError(f"{path} is damaged: it does not decode as parquet ({str(e).splitlines()[0][:200]})") \
-            from None
     if want is not None and frame_digest(df) != want:
-        raise PoolError(f"{path} is damaged: its content does not match the checksum written with it (a flipped "
-                        "bit or a bad copy); restore it or regenerate it")
+        raise _damaged(path)
     return df
+
+
+_NOTED: set = set()  # pools already noted as carrying no checksum in this process
+
+
+def read_checked(files: list[Path], columns: list[str], pool: Path | None = None,
+                 note: list | None = None) -> pl.DataFrame:
+    """`columns` of the sample files, concatenated in file order, each file checked against the checksums its
+    writer embedded: the per-column digests of the columns read (COLUMNS_KEY), or, for a file written before those
+    existed, the whole file's (DIGEST_KEY, which means reading every column). A mismatch or any decode failure is
+    a PoolError naming the file. Files with no checksum at all (written outside ttc) are read unchecked, with one
+    note on stderr per pool and process (note_unchecked; given a list `note`, they are added to it instead, for a
+    caller that notes them only once the pool is found valid)."""
+    frames, unchecked = [], []
+    for f in files:
+        _regular(f)
+        with _decoding(f):
+            meta = pl.read_parquet_metadata(f)
+            per, whole = meta.get(COLUMNS_KEY), meta.get(DIGEST_KEY)
+            if per is not None:
+                df = pl.read_parquet(f, columns=columns)
+            elif whole is not None:
+                full = pl.read_parquet(f)
+                df = full.select(columns)
+            else:
+                df = pl.read_parquet(f, columns=columns)
+        if per is not None:
+            try:
+                want = json.loads(per)
+            except ValueError:
+                raise _damaged(f) from None
+            if not isinstance(want, dict) or column_digests(df) != {c: want.get(c) for c in columns}:
+                raise _damaged(f)
+        elif whole is not None:
+            if frame_digest(full) != whole:
+                raise _damaged(f)
+            del full
+        else:
+            unchecked.append(f)
+        frames.append(df)
+    if note is None:
+        note_unchecked(unchecked, pool)
+    else:
+        note += unchecked
+    return frames[0] if len(frames) == 1 else pl.concat(frames)
+
+
+def note_unchecked(files: list[Path], pool: Path | None = None):
+    """One line on stderr, once per pool and process, for files read without a checksum to check."""
+    if not files:
+        return
+    key = str(pool if pool is not None else files[0])
+    if key in _NOTED:
+        return
+    _NOTED.add(key)
+    where = files[0] if len(files) == 1 else f"{len(files)} files of {key}"
+    note(f"note: {where} carries no ttc checksum (written outside ttc); its content is read unchecked")
 
 
 def atomic_write_parquet(df: pl.DataFrame, path: Path, before_rename: Callable[[], None] | None = None):
@@ -397,8 +526,10 @@ def _check_scores(files: list[Path], scores: list[str], where: str):
                   x.max().alias(f"{c}/max")]
     try:
         stats = pl.scan_parquet(files).select(exprs).collect().row(0, named=True)
-    except Exception as e:
-        _fail(where, f"cannot read the score columns {', '.join(scores)} ({str(e).splitlines()[0]})")
+    except (KeyboardInterrupt, SystemExit, MemoryError):
+        raise
+    except BaseException as e:  # noqa: B036  (a damaged file can make polars panic)
+        _fail(where, f"cannot read the score columns {', '.join(scores)} ({(str(e).splitlines() or [''])[0][:200]})")
     span = f"[{SCORE.lo:g}, {SCORE.hi:g}]"
     for c in scores:
         nulls, nans = int(stats[f"{c}/null"] or 0), int(stats[f"{c}/nan"] or 0)
@@ -421,7 +552,8 @@ def load_prior(queries_file: Path, column: str, qids: list) -> np.ndarray:
     if column == "query_id" or not names[column].is_numeric():
         _fail(where, f"--prior: column '{column}' must hold numbers (predicted success probabilities in [0, 1]), "
                      f"found {names[column]}")
-    q = pl.read_parquet(queries_file, columns=["query_id", column]).with_columns(pl.col(column).cast(pl.Float64))
+    q = read_checked([queries_file], ["query_id", column], queries_file.parent).with_columns(
+        pl.col(column).cast(pl.Float64))
     bad = q.filter(pl.col(column).is_null() | pl.col(column).is_nan())
     if bad.height:
         _fail(where, f"--prior: column '{column}' has {bad.height} null or NaN values (e.g. query "
@@ -546,11 +678,14 @@ def load_pool(path, score: str = "gt", need_tokens: bool = False, prior: str | N
     where = "samples.parquet" if files[0].name == "samples.parquet" else "samples/*.parquet"
     schema = None
     for f in files:
+        _regular(f)
         try:
             this = pl.read_parquet_schema(f)
-        except Exception as e:  # not Parquet, truncated, unreadable
+        except (KeyboardInterrupt, SystemExit, MemoryError):
+            raise
+        except BaseException as e:  # noqa: B036  not Parquet, truncated, unreadable (or a panic of the reader)
             which = "" if len(files) == 1 and where == "samples.parquet" else f" {f.relative_to(path)}"
-            _fail(where, f"cannot read{which} as Parquet ({str(e).splitlines()[0]})")
+            _fail(where, f"cannot read{which} as Parquet ({(str(e).splitlines() or [type(e).__name__])[0][:200]})")
         if schema is None:
             schema, first = this, f
             continue
@@ -611,10 +746,8 @@ def load_pool(path, score: str = "gt", need_tokens: bool = False, prior: str | N
             _fail(where, "the record lows need an 'n_tokens' column (a stopped trace pays its tokens so far), and "
                          "this pool has none")
         cols += [c for c in LOWS if c not in cols]
-    try:
-        df = pl.scan_parquet(files).select(cols).collect()
-    except Exception as e:
-        _fail(where, f"cannot read the columns {', '.join(cols)} ({str(e).splitlines()[0]})")
+    unchecked: list = []
+    df = read_checked(files, cols, path, note=unchecked)
     if df.height == 0:
         _fail(where, "no rows")
 
@@ -656,9 +789,12 @@ def load_pool(path, score: str = "gt", need_tokens: bool = False, prior: str | N
     queries_file = path / "queries.parquet"
     if queries_file.exists():
         try:
-            q = pl.read_parquet(queries_file, columns=["query_id"])["query_id"]
-        except Exception as e:
-            _fail("queries.parquet", f"cannot read a 'query_id' column ({str(e).splitlines()[0]})")
+            q = read_checked([queries_file], ["query_id"], path, note=unchecked)["query_id"]
+        except (KeyboardInterrupt, SystemExit, MemoryError):
+            raise
+        except BaseException as e:  # noqa: B036
+            first = (str(e).splitlines() or [type(e).__name__])[0][:200]
+            _fail("queries.parquet", f"cannot read a 'query_id' column ({first})")
         if q.null_count():
             _fail("queries.parquet", f"column 'query_id' has {q.null_count()} null values")
         if q.is_duplicated().any():
@@ -711,4 +847,5 @@ def load_pool(path, score: str = "gt", need_tokens: bool = False, prior: str | N
                 score_columns=scores, prior=None if prior is None else load_prior(queries_file, prior, qids.to_list()),
                 lows=lows_v, has_lows=has_lows, probe_off=probes_v[0], probe_tok=probes_v[1], probe_ans=probes_v[2],
                 probe_ok=probes_v[3], has_probes=has_probes)
+    note_unchecked(unchecked, path)  # only for a pool that loads: a refusal stays one line
     return pool.with_invalid_votes() if invalid_votes else pool

@@ -312,7 +312,7 @@ def run_info(path: Path, plot: Path | None = None, console: Console | None = Non
 
     console = console or _console()
     if plot is not None:
-        check_output(plot, flag="--plot", command="info", reads=[path], force=force)
+        check_output(plot, flag="--plot", command="info", reads=[path], force=force, kind="figure")
     info = pool_info(path)
     lo, med, hi = info["per_query"]
     console.print(f"[bold]{info['name']}[/]: {info['queries']} queries, {info['responses']} responses "

@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from .pool import PoolError, load_pool, sample_files, is_score
+from .pool import PoolError, is_score, load_pool, read_checked, sample_columns, sample_files, verify_file
 from .rng import permutation
 
 TARGETS = ("solvable", "next")
@@ -71,8 +71,10 @@ def default_ks(max_size: int) -> list[int]:
 def _sorted_columns(path: Path, exprs: list, pool) -> pl.DataFrame:
     """Columns load_pool does not keep, in the pool's order: load_pool sorts by (query_id, sample_idx), which are
     unique, so the same sort lines the rows up; checked against the pool's offsets."""
-    df = (pl.scan_parquet(sample_files(path)).select(["query_id", "sample_idx", *exprs]).collect()
-          .sort("query_id", "sample_idx"))
+    # read through the pool's checksums, as load_pool reads: a flipped bit in a signal column is refused, not used
+    roots = {"query_id", "sample_idx"} | {c for e in exprs for c in e.meta.root_names()}
+    raw = read_checked(sample_files(path), sorted(roots), path)
+    df = raw.select(["query_id", "sample_idx", *exprs]).sort("query_id", "sample_idx")
     if df.height != int(pool.off[-1]):
         raise PoolError(f"{path}: the sample files changed while they were read")
     return df
@@ -81,8 +83,7 @@ def _sorted_columns(path: Path, exprs: list, pool) -> pl.DataFrame:
 def pool_signals(path: Path, pool) -> list[Signal]:
     """Every signal the pool at `path` carries (module docstring), read once."""
     path = Path(path)
-    files = sample_files(path)
-    schema = pl.read_parquet_schema(files[0])
+    schema = dict.fromkeys(sample_columns(path))
     scores = [c for c in schema if is_score(c)]
     exprs = [pl.col(c).cast(pl.Float64) for c in scores]
     if "n_tokens" in schema:
@@ -108,7 +109,7 @@ def pool_signals(path: Path, pool) -> list[Signal]:
         out.append(Signal("answer agreement", "response", "agreement", pool.ans.astype(np.float64)))
     qfile = Path(path) / "queries.parquet"
     if qfile.exists():
-        q = pl.read_parquet(qfile)
+        q = verify_file(qfile)  # checked against its checksum, as the samples are
         # a constant column (a synthetic pool's n_responses) cannot rank queries: left out
         numeric = [c for c, t in q.schema.items() if (t.is_numeric() or t == pl.Boolean) and c not in QUERY_TRUTH
                    and q[c].n_unique() > 1]
@@ -259,7 +260,8 @@ def validate(req: SignalsRequest):
         from .extras import check
 
         check("matplotlib", "ttc signals --plot")
-        check_output(req.plot, flag="--plot", command="signals", reads=reads, force=req.force)
+        check_output(req.plot, flag="--plot", command="signals", reads=reads, force=req.force,
+                     kind="figure")
     if req.out is not None and req.plot is not None and Path(req.out).resolve() == Path(req.plot).resolve():
         raise PoolError(f"--out and --plot are the same file, {req.out}")
 
@@ -273,7 +275,7 @@ def run_signals(req: SignalsRequest, console=None) -> pl.DataFrame:
     console = console or _console()
     validate(req)
     path = Path(req.pool or DEFAULT_POOL)
-    names = pl.read_parquet_schema(sample_files(path)[0]).names()
+    names = sample_columns(path)
     scores = [c for c in names if is_score(c)]
     # ground truth is checked here, in this command's words (load_pool's would speak of --score gt)
     pool = load_pool(path, score=scores[0] if scores else "gt") if "correct" in names else None
