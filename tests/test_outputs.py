@@ -225,7 +225,8 @@ def _left(r) -> list[str]:
 
 
 def _error_line(r) -> str:
-    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    # a run past 10 s (a busy machine) also prints its progress lines on stderr, by design: not an error's lines
+    lines = [l for l in r.stderr.splitlines() if l.strip() and " elapsed" not in l and "compiling" not in l]
     assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in r.stderr, r.stderr
     return lines[0]
 
