@@ -146,6 +146,7 @@ def _value(choice):
 # ttc, `--help` included; their names are spelled here, and tests/test_cli.py holds each list to its registry.
 from ttc.harvest import registry as harvest_registry  # noqa: E402
 from ttc.harvest.datasets import TASKS  # noqa: E402
+from ttc.harvest.oracles.code_exec import VERDICTS as HUMANEVAL_VERDICTS  # noqa: E402
 from ttc.harvest.oracles.sandbox import MODES as SANDBOX_MODES  # noqa: E402
 from ttc.harvest.prm import ENGINES as PRM_ENGINES, STEP_MODES  # noqa: E402
 from ttc.harvest.prompts import TEMPLATES  # noqa: E402
@@ -180,6 +181,7 @@ Task = _choice("Task", TASKS)
 StepMode = _choice("StepMode", STEP_MODES)
 PrmEngine = _choice("PrmEngine", PRM_ENGINES)
 SandboxMode = _choice("SandboxMode", SANDBOX_MODES)
+Verdict = _choice("Verdict", HUMANEVAL_VERDICTS)
 TheoryEngine = _choice("TheoryEngine", THEORY_ENGINES)
 HarvestEngine = _choice("HarvestEngine", HARVEST_ENGINES)
 
@@ -347,6 +349,10 @@ def import_cmd(
                                             "search-and-learn: seconds per math-verify grade (default 5)."),
     sandbox: Optional[SandboxMode] = typer.Option(None, help=f"{_formats_taking('sandbox')}: isolation of the "
                                                   "programs, as in ttc score (default auto)."),
+    verdict: Optional[Verdict] = typer.Option(None, help=f"{_formats_taking('verdict')}: isolated (default: the test "
+                                              "in a process of its own, calling the program's function across and "
+                                              "comparing plain values) or source (HumanEval's own check: one "
+                                              "process, the returned object's ==; forgeable, docs/harvest.md)."),
 ):
     """Convert a sample dump into a pool. Named formats are public dumps and the outputs of search-and-learn, Large
     Language Monkeys and LiveCodeBench; `generic` maps any table: one row per response, or one row per query with
@@ -365,7 +371,8 @@ def import_cmd(
     # the importer's keywords: those its registry entry takes, and any other given, which import_pool refuses
     values = {"query_id": query_id, "correct": correct, "answer": answer, "scores": dict(pairs) if pairs else None,
               "n_tokens": n_tokens, "sample_idx": sample_idx, "hash_answers": hash_answers, "sql": sql, "limit": limit,
-              "per_query": responses, "workers": workers, "timeout": timeout, "sandbox": _value(sandbox)}
+              "per_query": responses, "workers": workers, "timeout": timeout, "sandbox": _value(sandbox),
+              "verdict": _value(verdict)}
     defaults = {"query_id": "query_id", "hash_answers": False}
     takes = harvest_registry.IMPORTERS[fmt].options
     options = {k: v for k, v in values.items() if v is not None and (k in takes or v != defaults.get(k))}
@@ -619,9 +626,10 @@ _SCORING = {
     "memory_mb": (int, typer.Option(512, "--memory-mb", help="exec: address-space limit of each program, in MiB.",
                                     rich_help_panel=_PANEL)),
     "sandbox": (SandboxMode, typer.Option(SandboxMode("auto"), help="exec: isolation of the programs: auto (OS "
-                                          "namespaces where this machine gives them, else the in-process guard "
-                                          "only), strict (refuse to grade without namespaces), guard (the guard "
-                                          "only). pool.json records the level a run had.", rich_help_panel=_PANEL)),
+                                          "namespaces; refused in one line where this machine gives none), strict "
+                                          "(the same), guard (the in-process guard only, no OS isolation: only when "
+                                          "named, never a fallback). Each run says its level on stderr; pool.json "
+                                          "records it.", rich_help_panel=_PANEL)),
     "prm_model": (Optional[str], typer.Option(None, help="prm: the process reward model (default "
                                               "Qwen/Qwen2.5-Math-PRM-7B).", rich_help_panel=_PANEL)),
     "prm_batch_size": (int, typer.Option(8, help="prm: responses per forward pass.", rich_help_panel=_PANEL)),
