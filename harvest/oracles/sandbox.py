@@ -955,39 +955,54 @@ def _seccomp_filter() -> bytes | None:
                     for i, (op, jt, jf, k) in enumerate(code))
 
 
-def _no_new_processes() -> None:
-    """Install _seccomp_filter in this process (a program's, after the fork); nothing where the machine is not
-    listed (there, programs may fork up to the process cap: see the module docstring)."""
-    prog = _seccomp_filter()
-    if prog is None:
-        return
+_prctl: dict = {}  # built once per runner (_prepare_prctl), before it forks: a child only makes the calls
+
+
+def _prepare_prctl() -> None:
+    """libc and the filter's struct sock_fprog, built once: loading libc and defining ctypes structures in every
+    child cost about as much as the fork itself."""
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
-    buf = ctypes.create_string_buffer(prog, len(prog))
+    _prctl.update(libc=libc, errno=ctypes.get_errno)
+    prog = _seccomp_filter()
+    if prog is not None:
+        buf = ctypes.create_string_buffer(prog, len(prog))
 
-    class SockFprog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+        class SockFprog(ctypes.Structure):
+            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
-    fprog = SockFprog(len(prog) // 8, ctypes.cast(buf, ctypes.c_void_p))
+        fprog = SockFprog(len(prog) // 8, ctypes.cast(buf, ctypes.c_void_p))
+        _prctl.update(buf=buf, fprog=fprog, ref=ctypes.byref(fprog))
+
+
+def _no_new_processes() -> None:
+    """Install _seccomp_filter in this process (a program's, after the fork); nothing where the machine is not
+    listed (there, programs may fork up to the process cap: see the module docstring)."""
+    if not _prctl:
+        _prepare_prctl()
+    if "ref" not in _prctl:
+        return
+    libc = _prctl["libc"]
     pr_set_no_new_privs, pr_set_seccomp, seccomp_mode_filter = 38, 22, 2
     if (libc.prctl(pr_set_no_new_privs, 1, 0, 0, 0) != 0
-            or libc.prctl(pr_set_seccomp, seccomp_mode_filter, ctypes.byref(fprog), 0, 0) != 0):
-        raise OSError(ctypes.get_errno(), "installing the no-new-process filter (seccomp) failed")
+            or libc.prctl(pr_set_seccomp, seccomp_mode_filter, _prctl["ref"], 0, 0) != 0):
+        raise OSError(_prctl["errno"](), "installing the no-new-process filter (seccomp) failed")
 
 
 def _not_dumpable() -> None:
     """No other process of the same uid may ptrace this one or read its memory or descriptors through /proc."""
-    import ctypes
-
-    if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE) failed")
+    if not _prctl:
+        _prepare_prctl()
+    if _prctl["libc"].prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
+        raise OSError(_prctl["errno"](), "prctl(PR_SET_DUMPABLE) failed")
 
 
 def _setup(work: str, fds: dict[int, int], req: dict, drop, nproc, trusted: bool):
     """In a forked child, before any program or test code: descriptors, session, uid, directory, limits, the
     no-new-process filter, streams, a fresh __main__, the guard. Returns (out, err, main namespace). The checker
-    (trusted) also makes itself non-dumpable, so that the program's process cannot read its memory."""
+    (trusted) makes itself non-dumpable, so that the program's process cannot read its memory, and has no guard:
+    it runs the task's own code, and what comes from the program is plain values."""
     import builtins
     import io
     import types
@@ -1023,7 +1038,8 @@ def _setup(work: str, fds: dict[int, int], req: dict, drop, nproc, trusted: bool
     main.__file__ = "program.py"
     main.__builtins__ = builtins
     sys.modules["__main__"] = main
-    _install_guard(work)
+    if not trusted:  # the checker runs the task's own code and sees only plain values: nothing to guard against
+        _install_guard(work)
     return out, err, main.__dict__
 
 
@@ -1250,7 +1266,6 @@ def _serve(argv: list[str]) -> None:
     """The runner: pre-import PRELOAD, fork the program host, then for each request fork a child that runs the
     program (or the checker of a Checked item, beside a program process the host forks), wait for it (up to the
     timeout), kill whatever it left, classify, clean its directory, answer."""
-    import ctypes  # noqa: F401 - the children's prctl and seccomp calls, before their guard hides it
     import importlib
     import pickle  # noqa: F401 - the checker's
     import secrets
@@ -1274,6 +1289,7 @@ def _serve(argv: list[str]) -> None:
             if os.getpid() != 1:
                 raise RuntimeError(f"the runner must be PID 1 of its namespace, is {os.getpid()}")
             _harden_runner()
+        _prepare_prctl()  # the children's prctl and seccomp calls, ready before any fork
         priv = cfg["io"] or os.path.join(base, ".runner")
         if not cfg["io"]:
             os.mkdir(priv, 0o700)
@@ -1327,38 +1343,47 @@ def _run_one(req: dict, work: str, priv: str, ns: bool, drop, nproc, secrets, ho
     program_pid = None
     fds = {0: null, 1: out, 2: err, 3: nonce_r, 4: verdict_w}
     mine = []
-    if checked:  # the program's process first, from the host; its ends of the call pipes go with the message
+    if checked:  # the program's process, from the host; its ends of the call pipes go with the message
         call_r, call_w = os.pipe()
         ans_r, ans_w = os.pipe()
-        sock, _ = host
+        sock = host[0]
         msg = {"work": work, "entry": req["entry"], **{k: req[k] for k in ("memory_mb", "cpu", "fsize_mb")}}
         try:
             socket.send_fds(sock, [json.dumps(msg).encode()], [null, out, err, call_r, ans_w])
-            reply = sock.recv(1 << 12)
+            sent = True
         except OSError:
-            reply = b""
+            sent = False
         finally:
             os.close(call_r)
             os.close(ans_w)
-        if not reply:  # killed by an earlier program (same uid): this program has not run; the grader starts afresh
-            for fd in (out, err, null, nonce_r, nonce_w, verdict_r, verdict_w, ans_r, call_w):
+        fds.update({5: ans_r, 6: call_w})
+        mine = [ans_r, call_w]
+    if not checked or sent:
+        pid = os.fork()  # the checker starts while the host forks the program's process: neither waits
+        if pid == 0:
+            try:
+                if checked:
+                    _checker(req, work, fds, drop, nproc)
+                else:
+                    _child(req["source"], work, fds, req, drop, nproc)
+            finally:
+                os._exit(_EXIT_SETUP)
+    for fd in (out, err, null, nonce_r, verdict_w, *mine):
+        os.close(fd)
+    if checked:
+        try:
+            reply = sock.recv(1 << 12) if sent else b""
+        except OSError:
+            reply = b""
+        if not reply:  # killed by an earlier program (same uid): this one has not run; the grader starts afresh
+            if sent:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            for fd in (nonce_w, verdict_r):
                 os.close(fd)
             _wipe(work)
             return {"status": "retry", "detail": "the program host is gone", "restart": True}
         program_pid = json.loads(reply)["pid"]
-        fds.update({5: ans_r, 6: call_w})
-        mine = [ans_r, call_w]
-    pid = os.fork()
-    if pid == 0:
-        try:
-            if checked:
-                _checker(req, work, fds, drop, nproc)
-            else:
-                _child(req["source"], work, fds, req, drop, nproc)
-        finally:
-            os._exit(_EXIT_SETUP)
-    for fd in (out, err, null, nonce_r, verdict_w, *mine):
-        os.close(fd)
     nonce = secrets.token_hex(16).encode()  # drawn after the fork: the child's memory never held it
     try:
         os.write(nonce_w, nonce)
