@@ -57,15 +57,15 @@ and calls the raw read/write system calls itself can copy the nonce across and e
 in that process is the program's objects' own. So this verdict is for programs whose untrusted part cannot run code
 (LiveCodeBench code execution: the model writes a literal).
 
-The verdict, for a Checked item (HumanEval: model-written functions). The test runs in a checker process and the
-program in another, forked by the runner's program host: a process forked at the runner's start, before any
-request, whose memory (and so every program process's) never held a test. The checker binds the entry point to a
-proxy that sends each call's arguments to the program's process and rebuilds the answer with an unpickler that
-makes only plain values (_PlainUnpickler: builtins and a few standard value types, never a class of the
-program's), so `==` in the test is the expected value's own type's. The nonce and verdict pipes are the checker's
-alone, and the checker is not dumpable (the program's process, under the same uid, cannot read its memory or
-descriptors). What the program can still do: answer the calls, which is solving the task, or kill or stop the
-checker, which is a failure or a timeout, never a pass.
+The verdict, for a Checked item (HumanEval: model-written functions). The program runs in a process forked by the
+runner's program host: a process the runner forked at its start, before any request, so that its memory (and so
+every program process's) never held a test. The test runs in the runner itself (_check_here: the task's own code),
+with the entry point bound to a proxy that sends each call's arguments to the program's process and rebuilds the
+answer with an unpickler that makes only plain values (builtins and a few standard value types, never a class of
+the program's), so `==` in the test is the expected value's own type's, and the verdict is decided there: in
+another process than the program's, under another uid for a root caller, not dumpable (the program's process
+cannot read its memory or descriptors). What the program can still do: answer the calls, which is solving the
+task, or stop answering, which is a failure or a timeout, never a pass.
 """
 from __future__ import annotations
 
@@ -132,12 +132,12 @@ class Checked:
     """A program judged by a test that its own code cannot reach (run_many takes these beside plain sources).
 
     `program` (untrusted: the model's code) runs in a process of its own and defines `entry_point`. `setup` and
-    `test` (trusted: the task's own code, e.g. a HumanEval prompt and its check(candidate) call) run in a second
-    process, the checker, where `entry_point` is a proxy: each call sends its arguments to the program's process and
-    rebuilds what comes back as plain values (ints, strings, lists, dicts, ...; never an object of the program's, so
-    `==` in the test is the expected value's own). The verdict is the checker's: it passes when the test runs to its
-    end. The program's process never holds the verdict pipe or the test's text, and cannot read the checker's
-    memory: nothing it runs can forge the verdict, short of answering the calls right."""
+    `test` (trusted: the task's own code, e.g. a HumanEval prompt and its check(candidate) call) run in the runner,
+    where `entry_point` is a proxy: each call sends its arguments to the program's process and rebuilds what comes
+    back as plain values (ints, strings, lists, dicts, ...; never an object of the program's, so `==` in the test is
+    the expected value's own). It passes when the test runs to its end within the time limit. The program's process
+    never holds the test's text and cannot reach the runner's memory: nothing it runs can forge the verdict, short of
+    answering the calls right."""
     program: str
     setup: str
     test: str
@@ -872,7 +872,7 @@ def _own_frames(e: BaseException):
 
 
 def _execute(run, out, err, read, write, exit_) -> None:
-    """Call run() (the program, or the checker's test); only if it returns, copy the nonce from descriptor 3 to
+    """Call run() (the program); only if it returns, copy the nonce from descriptor 3 to
     descriptor 4. Everything used after it is a local bound before it started (out/err: the streams this child made,
     not sys.stdout)."""
     import traceback
@@ -990,19 +990,9 @@ def _no_new_processes() -> None:
         raise OSError(_prctl["errno"](), "installing the no-new-process filter (seccomp) failed")
 
 
-def _not_dumpable() -> None:
-    """No other process of the same uid may ptrace this one or read its memory or descriptors through /proc."""
-    if not _prctl:
-        _prepare_prctl()
-    if _prctl["libc"].prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
-        raise OSError(_prctl["errno"](), "prctl(PR_SET_DUMPABLE) failed")
-
-
-def _setup(work: str, fds: dict[int, int], req: dict, drop, nproc, trusted: bool):
-    """In a forked child, before any program or test code: descriptors, session, uid, directory, limits, the
-    no-new-process filter, streams, a fresh __main__, the guard. Returns (out, err, main namespace). The checker
-    (trusted) makes itself non-dumpable, so that the program's process cannot read its memory, and has no guard:
-    it runs the task's own code, and what comes from the program is plain values."""
+def _setup(work: str, fds: dict[int, int], req: dict, drop, nproc):
+    """In a forked child, before any of the program's code: descriptors, session, uid, directory, limits, the
+    no-new-process filter, streams, a fresh __main__, the guard. Returns (out, err, main namespace)."""
     import builtins
     import io
     import types
@@ -1020,8 +1010,6 @@ def _setup(work: str, fds: dict[int, int], req: dict, drop, nproc, trusted: bool
         os.setresuid(uid, uid, uid)  # from root to a real unprivileged uid: every capability is gone
     os.chdir(work)
     _set_limits(req["memory_mb"], req["cpu"], req["fsize_mb"], nproc)
-    if trusted:
-        _not_dumpable()
     _no_new_processes()
     os.environ["HOME"] = os.environ["TMPDIR"] = work
     if "tempfile" in sys.modules:
@@ -1038,8 +1026,7 @@ def _setup(work: str, fds: dict[int, int], req: dict, drop, nproc, trusted: bool
     main.__file__ = "program.py"
     main.__builtins__ = builtins
     sys.modules["__main__"] = main
-    if not trusted:  # the checker runs the task's own code and sees only plain values: nothing to guard against
-        _install_guard(work)
+    _install_guard(work)
     return out, err, main.__dict__
 
 
@@ -1056,7 +1043,7 @@ def _child(source: str, work: str, fds: dict[int, int], req: dict, drop, nproc) 
     """A whole program (run_many with a str): the verdict is that it ran to its end, in its own process."""
     real_exit, real_read, real_write = os._exit, os.read, os.write
     try:
-        out, err, ns = _setup(work, fds, req, drop, nproc, trusted=False)
+        out, err, ns = _setup(work, fds, req, drop, nproc)
     except BaseException:  # noqa: BLE001
         _setup_failed(real_write, real_exit)
     _execute(lambda: exec(compile(source, "program.py", "exec"), ns),  # noqa: S102 - running it is the point
@@ -1065,11 +1052,12 @@ def _child(source: str, work: str, fds: dict[int, int], req: dict, drop, nproc) 
 
 # --- Checked: the program in one process, its test in another -----------------------------------------------------
 #
-# Frames between the two: a 4-byte big-endian length, then a pickle. The checker sends (args, kwargs); the program
-# answers ("ok", value), ("raise", exception name, message) or, once its top level has run, ("ready",). The program
-# unpickles the checker's calls as they are (it trusts the checker); the checker unpickles the program's answers with
-# _PlainUnpickler, which builds only plain values (no class of the program's, no callable), so that what is compared
-# in the test is an int, a str, a list, ... whatever the program's objects claimed to be.
+# Frames between the runner (the checker) and the program's process: a 4-byte big-endian length, then a pickle.
+# The checker sends (args, kwargs); the program answers ("ok", value), ("raise", exception name, message) or, once
+# its top level has run, ("ready",). The program unpickles the checker's calls as they are (it trusts the checker);
+# the checker unpickles the program's answers with _check_here's PlainUnpickler, which builds only plain values (no
+# class of the program's, no callable), so that what is compared in the test is an int, a str, a list, ... whatever
+# the program's objects claimed to be.
 _FRAME_MAX = 64 * 2**20
 
 
@@ -1132,7 +1120,7 @@ def _program(req: dict, fds: dict[int, int], drop, nproc) -> None:
 
     real_exit, real_read, real_write = os._exit, os.read, os.write
     try:
-        out, err, ns = _setup(req["work"], fds, req, drop, nproc, trusted=False)
+        out, err, ns = _setup(req["work"], fds, req, drop, nproc)
     except BaseException:  # noqa: BLE001
         _setup_failed(real_write, real_exit)
     dumps, loads = pickle.dumps, pickle.loads
@@ -1179,56 +1167,103 @@ def _program(req: dict, fds: dict[int, int], drop, nproc) -> None:
     real_exit(0)
 
 
-def _checker(req: dict, work: str, fds: dict[int, int], drop, nproc) -> None:
-    """The trusted side of a Checked item: the setup code, the entry point bound to a proxy that calls the
-    program's process, the test; then the verdict. Descriptors: 3/4 the nonce and verdict, 5 the answers, 6 the
-    calls. The program's process holds none of 3 and 4 and cannot read this one's memory (not dumpable)."""
+class _Late(Exception):
+    """The item's time limit passed (in a read, a write, or the test's own computation)."""
+
+
+class _ProgramError(Exception):
+    """The program raised, could not be run, ended, or answered what cannot be compared."""
+
+
+def _check_here(req: dict, ans_r: int, call_w: int, err_path: str) -> tuple[str, str]:
+    """The trusted side of a Checked item, run by the runner itself (trusted code of the task, plain values from
+    the program: no process of its own needed, so no fork): the setup code, the entry point bound to a proxy that
+    calls the program's process, the test. The verdict is decided here, where the program's process cannot reach
+    (another process, under another uid for a root caller, and the runner is not dumpable). The item's time limit
+    bounds every read and write and, through an interval timer, the test's own computation."""
+    import builtins
     import io
     import pickle
+    import traceback
 
-    real_exit, real_read, real_write = os._exit, os.read, os.write
-    try:
-        out, err, ns = _setup(work, fds, req, drop, nproc, trusted=True)
-    except BaseException:  # noqa: BLE001
-        _setup_failed(real_write, real_exit)
-    dumps, Unpickler, BytesIO = pickle.dumps, pickle.Unpickler, io.BytesIO
+    timeout = req["timeout"]
+    deadline = time.monotonic() + timeout
 
-    class PlainUnpickler(Unpickler):
+    def left() -> float:
+        t = deadline - time.monotonic()
+        if t <= 0:
+            raise _Late()
+        return t
+
+    def read(fd, n):
+        if not select.select([fd], [], [], left())[0]:
+            raise _Late()
+        return os.read(fd, n)
+
+    def write(fd, data):
+        if not select.select([], [fd], [], left())[1]:
+            raise _Late()
+        try:
+            return os.write(fd, data)
+        except BlockingIOError:
+            return 0
+
+    class PlainUnpickler(pickle.Unpickler):
         def find_class(self, module, name):
             if (module, name) in _PLAIN_CLASSES:
                 return super().find_class(module, name)
             raise pickle.UnpicklingError(f"the program returned a {module}.{name}, not a plain value")
 
-    class ProgramError(Exception):
-        """The program raised (or could not be run, or returned what cannot be compared)."""
-
     def receive():
-        data = _frame_read(real_read, 5)
+        data = _frame_read(read, ans_r)
         if data is None:
-            raise ProgramError("the program's process ended without answering")
+            raise _ProgramError("the program's process ended without answering")
         try:
-            msg = PlainUnpickler(BytesIO(data)).load()
+            msg = PlainUnpickler(io.BytesIO(data)).load()
+        except _Late:
+            raise
         except Exception as e:  # noqa: BLE001 - a class of the program's, a malformed frame
-            raise ProgramError(f"the program's answer is not a plain value: {e}") from None
+            raise _ProgramError(f"the program's answer is not a plain value: {e}") from None
         if not (isinstance(msg, tuple) and msg and msg[0] in ("ok", "ready", "raise")):
-            raise ProgramError("the program's answer is not in the protocol")
+            raise _ProgramError("the program's answer is not in the protocol")
         if msg[0] == "raise":
             if msg[1:2] == ("MemoryError",):
                 raise MemoryError("in the program's process")
-            raise ProgramError(f"the program raised {msg[1]}: {msg[2] if len(msg) > 2 else ''}")
+            raise _ProgramError(f"the program raised {msg[1]}: {msg[2] if len(msg) > 2 else ''}")
         return msg
 
     def candidate(*args, **kwargs):
-        _frame_write(real_write, 6, dumps((args, kwargs), protocol=4))
+        _frame_write(write, call_w, pickle.dumps((args, kwargs), protocol=4))
         return receive()[1]
 
-    def run():
-        receive()  # ("ready",): the program's top level ran to its end
-        exec(compile(req["setup"], "setup.py", "exec"), ns)  # noqa: S102 - the trusted code of the task
-        ns[req["entry"]] = candidate
-        exec(compile(req["test"], "test.py", "exec"), ns)  # noqa: S102
+    def late(signum, frame):
+        raise _Late()
 
-    _execute(run, out, err, real_read, real_write, real_exit)
+    os.set_blocking(call_w, False)
+    before = signal.signal(signal.SIGALRM, late)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        try:
+            receive()  # ("ready",): the program's top level ran to its end
+            ns = {"__name__": "__main__", "__builtins__": builtins}
+            exec(compile(req["setup"], "setup.py", "exec"), ns)  # noqa: S102 - the trusted code of the task
+            ns[req["entry"]] = candidate
+            exec(compile(req["test"], "test.py", "exec"), ns)  # noqa: S102
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, before)
+    except _Late:
+        return "timeout", f"wall-clock limit of {timeout:g} s"
+    except MemoryError:
+        return "memory", f"address-space limit of {req['memory_mb']} MB; " + _tail(err_path).strip()[-500:]
+    except BaseException as e:  # noqa: BLE001 - the test failed: an assertion, the program's error, anything
+        try:
+            why = "".join(traceback.format_exception(type(e), e, _own_frames(e), limit=5))
+        except BaseException:  # noqa: BLE001
+            why = f"{type(e).__name__}: {e}"
+        program = _tail(err_path).strip()
+        return "failed", ((program + "\n") if program else "")[-(_TAIL // 2):] + why[-(_TAIL // 2):]
+    return "passed", ""
 
 
 def _host(sock, drop, nproc) -> None:
@@ -1264,10 +1299,10 @@ def _host(sock, drop, nproc) -> None:
 
 def _serve(argv: list[str]) -> None:
     """The runner: pre-import PRELOAD, fork the program host, then for each request fork a child that runs the
-    program (or the checker of a Checked item, beside a program process the host forks), wait for it (up to the
-    timeout), kill whatever it left, classify, clean its directory, answer."""
+    program, wait for it (up to the timeout), kill whatever it left, classify, clean its directory, answer (a
+    Checked item: the host forks the program's process and the runner runs the test itself, _check_here)."""
     import importlib
-    import pickle  # noqa: F401 - the checker's
+    import pickle  # noqa: F401 - _check_here's
     import secrets
     import socket
 
@@ -1325,8 +1360,6 @@ def _serve(argv: list[str]) -> None:
 
 
 def _run_one(req: dict, work: str, priv: str, ns: bool, drop, nproc, secrets, host) -> dict:
-    import socket
-
     os.mkdir(work, 0o700)
     with open(os.path.join(work, "program.py"), "w", encoding="utf-8") as f:
         f.write(req["source"])  # the program only: a Checked item's setup and test never reach the disk
@@ -1337,53 +1370,19 @@ def _run_one(req: dict, work: str, priv: str, ns: bool, drop, nproc, secrets, ho
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
     out, err = os.open(out_path, flags, 0o600), os.open(err_path, flags, 0o600)
     null = os.open(os.devnull, os.O_RDONLY)
+    if "test" in req:  # a Checked item: the program's process from the host, the test here (_check_here)
+        return _run_checked(req, work, err_path, ns, (null, out, err), host)
     nonce_r, nonce_w = os.pipe()
     verdict_r, verdict_w = os.pipe()
-    checked = "test" in req
-    program_pid = None
     fds = {0: null, 1: out, 2: err, 3: nonce_r, 4: verdict_w}
-    mine = []
-    if checked:  # the program's process, from the host; its ends of the call pipes go with the message
-        call_r, call_w = os.pipe()
-        ans_r, ans_w = os.pipe()
-        sock = host[0]
-        msg = {"work": work, "entry": req["entry"], **{k: req[k] for k in ("memory_mb", "cpu", "fsize_mb")}}
+    pid = os.fork()
+    if pid == 0:
         try:
-            socket.send_fds(sock, [json.dumps(msg).encode()], [null, out, err, call_r, ans_w])
-            sent = True
-        except OSError:
-            sent = False
+            _child(req["source"], work, fds, req, drop, nproc)
         finally:
-            os.close(call_r)
-            os.close(ans_w)
-        fds.update({5: ans_r, 6: call_w})
-        mine = [ans_r, call_w]
-    if not checked or sent:
-        pid = os.fork()  # the checker starts while the host forks the program's process: neither waits
-        if pid == 0:
-            try:
-                if checked:
-                    _checker(req, work, fds, drop, nproc)
-                else:
-                    _child(req["source"], work, fds, req, drop, nproc)
-            finally:
-                os._exit(_EXIT_SETUP)
-    for fd in (out, err, null, nonce_r, verdict_w, *mine):
+            os._exit(_EXIT_SETUP)
+    for fd in (out, err, null, nonce_r, verdict_w):
         os.close(fd)
-    if checked:
-        try:
-            reply = sock.recv(1 << 12) if sent else b""
-        except OSError:
-            reply = b""
-        if not reply:  # killed by an earlier program (same uid): this one has not run; the grader starts afresh
-            if sent:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-            for fd in (nonce_w, verdict_r):
-                os.close(fd)
-            _wipe(work)
-            return {"status": "retry", "detail": "the program host is gone", "restart": True}
-        program_pid = json.loads(reply)["pid"]
     nonce = secrets.token_hex(16).encode()  # drawn after the fork: the child's memory never held it
     try:
         os.write(nonce_w, nonce)
@@ -1391,7 +1390,7 @@ def _run_one(req: dict, work: str, priv: str, ns: bool, drop, nproc, secrets, ho
         pass
     os.close(nonce_w)
     rc, timed_out = _wait(pid, req["timeout"])
-    _kill_rest(pid, program_pid, ns, host[1])
+    _kill_rest(pid, None, ns, host[1])
     os.set_blocking(verdict_r, False)
     try:
         verdict = os.read(verdict_r, 64)
@@ -1401,11 +1400,47 @@ def _run_one(req: dict, work: str, priv: str, ns: bool, drop, nproc, secrets, ho
     stderr = _tail(err_path)
     status, detail = _classify(rc, timed_out, verdict == nonce, stderr, req["timeout"], req["cpu"],
                                req["memory_mb"])
+    return _done(status, detail, work)
+
+
+def _done(status: str, detail: str, work: str) -> dict:
     try:
         _wipe(work)
     except OSError as e:
         return {"status": status, "detail": detail, "restart": f"could not clean {work}: {e}"}
     return {"status": status, "detail": detail}
+
+
+def _run_checked(req: dict, work: str, err_path: str, ns: bool, std: tuple[int, int, int], host) -> dict:
+    """A Checked item: the host forks the program's process (its ends of the call pipes go with the message), and
+    this runner checks it (_check_here), then kills what it left."""
+    import socket
+
+    sock, host_pid = host
+    call_r, call_w = os.pipe()
+    ans_r, ans_w = os.pipe()
+    msg = {"work": work, "entry": req["entry"], **{k: req[k] for k in ("memory_mb", "cpu", "fsize_mb")}}
+    try:
+        socket.send_fds(sock, [json.dumps(msg).encode()], [*std, call_r, ans_w])
+        reply = sock.recv(1 << 12)
+    except OSError:
+        reply = b""
+    finally:
+        for fd in (*std, call_r, ans_w):
+            os.close(fd)
+    if not reply:  # killed by an earlier program (same uid): this one has not run; the grader starts afresh
+        for fd in (ans_r, call_w):
+            os.close(fd)
+        _wipe(work)
+        return {"status": "retry", "detail": "the program host is gone", "restart": True}
+    program_pid = json.loads(reply)["pid"]
+    try:
+        status, detail = _check_here(req, ans_r, call_w, err_path)
+    finally:
+        for fd in (ans_r, call_w):
+            os.close(fd)
+        _kill_rest(None, program_pid, ns, host_pid)
+    return _done(status, detail, work)
 
 
 def _wait(pid: int, timeout: float) -> tuple[int, bool]:
@@ -1439,7 +1474,7 @@ def _wait(pid: int, timeout: float) -> tuple[int, bool]:
     return os.waitstatus_to_exitcode(done), timed_out
 
 
-def _kill_rest(pid: int, program_pid: int | None, ns: bool, host: int) -> None:
+def _kill_rest(pid: int | None, program_pid: int | None, ns: bool, host: int) -> None:
     """Every process a program left: in "namespaces" every process of the namespace but this runner (PID 1) and
     the program host, until none is left (orphans are re-parented here and reaped); in "guard-only" the process
     groups of the child and of the program's process."""
