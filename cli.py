@@ -220,6 +220,7 @@ def _config_values(params: dict, mode: str) -> dict:
 # and prompt templates.
 from ttc.harvest import registry as harvest_registry  # noqa: E402
 from ttc.harvest.datasets import TASKS  # noqa: E402
+from ttc.harvest.oracles.code_exec import VERDICTS as HUMANEVAL_VERDICTS  # noqa: E402
 from ttc.harvest.oracles.sandbox import MODES as SANDBOX_MODES  # noqa: E402
 from ttc.harvest.prm import ENGINES as PRM_ENGINES, STEP_MODES  # noqa: E402
 from ttc.harvest.prompts import TEMPLATES  # noqa: E402
@@ -253,6 +254,7 @@ Task = _choice("Task", TASKS)
 StepMode = _choice("StepMode", STEP_MODES)
 PrmEngine = _choice("PrmEngine", PRM_ENGINES)
 SandboxMode = _choice("SandboxMode", SANDBOX_MODES)
+Verdict = _choice("Verdict", HUMANEVAL_VERDICTS)
 TheoryEngine = _choice("TheoryEngine", THEORY_ENGINES)
 HarvestEngine = _choice("HarvestEngine", HARVEST_ENGINES)
 
@@ -376,6 +378,10 @@ def import_cmd(
                                           "is compared with the gold one: integer (AIME), choice (a letter A-J, "
                                           "GPQA; not generic), math (math-verify), exact (equal strings); default "
                                           "auto: by the data set's name (generic: exact); pool.json records which."),
+    verdict: Optional[Verdict] = typer.Option(None, help=f"{_formats_taking('verdict')}: isolated (default: the test "
+                                              "in a process of its own, calling the program's function across and "
+                                              "comparing plain values) or source (HumanEval's own check: one "
+                                              "process, the returned object's ==; forgeable, docs/harvest.md)."),
 ):
     """Convert a sample dump into a pool. Named formats are public dumps and the outputs of search-and-learn, Large
     Language Monkeys and LiveCodeBench; `generic` maps any table: one row per response, or one row per query with
@@ -395,7 +401,7 @@ def import_cmd(
     values = {"query_id": query_id, "correct": correct, "answer": answer, "scores": dict(pairs) if pairs else None,
               "n_tokens": n_tokens, "sample_idx": sample_idx, "hash_answers": hash_answers, "sql": sql, "limit": limit,
               "per_query": responses, "workers": workers, "timeout": timeout, "sandbox": _value(sandbox),
-              "compare": compare, "gold": gold}
+              "compare": compare, "gold": gold, "verdict": _value(verdict)}
     defaults = {"query_id": "query_id", "hash_answers": False}
     takes = harvest_registry.IMPORTERS[fmt].options
     options = {k: v for k, v in values.items() if v is not None and (k in takes or v != defaults.get(k))}
@@ -671,9 +677,10 @@ _SCORING = {
     "memory_mb": (int, typer.Option(512, "--memory-mb", help="exec: address-space limit of each program, in MiB.",
                                     rich_help_panel=_PANEL)),
     "sandbox": (SandboxMode, typer.Option(SandboxMode("auto"), help="exec: isolation of the programs: auto (OS "
-                                          "namespaces where this machine gives them, else the in-process guard "
-                                          "only), strict (refuse to grade without namespaces), guard (the guard "
-                                          "only). pool.json records the level a run had.", rich_help_panel=_PANEL)),
+                                          "namespaces; refused in one line where this machine gives none), strict "
+                                          "(the same), guard (the in-process guard only, no OS isolation: only when "
+                                          "named, never a fallback). Each run says its level on stderr; pool.json "
+                                          "records it.", rich_help_panel=_PANEL)),
     "prm_model": (Optional[str], typer.Option(None, help="prm: the process reward model (default "
                                               "Qwen/Qwen2.5-Math-PRM-7B).", rich_help_panel=_PANEL)),
     "prm_batch_size": (int, typer.Option(8, help="prm: responses per forward pass.", rich_help_panel=_PANEL)),

@@ -28,7 +28,9 @@ from __future__ import annotations
 import math
 import numbers
 import os
+import sys
 import threading
+import time
 import traceback
 import warnings
 from collections.abc import Sequence
@@ -588,7 +590,9 @@ class OpenAIBackend:
     response as soon as it is wanted: harvest.live.BackendSource's slots): all calls together keep at most
     `concurrency` requests in flight. Retries, backoff and timeouts are the client's: connection errors, timeouts, 408, 409, 429 and
     5xx are retried `max_retries` times with exponential backoff (from 0.5 s, doubling up to 8 s, with jitter; or the
-    server's Retry-After), other errors fail at once, and `timeout_s` bounds each attempt.
+    server's Retry-After), other errors fail at once, and `timeout_s` bounds each attempt. A request still in flight
+    past each further multiple of `timeout_s` is reported on stderr as it happens (one line: a server that accepts
+    and never answers is not met with silence while the client retries).
 
     The API key is read from the environment variable `api_key_env` and handed to the client, which sends it only in
     the Authorization header; when the variable is unset the placeholder "EMPTY" goes instead (what a local `vllm
@@ -636,6 +640,10 @@ class OpenAIBackend:
         self._client = openai.OpenAI(base_url=self.base_url, api_key=self._key or "EMPTY", max_retries=max_retries,
                                      timeout=timeout_s)
         self._slots = threading.BoundedSemaphore(concurrency)  # requests in flight, over every generate call
+        self._inflight: dict[int, list[float]] = {}  # request -> [start, time limits reported]
+        self._inflight_lock = threading.Lock()
+        self._watcher: threading.Thread | None = None
+        self._next_id = 0
 
     @property
     def token_count(self) -> str:
@@ -708,6 +716,7 @@ class OpenAIBackend:
                 kw.update(logprobs=True, top_logprobs=confidence.top_logprobs)
             else:
                 kw["logprobs"] = confidence.top_logprobs
+        token = self._begin()
         try:
             if self.chat:
                 resp = self._client.chat.completions.create(messages=[{"role": "user", "content": prompt}], **kw)
@@ -722,7 +731,48 @@ class OpenAIBackend:
             cause = type(e.__cause__).__name__ if e.__cause__ is not None else ""
             last = type(e).__name__ + (f" ({cause})" if cause else "")
             raise BackendError(f"{self.url}: no answer after {self._attempts(e)} (last: {last})") from None
+        finally:
+            self._end(token)
         return self._parse(resp, m, confidence)
+
+    # A server that accepts and never answers kept `ttc run` silent for as long as the client retried (up to
+    # (max_retries + 1) x timeout_s per request: hours with the defaults). A watcher thread says so as it happens:
+    # each time requests pass another multiple of timeout_s without an answer, one line on stderr.
+    _WATCH_S = 0.25
+
+    def _begin(self) -> int:
+        with self._inflight_lock:
+            token = self._next_id
+            self._next_id += 1
+            self._inflight[token] = [time.monotonic(), 0]
+            if self._watcher is None or not self._watcher.is_alive():
+                self._watcher = threading.Thread(target=self._watch, name="ttc-openai-watch", daemon=True)
+                self._watcher.start()
+        return token
+
+    def _end(self, token: int) -> None:
+        with self._inflight_lock:
+            self._inflight.pop(token, None)
+
+    def _watch(self) -> None:
+        idle = 0.0
+        while idle < 5.0:  # ends after 5 s without a request; _begin starts another
+            time.sleep(self._WATCH_S)
+            now, late = time.monotonic(), []
+            with self._inflight_lock:
+                idle = idle + self._WATCH_S if not self._inflight else 0.0
+                for rec in self._inflight.values():
+                    passed = int((now - rec[0]) // self.timeout_s)
+                    if passed > rec[1]:
+                        rec[1] = passed
+                        late.append(now - rec[0])
+            if late:
+                n = len(late)
+                retries = f"{self.max_retries} time{'s' if self.max_retries != 1 else ''}"
+                print(f"warning: {self.url}: {n} request{'s have' if n > 1 else ' has'} had no answer for "
+                      f"{min(late):.0f} s{f'-{max(late):.0f} s' if round(max(late)) != round(min(late)) else ''}, "
+                      f"past the time limit of an attempt ({self.timeout_s:g} s); the client retries each up to "
+                      f"{retries} (--max-retries) before the request fails", file=sys.stderr, flush=True)
 
     def _attempts(self, e: Exception) -> str:
         """How many attempts the client made: its retry-count header on the last request, or its limit."""

@@ -766,15 +766,19 @@ def humaneval_answer(completion_body: str) -> str | None:
 
 def import_humaneval(src: Path, out: Path, limit: int | None = None, per_query: int | None = None,
                      workers: int | None = None, timeout: float = 10.0, memory_mb: int = 512,
-                     progress: bool = True, sandbox: str = "auto") -> Path:
+                     progress: bool = True, sandbox: str = "auto", verdict: str = "isolated") -> Path:
     """HumanEval completions without correctness (CodeT's CodeGen-16B dump): every completion is truncated at the
-    HumanEval stop sequences, run as prompt + completion + test + check(entry_point) in a sandboxed subprocess with a
-    timeout, and correct = the program exits cleanly. Answers are hashes of the whitespace-normalised completion."""
+    HumanEval stop sequences and run against the task's test in the sandbox with a timeout; correct = the test runs to
+    its end. verdict "isolated" (default): the test in a process of its own, calling the program's function across
+    (code_exec.humaneval_checked); "source": HumanEval's own single program. Answers are hashes of the
+    whitespace-normalised completion."""
     try:
-        from .oracles.code_exec import humaneval_program, humaneval_truncate
-        from .oracles.sandbox import isolation, run_many
+        from .oracles.code_exec import VERDICTS, humaneval_item, humaneval_truncate
+        from .oracles.sandbox import announce, isolation, run_many, timeout_warning
     except ImportError as e:
         raise SourceError(f"running HumanEval needs harvest/oracles/code_exec.py and sandbox.py ({e})") from None
+    if verdict not in VERDICTS:
+        raise PoolError(f"--verdict must be one of {', '.join(VERDICTS)}, got {verdict!r}")
     problems_file, completions_file = _humaneval_files(src)
     problems = _jsonl(problems_file)
     if not problems:
@@ -799,15 +803,17 @@ def import_humaneval(src: Path, out: Path, limit: int | None = None, per_query: 
             raise SourceError(f"{p['task_id']}: no completions for its prompt in {completions_file.name}")
         for k, completion in enumerate(samples[:per_query]):
             body = humaneval_truncate(completion)
-            sources.append(humaneval_program(p["prompt"], completion, p["test"], p["entry_point"]))  # truncates
+            sources.append(humaneval_item(p["prompt"], completion, p["test"], p["entry_point"], verdict))  # truncates
             cols["query_id"].append(p["task_id"])
             cols["sample_idx"].append(k)
             cols["answer"].append(answer_hash(humaneval_answer(body)))
     t0 = time.perf_counter()
-    level = isolation(sandbox)  # strict without OS isolation is refused here, before any program runs
+    level = isolation(sandbox)  # no OS isolation is refused here (unless --sandbox guard), before any program runs
+    announce(level)
     results = run_many(sources, workers=workers, timeout_s=timeout, memory_mb=memory_mb, progress=progress,
                        sandbox="strict" if level == "namespaces" else "guard")
     wall = time.perf_counter() - t0
+    warnings = [w for w in [timeout_warning(results, timeout)] if w]
     cols["correct"] = [bool(r.passed) for r in results]
     statuses = {}
     for r in results:
@@ -823,16 +829,24 @@ def import_humaneval(src: Path, out: Path, limit: int | None = None, per_query: 
         "source_sha256": {completions_file.name: _sha256(completions_file), problems_file.name: _sha256(problems_file)},
         "limit": limit, "per_query": per_query,
         "derivation": "completion truncated at the first '\\nclass', '\\ndef', '\\n#', '\\nif' or '\\nprint' "
-                      "(humaneval_truncate); correct = prompt + truncated completion + test + check(entry_point) exits "
-                      f"cleanly in a sandboxed subprocess (harvest/oracles/sandbox.py: wall-clock limit {timeout} s, "
+                      "(humaneval_truncate); correct = "
+                      + ("the test + check(entry_point) runs to its end in a checker process, calling prompt + "
+                         "truncated completion in a process of its own and comparing plain values "
+                         "(code_exec.humaneval_checked)" if verdict == "isolated" else
+                         "prompt + truncated completion + test + check(entry_point) exits cleanly in one process "
+                         "(HumanEval's own check)")
+                      + f" in the sandbox (harvest/oracles/sandbox.py: wall-clock limit {timeout} s, "
                       f"{memory_mb} MiB memory, clean environment, temporary directory); answer = 12-hex blake2b of "
                       "the truncated completion with whitespace runs collapsed (a weak proxy: only textually identical "
                       "programs share an answer), null when empty; no token counts, no scores, no code text",
         "oracles": {"correct": "HumanEval unit tests, executed here"},
         "execution": {"programs": len(results), "statuses": statuses, "wall_s": round(wall, 1),
-                      "workers": workers, "timeout_s": timeout, "memory_mb": memory_mb, "sandbox": level},
+                      "workers": workers, "timeout_s": timeout, "memory_mb": memory_mb, "sandbox": level,
+                      "verdict": verdict},
         "pass@1": round(pass1, 4),
     }
+    if warnings:
+        meta["warnings"] = warnings
     queries = pl.DataFrame({"query_id": [p["task_id"] for p in problems], "dataset": ["HumanEval"] * len(problems)})
     return write_pool(out, samples_frame(cols), meta, queries)
 

@@ -294,9 +294,11 @@ IMPORTERS = {i.name: i for i in (
              "HumanEval completions run against the tests (a directory, e.g. CodeT's dump)",
              "a directory with a HumanEval problem file and one completions file (prompt, samples), e.g. CodeT's dump",
              "each completion truncated at the first `\\nclass`, `\\ndef`, `\\n#`, `\\nif`, `\\nprint`, run as prompt + "
-             "completion + test + `check(entry_point)` in a sandboxed subprocess (`--timeout`, default 10 s); answer = "
+             "completion in a sandboxed process and the prompt + test + `check(entry_point)` in another that calls "
+             "it across (`--verdict isolated`; `--verdict source`: HumanEval's own, all in one process) "
+             "(`--timeout`, default 10 s); answer = "
              "hash of the whitespace-collapsed completion (a weak proxy: only textually identical programs agree)",
-             _SUBSET + ("workers", "timeout", "sandbox"), directory=True),
+             _SUBSET + ("workers", "timeout", "sandbox", "verdict"), directory=True),
     Importer("search-and-learn", "ttc.harvest.importers:import_search_and_learn",
              "a HuggingFace search-and-learn result table (JSONL / Parquet)",
              "a [search-and-learn](https://github.com/huggingface/search-and-learn) result table (JSONL / Parquet: "

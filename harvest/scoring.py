@@ -425,17 +425,18 @@ class CodeExecOracle(TruthOracle):
                                f"queries (e.g. {bad[0]!r})")
 
     def config(self, opts: ScoreOptions) -> dict:
-        from .oracles.sandbox import isolation
+        from .oracles.sandbox import announce, isolation
 
+        level = isolation(opts.sandbox)  # no OS isolation is refused here (unless --sandbox guard), before any work
+        announce(level)
         return {"task": "lcb-exec", "answer": "extract_lcb_answer(text) ([ANSWER] ... [/ANSWER] literal); "
                 + ANSWER_RULE,
                 "grader": "harvest.oracles.code_exec.grade_lcb: the function and the completed assertion in a "
                           "sandboxed process; timeout, memory limit or error counts incorrect",
                 "timeout_s": opts.timeout_s if opts.timeout_s is not None else 10.0,
                 "memory_mb": opts.memory_mb,
-                # the isolation the programs get here ("namespaces" or "guard-only"); strict without namespaces
-                # is refused now, before any work
-                "sandbox": isolation(opts.sandbox)}
+                # the isolation the programs get here ("namespaces", or "guard-only" when asked for by name)
+                "sandbox": level}
 
     def grade(self, items, cfg, opts):
         from .oracles.code_exec import grade_lcb

@@ -107,3 +107,51 @@ def test_humaneval_sandbox_and_timeout_options(tmp_path, monkeypatch):
     r = _run(FIX, "--out", tmp_path / "b", "--sandbox", "strict")
     assert r.exit_code == 2 and r.output.startswith("error: --sandbox strict: this machine gives no OS isolation")
     assert "does not look like" not in r.output and not (tmp_path / "b").exists()
+
+
+def _loop_dump(tmp_path):
+    """One task, four completions: three that never end, one right."""
+    src = tmp_path / "loops"
+    src.mkdir()
+    prompt = 'def add(a, b):\n    """a + b"""\n'
+    (src / "problems.jsonl").write_text(json.dumps({"task_id": "Loop/0", "prompt": prompt, "entry_point": "add",
+                                                    "test": "def check(c):\n    assert c(1, 2) == 3\n"}) + "\n")
+    samples = ["    while True:\n        pass\n"] * 3 + ["    return a + b\n"]
+    (src / "completions.jsonl").write_text(json.dumps({"prompt": prompt, "samples": samples}) + "\n")
+    return src
+
+
+def test_a_time_limit_that_cannot_work_is_refused(tmp_path):
+    """Issue 27: --timeout 1e-9 graded every program "timeout" and wrote pass@1 0.0000 with exit 0. The runner's
+    self-check, timed, shows such a limit cannot work: one line, exit 2, nothing written."""
+    r = _run(FIX, "--out", tmp_path / "p", "--timeout", "1e-9", "--workers", "1")
+    assert r.exit_code == 2, r.output
+    line = [x for x in r.output.splitlines() if x.startswith("error:")]
+    assert line and line[0].startswith("error: a time limit of 1e-09 s cannot work: the sandbox's self-check program")
+    assert "raise --timeout" in line[0] and "Traceback" not in r.output
+    assert not (tmp_path / "p").exists()
+
+
+def test_a_run_where_most_programs_time_out_says_so(tmp_path):
+    src = _loop_dump(tmp_path)
+    r = _run(src, "--out", tmp_path / "p", "--timeout", "0.5", "--workers", "2")
+    assert r.exit_code == 0, r.output
+    warning = ("warning: 3 of 4 programs (75%) ran out of time (limit 0.5 s): their verdicts measure the limit, not "
+               "the programs; raise --timeout or check the machine's load")
+    assert warning in r.output.splitlines()
+    meta = json.loads((tmp_path / "p" / "pool.json").read_text())
+    assert meta["warnings"] == [warning.removeprefix("warning: ")] and meta["pass@1"] == 0.25
+    r = _run(src, "--out", tmp_path / "q", "--timeout", "0.5", "--responses", "1")
+    assert r.exit_code == 0 and "warning: 1 of 1 programs (100%) ran out of time" in r.output
+    r = _run(FIX, "--out", tmp_path / "r", "--timeout", "2", "--workers", "2")
+    assert r.exit_code == 0 and "ran out of time" not in r.output  # 1 of 12: at most half, no warning
+
+
+def test_every_grading_run_says_its_isolation(tmp_path):
+    from ttc.harvest.oracles.sandbox import describe
+
+    r = _run(FIX, "--out", tmp_path / "p", "--timeout", "2", "--workers", "2", "--sandbox", "guard")
+    assert r.exit_code == 0 and "code sandbox: guard-only (--sandbox guard: no OS isolation" in r.output
+    if describe()["level"] == "namespaces":
+        r = _run(FIX, "--out", tmp_path / "q", "--timeout", "2", "--workers", "2")
+        assert r.exit_code == 0 and f"code sandbox: namespaces ({describe()['reason']})" in r.output

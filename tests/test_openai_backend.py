@@ -207,3 +207,44 @@ def test_without_the_openai_package_it_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "openai", None)             # as if not installed
     with pytest.raises(MissingExtra, match=r"pip install 'ttc\[openai\]'"):
         make_backend("openai", base_url="http://127.0.0.1:1/v1", model="tiny")
+
+
+class _Timed:
+    """A stderr that keeps each write with the time it was made."""
+
+    def __init__(self):
+        self.lines: list[tuple[float, str]] = []
+
+    def write(self, s):
+        if s.strip():
+            self.lines.append((time.perf_counter(), s))
+        return len(s)
+
+    def flush(self):
+        pass
+
+
+def test_a_request_in_flight_past_its_time_limit_is_reported_as_it_happens(key, monkeypatch):
+    """Issue 27: a server that accepts and never answers left `ttc run` silent for as long as the client retried
+    (--request-timeout 600 s x 6 attempts by default). Each time a request passes another time limit of an attempt
+    without an answer, one line on stderr says so, while the request is still in flight."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)  # the kernel completes the connections; nobody ever reads or answers
+    err = _Timed()
+    monkeypatch.setattr(sys, "stderr", err)
+    b = backend(f"http://127.0.0.1:{silent.getsockname()[1]}", max_retries=1, timeout_s=1.0)
+    t0 = time.perf_counter()
+    try:
+        with pytest.raises(BackendError, match="no answer after 2 attempts"):
+            b.generate(["a"], Sampling(n=1), [1])
+    finally:
+        silent.close()
+    t1 = time.perf_counter()
+    warned = [(t, s) for t, s in err.lines if "no answer" in s]
+    assert warned, err.lines
+    t, first = warned[0]
+    assert first.startswith(f"warning: {b.url}: ")
+    assert "1 request has had no answer for 1 s" in first and "time limit of an attempt (1 s)" in first, first
+    assert "retries each up to 1 time" in first, first
+    assert 1.0 <= t - t0 < 2.5 and t < t1 - 0.3  # reported when the limit passed, well before the end

@@ -288,3 +288,27 @@ def test_a_request_that_finishes_early_frees_its_slot(setup, tmp_path, free):
     assert got["correct"].to_list() == want["selected_correct"].to_list()
     summary = json.loads((tmp_path / "run" / "run.json").read_text())
     assert summary["this_process"]["slots"] == (4 if free else 0)
+
+
+def test_a_server_that_never_answers_is_not_met_with_silence(setup, tmp_path):
+    """Issue 27: against a server that accepts and never answers, `ttc run` printed nothing for 150 s (and with the
+    default timeouts could stay silent for hours). It says at once what it starts (its first line), and each request
+    in flight past its time limit is reported as it happens (harvest/backends.py OpenAIBackend._watch; the timing is
+    tests/test_openai_backend.py's)."""
+    import socket
+
+    sp, _ = setup
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(64)
+    url = f"http://127.0.0.1:{silent.getsockname()[1]}/v1"
+    try:
+        r = runner.invoke(app, run_args(sp, url, tmp_path / "run", "--policy", "uniform", "--budget", "1",
+                                        "--request-timeout", "1", "--max-retries", "0", "--retries", "0"),
+                          env={"TTC_RUN_TEST_KEY": KEY})
+    finally:
+        silent.close()
+    lines = r.output.splitlines()
+    assert lines and lines[0].startswith(f"{tmp_path / 'run'}: {sp.n} queries, uniform"), r.output  # at once
+    assert any(x.startswith(f"warning: {url}/completions: ") and "had no answer for 1 s" in x for x in lines), r.output
+    assert "Traceback" not in r.output

@@ -50,24 +50,49 @@ def test_bad_limits_are_refused_before_anything_runs(kwargs, message):
 
 
 def test_every_result_says_its_level():
-    level = isolation("auto")
-    assert level in LEVELS and describe()["level"] == level and describe()["reason"]
-    out = run_many(["assert True\n", "assert False\n"], workers=2, timeout_s=10)
+    level = describe()["level"]
+    assert level in LEVELS and describe()["reason"]
+    mode = "auto" if level == "namespaces" else "guard"
+    out = run_many(["assert True\n", "assert False\n"], workers=2, timeout_s=10, sandbox=mode)
     assert [r.level for r in out] == [level, level]
     assert [r.level for r in run_many(["x = 1\n"], sandbox="guard")] == ["guard-only"]
     # the level is not part of a result's value: results compare by verdict, status and detail
     assert out[0] == ExecResult(True, "passed", "")
 
 
-def test_strict_refuses_without_namespaces(no_namespaces):
-    assert isolation("auto") == "guard-only" and isolation("guard") == "guard-only"
+@pytest.mark.parametrize("mode", ["auto", "strict"])
+def test_no_isolation_is_refused_unless_named(no_namespaces, mode):
+    """Issue 27: with no usable bubblewrap, auto fell back silently to the guard, which hostile code gets around.
+    Now auto refuses as strict does, in one line that says how to get isolation and how to opt out knowingly."""
+    assert isolation("guard") == "guard-only"
     with pytest.raises(SandboxUnavailable) as e:
-        run_program("x = 1\n", sandbox="strict")
+        run_program("x = 1\n", sandbox=mode)
     msg = str(e.value)
-    assert msg.startswith("--sandbox strict: this machine gives no OS isolation (bwrap not found")
+    assert msg.startswith(f"--sandbox {mode}: this machine gives no OS isolation (bwrap not found")
+    assert "pip install 'ttc[grade]'" in msg and "apt-get install bubblewrap" in msg and "--sandbox guard" in msg
     assert "\n" not in msg and isinstance(e.value, UserError)
-    r = run_program("x = 1\n")  # auto: graded, and says how
+    r = run_program("x = 1\n", sandbox="guard")  # named: graded, and says how
     assert r.passed and r.level == "guard-only"
+
+
+def test_a_machine_without_bwrap_is_found_so(monkeypatch):
+    """The probe itself (not its cached answer) finding no bwrap: level guard-only, the reason says where to get it,
+    and auto refuses."""
+    monkeypatch.setattr(sandbox, "_bwrap_candidates", lambda: [])
+    monkeypatch.setattr(sandbox, "_probe_cache", {})
+    d = describe()
+    assert d["level"] == "guard-only" and "bwrap not found" in d["reason"] and "ttc[grade]" in d["reason"]
+    with pytest.raises(SandboxUnavailable, match="--sandbox guard"):
+        isolation("auto")
+
+
+def test_the_level_is_announced(capsys):
+    sandbox.announce("guard-only")
+    assert capsys.readouterr().err == ("code sandbox: guard-only (--sandbox guard: no OS isolation, the in-process "
+                                       "guard only; not a boundary against hostile code)\n")
+    if isolation("auto") == "namespaces":
+        sandbox.announce("namespaces")
+        assert capsys.readouterr().err == f"code sandbox: namespaces ({describe()['reason']})\n"
 
 
 def test_strict_runs_with_namespaces():

@@ -5,15 +5,21 @@ between [ANSWER] and [/ANSWER]. We grade by running the function and the complet
 The answer must be a Python literal: otherwise "f(3)" would make `assert f(3) == f(3)` pass by construction.
 
 HumanEval programs are the prompt, the completion cut at the first top-level continuation (the stop sequences
-used when the benchmark was sampled), the test code, and `check(entry_point)`.
+used when the benchmark was sampled), the test code, and `check(entry_point)`. Two verdicts (VERDICTS):
+"isolated" (the default, humaneval_checked) runs prompt + completion in one process and the prompt, the test and
+`check(entry_point)` in another that calls the function across and compares plain values, so that neither top-level
+code after the function (the stop sequences do not cut `import` or `try`) nor a returned object's own `__eq__` can
+pass a test; "source" (humaneval_program) is HumanEval's own check: the whole program in one process, a pass when
+it exits cleanly, the returned object's `==` (both forgeries pass there).
 """
 from __future__ import annotations
 
 import ast
 import re
+import sys
 from collections.abc import Sequence
 
-from ttc.harvest.oracles.sandbox import run_many
+from ttc.harvest.oracles.sandbox import Checked, run_many, timeout_warning
 
 _ANSWER = re.compile(r"\[ANSWER\](.*?)\[/ANSWER\]", re.DOTALL)
 _FENCE = re.compile(r"^```[a-zA-Z0-9_+-]*\s*\n?|\n?```\s*$")
@@ -107,6 +113,9 @@ def grade_lcb(codes: Sequence[str], input_exprs: Sequence[str], preds: Sequence[
             continue
         slot.append(programs.setdefault(lcb_program(code, inp, pred), len(programs)))
     results = run_many(list(programs), **sandbox_kw)  # validates sandbox_kw even for an empty list
+    warning = timeout_warning(results, sandbox_kw.get("timeout_s", 10.0))
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr, flush=True)
     return [False if s is None else results[s].passed for s in slot]
 
 
@@ -124,5 +133,24 @@ def humaneval_truncate(completion: str) -> str:
     return completion[:cut]
 
 
+VERDICTS = ("isolated", "source")
+
+
 def humaneval_program(prompt: str, completion: str, test: str, entry_point: str) -> str:
+    """HumanEval's own program (verdict "source"): one process, a pass when it runs to its end."""
     return prompt + humaneval_truncate(completion) + "\n" + test + f"\ncheck({entry_point})\n"
+
+
+def humaneval_checked(prompt: str, completion: str, test: str, entry_point: str) -> Checked:
+    """The same task with the verdict out of the program's reach (verdict "isolated"): the program is the prompt and
+    the truncated completion; the checker runs the prompt (for the helpers a test uses, such as HumanEval/32's poly),
+    binds entry_point to the program's function, and runs the test and check(entry_point)."""
+    return Checked(prompt + humaneval_truncate(completion), prompt, test + f"\ncheck({entry_point})\n", entry_point)
+
+
+def humaneval_item(prompt: str, completion: str, test: str, entry_point: str, verdict: str = "isolated"
+                   ) -> str | Checked:
+    if verdict not in VERDICTS:
+        raise ValueError(f"unknown verdict {verdict!r}; choose from {', '.join(VERDICTS)}")
+    make = humaneval_checked if verdict == "isolated" else humaneval_program
+    return make(prompt, completion, test, entry_point)

