@@ -229,7 +229,7 @@ _POLICY_PARAMS = {
     "judge": (32, "dsc: queries judged around each midpoint of its partition's binary search (the source's "
               "judge_window_size)."),
     "bins": (3, "side-eb: bins of the side signal's mean over a query's failed draws."),
-    "refresh": (8, "side-eb: pulls between refreshes of every query's index."),
+    "refresh": (8, "side-eb: pulls between refreshes of every query's index (at least one round of the active queries)."),
     "horizon": (0, "side-eb: 0: its index is the next draw's chance; 1: the chance of a success within the draws each "
                 "active query can still get (budget left / active queries) per draw used (docs/semantics.md)."),
     "dirichlet_conf": (0.95, "ac-dirichlet: the chance that the leading answer is the most likely one (Dirichlet "

@@ -102,3 +102,14 @@ def growth(ns=(500, 5000, 50000), size=64, budget=8, decisions=4_000_000, repeat
             rows.append({"queries": n, "policy": p, "budget": budget, "runs": len(seeds), "wall_s": wall,
                          "decisions": d, "decisions_per_s": d / wall})
     return pl.DataFrame(rows)
+
+
+def growth_ratios(g: pl.DataFrame) -> dict:
+    """Per policy: its decisions/s at each size, and its cost per decision at the largest size over the smallest
+    (the growth check: a policy whose work per decision grows with the pool shows it here)."""
+    out = {}
+    for p in g["policy"].unique(maintain_order=True):
+        sub = g.filter(pl.col("policy") == p).sort("queries")
+        rates = sub["decisions_per_s"].to_list()
+        out[p] = (rates, rates[0] / rates[-1])
+    return out

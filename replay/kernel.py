@@ -1589,9 +1589,12 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                 key, r0, q0 = hk[size], hr[size], hq[size]
                 hk[size] = -np.inf
             sift_down(hk, hr, hq, size, key, r0, q0)
-            if policy == SIDE_EB and pulls % refresh == 0:  # every bin's news reaches every query's index
+            if policy == SIDE_EB and pulls >= max(refresh, size):  # every bin's news reaches every query's
+                # index, once per R pulls or per round of the queries in the heap if more: a refresh is a pass over
+                # the heap, so a fixed R made each decision's cost grow with the pool (docs/semantics.md)
                 side_eb(hk, hr, hq, size, qs, ex, eb, REFRESH, n0, side, tok, perm, off, nb, strength, unit, tot, hz,
-                    budget)
+                        budget)
+                pulls = 0
         elif policy == STREAMING:
             if tot[STOP]:  # the reserve is reached (tokens: the next response does not fit): the turn ends
                 tot[STOP] = 0

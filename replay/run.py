@@ -271,7 +271,7 @@ def render_table(summary: pl.DataFrame) -> Table:
 
 def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, growth, threads=None,
               console: Console | None = None):
-    from .bench import BenchSpec, bench, growth as growth_table
+    from .bench import BenchSpec, bench, growth as growth_table, growth_ratios
 
     console = console or _console()
     if queries < 1 or responses < 1 or seeds < 1 or repeats < 1 or reference_seeds < 0:
@@ -302,14 +302,15 @@ def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, grow
     console.print(t)
     if growth:
         g = growth_table(ns=tuple(growth), size=responses, repeats=max(1, min(repeats, 3)))
-        t = Table(title="growth with pool size at budget 8 (about 4M decisions per cell): decisions/s",
-                  title_style="dim")
+        t = Table(title="growth with pool size at budget 8: decisions/s, and the cost per decision at the largest "
+                  "size over the smallest (flat = 1x; uniform's is the memory hierarchy's share)", title_style="dim")
         t.add_column("policy")
-        for n in growth:
+        for n in sorted(set(growth)):
             t.add_column(f"n={n:,}", justify="right")
-        for p in g["policy"].unique(maintain_order=True):
-            sub = g.filter(pl.col("policy") == p)
-            t.add_row(p, *[f"{v:.3g}" for v in sub["decisions_per_s"]])
+        if len(growth) > 1:
+            t.add_column("growth", justify="right")
+        for p, (rates, ratio) in growth_ratios(g).items():
+            t.add_row(p, *[f"{v:.3g}" for v in rates], *([f"{ratio:.1f}x"] if len(growth) > 1 else []))
         console.print(t)
     return df
 
