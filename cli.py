@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, List, Optional
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperGroup, TyperOption
 
 from ttc.replay.errors import InputError, UserError
 
@@ -184,6 +184,16 @@ TheoryEngine = _choice("TheoryEngine", THEORY_ENGINES)
 HarvestEngine = _choice("HarvestEngine", HARVEST_ENGINES)
 
 
+def _pool_named(value):
+    """A POOL argument may name an embedded pool (`ttc replay math500-llama3.1-8b-48`): the data/... paths of a
+    checkout do not exist after a wheel install (replay/data.py's resolve_pool)."""
+    from ttc.replay.data import resolve_pool
+
+    if isinstance(value, list):
+        return [resolve_pool(v) for v in value]
+    return resolve_pool(value)
+
+
 def _names(what: str, allowed: tuple[str, ...]):
     """The callback of a repeatable, comma-separated choice (`--policy a,b --policy c`): the parser refuses an unknown
     name, and the command receives the flat list."""
@@ -229,7 +239,8 @@ _POLICY_PARAMS = {
     "judge": (32, "dsc: queries judged around each midpoint of its partition's binary search (the source's "
               "judge_window_size)."),
     "bins": (3, "side-eb: bins of the side signal's mean over a query's failed draws."),
-    "refresh": (8, "side-eb: pulls between refreshes of every query's index (at least one round of the active queries)."),
+    "refresh": (8, "side-eb: pulls between refreshes of every query's index (at least one round of the active "
+                "queries)."),
     "horizon": (0, "side-eb: 0: its index is the next draw's chance; 1: the chance of a success within the draws each "
                 "active query can still get (budget left / active queries) per draw used (docs/semantics.md)."),
     "dirichlet_conf": (0.95, "ac-dirichlet: the chance that the leading answer is the most likely one (Dirichlet "
@@ -248,8 +259,8 @@ def _param_option(name: str, **kw):
 @app.command("replay")
 def replay_cmd(
     ctx: typer.Context,
-    pool: Optional[Path] = typer.Argument(None, metavar="POOL", show_default=False,
-                                          help="Pool directory (default: the embedded data/lastletters-gpt35-40)."),
+    pool: Optional[Path] = typer.Argument(None, callback=_pool_named, metavar="POOL", show_default=False,
+                                          help="Pool directory or an embedded pool's name (default: lastletters-gpt35-40)."),
     pool_option: Optional[Path] = typer.Option(None, "--pool", hidden=True, help="Deprecated: the POOL argument."),
     policy: Optional[List[str]] = typer.Option(
         None, "--policy", metavar="NAME[,NAME...]", callback=_names("policy", POLICY_NAMES),
@@ -295,6 +306,8 @@ def replay_cmd(
     curve: Optional[Path] = typer.Option(None, help="Write uniform's exact curves (coverage@k, best-of-k) to this Parquet file."),
     threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores); results do not depend on it."),
     force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
+    wide: bool = typer.Option(False, "--wide", help="Print every configuration's row with every column (the full "
+                              "grid) instead of each policy at its best configuration per budget."),
 ):
     """Replay allocation policies over a cached pool at many budgets and seeds; print mean ± standard error."""
     from ttc.replay.run import ReplayRequest, run_replay
@@ -309,7 +322,7 @@ def replay_cmd(
         m_min=m_min, share=share, hmax=hmax, conf=conf, out=out, per_query=per_query, curve=curve, threads=threads,
         force=force, warmup=warmup, percentile=percentile, prior=prior, prior_strength=prior_strength, judge=judge,
         side=side, bins=bins, refresh=refresh, horizon=horizon, dirichlet_conf=dirichlet_conf,
-        invalid_votes=invalid_votes)
+        invalid_votes=invalid_votes, wide=wide)
     run_replay(req)
 
 
@@ -383,8 +396,8 @@ def import_cmd(
 
 @app.command("info")
 def info_cmd(
-    pool: Optional[Path] = typer.Argument(None, metavar="POOL", show_default=False,
-                                          help="Pool directory (default: the embedded data/lastletters-gpt35-40)."),
+    pool: Optional[Path] = typer.Argument(None, callback=_pool_named, metavar="POOL", show_default=False,
+                                          help="Pool directory or an embedded pool's name (default: lastletters-gpt35-40)."),
     plot: Optional[Path] = typer.Option(None, help="Write uniform's exact curves as a PNG."),
     force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
 ):
@@ -399,7 +412,7 @@ def info_cmd(
 
 @app.command("signals")
 def signals_cmd(
-    pool: Optional[Path] = typer.Argument(None, metavar="POOL", show_default=False,
+    pool: Optional[Path] = typer.Argument(None, callback=_pool_named, metavar="POOL", show_default=False,
                                           help="Pool directory with ground truth (default: the embedded "
                                           "data/lastletters-gpt35-40)."),
     ks: Optional[str] = typer.Option(None, "--ks", help="Failed draws k (comma list; default 1, 2, 4, ... below the "
@@ -428,7 +441,7 @@ _GRID_INT = ("K", "max_samples", "m_min")  # RunConfig's integer fields among th
 
 @app.command("tune")
 def tune_cmd(
-    pool: Optional[Path] = typer.Argument(None, metavar="POOL", show_default=False,
+    pool: Optional[Path] = typer.Argument(None, callback=_pool_named, metavar="POOL", show_default=False,
                                           help="Pool directory to tune on (default: the embedded "
                                           "data/lastletters-gpt35-40)."),
     policy: Optional[str] = typer.Option(None, "--policy", metavar="NAME", help="The policy to tune (one)."),
@@ -448,7 +461,8 @@ def tune_cmd(
     holdout: Optional[float] = typer.Option(None, help="Share of the queries held out for reporting (default 0.5); "
                                             "the rest tunes. 0: tune and report on every query (flagged)."),
     split_seed: int = typer.Option(0, help="Seed of the split of the queries."),
-    report_pool: Optional[Path] = typer.Option(None, help="Tune on the whole of POOL and report on the whole of this "
+    report_pool: Optional[Path] = typer.Option(None, callback=_pool_named,
+                                               help="Tune on the whole of POOL and report on the whole of this "
                                                "pool instead of splitting one."),
     k: Optional[str] = typer.Option(None, "--K", "-K", help="Responses per pull.", rich_help_panel=_GRID_PANEL),
     gamma: Optional[str] = typer.Option(None, help="Threshold gamma.", rich_help_panel=_GRID_PANEL),
@@ -510,7 +524,7 @@ def tune_cmd(
 
 @app.command("compare")
 def compare_cmd(
-    pools: Optional[List[Path]] = typer.Argument(None, metavar="POOL", show_default=False,
+    pools: Optional[List[Path]] = typer.Argument(None, callback=_pool_named, metavar="POOL", show_default=False,
                                                  help="Pool directories with ground truth (default: every embedded "
                                                  "pool in data/)."),
     budgets: str = typer.Option("4,8,16,32", help="Average budgets per query (samples); each is tuned separately."),
@@ -564,7 +578,8 @@ def bench_cmd(
 
 @app.command("report")
 def report_cmd(
-    pools: List[Path] = typer.Argument(..., metavar="POOL...", help="Pool directories (one report section each)."),
+    pools: List[Path] = typer.Argument(..., callback=_pool_named, metavar="POOL...",
+                                       help="Pool directories or embedded pools' names (one report section each)."),
     out: Path = typer.Option(..., "--out", help="Directory for report.md, the figures and tables/*.csv."),
     budgets: str = typer.Option("4,8,16,32", help="Average budgets per query (samples)."),
     seeds: int = typer.Option(100, help="Number of seeds (permutations) per configuration."),
@@ -1330,6 +1345,28 @@ def theory_cmd(
     seed_start = _renamed(ctx, "seed_start", "seed", "--seed-start", "--seed")
     run_theory(TheorySetting(ns=tuple(_ints(sizes, "--sizes")), delta=delta, trials=seeds, m=m, depth=depth,
                              seed=seed_start, engine=_value(engine)), out=out, force=force)
+
+
+def _unwrapped(doc: str) -> str:
+    """A docstring's paragraphs each on one line: typer keeps the source's line breaks, which in a terminal of
+    another width broke `ttc --help`'s lines down to single words (issue 28); rich wraps them to the width."""
+    return "\n\n".join(" ".join(p.split()) for p in inspect.cleandoc(doc).split("\n\n"))
+
+
+for _c in app.registered_commands:
+    if _c.help is None and _c.callback is not None and _c.callback.__doc__:
+        _c.help = _unwrapped(_c.callback.__doc__)
+
+
+def _no_type_for_flags(display_type_rich):
+    """A flag takes no value, yet typer's help showed `--force <bool>`, and `--force true` was then read as a
+    pool (issue 28): a flag's type column is empty."""
+    def display(self, ctx):
+        return None if getattr(self, "is_flag", False) else display_type_rich(self, ctx)
+    return display
+
+
+TyperOption.display_type_rich = _no_type_for_flags(TyperOption.display_type_rich)
 
 
 def main():  # pragma: no cover

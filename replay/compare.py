@@ -365,8 +365,8 @@ def run_compare(req: CompareRequest, console=None) -> pl.DataFrame:
     console.print(render_table(df))
     for name in df["pool"].unique(maintain_order=True):
         console.print(render_policies(df.filter(pl.col("pool") == name)))
-    console.print(f"† tuned on the data it reports (--holdout 0). Standard errors: {SE_METHOD}. {elapsed:.1f} s.",
-                  style="dim", highlight=False)
+    mark = "† tuned on the data it reports (--holdout 0). " if df["tuned_on_reported"].any() else ""
+    console.print(f"{mark}Standard errors: {SE_METHOD}. {elapsed:.1f} s.", style="dim", highlight=False)
     if req.out is not None:
         with atomic_dir(req.out, "compare") as tmp:
             df.write_parquet(tmp / "compare.parquet", metadata={OUTPUT_MARK: "compare"})
@@ -482,7 +482,8 @@ def markdown(df: pl.DataFrame, command: str) -> str:
              f"{first['split_seed']}), {first['n_seeds']} seeds from {first['seed_start']}. Each policy's parameters "
              f"were chosen on the tuning part (replay/tune.py DEFAULT_GRID over the fields it uses); the best "
              f"published policy too. Standard errors: {SE_METHOD}. Gap closed = (new - best) / (oracle - best), "
-             f"delta-method standard error. † tuned on the data it reports.\n",
+             f"delta-method standard error."
+             + (" † tuned on the data it reports." if df["tuned_on_reported"].any() else "") + "\n",
              table(SUMMARY_HEAD, summary_rows(df))]
     for name in df["pool"].unique(maintain_order=True):
         sub = df.filter(pl.col("pool") == name)

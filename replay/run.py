@@ -1,6 +1,8 @@
 """`ttc replay` behind the command line: build the configuration grid, run it, print and write the results."""
 from __future__ import annotations
 
+import os
+
 import itertools
 import math
 from dataclasses import dataclass, field, fields
@@ -50,6 +52,7 @@ class ReplayRequest:
     curve: Path | None = None
     threads: int | None = None
     force: bool = False  # replace --out / --per-query / --curve files that another command (or no ttc) wrote
+    wide: bool = False  # print every configuration's row (the full grid) instead of the best per policy
     warmup: int = 3  # optscale
     percentile: float = 0.05  # optscale
     prior: str | None = None  # marginal-gain: a column of queries.parquet
@@ -121,9 +124,13 @@ def build_configs(req: ReplayRequest, policies: list[str]) -> list[RunConfig]:
     return configs
 
 
-def _console() -> Console:
-    """A terminal's own width; 170 columns when piped, so the tables are not folded."""
-    return Console(width=None if Console().is_terminal else 170)
+def _console(pipe_width: int = 170) -> Console:
+    """A terminal's own width; written to a file or a pipe, $COLUMNS if set, else `pipe_width` (ttc replay's
+    default screen fits 80 and asks for 100; the wide tables of the other commands are not folded at 170)."""
+    if Console().is_terminal:
+        return Console()
+    cols = os.environ.get("COLUMNS", "")
+    return Console(width=int(cols) if cols.isdigit() and int(cols) > 0 else pipe_width)
 
 
 def validate_request(req: ReplayRequest):
@@ -189,7 +196,7 @@ def check_per_query_memory(rows: int, seeds: int, n_queries: int, what: str = "-
 
 
 def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
-    console = console or _console()
+    console = console or _console(200 if req.wide else 100)
     validate_request(req)
     path = req.pool or DEFAULT_POOL
     # deepconf-online's record lows: read when it is asked for (a pool without them is refused), or when no policy is
@@ -226,7 +233,11 @@ def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.D
     curves = (coverage_at_k(pool) if pool.has_gt else None,
               best_of_k(pool) if pool.has_gt and (req.select == "bon" or req.curve) else None)
     summary = summarize(df, pool, req.select, curves)
-    console.print(render_table(summary))
+    if req.wide:
+        console.print(render_table(summary))
+    else:
+        for t in render_compact(summary, pool.score_name, req.select, req.seeds, console):
+            console.print(t)
     exhausted = summary.filter(pl.col("exhausted") > 0)
     if exhausted.height:
         worst = exhausted.sort("exhausted", descending=True).row(0, named=True)
@@ -246,6 +257,77 @@ def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.D
                       req.curve, "replay")
         console.print(f"wrote uniform's exact curves for k = 1..{len(cov)} to {req.curve}", highlight=False)
     return df, summary
+
+
+def _shown_metrics(summary: pl.DataFrame, score: str, select: str) -> list[str]:
+    """The metrics the short view shows: coverage, and accuracy unless it repeats coverage (best-of-N by ground
+    truth selects a correct response exactly when one was drawn); none without ground truth."""
+    if summary.height == 0 or not summary["coverage"].is_not_nan().any():
+        return []
+    return ["coverage"] if score == "gt" and select == "bon" else ["coverage", "accuracy"]
+
+
+def render_compact(summary: pl.DataFrame, score: str, select: str, seeds: int, console: Console) -> list:
+    """The default screen (issue 28): what adaptive allocation buys on this pool, at a glance and in a standard
+    terminal. Per metric, one row per policy at its best configuration at each budget (chosen after the fact on
+    these seeds, so optimistic where a policy has several; `--wide` prints every configuration) beside uniform's
+    exact expectation, then the efficiency gain of the same rows; budgets that do not fit the width go to a
+    table of their own rather than into cut cells."""
+    from rich import box
+    from rich.measure import Measurement
+
+    s = summary.filter(~pl.col("config").str.starts_with("two-stage best"))
+    budgets = sorted(s["budget"].unique().to_list())
+    policies = s["policy"].unique(maintain_order=True).to_list()
+    out = []
+    metrics = _shown_metrics(s, score, select)
+    several = s.group_by("policy").agg(pl.col("config").n_unique().alias("k")).filter(pl.col("k") > 1)
+    for metric in metrics or ["samples_per_query"]:
+        best = {}
+        for (p, b), g in s.group_by("policy", "budget", maintain_order=True):
+            best[(p, b)] = g.sort(metric, descending=True, nulls_last=True, maintain_order=True).row(0, named=True)
+        blocks = []
+        if metric != "samples_per_query":
+            rows = [["uniform (exact)"] + [fmt_mean_se(best[(policies[0], b)][f"uniform_{metric}"], None)
+                                           for b in budgets]]
+            rows += [[p] + [fmt_mean_se(best[(p, b)][metric], best[(p, b)][f"{metric}_se"]) for b in budgets]
+                     for p in policies]
+            title = (f"{metric}: mean ± standard error over {seeds} seeds" +
+                     ("; each policy at its best configuration per budget (--wide: all)" if several.height else ""))
+            blocks.append((title, rows))
+            if s[f"gain_{metric}"].is_nan().all() and s[f"uniform_{metric}"].is_not_nan().any():
+                out.append(f"no efficiency gain on {metric}: uniform's exact {metric} falls as its budget grows "
+                           "on this score (it is not correctness), so a score names no one uniform budget")
+            else:
+                rows = [[p] + [fmt_gain(best[(p, b)][f"gain_{metric}"], best[(p, b)][f"gain_{metric}_censored"])
+                               for b in budgets] for p in policies]
+                blocks.append((f"efficiency gain on {metric}: the uniform budget that matches it / the budget used",
+                               rows))
+        else:
+            rows = [[p] + [f"{best[(p, b)][metric]:.2f}" for b in budgets] for p in policies]
+            blocks.append(("samples per query (no ground truth: no coverage or accuracy)", rows))
+        for title, rows in blocks:
+            header = ["policy"] + [f"budget {b:g}" for b in budgets]
+            cols = [[header[k]] + [r[k] for r in rows] for k in range(len(header))]
+            # budgets in groups that fit the width, each group a table with the policy column
+            def table(k, j):
+                t = Table(title=title, title_style="dim", box=box.SIMPLE_HEAD, title_justify="left")
+                t.add_column("policy", no_wrap=True)
+                for c in range(k, j):
+                    t.add_column(header[c], justify="right", no_wrap=True)
+                for r in rows:
+                    t.add_row(r[0], *r[k:j])
+                return t
+
+            k = 1
+            while k < len(header):
+                j = k + 1
+                while j < len(header) and Measurement.get(
+                        console, console.options.update_width(10_000), table(k, j + 1)).maximum <= console.width:
+                    j += 1
+                out.append(table(k, j))
+                k = j
+    return out
 
 
 def render_table(summary: pl.DataFrame) -> Table:

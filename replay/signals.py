@@ -315,8 +315,6 @@ TARGET_TITLE = {"solvable": "the query has a correct response in its pool",
 def render_table(df: pl.DataFrame, target: str):
     from rich.table import Table
 
-    from .summary import fmt_mean_se
-
     sub = df.filter(pl.col("target") == target)
     ks = sorted(sub["k"].unique().to_list())
     t = Table(title=f"AUC for '{TARGET_TITLE[target]}', after k failed draws",
@@ -327,13 +325,29 @@ def render_table(df: pl.DataFrame, target: str):
         t.add_column(f"k={k}", justify="right")
     first = sub.filter(pl.col("signal") == sub["signal"][0]) if sub.height else sub
     by_k = {r["k"]: r for r in first.iter_rows(named=True)}
-    t.add_row("[dim]queries (positive)[/]", *[f"[dim]{by_k[k]['queries']:.0f} ({by_k[k]['positives']:.0f})[/]"
+    t.add_row("[dim]queries (positive)[/]", *[f"[dim]{_count(by_k[k]['queries'])} "
+                                              f"({_count(by_k[k]['positives'])})[/]"
                                               for k in ks])
     t.add_section()
     for name in sub["signal"].unique(maintain_order=True):
         cells = {r["k"]: r for r in sub.filter(pl.col("signal") == name).iter_rows(named=True)}
-        t.add_row(name, *[fmt_mean_se(cells[k]["auc"], cells[k]["se"]) for k in ks])
+        t.add_row(name, *[_auc_cell(cells[k]) for k in ks])
     return t
+
+
+def _count(v: float) -> str:
+    """A mean count over seeds: whole from 10 up, else to a tenth (0.3 positives a seed is not 0)."""
+    return f"{v:.0f}" if v >= 10 else f"{v:.1f}"
+
+
+def _auc_cell(r: dict) -> str:
+    """n/a where the AUC is undefined or rests on less than one positive (or negative) query a seed on average: the
+    mean of the few seeds that had one is no measurement (issue 28: an AUC printed beside 0 positives)."""
+    from .summary import fmt_mean_se
+
+    if r["auc"] != r["auc"] or r["positives"] < 1 or r["queries"] - r["positives"] < 1:
+        return "n/a"
+    return fmt_mean_se(r["auc"], r["se"])
 
 
 def plot(df: pl.DataFrame, out: Path, name: str):
