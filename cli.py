@@ -184,6 +184,15 @@ TheoryEngine = _choice("TheoryEngine", THEORY_ENGINES)
 HarvestEngine = _choice("HarvestEngine", HARVEST_ENGINES)
 
 
+def _formats(text: str) -> tuple[str, ...]:
+    """--format's comma list of figure formats, each png, pdf or svg, in the order given, once each."""
+    out = tuple(dict.fromkeys(f.strip().lower() for f in text.split(",") if f.strip()))
+    bad = [f for f in out if f not in ("png", "pdf", "svg")]
+    if bad or not out:
+        raise typer.BadParameter(f"{text!r}: give png, pdf and/or svg, comma-separated", param_hint="--format")
+    return out
+
+
 def _pool_named(value):
     """A POOL argument may name an embedded pool (`ttc replay math500-llama3.1-8b-48`): the data/... paths of a
     checkout do not exist after a wheel install (replay/data.py's resolve_pool)."""
@@ -260,7 +269,8 @@ def _param_option(name: str, **kw):
 def replay_cmd(
     ctx: typer.Context,
     pool: Optional[Path] = typer.Argument(None, callback=_pool_named, metavar="POOL", show_default=False,
-                                          help="Pool directory or an embedded pool's name (default: lastletters-gpt35-40)."),
+                                          help="Pool directory or an embedded pool's name (default: "
+                                          "lastletters-gpt35-40)."),
     pool_option: Optional[Path] = typer.Option(None, "--pool", hidden=True, help="Deprecated: the POOL argument."),
     policy: Optional[List[str]] = typer.Option(
         None, "--policy", metavar="NAME[,NAME...]", callback=_names("policy", POLICY_NAMES),
@@ -397,7 +407,8 @@ def import_cmd(
 @app.command("info")
 def info_cmd(
     pool: Optional[Path] = typer.Argument(None, callback=_pool_named, metavar="POOL", show_default=False,
-                                          help="Pool directory or an embedded pool's name (default: lastletters-gpt35-40)."),
+                                          help="Pool directory or an embedded pool's name (default: "
+                                          "lastletters-gpt35-40)."),
     plot: Optional[Path] = typer.Option(None, help="Write uniform's exact curves as a PNG."),
     force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
 ):
@@ -561,12 +572,13 @@ def bench_cmd(
     responses: int = typer.Option(64, help="Responses per query."),
     budgets: str = typer.Option("4,8,16,32", help="Average budgets per query."),
     seeds: int = typer.Option(100, help="Number of seeds per (policy, budget)."),
-    repeats: int = typer.Option(5, help="Timing repeats; the median is reported."),
-    reference_seeds: int = typer.Option(3, help="Seeds the plain-Python reference runs per row (0: skip it)."),
+    repeats: int = typer.Option(3, help="Timing repeats; the median is reported."),
+    reference_seeds: int = typer.Option(1, help="Seeds the plain-Python reference runs per row (0: skip it)."),
     growth: str = typer.Option("500,5000,50000", help="Pool sizes (queries) for the growth table; empty: skip."),
     threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores)."),
 ):
-    """Time every policy on a synthetic pool against the plain-Python reference, and its growth with pool size."""
+    """Time every policy on a synthetic pool against the plain-Python reference, and its growth with pool size.
+    It says how long it will take before it starts (about 3 minutes at the defaults on 2 cores)."""
     from ttc.replay.run import run_bench
 
     run_bench(queries=queries, responses=responses, budgets=_floats(budgets, "--budgets"), seeds=seeds,
@@ -591,6 +603,8 @@ def report_cmd(
     gamma: float = typer.Option(1.0, help="Threshold gamma of every table but the gamma sweep."),
     max_samples: int = typer.Option(0, help="Per-query cap of the adaptive policies (0 = the pool size)."),
     latex: bool = typer.Option(False, "--latex", help="Also write every table as LaTeX (tables/*.tex)."),
+    fmt: str = typer.Option("png", "--format", help="The figures' formats, comma-separated: png (200 dpi), pdf, "
+                            "svg (vector, for a paper); report.md shows png when written, else the first."),
     invalid_votes: bool = typer.Option(False, "--invalid-votes", help=_INVALID_VOTES_HELP),
     threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores); results do not depend on it."),
     force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
@@ -602,6 +616,7 @@ def report_cmd(
                         seed_start=seed_start, score=score, select=_value(select), gamma=gamma,
                         cisc_temp=cisc_temp, deepconf_eta=deepconf_eta,
                         max_samples=max_samples, latex=latex, threads=threads, force=force,
+                        formats=_formats(fmt),
                         invalid_votes=invalid_votes)
     run_report(req)
 
@@ -1247,11 +1262,13 @@ def run_cmd(
     from ttc.harvest.backends import make_backend
 
     if harvest_registry.BACKENDS[backend].chat == "server":  # ServerUsage: the server's prompt-token counts, and
-        from ttc.harvest.run import ServerUsage                   # a batch request's system message sent as given
+        from ttc.harvest.run import ServerUsage, check_access    # a batch request's system message sent as given
 
         usage = ServerUsage()
         prompt_len = usage.prompt_len
-        gen = LazyBackend(lambda: usage.attach(make_backend(backend, **kw)))
+        server = usage.attach(make_backend(backend, **kw))  # a client, no model: built now to ask about the key
+        check_access(server)  # before --out is created or a request sent
+        gen = LazyBackend(lambda: server)
     else:
         gen = LazyBackend(lambda: make_backend(backend, **kw))
     if stream:

@@ -13,7 +13,8 @@ import polars as pl
 from rich.console import Console
 from rich.table import Table
 
-from .engine import SELECT, check_budgets, check_configs, get_threads, replay, set_threads
+from .engine import (COMPILE_NOTE, SELECT, check_budgets, check_configs, compile_expected, get_threads, replay,
+                     set_threads)
 from .exact import best_of_k, coverage_at_k
 from .errors import InputError
 from .policies import CISC_TEMP, DEEPCONF_ETA, POLICIES, RunConfig, check_selection_params, supported
@@ -226,7 +227,8 @@ def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.D
                   f"{req.select}, eliminate {req.eliminate}, unit {req.unit}, {req.seeds} seeds"
                   + ("; invalid answers vote" if pool.invalid_votes else "")
                   + (f"; {rows * req.seeds:,} runs" if rows * req.seeds >= 100_000 else ""), highlight=False)
-    with progress(req.seeds, "replaying", "seeds", console=console) as bar:
+    with progress(rows * req.seeds, "replaying", "runs", console=console,
+                  note=COMPILE_NOTE if compile_expected(pool, configs) else "") as bar:
         df, pq = replay(pool, configs, req.budgets, seeds, select=req.select, conf=req.conf,
                         cisc_temp=req.cisc_temp, deepconf_eta=req.deepconf_eta,
                         per_query=req.per_query is not None, progress=bar.advance)
@@ -308,9 +310,8 @@ def render_compact(summary: pl.DataFrame, score: str, select: str, seeds: int, c
             blocks.append(("samples per query (no ground truth: no coverage or accuracy)", rows))
         for title, rows in blocks:
             header = ["policy"] + [f"budget {b:g}" for b in budgets]
-            cols = [[header[k]] + [r[k] for r in rows] for k in range(len(header))]
             # budgets in groups that fit the width, each group a table with the policy column
-            def table(k, j):
+            def table(k, j, title=title, header=header, rows=rows):
                 t = Table(title=title, title_style="dim", box=box.SIMPLE_HEAD, title_justify="left")
                 t.add_column("policy", no_wrap=True)
                 for c in range(k, j):
@@ -353,7 +354,8 @@ def render_table(summary: pl.DataFrame) -> Table:
 
 def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, growth, threads=None,
               console: Console | None = None):
-    from .bench import BenchSpec, bench, growth as growth_table, growth_ratios
+    from .bench import BenchSpec, bench, estimate_s, growth as growth_table, growth_ratios
+    from .progress import _duration
 
     console = console or _console()
     if queries < 1 or responses < 1 or seeds < 1 or repeats < 1 or reference_seeds < 0:
@@ -364,8 +366,16 @@ def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, grow
     set_threads(threads)
     spec = BenchSpec(n=queries, size=responses, budgets=tuple(budgets), seeds=seeds, repeats=repeats,
                      reference_seeds=reference_seeds)
-    with progress(len(spec.policies) * len(budgets), "benchmarking", console=console) as bar:
+    est = estimate_s(spec, ns=tuple(growth))
+    total = sum(est.values())
+    console.print(f"[bold]ttc bench[/]: about {_duration(total)} at these sizes (the engine "
+                  f"{_duration(est['engine'])}, "
+                  f"the reference {_duration(est['reference'])}, the growth table {_duration(est['growth'])}; "
+                  f"estimated from the sizes at the rates measured on a 2-core machine)", highlight=False)
+    with progress(max(1, round(total)), "benchmarking", "estimated s of work", console=console,
+                  note=COMPILE_NOTE if compile_expected(None, []) else "") as bar:
         df, info = bench(spec, progress=bar.advance)
+        g = growth_table(ns=tuple(growth), size=responses, progress=bar.advance) if growth else None
     console.print(f"[bold]ttc bench[/]: synthetic pool {queries} queries x {responses} responses, "
                   f"{get_threads()} threads, median of {repeats} repeats; first call (compile or cache "
                   f"load) {info['warmup_s']:.2f} s", highlight=False)
@@ -383,7 +393,6 @@ def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, grow
                   "—" if r["speedup"] != r["speedup"] else f"{r['speedup']:.0f}x")
     console.print(t)
     if growth:
-        g = growth_table(ns=tuple(growth), size=responses, repeats=max(1, min(repeats, 3)))
         t = Table(title="growth with pool size at budget 8: decisions/s, and the cost per decision at the largest "
                   "size over the smallest (flat = 1x; uniform's is the memory hierarchy's share)", title_style="dim")
         t.add_column("policy")

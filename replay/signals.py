@@ -202,8 +202,8 @@ def measure(pool, signals: list[Signal], ks: list[int], seeds, bootstrap: int = 
                     m = elig & ~np.isnan(x)
                     acc[t][s.name][k].append(weighted_auc(x[m], y[m], W[:, m]) if m.any()
                                              else np.full(len(W), np.nan))
-        if progress:
-            progress(1)
+            if progress:  # per (seed, k): a seed's bootstrap over every signal can take minutes (issue 27)
+                progress(1)
     rows = []
     for t in TARGETS:
         for s in signals:
@@ -293,7 +293,8 @@ def run_signals(req: SignalsRequest, console=None) -> pl.DataFrame:
         console.print("this pool carries no side signal (no score, token, finish-reason, text or answer column and "
                       "no numeric query metadata): nothing to measure", highlight=False)
     seeds = range(req.seed_start, req.seed_start + req.seeds)
-    with progress(req.seeds, "measuring", "seeds", console=console) as bar:
+    with progress(req.seeds * len(ks), "measuring", "seeds x k", console=console,
+                  note=f"drawing {req.bootstrap:,} bootstrap replicates over the queries") as bar:
         df = measure(pool, signals, ks, seeds, req.bootstrap, req.seed_start, progress=bar.advance)
     df = df.with_columns(pl.lit(pool.name).alias("pool"), pl.lit(req.seeds).alias("n_seeds"),
                          pl.lit(req.seed_start).alias("seed_start"), pl.lit(req.bootstrap).alias("bootstrap"))

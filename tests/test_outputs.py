@@ -178,8 +178,9 @@ def test_progress_lines_when_not_a_terminal():
         for _ in range(10):
             p.advance(1)
     lines = out.getvalue().splitlines()
-    assert len(lines) == 10 and lines[0].startswith("replaying: 1/10 seeds (10%)") and "left" in lines[-1]
+    assert len(lines) == 10 and lines[0].startswith("replaying: 1/10 seeds (10%)")
     assert lines[-1].startswith("replaying: 10/10 seeds (100%)")
+    assert not any("left" in ln for ln in lines)  # a fraction of a second of work: too little to estimate from
     out = io.StringIO()
     with progress(4, "generating", "queries", every_s=0.0, stream=out, rates=("responses", "tokens")) as p:
         for _ in range(4):
