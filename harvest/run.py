@@ -627,10 +627,7 @@ def check_extras(req: RunRequest) -> None:
         check(EXTRA_MODULE[extra], f"--backend {req.backend}")
     oracle = ORACLES.get(req.oracle)
     extra = oracle.extra if oracle is not None else None
-    if extra == "backend":
-        judge = (req.scoring.judge_backend if req.scoring is not None else None) or req.backend
-        extra = BACKENDS[judge].extra if judge in BACKENDS else None
-    if extra in EXTRA_MODULE:
+    if extra in EXTRA_MODULE:  # (judge's, "backend", is its judge backend's, which check_scorer looks at)
         check(EXTRA_MODULE[extra], f"--oracle {req.oracle}")
 
 

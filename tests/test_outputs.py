@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -226,7 +227,8 @@ def _left(r) -> list[str]:
 
 
 def _error_line(r) -> str:
-    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    # (progress lines, which a slow machine prints every 10 s, are not the error)
+    lines = [l for l in r.stderr.splitlines() if l.strip() and not re.match(r"[a-z][\w ()-]*: ([\d,]+/|compiling)", l)]
     assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in r.stderr, r.stderr
     return lines[0]
 
