@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, List, Optional
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperGroup, TyperOption
 
 from ttc.replay.errors import NOTES, InputError, UserError
 
@@ -259,6 +259,25 @@ TheoryEngine = _choice("TheoryEngine", THEORY_ENGINES)
 HarvestEngine = _choice("HarvestEngine", HARVEST_ENGINES)
 
 
+def _formats(text: str) -> tuple[str, ...]:
+    """--format's comma list of figure formats, each png, pdf or svg, in the order given, once each."""
+    out = tuple(dict.fromkeys(f.strip().lower() for f in text.split(",") if f.strip()))
+    bad = [f for f in out if f not in ("png", "pdf", "svg")]
+    if bad or not out:
+        raise typer.BadParameter(f"{text!r}: give png, pdf and/or svg, comma-separated", param_hint="--format")
+    return out
+
+
+def _pool_named(value):
+    """A POOL argument may name an embedded pool (`ttc replay math500-llama3.1-8b-48`): the data/... paths of a
+    checkout do not exist after a wheel install (replay/data.py's resolve_pool)."""
+    from ttc.replay.data import resolve_pool
+
+    if isinstance(value, list):
+        return [resolve_pool(v) for v in value]
+    return resolve_pool(value)
+
+
 def _names(what: str, allowed: tuple[str, ...]):
     """The callback of a repeatable, comma-separated choice (`--policy a,b --policy c`): the parser refuses an unknown
     name, and the command receives the flat list."""
@@ -296,8 +315,9 @@ _FORCE_HELP = ("Replace existing outputs that were not written by this command (
 @_option_group(_config_group("replay", "Policy parameters (replay/policies.py RunConfig)"), "params")
 def replay_cmd(
     ctx: typer.Context,
-    pool: Optional[Path] = typer.Argument(None, metavar="POOL", show_default=False,
-                                          help="Pool directory (default: the embedded data/lastletters-gpt35-40)."),
+    pool: Optional[Path] = typer.Argument(None, callback=_pool_named, metavar="POOL", show_default=False,
+                                          help="Pool directory or an embedded pool's name (default: "
+                                          "lastletters-gpt35-40)."),
     pool_option: Optional[Path] = typer.Option(None, "--pool", hidden=True, help="Deprecated: the POOL argument."),
     policy: Optional[List[str]] = typer.Option(
         None, "--policy", metavar="NAME[,NAME...]", callback=_names("policy", POLICY_NAMES),
@@ -324,6 +344,8 @@ def replay_cmd(
     threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores); results do not depend on it."),
     force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
     params: dict = None,
+    wide: bool = typer.Option(False, "--wide", help="Print every configuration's row with every column (the full "
+                              "grid) instead of each policy at its best configuration per budget."),
 ):
     """Replay allocation policies over a cached pool at many budgets and seeds; print mean ± standard error."""
     from ttc.replay.run import ReplayRequest, run_replay
@@ -334,7 +356,7 @@ def replay_cmd(
         score=score, eliminate=_value(eliminate), select=_value(select), cisc_temp=cisc_temp,
         deepconf_eta=deepconf_eta, unit=_value(unit), conf=conf, out=out, per_query=per_query, curve=curve,
         threads=threads, force=force, prior=prior, side=side, invalid_votes=invalid_votes,
-        **_config_values(params, "replay"))
+        wide=wide, **_config_values(params, "replay"))
     run_replay(req)
 
 
@@ -420,8 +442,9 @@ def import_cmd(
 
 @app.command("info")
 def info_cmd(
-    pool: Optional[Path] = typer.Argument(None, metavar="POOL", show_default=False,
-                                          help="Pool directory (default: the embedded data/lastletters-gpt35-40)."),
+    pool: Optional[Path] = typer.Argument(None, callback=_pool_named, metavar="POOL", show_default=False,
+                                          help="Pool directory or an embedded pool's name (default: "
+                                          "lastletters-gpt35-40)."),
     plot: Optional[Path] = typer.Option(None, help="Write uniform's exact curves as a PNG."),
     force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
 ):
@@ -436,7 +459,7 @@ def info_cmd(
 
 @app.command("signals")
 def signals_cmd(
-    pool: Optional[Path] = typer.Argument(None, metavar="POOL", show_default=False,
+    pool: Optional[Path] = typer.Argument(None, callback=_pool_named, metavar="POOL", show_default=False,
                                           help="Pool directory with ground truth (default: the embedded "
                                           "data/lastletters-gpt35-40)."),
     ks: Optional[str] = typer.Option(None, "--ks", help="Failed draws k (comma list; default 1, 2, 4, ... below the "
@@ -465,7 +488,7 @@ _GRID_PANEL = "Parameter grid (comma lists; only parameters the policy uses)"
 @app.command("tune")
 @_option_group(_config_group("tune", _GRID_PANEL), "params")
 def tune_cmd(
-    pool: Optional[Path] = typer.Argument(None, metavar="POOL", show_default=False,
+    pool: Optional[Path] = typer.Argument(None, callback=_pool_named, metavar="POOL", show_default=False,
                                           help="Pool directory to tune on (default: the embedded "
                                           "data/lastletters-gpt35-40)."),
     policy: Optional[str] = typer.Option(None, "--policy", metavar="NAME", help="The policy to tune (one)."),
@@ -485,7 +508,8 @@ def tune_cmd(
     holdout: Optional[float] = typer.Option(None, help="Share of the queries held out for reporting (default 0.5); "
                                             "the rest tunes. 0: tune and report on every query (flagged)."),
     split_seed: int = typer.Option(0, min=0, max=_SEED_MAX, help="Seed of the split of the queries."),
-    report_pool: Optional[Path] = typer.Option(None, help="Tune on the whole of POOL and report on the whole of this "
+    report_pool: Optional[Path] = typer.Option(None, callback=_pool_named,
+                                               help="Tune on the whole of POOL and report on the whole of this "
                                                "pool instead of splitting one."),
     grid: Optional[List[str]] = typer.Option(None, "--grid", metavar="FIELD=V1,V2", help="A RunConfig field by "
                                              "its own name (the same as its option above), repeat.",
@@ -528,7 +552,7 @@ def tune_cmd(
 
 @app.command("compare")
 def compare_cmd(
-    pools: Optional[List[Path]] = typer.Argument(None, metavar="POOL", show_default=False,
+    pools: Optional[List[Path]] = typer.Argument(None, callback=_pool_named, metavar="POOL", show_default=False,
                                                  help="Pool directories with ground truth (default: every embedded "
                                                  "pool in data/)."),
     budgets: str = typer.Option("4,8,16,32", help="Average budgets per query (samples); each is tuned separately."),
@@ -605,12 +629,13 @@ def bench_cmd(
     responses: int = typer.Option(64, help="Responses per query."),
     budgets: str = typer.Option("4,8,16,32", help="Average budgets per query."),
     seeds: int = typer.Option(100, help="Number of seeds per (policy, budget)."),
-    repeats: int = typer.Option(5, help="Timing repeats; the median is reported."),
-    reference_seeds: int = typer.Option(3, help="Seeds the plain-Python reference runs per row (0: skip it)."),
+    repeats: int = typer.Option(3, help="Timing repeats; the median is reported."),
+    reference_seeds: int = typer.Option(1, help="Seeds the plain-Python reference runs per row (0: skip it)."),
     growth: str = typer.Option("500,5000,50000", help="Pool sizes (queries) for the growth table; empty: skip."),
     threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores)."),
 ):
-    """Time every policy on a synthetic pool against the plain-Python reference, and its growth with pool size."""
+    """Time every policy on a synthetic pool against the plain-Python reference, and its growth with pool size.
+    It says how long it will take before it starts (about 3 minutes at the defaults on 2 cores)."""
     from ttc.replay.run import run_bench
 
     run_bench(queries=queries, responses=responses, budgets=_floats(budgets, "--budgets"), seeds=seeds,
@@ -622,7 +647,8 @@ def bench_cmd(
 
 @app.command("report")
 def report_cmd(
-    pools: List[Path] = typer.Argument(..., metavar="POOL...", help="Pool directories (one report section each)."),
+    pools: List[Path] = typer.Argument(..., callback=_pool_named, metavar="POOL...",
+                                       help="Pool directories or embedded pools' names (one report section each)."),
     out: Path = typer.Option(..., "--out", help="Directory for report.md, the figures and tables/*.csv."),
     budgets: str = typer.Option("4,8,16,32", help="Average budgets per query (samples)."),
     seeds: int = typer.Option(100, help="Number of seeds (permutations) per configuration."),
@@ -634,6 +660,8 @@ def report_cmd(
     gamma: float = typer.Option(1.0, help="Threshold gamma of every table but the gamma sweep."),
     max_samples: int = typer.Option(0, help="Per-query cap of the adaptive policies (0 = the pool size)."),
     latex: bool = typer.Option(False, "--latex", help="Also write every table as LaTeX (tables/*.tex)."),
+    fmt: str = typer.Option("png", "--format", help="The figures' formats, comma-separated: png (200 dpi), pdf, "
+                            "svg (vector, for a paper); report.md shows png when written, else the first."),
     invalid_votes: bool = typer.Option(False, "--invalid-votes", help=_INVALID_VOTES_HELP),
     threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores); results do not depend on it."),
     force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
@@ -645,6 +673,7 @@ def report_cmd(
                         seed_start=seed_start, score=score, select=_value(select), gamma=gamma,
                         cisc_temp=cisc_temp, deepconf_eta=deepconf_eta,
                         max_samples=max_samples, latex=latex, threads=threads, force=force,
+                        formats=_formats(fmt),
                         invalid_votes=invalid_votes)
     run_report(req)
 
@@ -1247,11 +1276,13 @@ def run_cmd(
     from ttc.harvest.backends import make_backend
 
     if harvest_registry.BACKENDS[backend].chat == "server":  # ServerUsage: the server's prompt-token counts, and
-        from ttc.harvest.run import ServerUsage                   # a batch request's system message sent as given
+        from ttc.harvest.run import ServerUsage, check_access    # a batch request's system message sent as given
 
         usage = ServerUsage()
         prompt_len = usage.prompt_len
-        gen = LazyBackend(lambda: usage.attach(make_backend(backend, **kw)))
+        server = usage.attach(make_backend(backend, **kw))  # a client, no model: built now to ask about the key
+        check_access(server)  # before --out is created or a request sent
+        gen = LazyBackend(lambda: server)
     else:
         gen = LazyBackend(lambda: make_backend(backend, **kw))
     if stream:
@@ -1345,6 +1376,28 @@ def theory_cmd(
     seed_start = _renamed(ctx, "seed_start", "seed", "--seed-start", "--seed")
     run_theory(TheorySetting(ns=tuple(_ints(sizes, "--sizes")), delta=delta, trials=seeds, m=m, depth=depth,
                              seed=seed_start, engine=_value(engine)), out=out, force=force)
+
+
+def _unwrapped(doc: str) -> str:
+    """A docstring's paragraphs each on one line: typer keeps the source's line breaks, which in a terminal of
+    another width broke `ttc --help`'s lines down to single words (issue 28); rich wraps them to the width."""
+    return "\n\n".join(" ".join(p.split()) for p in inspect.cleandoc(doc).split("\n\n"))
+
+
+for _c in app.registered_commands:
+    if _c.help is None and _c.callback is not None and _c.callback.__doc__:
+        _c.help = _unwrapped(_c.callback.__doc__)
+
+
+def _no_type_for_flags(display_type_rich):
+    """A flag takes no value, yet typer's help showed `--force <bool>`, and `--force true` was then read as a
+    pool (issue 28): a flag's type column is empty."""
+    def display(self, ctx):
+        return None if getattr(self, "is_flag", False) else display_type_rich(self, ctx)
+    return display
+
+
+TyperOption.display_type_rich = _no_type_for_flags(TyperOption.display_type_rich)
 
 
 def main():  # pragma: no cover

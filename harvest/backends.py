@@ -702,6 +702,27 @@ class OpenAIBackend:
     def close(self) -> None:
         self._client.close()
 
+    def _refused(self, last: str) -> "AccessRefused":
+        """A 401 or 403: the key (or its rights) is the user's to fix, so the run stops at once, exit 2, rather than
+        retrying three times and saying "rerun to resume" (issue 28)."""
+        key = (f"the environment variable {self.api_key_env} is not set" if self._key is None else
+               f"the key in {self.api_key_env} was refused")
+        return AccessRefused(f"{self.base_url} refused access ({last}): {key}; set {self.api_key_env} to a key the "
+                             f"server accepts (--backend-option api_key_env=NAME reads another variable)")
+
+    def check_access(self) -> None:
+        """One cheap request (GET /models) before a run writes or generates anything: AccessRefused on a 401 or
+        403. Anything else (no /models route, the server still starting) is left to the run's own retries."""
+        import openai
+
+        try:
+            self._client.with_options(max_retries=0).models.list()
+        except openai.APIStatusError as e:
+            if e.status_code in (401, 403):
+                raise self._refused(self._redact(f"HTTP {e.status_code}: {e.response.text[:200]!r}")) from None
+        except Exception:
+            return
+
     def _request(self, prompt: str, sampling: Sampling, seed: int, m: int,
                  stop: Sequence[str] | None, confidence: ConfidenceSpec | None = None) -> list[Response]:
         import openai
@@ -724,6 +745,8 @@ class OpenAIBackend:
                 resp = self._client.completions.create(prompt=prompt, **kw)
         except openai.APIStatusError as e:
             last = self._redact(f"HTTP {e.status_code}: {e.response.text[:200]!r}")
+            if e.status_code in (401, 403):
+                raise self._refused(last) from None
             if e.status_code in (408, 409, 429) or e.status_code >= 500:
                 raise BackendError(f"{self.url}: no answer after {self._attempts(e)} (last: {last})") from None
             raise BackendError(f"{self.url} refused the request ({last})") from None
@@ -833,6 +856,10 @@ class OpenAIBackend:
         if any(v is None for v in sampled):
             raise BackendError(f"{self.url}: a token came back without its logprob")
         return confidence.compute(sampled, confs)
+
+
+class AccessRefused(InputError):
+    """The server refused the API key (HTTP 401 or 403): the user's to fix, never retried."""
 
 
 def _require_openai():

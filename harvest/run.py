@@ -602,6 +602,32 @@ def _inputs(req: RunRequest) -> list[Path]:
     return [Path(src)] if Path(src).is_file() else []
 
 
+def check_extras(req: RunRequest) -> None:
+    """The extras the run needs, before anything is written or sent: its backend's (openai, harvest, gpu) and its
+    oracle's (gt: math-verify; prm: transformers; judge: its judge backend's). A missing openai extra had been found
+    after --out was created (a rerun with any changed option was then refused), and a missing grade extra after 8
+    requests (issue 28)."""
+    from ttc.replay.extras import EXTRA_MODULE, check
+
+    from .registry import BACKENDS, ORACLES
+
+    extra = BACKENDS[req.backend].extra if req.backend in BACKENDS else None
+    if extra in EXTRA_MODULE:
+        check(EXTRA_MODULE[extra], f"--backend {req.backend}")
+    oracle = ORACLES.get(req.oracle)
+    extra = oracle.extra if oracle is not None else None
+    if extra in EXTRA_MODULE:  # (judge's, "backend", is its judge backend's, which check_scorer looks at)
+        check(EXTRA_MODULE[extra], f"--oracle {req.oracle}")
+
+
+def check_access(backend) -> None:
+    """One cheap request to a server backend (its check_access: GET /models) before the first write or generation:
+    a refused key stops the run here, exit 2."""
+    probe = getattr(backend, "check_access", None)
+    if probe is not None:
+        probe()
+
+
 def plan_run(req: RunRequest) -> RunPlan:
     """Check the whole request and the output directory, read the queries, and compare with a run already in
     `--out` (a resume); nothing is written and no model is loaded."""
@@ -609,6 +635,8 @@ def plan_run(req: RunRequest) -> RunPlan:
     from ttc.replay.policies import ELIMINATION_RULES, LIVE_SELECTIONS, SELECTION_RULES
 
     from .pipeline import SEED_RULE, SEED_SPACING, _diff, comparable_generation, dataset_digest, read_meta
+
+    check_extras(req)
 
     if (req.dataset is None) == (req.batch is None):
         raise RunError("give the queries as --dataset NAME|FILE or as --batch FILE (an OpenAI Batch API input file), "

@@ -125,7 +125,8 @@ def replay(pool: Any = None, policies: Sequence[str] | str | None = None,
 
         check_per_query_memory(len(configs) * len(req.budgets), req.seeds, pool_obj.n_queries, "per_query")
     console = Console(stderr=True) if progress else Console(file=io.StringIO())
-    with bar(req.seeds, "replaying", "seeds", console=console, enabled=progress) as b:
+    with bar(len(configs) * len(req.budgets) * req.seeds, "replaying", "runs", console=console,
+             enabled=progress) as b:
         df, pq = run_grid(pool_obj, configs, req.budgets, seed_range, select=req.select, conf=req.conf,
                           cisc_temp=req.cisc_temp, deepconf_eta=req.deepconf_eta, per_query=per_query,
                           progress=b.advance)

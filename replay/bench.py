@@ -25,9 +25,33 @@ class BenchSpec:
     size: int = 64
     budgets: tuple = (4, 8, 16, 32)
     seeds: int = 100
-    repeats: int = 5
+    repeats: int = 3
     policies: tuple = tuple(POLICIES)
-    reference_seeds: int = 3  # the reference runs this many seeds per (policy, budget); 0 = skip it
+    reference_seeds: int = 1  # the reference runs this many seeds per (policy, budget); 0 = skip it
+
+
+GROWTH_NS = (500, 5000, 50000)
+GROWTH_DECISIONS = 1_000_000  # per growth cell (seeds scaled to it)
+# What `ttc bench` costs, measured on the shared 2-core machine (docs/performance.md), for its estimate before it
+# starts: the engine's decisions per second (all policies, two threads; the slowest, side-eb, ~2M/s) and the
+# reference's cost per decision, a constant plus a scan of the queries for the six index policies (about 3,000
+# decisions/s on 500 queries, 30,000 for the round-robin ones).
+ENGINE_RATE = 5e6
+GROWTH_RATE = 3e6
+REF_CONST_S = 3.3e-5
+REF_SCAN_S = 6e-7
+
+
+def estimate_s(spec: BenchSpec, ns=GROWTH_NS, decisions: int = GROWTH_DECISIONS, growth_repeats: int = 1) -> dict:
+    """Seconds each phase of `ttc bench` will take, from the sizes alone (the rates above): the engine's timings
+    (the full grid and each row, `repeats` times), the reference's runs, the growth table's cells."""
+    per_seed = sum(spec.n * b for b in spec.budgets) * len(spec.policies)  # at most: a policy may spend less
+    engine = 2 * spec.repeats * spec.seeds * per_seed / ENGINE_RATE
+    scan = 6 / 14  # the share of index policies, whose reference scans every query per decision
+    reference = spec.reference_seeds * per_seed * (REF_CONST_S + scan * REF_SCAN_S * spec.n)
+    growth = sum(len(spec.policies) * (1 + growth_repeats) * decisions / GROWTH_RATE + n * spec.size * 2e-7
+                 for n in ns)
+    return {"engine": engine, "reference": reference, "growth": growth}
 
 
 def _median_time(fn, repeats):
@@ -45,6 +69,7 @@ def bench(spec: BenchSpec, progress=None) -> tuple[pl.DataFrame, dict]:
     A decision is one pull (K = 1: one response handed to one query). The reference is timed on
     `reference_seeds` seeds of the same pool, policy and budget (the median of their decisions per second, as
     the engine's time is the median of its repeats), and the ratio compares decisions per second."""
+    step = _steps(progress, estimate_s(spec, ns=()))
     pool = make_pool(n=spec.n, size=spec.size, seed=0)
     tables = make_tables(spec.size, 0.95, sc_beta=False)
     seeds = np.arange(spec.seeds)
@@ -55,6 +80,7 @@ def bench(spec: BenchSpec, progress=None) -> tuple[pl.DataFrame, dict]:
     run_grid(pool, rows_cfg[:1], totals[:1, :1], seeds[:1], tables)  # compile or load the kernels
     warmup = time.perf_counter() - t0
     full, _ = _median_time(lambda: run_grid(pool, rows_cfg, totals, seeds, tables), spec.repeats)
+    step("engine", 0.5)
     # Every engine row is timed before any reference run: on the 2-core VM this was measured on, the engine's
     # calls in the first ~70 ms after a second of single-threaded Python ran 1.6x slower in 2 trials of 4
     # (the idle core coming back), which would charge the machine's wake-up to the engine.
@@ -67,6 +93,7 @@ def bench(spec: BenchSpec, progress=None) -> tuple[pl.DataFrame, dict]:
             rows.append({"pool": f"{spec.n}x{spec.size}", "policy": c.policy, "budget": b, "runs": spec.seeds,
                          "wall_s": wall, "decisions": decisions, "decisions_per_s": decisions / wall,
                          "reference_decisions_per_s": float("nan"), "speedup": float("nan")})
+            step("engine", 0.5 * b / sum(spec.budgets) / len(configs))
     runs = [(permutation(pool.off, pool.qkeys, s), query_order(pool.qkeys, s)[0]) for s in range(spec.reference_seeds)]
     for row in rows:
         if runs:
@@ -78,16 +105,26 @@ def bench(spec: BenchSpec, progress=None) -> tuple[pl.DataFrame, dict]:
                 rates.append(r["samples_used"] / (time.perf_counter() - t))
             row["reference_decisions_per_s"] = statistics.median(rates)  # robust to one preempted run
             row["speedup"] = row["decisions_per_s"] / row["reference_decisions_per_s"]
-        if progress:
-            progress()
+            step("reference", row["budget"] / sum(spec.budgets) / len(configs))
     return pl.DataFrame(rows), {"full_grid_s": full, "warmup_s": warmup, "configs": len(rows_cfg),
                                 "seeds": spec.seeds}
 
 
-def growth(ns=(500, 5000, 50000), size=64, budget=8, decisions=4_000_000, repeats=3,
-           policies=tuple(POLICIES)) -> pl.DataFrame:
+def _steps(progress, est: dict):
+    """step(phase, share): tells `progress` (in estimated seconds) that this share of a phase's estimate is done."""
+    def step(phase, share):
+        if progress:
+            progress(est[phase] * share)
+    return step
+
+
+def growth(ns=GROWTH_NS, size=64, budget=8, decisions=GROWTH_DECISIONS, repeats=1,
+           policies=tuple(POLICIES), progress=None) -> pl.DataFrame:
     """Decisions per second as the pool grows, at a fixed amount of work per point (seeds scaled so each
     point makes about `decisions` decisions): flat = linear work, a slow fall = the heap's log n."""
+    step = _steps(progress, {"growth": 1.0})
+    cells = len(ns) * len(policies)
+    est = estimate_s(BenchSpec(size=size, policies=tuple(policies)), ns, decisions, repeats)["growth"]
     rows = []
     tables = make_tables(size, 0.95, sc_beta=False)
     for n in ns:
@@ -101,4 +138,16 @@ def growth(ns=(500, 5000, 50000), size=64, budget=8, decisions=4_000_000, repeat
             d = int(out_i[0, :, 0].sum())
             rows.append({"queries": n, "policy": p, "budget": budget, "runs": len(seeds), "wall_s": wall,
                          "decisions": d, "decisions_per_s": d / wall})
+            step("growth", est / cells)
     return pl.DataFrame(rows)
+
+
+def growth_ratios(g: pl.DataFrame) -> dict:
+    """Per policy: its decisions/s at each size, and its cost per decision at the largest size over the smallest
+    (the growth check: a policy whose work per decision grows with the pool shows it here)."""
+    out = {}
+    for p in g["policy"].unique(maintain_order=True):
+        sub = g.filter(pl.col("policy") == p).sort("queries")
+        rates = sub["decisions_per_s"].to_list()
+        out[p] = (rates, rates[0] / rates[-1])
+    return out

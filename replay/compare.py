@@ -144,9 +144,21 @@ class PoolPlan:
 
         return (pool, pool) if self.same else (subset(pool, self.t_idx, "tune"), subset(pool, self.r_idx, "report"))
 
-    def calls(self) -> int:
-        """Engine calls (each over every seed) this pool takes."""
-        return (1 + len(self.side_pools)) * (1 if self.same else 2)
+    def runs(self, policy):
+        """A policy's grid, and its default when the grid lacks it (choose() measures the chosen against it)."""
+        from .policies import RunConfig
+        from .tune import with_default
+
+        return with_default(self.grids[policy], RunConfig(policy))[0]
+
+    def work(self, budgets, seeds: int) -> int:
+        """The work this pool takes, in query-runs (a run of one configuration at one budget and seed, times the
+        queries it runs on), which progress counts: every engine call's, on the tuning part and on the held-out
+        part, not one unit per call (compare said "28 s left" and ran 100 s more)."""
+        main = sum(len(self.runs(p)) for r in ("published", "hindsight") for p in self.roles[r])
+        new = sum(len(self.runs(p)) for p in self.roles["new"]) * len(self.side_pools)
+        queries = len(self.t_idx) + (0 if self.same else len(self.r_idx))
+        return (main + new) * len(budgets) * seeds * queries
 
 
 def side_columns(path: Path, side: str | None) -> list[str]:
@@ -239,7 +251,7 @@ def compare_pool(plan: PoolPlan, req: CompareRequest, progress=None) -> pl.DataF
     """The rows of one pool (module docstring): one per (budget, policy)."""
     from .engine import replay
     from .policies import RunConfig
-    from .tune import choose, split_digest, with_default
+    from .tune import choose, split_digest
 
     seeds = range(req.seed_start, req.seed_start + req.seeds)
     n_t, n_r = len(plan.t_idx), len(plan.r_idx)
@@ -247,11 +259,14 @@ def compare_pool(plan: PoolPlan, req: CompareRequest, progress=None) -> pl.DataF
 
     def run(pool, configs):
         tp, rp = plan.parts(pool)
-        df_t = replay(tp, configs, req.budgets, seeds, progress=progress)[0]
-        return df_t, (df_t if plan.same else replay(rp, configs, req.budgets, seeds, progress=progress)[0])
 
-    def runs(p):  # the grid, and the default when the grid lacks it (choose() measures the chosen against it)
-        return with_default(plan.grids[p], RunConfig(p))[0]
+        def tick(part):  # progress in query-runs (PoolPlan.work)
+            return None if progress is None else (lambda k: progress(k * part.n_queries))
+
+        df_t = replay(tp, configs, req.budgets, seeds, progress=tick(tp))[0]
+        return df_t, (df_t if plan.same else replay(rp, configs, req.budgets, seeds, progress=tick(rp))[0])
+
+    runs = plan.runs
 
     main = [c for r in ("published", "hindsight") for p in plan.roles[r] for c in runs(p)]
     frames = {None: run(plan.pool, main)}
@@ -340,7 +355,8 @@ def command_line(req: CompareRequest) -> str:
 
 def run_compare(req: CompareRequest, console=None) -> pl.DataFrame:
     from .engine import set_threads
-    from .outputs import MARK as OUTPUT_MARK, atomic_dir
+    from .outputs import MARK as OUTPUT_MARK
+    from .outputs import atomic_dir
     from .progress import progress
     from .run import _console
 
@@ -359,14 +375,15 @@ def run_compare(req: CompareRequest, console=None) -> pl.DataFrame:
         console.print(f"[bold]{plan.pool.name}[/]: {n_cfg} configurations of {sum(map(len, plan.roles.values()))} "
                       f"policies x {len(req.budgets)} budgets x {req.seeds} seeds; {split}{side}", highlight=False)
     t0 = time.perf_counter()
-    with progress(req.seeds * sum(p.calls() for p in plans), "comparing", "seeds", console=console) as bar:
+    with progress(sum(p.work(req.budgets, req.seeds) for p in plans), "comparing", "query-runs",
+                  console=console) as bar:
         df = pl.concat([compare_pool(plan, req, progress=bar.advance) for plan in plans])
     elapsed = time.perf_counter() - t0
     console.print(render_table(df))
     for name in df["pool"].unique(maintain_order=True):
         console.print(render_policies(df.filter(pl.col("pool") == name)))
-    console.print(f"† tuned on the data it reports (--holdout 0). Standard errors: {SE_METHOD}. {elapsed:.1f} s.",
-                  style="dim", highlight=False)
+    mark = "† tuned on the data it reports (--holdout 0). " if df["tuned_on_reported"].any() else ""
+    console.print(f"{mark}Standard errors: {SE_METHOD}. {elapsed:.1f} s.", style="dim", highlight=False)
     if req.out is not None:
         with atomic_dir(req.out, "compare") as tmp:
             df.write_parquet(tmp / "compare.parquet", metadata={OUTPUT_MARK: "compare"})
@@ -482,7 +499,8 @@ def markdown(df: pl.DataFrame, command: str) -> str:
              f"{first['split_seed']}), {first['n_seeds']} seeds from {first['seed_start']}. Each policy's parameters "
              f"were chosen on the tuning part (replay/tune.py DEFAULT_GRID over the fields it uses); the best "
              f"published policy too. Standard errors: {SE_METHOD}. Gap closed = (new - best) / (oracle - best), "
-             f"delta-method standard error. † tuned on the data it reports.\n",
+             f"delta-method standard error."
+             + (" † tuned on the data it reports." if df["tuned_on_reported"].any() else "") + "\n",
              table(SUMMARY_HEAD, summary_rows(df))]
     for name in df["pool"].unique(maintain_order=True):
         sub = df.filter(pl.col("pool") == name)

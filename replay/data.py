@@ -32,3 +32,17 @@ def embedded_pools() -> list[Path]:
         return []
     return sorted(d for d in base.iterdir()
                   if d.is_dir() and ((d / "samples.parquet").is_file() or (d / "samples").is_dir()))
+
+
+def resolve_pool(path):
+    """A pool argument as given, or, when no such path exists and it is the name of an embedded pool (e.g.
+    "math500-llama3.1-8b-48"), that pool: the data/... paths of a checkout do not exist after a wheel install, and
+    the name works from anywhere (issue 28)."""
+    if path is None:
+        return None
+    p = Path(path)
+    if not p.exists() and len(p.parts) == 1:
+        named = _DATA / p.name
+        if named.is_dir():
+            return named
+    return p

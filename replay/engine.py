@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import numba
 import numpy as np
@@ -24,6 +24,7 @@ from .tables import make_tables
 
 SELECT = {name: r.code for name, r in SELECTION_RULES.items()}
 _threads: int | None = None
+TICK_S = 0.5  # run_grid's progress: how often it reads the kernel's run counters
 
 
 def set_threads(n: int | None):
@@ -118,11 +119,34 @@ def lows_arg(lows, records):
     return loff[:-1], loff[1:], frozen(lpos, np.int64), frozen(lval, np.float64)
 
 
+COMPILE_NOTE = "compiling the engine once (about 20 s; later runs load it from numba's cache)"
+
+
+def compile_expected(pool: Pool, configs: list[RunConfig]) -> bool:
+    """Whether the grid's first call will compile its kernel: no specialisation for these configurations' reading
+    and dc arguments in this process or in numba's cache index (a first run, or kernel.py edited). A progress bar
+    then says so rather than sitting at 0 for 20 s (issue 28). False when numba's cache cannot be read: only the
+    note is lost."""
+    try:
+        records = config_records(configs)
+        lows = lows_arg(pool.lows, records) if (records["policy"] == DEEPCONF_ONLINE).any() and pool.lows else None
+        want = (numba.typeof(reading_flag(records)), numba.typeof(lows))
+        sigs = list(_grid.signatures)
+        cache = getattr(_grid, "_cache", None)
+        if cache is not None and hasattr(cache, "_cache_file"):
+            sigs += [key[0] for key in cache._cache_file._load_index()]
+        return not any(tuple(sig[-3:-1]) == want for sig in sigs)
+    except Exception:  # numba's private cache layout changed: no note
+        return False
+
+
 def run_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, seeds, tables,
-             per_query: bool = False, votes: tuple | None = None):
+             per_query: bool = False, votes: tuple | None = None, tick=None):
     """Run configs[c] at total budget budget_totals[c, s] on each seed; raw arrays out. votes = (cisc_temp,
     deepconf_eta) computes the cisc and deepconf selections too (a pass over each run's draws after it; None:
-    skipped, their columns 0): replay asks for them where they mean something (answers and ground truth)."""
+    skipped, their columns 0): replay asks for them where they mean something (answers and ground truth).
+    tick(k): called from this thread with the runs (configuration x seed) made since the last call, at most every
+    TICK_S while the kernel runs and once at the end, so progress moves per run, not per call."""
     C, S, n = len(configs), len(seeds), pool.n_queries
     out_f = np.zeros((C, S, 2 + len(F_SEL)))
     out_i = np.zeros((C, S, 4), np.int64)
@@ -139,13 +163,24 @@ def run_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, se
         bins = max(c.bins for c in configs)  # side-eb's, at most (each thread has its own scheduler scratch)
         reading = reading_flag(args[3])
         dc = lows_arg(pool.lows, args[3])
-        if chunks == 1:
-            _grid(*args, sched(n, bins), 0, S, reading, dc)
-        else:  # contiguous chunks of seeds; _grid releases the GIL
+        done = np.zeros(chunks, np.int64)
+        if chunks == 1 and tick is None:
+            _grid(*args, sched(n, bins), 0, S, reading, dc, done[0:1])
+        else:  # contiguous chunks of seeds; _grid releases the GIL, so this thread can report their progress
             with ThreadPoolExecutor(chunks) as ex:
-                for f in [ex.submit(_grid, *args, sched(n, bins), t * S // chunks, (t + 1) * S // chunks, reading, dc)
-                          for t in range(chunks)]:
+                futures = [ex.submit(_grid, *args, sched(n, bins), t * S // chunks, (t + 1) * S // chunks, reading,
+                                     dc, done[t:t + 1]) for t in range(chunks)]
+                reported = 0
+                while tick is not None and not all(f.done() for f in futures):
+                    wait(futures, timeout=TICK_S)
+                    now = int(done.sum())
+                    if now > reported:
+                        tick(now - reported)
+                        reported = now
+                for f in futures:
                     f.result()
+                if tick is not None and int(done.sum()) > reported:
+                    tick(int(done.sum()) - reported)
     return out_f, out_i, pq_n, pq_flags
 
 
@@ -191,7 +226,8 @@ def replay(pool: Pool, configs: list[RunConfig], budgets, seeds, select: str = "
     """Replay every configuration at every average per-query budget and seed.
 
     Returns one row per (configuration, budget, seed) and, with per_query, one row per query of each run.
-    `progress(done_seeds)` is called after each block of seeds. cisc_temp and deepconf_eta: the cisc and deepconf
+    `progress(k)` is told of each k runs (configuration x budget x seed) made, at most every TICK_S as they run.
+    cisc_temp and deepconf_eta: the cisc and deepconf
     selections' parameters (docs/semantics.md)."""
     check_configs(pool, configs, select)
     why = check_selection_params(cisc_temp, deepconf_eta)
@@ -222,7 +258,7 @@ def replay(pool: Pool, configs: list[RunConfig], budgets, seeds, select: str = "
     matched_rows = [k for k, c in enumerate(rows_cfg) if c.unit == "token-matched"]
     uni = [RunConfig("uniform")] * len(budgets)
 
-    blocks = np.array_split(seeds, max(1, -(-len(seeds) // 32))) if progress else [seeds]
+    blocks = [seeds]
     parts = []
     for block in blocks:
         bt = np.array([[totals[b]] * len(block) for b in rows_budget], np.int64).reshape(len(rows_cfg), len(block))
@@ -232,9 +268,7 @@ def replay(pool: Pool, configs: list[RunConfig], budgets, seeds, select: str = "
             _, oi, _, _ = run_grid(pool, uni, ub, block, tables)
             for k in matched_rows:
                 bt[k] = oi[budgets.index(rows_budget[k]), :, 1]
-        parts.append((bt,) + run_grid(pool, rows_cfg, bt, block, tables, per_query, votes))
-        if progress:
-            progress(len(block))
+        parts.append((bt,) + run_grid(pool, rows_cfg, bt, block, tables, per_query, votes, tick=progress))
     budget_totals, out_f, out_i, pq_n, pq_flags = (np.concatenate([p[k] for p in parts], axis=1)
                                                      for k in range(5))
 

@@ -76,10 +76,12 @@ def efficiency_gain(curve: np.ndarray, score: float, spend: float) -> tuple[floa
     """Uniform budget k* (per query) at which the exact curve reaches `score`, over `spend` (the policy's
     average samples per query). The curve is linear between integer k and 0 at k = 0. Returns (gain,
     censored): censored when the score exceeds the curve's last point, and then gain = k_max / spend is a
-    lower bound."""
-    if not np.isfinite(score) or spend <= 0:
+    lower bound. NaN where the curve falls anywhere (best-of-k by a score that is not correctness, e.g. math500's
+    confidence): a score then does not name one uniform budget, and the first budget reaching it made uniform's own
+    gain against itself 0.03x-0.37x there (issue 28)."""
+    if not np.isfinite(score) or spend <= 0 or not monotone(curve):
         return float("nan"), False
-    ys = np.concatenate([[0.0], np.maximum.accumulate(curve)])
+    ys = np.concatenate([[0.0], curve])
     if score > ys[-1]:
         return (len(ys) - 1) / spend, True
     k = int(np.searchsorted(ys, score, side="left"))  # first point >= score
@@ -88,3 +90,9 @@ def efficiency_gain(curve: np.ndarray, score: float, spend: float) -> tuple[floa
     lo, hi = ys[k - 1], ys[k]
     frac = 1.0 if hi == lo else (score - lo) / (hi - lo)
     return (k - 1 + frac) / spend, False
+
+
+def monotone(curve: np.ndarray) -> bool:
+    """Uniform's exact curve never falls as k grows (coverage never does; best-of-k by a score may)."""
+    c = np.asarray(curve, np.float64)
+    return bool(np.all(np.diff(c) >= -1e-12))

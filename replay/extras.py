@@ -14,7 +14,14 @@ EXTRAS = {
     "matplotlib": ("matplotlib", "plot"),
     "math_verify": ("math-verify", "grade"),
     "yaml": ("pyyaml", "grade"),
+    "openai": ("openai", "openai"),
+    "transformers": ("transformers", "harvest"),
+    "torch": ("torch", "harvest"),
+    "vllm": ("vllm", "gpu"),
 }
+# an extra of pyproject.toml -> the module whose absence says it is missing
+EXTRA_MODULE = {"plot": "matplotlib", "grade": "math_verify", "openai": "openai", "harvest": "transformers",
+                "gpu": "vllm"}
 
 
 class MissingExtra(InputError):

@@ -1,7 +1,12 @@
-"""The PNG figures of `ttc report`: main curves, hard-subset curves and the allocation bars (matplotlib, Agg).
+"""The figures of `ttc report`: main curves, hard-subset curves, the allocation bars and the methods' Pareto plot
+(matplotlib, Agg), as PNG (200 dpi) and, for a paper, PDF and SVG (`--format`).
 
-Every policy keeps one colour, marker and line style across all figures, so that lines which coincide (ucb and
-gap reduce to round-robin under a ground-truth oracle) stay distinguishable by their markers."""
+Every policy keeps one colour, marker and line style across all figures; within a figure every line has its own
+(colour, marker, line style): a policy's further configurations (two-stage's rhos) vary its line style and marker,
+and the methods take colours from an 18-colour palette, none reused. Lines that coincide exactly (ucb and gap reduce
+to round-robin under a ground-truth oracle) are drawn once with one legend entry naming them all ("a = b"), rather
+than drawn over each other. Titles are wrapped to the canvas's width (issue 28: methods.png's title was cut at both
+edges)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,6 +17,10 @@ from .extras import require
 from .policies import REGISTRY
 
 STYLE = {name: p.style for name, p in REGISTRY.items()}  # policy -> (colour, marker, line style)
+FORMATS = ("png",)
+PNG_DPI = 200
+SPARE_MARKERS = "o^vsDP*hpd8X<>"
+SPARE_LINES = ("--", ":", "-.", "-")
 GROUP_COLOURS = {"easy": "#8fbf6f", "hard, solvable": "#e08a3c", "unsolvable": "#9b9b9b"}
 
 
@@ -39,11 +48,74 @@ def _style(policy: str):
     return STYLE.get(policy, ("black", "o", "-"))
 
 
-def plot_curves(out: Path, title: str, budgets, panels: list[dict], exact: dict | None = None):
+def styles(entries: list[tuple[str, str]]) -> dict:
+    """label -> (colour, marker, line style) for a figure's (label, policy) entries: each policy's own style, and for
+    a further entry of the same policy (another configuration) the same colour with the next line style and marker
+    not yet taken, so no two entries of a figure look alike."""
+    taken, out = set(), {}
+    for label, policy in entries:
+        colour, marker, ls = _style(policy)
+        k = 0
+        while (colour, marker, ls) in taken:
+            ls, marker = SPARE_LINES[k % len(SPARE_LINES)], SPARE_MARKERS[k % len(SPARE_MARKERS)]
+            k += 1
+        taken.add((colour, marker, ls))
+        out[label] = (colour, marker, ls)
+    return out
+
+
+def coincident(series: dict) -> list[list[str]]:
+    """Groups of labels whose mean lines are identical at every point (in the series' order): drawn as one line."""
+    groups: list[list[str]] = []
+    means: list[np.ndarray] = []
+    for label, (_, mean, *_rest) in series.items():
+        m = np.asarray(mean, float)
+        for g, other in zip(groups, means):
+            if m.shape == other.shape and np.array_equal(m, other, equal_nan=True):
+                g.append(label)
+                break
+        else:
+            groups.append([label])
+            means.append(m)
+    return groups
+
+
+def _joined(group: list[str]) -> str:
+    return group[0] if len(group) == 1 else " = ".join(group) + " (identical)"
+
+
+def _suptitle(fig, title: str, fontsize: float = 11) -> int:
+    """The figure's title wrapped so that it fits the canvas with a margin; returns its number of lines."""
+    import textwrap
+
+    width = fig.get_figwidth() * fig.dpi * 0.96
+    text = fig.suptitle(title, fontsize=fontsize)
+    renderer = fig.canvas.get_renderer()
+    chars = len(title)
+    while text.get_window_extent(renderer).width > width and chars > 10:
+        chars = int(chars * 0.9)
+        text.set_text(textwrap.fill(title, chars))
+    return text.get_text().count("\n") + 1
+
+
+def _save(fig, out: Path, formats=None):
+    """The figure in each format (out's suffix replaced), then closed."""
+    plt = _plt()
+    for fmt in formats or FORMATS:
+        path = out.with_suffix(f".{fmt}")
+        fig.savefig(path, dpi=PNG_DPI if fmt == "png" else None)
+    _close(plt, fig)
+
+
+def _close(plt, fig):
+    plt.close(fig)
+
+
+def plot_curves(out: Path, title: str, budgets, panels: list[dict], exact: dict | None = None, formats=None):
     """One panel per metric. panels: [{"ylabel", "series": {label: (policy, mean, std)}, "exact": (k, y) or
     None}]; the band is mean +- 0.5 std over seeds, the exact curve a thick black line."""
     plt = _plt()
-    fig, axes = plt.subplots(1, len(panels), figsize=(8.0 if len(panels) == 1 else 6.4 * len(panels), 5.4), dpi=120,
+    fig, axes = plt.subplots(1, len(panels), figsize=(8.0 if len(panels) == 1 else 6.4 * len(panels), 5.4), dpi=100,
                              squeeze=False)
     lows = []
     for ax, panel in zip(axes[0], panels):
@@ -53,12 +125,14 @@ def plot_curves(out: Path, title: str, budgets, panels: list[dict], exact: dict 
             seen = np.asarray(k) >= min(budgets) / 1.25  # only the part inside the x range sets the y range
             if seen.any():
                 lows.append(np.nanmin(np.asarray(y)[seen]))
-        for label, (policy, mean, std) in panel["series"].items():
-            colour, marker, ls = _style(policy)
+        look = styles([(lab, pol) for lab, (pol, *_r) in panel["series"].items()])
+        for group in coincident(panel["series"]):
+            policy, mean, std = panel["series"][group[0]]
+            colour, marker, ls = look[group[0]]
             mean, std = np.asarray(mean, float), np.asarray(std, float)
             ax.fill_between(budgets, mean - 0.5 * std, mean + 0.5 * std, color=colour, alpha=0.18, lw=0, zorder=2)
             ax.plot(budgets, mean, color=colour, marker=marker, ls=ls, lw=1.5, ms=6, mfc="none", mew=1.4,
-                    zorder=3, label=label)
+                    zorder=3, label=_joined(group))
             lows.append(np.nanmin(mean - 0.5 * std))
         _budget_axis(ax, budgets)
         ax.set_xlabel("average budget per query (samples, log scale)")
@@ -67,54 +141,55 @@ def plot_curves(out: Path, title: str, budgets, panels: list[dict], exact: dict 
     lo = max(0.0, float(np.nanmin(lows)) - 0.03) if lows else 0.0
     for ax in axes[0]:
         ax.set_ylim(lo, min(1.0, ax.get_ylim()[1] + 0.01))
-    _legend_below(fig, axes[0][0])
-    fig.suptitle(title, fontsize=11)
-    fig.savefig(out)
-    plt.close(fig)
+    _legend_below(fig, axes[0][0], title)
+    _save(fig, out, formats)
 
 
-def _legend_below(fig, ax):
-    """The legend in rows under the panels, as many columns as the figure's width holds, and room made for it."""
+def _legend_below(fig, ax, title: str):
+    """The legend in rows under the panels, as many columns as the figure's width holds, the title wrapped to the
+    width above them, and room made for both (the figure grows by the legend's rows, so the panels keep theirs)."""
     handles, labels = ax.get_legend_handles_labels()
     col_in = 0.6 + 0.065 * max(len(lab) for lab in labels)  # handle plus text at 8.5 pt, in inches
     ncol = max(1, min(len(labels), int(fig.get_figwidth() / col_in)))
     rows = -(-len(labels) // ncol)
+    fig.set_figheight(fig.get_figheight() + 0.24 * max(0, rows - 2))
     fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=8.5, frameon=False)
+    lines = _suptitle(fig, title)
     h = fig.get_figheight()
-    fig.tight_layout(rect=(0, (0.24 * rows + 0.1) / h, 1, 1 - 0.4 / h))  # room for the legend and the suptitle
+    fig.tight_layout(rect=(0, (0.24 * rows + 0.1) / h, 1, 1 - (0.22 * lines + 0.18) / h))
 
 
-def plot_hard(out: Path, title: str, budgets, panels: list[dict]):
+def plot_hard(out: Path, title: str, budgets, panels: list[dict], formats=None):
     """Normalised coverage on each hard subset against the budget. panels: [{"title", "series": {label:
     (policy, mean, se)}, "uniform": values at the budgets}]."""
     plt = _plt()
-    fig, axes = plt.subplots(1, len(panels), figsize=(6.2 * len(panels), 4.9), dpi=120, squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.2 * len(panels), 4.9), dpi=100, squeeze=False)
     for ax, panel in zip(axes[0], panels):
         ax.plot(budgets, panel["uniform"], color="black", lw=1.3, zorder=4, label="uniform, exact expectation")
-        for label, (policy, mean, se) in panel["series"].items():
-            colour, marker, ls = _style(policy)
+        look = styles([(lab, pol) for lab, (pol, *_r) in panel["series"].items()])
+        for group in coincident(panel["series"]):
+            policy, mean, se = panel["series"][group[0]]
+            colour, marker, ls = look[group[0]]
             ax.errorbar(budgets, mean, yerr=se, color=colour, marker=marker, ls=ls, lw=1.5, ms=6, mfc="none",
-                        mew=1.4, capsize=2, label=label)
+                        mew=1.4, capsize=2, label=_joined(group))
         _budget_axis(ax, budgets)
         ax.set_ylim(-0.02, 1.02)
         ax.set_xlabel("average budget per query (samples, log scale)")
         ax.set_ylabel("coverage on the solvable part of the subset")
         ax.set_title(panel["title"], fontsize=10)
-    _legend_below(fig, axes[0][0])
-    fig.suptitle(title, fontsize=11)
-    fig.savefig(out)
-    plt.close(fig)
+    _legend_below(fig, axes[0][0], title)
+    _save(fig, out, formats)
 
 
 def plot_allocation(out: Path, title: str, budgets, policies: list[str], groups: list[str], sizes: dict,
-                    values: dict):
+                    values: dict, formats=None):
     """Grouped bars: mean responses per query of each group, per policy, one panel per budget.
     values[(budget, policy)] = [mean for each group] (NaN for an empty group)."""
     plt = _plt()
     nb = len(budgets)
     cols = 2 if nb > 1 else 1
     rows = -(-nb // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(7.2 * cols, 3.9 * rows + 0.6), dpi=120, squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(7.2 * cols, 3.9 * rows + 0.6), dpi=100, squeeze=False)
     x = np.arange(len(policies))
     width = 0.8 / len(groups)
     for idx, b in enumerate(budgets):
@@ -139,16 +214,22 @@ def plot_allocation(out: Path, title: str, budgets, policies: list[str], groups:
         axes[idx // cols][idx % cols].axis("off")
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=len(groups), fontsize=9, frameon=False)
-    fig.suptitle(title, fontsize=11)
-    fig.tight_layout(rect=(0, 0.05 / rows + 0.02, 1, 1 - 0.3 / fig.get_figheight()))
-    fig.savefig(out)
-    plt.close(fig)
+    lines = _suptitle(fig, title)
+    fig.tight_layout(rect=(0, 0.05 / rows + 0.02, 1, 1 - (0.22 * lines + 0.08) / fig.get_figheight()))
+    _save(fig, out, formats)
 
 
 METHOD_MARKERS = "osv^DPX*h<>p"
 
 
-def plot_pareto(out: Path, title: str, panels: list[dict], methods: list[str]):
+def palette() -> list:
+    """18 distinct colours (tab10, then Dark2): the methods' figure has 17 entries, and tab10 alone reused colours."""
+    import matplotlib
+
+    return list(matplotlib.colormaps["tab10"].colors) + list(matplotlib.colormaps["Dark2"].colors)
+
+
+def plot_pareto(out: Path, title: str, panels: list[dict], methods: list[str], formats=None):
     """Accuracy against the cost a method actually spent, one line per method through its budgets (error bars ±
     SE), the Pareto front over every method's points as a black staircase with ringed points. panels: [{"xlabel",
     "series": {method: (costs, accuracies, se)}, "front": (costs, accuracies)}], one per cost unit. methods: the
@@ -157,14 +238,15 @@ def plot_pareto(out: Path, title: str, panels: list[dict], methods: list[str]):
     import matplotlib.ticker
 
     plt = _plt()
-    colours = matplotlib.colormaps["tab10"].colors
-    fig, axes = plt.subplots(1, len(panels), figsize=(8.0 if len(panels) == 1 else 6.6 * len(panels), 5.6), dpi=120,
+    colours = palette()
+    fig, axes = plt.subplots(1, len(panels), figsize=(8.0 if len(panels) == 1 else 6.6 * len(panels), 5.6), dpi=100,
                              squeeze=False)
     for ax, panel in zip(axes[0], panels):
         for name, (cost, acc, se) in panel["series"].items():
             k = methods.index(name) if name in methods else len(methods)
             ax.errorbar(cost, acc, yerr=se, color=colours[k % len(colours)], marker=METHOD_MARKERS[k % 12],
-                        ls="-" if k < 10 else "--", lw=1.4, ms=6, mfc="none", mew=1.4, capsize=2, label=name, zorder=3)
+                        ls=("-", "--", ":")[k // 6 % 3], lw=1.4, ms=6, mfc="none", mew=1.4, capsize=2, label=name,
+                        zorder=3)
         fc, fa = (np.asarray(v, float) for v in panel["front"])
         if len(fc):
             o = np.argsort(fc)
@@ -175,10 +257,8 @@ def plot_pareto(out: Path, title: str, panels: list[dict], methods: list[str]):
         ax.grid(True, alpha=0.3)
         ax.set_xlabel(panel["xlabel"])
         ax.set_ylabel("accuracy (the method's own selection)")
-    _legend_below(fig, axes[0][0])
-    fig.suptitle(title, fontsize=11)
-    fig.savefig(out)
-    plt.close(fig)
+    _legend_below(fig, axes[0][0], title)
+    _save(fig, out, formats)
 
 
 # ------------------------------------------------------------------------------------------ ttc leaderboard

@@ -1589,9 +1589,12 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                 key, r0, q0 = hk[size], hr[size], hq[size]
                 hk[size] = -np.inf
             sift_down(hk, hr, hq, size, key, r0, q0)
-            if policy == SIDE_EB and pulls % refresh == 0:  # every bin's news reaches every query's index
+            if policy == SIDE_EB and pulls >= max(refresh, size):  # every bin's news reaches every query's
+                # index, once per R pulls or per round of the queries in the heap if more: a refresh is a pass over
+                # the heap, so a fixed R made each decision's cost grow with the pool (docs/semantics.md)
                 side_eb(hk, hr, hq, size, qs, ex, eb, REFRESH, n0, side, tok, perm, off, nb, strength, unit, tot, hz,
-                    budget)
+                        budget)
+                pulls = 0
         elif policy == STREAMING:
             if tot[STOP]:  # the reserve is reached (tokens: the next response does not fit): the turn ends
                 tot[STOP] = 0
@@ -1732,14 +1735,17 @@ def confidence_votes(off, aoff, correct, score, ans, perm, qs, cw, eta, acc, fir
 
 
 @njit(nogil=True, cache=True, no_cfunc_wrapper=True)
-def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags, sched, s_lo, s_hi, reading, dc):
+def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags, sched, s_lo, s_hi, reading, dc,
+          done):
     """Every configuration (cfgs: CONFIG records) at budgets[c, s] on seeds s_lo .. s_hi - 1, with scratch
     allocated once. It releases the GIL: engine.run_grid runs contiguous chunks of seeds on threads, and a
     seed's results depend only on the seed. (Threads rather than prange: numba's parallel compile pipeline
     cost ~8 s of the first run's compile, measured.) cw: cisc's per-response weights (cisc_weights) and eta
     deepconf's kept percentage; with no weights (an empty cw) the confidence votes are skipped (their bits 0). sched:
     the scheduler's scratch (engine.sched), one per thread. reading, dc: run_one's (None unless a configuration
-    needs them)."""
+    needs them). done[0] counts the runs made, for progress: one element per thread, which engine.run_grid reads
+    while the threads run (a run of a large pool takes long enough that progress per block of seeds fell silent for
+    minutes, issue 27)."""
     off, aoff, correct = P.off, P.aoff, P.correct
     n = qkeys.shape[0]
     total = off[n]
@@ -1807,4 +1813,5 @@ def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags,
                 out_i[c, s, 2] = tot[EXHAUSTED]
                 out_i[c, s, 3] = answered
                 reset_state(qs, si, sf, tot, off, aoff, P.ans, perm)
+                done[0] += 1
             restore_identity(off, perm, qgen, hs, epoch)

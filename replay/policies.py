@@ -238,7 +238,8 @@ class RunConfig:
     judge: int = param(32, "dsc: queries judged around each midpoint of its partition's binary search (the "
                        "source's judge_window_size).")
     bins: int = param(3, "side-eb: bins of the side signal's mean over a query's failed draws.")
-    refresh: int = param(8, "side-eb: pulls between refreshes of every query's index.")
+    refresh: int = param(8, "side-eb: pulls between refreshes of every query's index (at least one round of the "
+                         "active queries).")
     dirichlet_conf: float = param(0.95, "ac-dirichlet: the chance that the leading answer is the most likely one "
                                   "(Dirichlet posterior over the top 5) needed to stop (the source's conf_thresh).")
     horizon: int = param(0, "side-eb: 0: its index is the next draw's chance; 1: the chance of a success within the "

@@ -353,8 +353,8 @@ def _index_policy(run, order, budget, K, max_samples, elim, policy, lam, gamma, 
 
 def _side_eb(run, order, B, K, max_samples, elim, c, nb, refresh, horizon=0):
     """side-eb (docs/semantics.md): keys are stored, as the engine's heap holds them: every query's at the start and
-    at each refresh (after every `refresh` pulls), the pulled query's after its pull; the next pull goes to the
-    active query with the largest stored key, ties to the smaller rank."""
+    at each refresh (after `refresh` pulls, or a round of the active queries if there are more), the pulled query's
+    after its pull; the next pull goes to the active query with the largest stored key, ties to the smaller rank."""
     n = run.n
     a = 32.0                            # the bins' ratios' pseudo-count (expected successes)
     succ = [0.0] * (nb + 2)             # per bin; bin nb: the queries not drawn yet; nb + 1: bins 0..nb-1 together
@@ -434,11 +434,12 @@ def _side_eb(run, order, B, K, max_samples, elim, c, nb, refresh, horizon=0):
         if b < nb:
             draws[nb + 1] += d
             succ[nb + 1] += won
-        pulls += 1
+        pulls += 1                       # since the last refresh
         if run.q[i].active():
             key[i] = index(i, h_now())
-        if pulls % refresh == 0:         # every active query's index, with the budget left now
-            h = h_now()
+        if pulls >= max(refresh, sum(1 for t in range(n) if run.q[t].active())):
+            pulls = 0                    # every active query's index, with the budget left now, after R pulls or
+            h = h_now()                  # a round of the active queries if more
             for t in range(n):
                 if run.q[t].active():
                     key[t] = index(t, h)

@@ -72,6 +72,12 @@ class ReportRequest:
     threads: int | None = None
     force: bool = False  # replace an --out directory that `ttc report` did not write
     invalid_votes: bool = False  # each query's invalid answers as one answer category (Pool.with_invalid_votes)
+    formats: tuple = ("png",)  # the figures' formats (--format): png, pdf, svg; report.md shows the first
+
+    @property
+    def fig(self) -> str:
+        """The suffix report.md's figure links use: png when written (a viewer shows it), else the first."""
+        return "png" if "png" in self.formats else self.formats[0]
 
 
 @dataclass
@@ -411,8 +417,8 @@ def main_section(r: Runs) -> tuple[list[Table], list[str]]:
                        "ylabel": "accuracy (selected response correct)", "series": series["a"],
                        "exact": (ks, curves[1][:k_hi]) if curves[1] is not None else None})
     figures.plot_curves(r.figdir / "curves.png", f"{r.pool.name}: mean over {req.seeds} seeds, band ±0.5 std",
-                        budgets, panels)
-    md = ["### Main results", "", f"![coverage and accuracy against budget]({r.rel}/curves.png)", "",
+                        budgets, panels, formats=req.formats)
+    md = ["### Main results", "", f"![coverage and accuracy against budget]({r.rel}/curves.{req.fig})", "",
           f"Mean over {req.seeds} seeds (band: ± 0.5 standard deviation over seeds); the black line is uniform's "
           "exact expectation (coverage@k by the unbiased estimator"
           + (", best-of-k by score ranks" if not same and curves[1] is not None else "")
@@ -582,7 +588,7 @@ def hard_section(r: Runs, groups: pl.DataFrame) -> list[Table]:
     pl.concat([hs, pl.DataFrame(list(exact_rows.values()))], how="diagonal_relaxed").write_csv(
         r.tabdir / "hard_subsets.csv")
     figures.plot_hard(r.figdir / "hard.png", f"{r.pool.name}: normalised coverage on the hard subsets "
-                      f"(mean ± SE over {r.req.seeds} seeds)", budgets, panels)
+                      f"(mean ± SE over {r.req.seeds} seeds)", budgets, panels, formats=r.req.formats)
     return tables
 
 
@@ -598,7 +604,8 @@ def allocation_section(r: Runs, groups: pl.DataFrame) -> list[Table]:
                                                                             .round().astype(int)]
     figures.plot_allocation(r.figdir / "allocation.png", f"{r.pool.name}: where the responses go (mean over "
                             f"{r.req.seeds} seeds)", fig_budgets, labels, present, sizes,
-                            {(b, lab): [alk[(lab, b, g)] for g in present] for b in fig_budgets for lab in labels})
+                            {(b, lab): [alk[(lab, b, g)] for g in present] for b in fig_budgets for lab in labels},
+                            formats=r.req.formats)
     return [Table("allocation", "Mean responses per query by group",
                   ["configuration"] + [f"{short[g]} b={_b(b)}" for b in budgets for g in present], rows,
                   al.sort("config", "budget", "group"),
@@ -808,7 +815,8 @@ def methods_section(r: Runs) -> tuple[list[Table], list[str]]:
                        "front": (pts.filter("pareto")["cost"].to_list(), pts.filter("pareto")["accuracy"].to_list())})
     if applicable:
         figures.plot_pareto(r.figdir / "methods.png", f"{r.pool.name}: accuracy against cost per method (mean ± SE "
-                            f"over {req.seeds} seeds; Pareto front in black)", panels, list(METHODS))
+                            f"over {req.seeds} seeds; Pareto front in black)", panels, list(METHODS),
+                            formats=req.formats)
     md = ["### Methods compared", ""]
     md.append("Each method is a preset of the registries (replay/policies.py `METHODS`), run at the average budgets "
               f"{', '.join(_b(b) for b in mr.budgets)} (the report's and every power of two below the largest) in "
@@ -823,7 +831,7 @@ def methods_section(r: Runs) -> tuple[list[Table], list[str]]:
         md += ["| method | what it does | configuration | selection | source |", "|---|---|---|---|---|"]
         md += [f"| {name} | {METHODS[name].doc} | {mr.configs[(name, 'samples')].label()} | "
                f"{METHODS[name].select} | {METHODS[name].citation} |" for name in applicable]
-        md += ["", f"![accuracy against cost, one line per method]({r.rel}/methods.png)", ""]
+        md += ["", f"![accuracy against cost, one line per method]({r.rel}/methods.{req.fig})", ""]
     else:
         md += ["No method applies to this pool.", ""]
     skipped = [m for m in METHODS if not mr.status[m][0]]
@@ -876,9 +884,9 @@ def pool_report(path: Path, req: ReportRequest, outdir: Path, rel: str) -> tuple
     md.extend(["### Hard subsets", "", HARD_RULE, "",
                "Each cell: coverage on the subset (unsolvable queries count as misses), then normalised coverage on "
                "its solvable part; mean ± SE over seeds, from the engine's per-query output.", "",
-               f"![normalised coverage on hard subsets]({rel}/hard.png)", ""])
+               f"![normalised coverage on hard subsets]({rel}/hard.{req.fig})", ""])
     emit(*[f"hard_{k}" for k in HARD_KS])
-    md.extend(["### Allocation", "", f"![responses per query by group]({rel}/allocation.png)", ""])
+    md.extend(["### Allocation", "", f"![responses per query by group]({rel}/allocation.{req.fig})", ""])
     emit("allocation")
     md.append(f"Tables as data: `{rel}/tables/*.csv`" + (" and LaTeX `*.tex`." if req.latex else ".") + "\n")
     return md, {"engine_s": r.engine_s, "total_s": time.perf_counter() - t0}

@@ -1,6 +1,8 @@
 """`ttc replay` behind the command line: build the configuration grid, run it, print and write the results."""
 from __future__ import annotations
 
+import os
+
 import itertools
 import math
 from dataclasses import field, fields, make_dataclass
@@ -12,7 +14,8 @@ import polars as pl
 from rich.console import Console
 from rich.table import Table
 
-from .engine import SELECT, check_budgets, check_configs, get_threads, replay, set_threads
+from .engine import (COMPILE_NOTE, SELECT, check_budgets, check_configs, compile_expected, get_threads, replay,
+                     set_threads)
 from .exact import best_of_k, coverage_at_k
 from .errors import InputError
 from .policies import (CISC_TEMP, DEEPCONF_ETA, POLICIES, SWEPT, RunConfig, check_selection_params, config_fields,
@@ -41,6 +44,7 @@ ReplayRequest = make_dataclass("ReplayRequest", [
     ("curve", Optional[Path], None),
     ("threads", Optional[int], None),
     ("force", bool, False),  # replace --out / --per-query / --curve files that another command (or no ttc) wrote
+    ("wide", bool, False),  # print every configuration's row (the full grid) instead of the best per policy
     ("prior", Optional[str], None),  # marginal-gain: a column of queries.parquet
     ("side", Optional[str], None),  # side-eb: a column of the responses (a side signal in [0, 1])
     ("invalid_votes", bool, False),  # each query's invalid answers as one answer category (Pool.with_invalid_votes)
@@ -103,9 +107,13 @@ def build_configs(req, policies: list[str]) -> list[RunConfig]:
     return configs
 
 
-def _console() -> Console:
-    """A terminal's own width; 170 columns when piped, so the tables are not folded."""
-    return Console(width=None if Console().is_terminal else 170)
+def _console(pipe_width: int = 170) -> Console:
+    """A terminal's own width; written to a file or a pipe, $COLUMNS if set, else `pipe_width` (ttc replay's
+    default screen fits 80 and asks for 100; the wide tables of the other commands are not folded at 170)."""
+    if Console().is_terminal:
+        return Console()
+    cols = os.environ.get("COLUMNS", "")
+    return Console(width=int(cols) if cols.isdigit() and int(cols) > 0 else pipe_width)
 
 
 def validate_request(req: ReplayRequest):
@@ -199,7 +207,7 @@ def prepare(req: ReplayRequest, pool: Pool | None = None) -> tuple[Pool, list[Ru
 
 
 def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
-    console = console or _console()
+    console = console or _console(200 if req.wide else 100)
     pool, configs, seeds = prepare(req)
     if req.curve and not pool.has_gt:
         raise PoolError("--curve needs ground truth (a 'correct' column), and this pool has none")
@@ -212,14 +220,19 @@ def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.D
                   f"{req.select}, eliminate {req.eliminate}, unit {req.unit}, {req.seeds} seeds"
                   + ("; invalid answers vote" if pool.invalid_votes else "")
                   + (f"; {rows * req.seeds:,} runs" if rows * req.seeds >= 100_000 else ""), highlight=False)
-    with progress(req.seeds, "replaying", "seeds", console=console) as bar:
+    with progress(rows * req.seeds, "replaying", "runs", console=console,
+                  note=COMPILE_NOTE if compile_expected(pool, configs) else "") as bar:
         df, pq = replay(pool, configs, req.budgets, seeds, select=req.select, conf=req.conf,
                         cisc_temp=req.cisc_temp, deepconf_eta=req.deepconf_eta,
                         per_query=req.per_query is not None, progress=bar.advance)
     curves = (coverage_at_k(pool) if pool.has_gt else None,
               best_of_k(pool) if pool.has_gt and (req.select == "bon" or req.curve) else None)
     summary = summarize(df, pool, req.select, curves)
-    console.print(render_table(summary))
+    if req.wide:
+        console.print(render_table(summary))
+    else:
+        for t in render_compact(summary, pool.score_name, req.select, req.seeds, console):
+            console.print(t)
     exhausted = summary.filter(pl.col("exhausted") > 0)
     if exhausted.height:
         worst = exhausted.sort("exhausted", descending=True).row(0, named=True)
@@ -239,6 +252,76 @@ def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.D
                       req.curve, "replay")
         console.print(f"wrote uniform's exact curves for k = 1..{len(cov)} to {req.curve}", highlight=False)
     return df, summary
+
+
+def _shown_metrics(summary: pl.DataFrame, score: str, select: str) -> list[str]:
+    """The metrics the short view shows: coverage, and accuracy unless it repeats coverage (best-of-N by ground
+    truth selects a correct response exactly when one was drawn); none without ground truth."""
+    if summary.height == 0 or not summary["coverage"].is_not_nan().any():
+        return []
+    return ["coverage"] if score == "gt" and select == "bon" else ["coverage", "accuracy"]
+
+
+def render_compact(summary: pl.DataFrame, score: str, select: str, seeds: int, console: Console) -> list:
+    """The default screen (issue 28): what adaptive allocation buys on this pool, at a glance and in a standard
+    terminal. Per metric, one row per policy at its best configuration at each budget (chosen after the fact on
+    these seeds, so optimistic where a policy has several; `--wide` prints every configuration) beside uniform's
+    exact expectation, then the efficiency gain of the same rows; budgets that do not fit the width go to a
+    table of their own rather than into cut cells."""
+    from rich import box
+    from rich.measure import Measurement
+
+    s = summary.filter(~pl.col("config").str.starts_with("two-stage best"))
+    budgets = sorted(s["budget"].unique().to_list())
+    policies = s["policy"].unique(maintain_order=True).to_list()
+    out = []
+    metrics = _shown_metrics(s, score, select)
+    several = s.group_by("policy").agg(pl.col("config").n_unique().alias("k")).filter(pl.col("k") > 1)
+    for metric in metrics or ["samples_per_query"]:
+        best = {}
+        for (p, b), g in s.group_by("policy", "budget", maintain_order=True):
+            best[(p, b)] = g.sort(metric, descending=True, nulls_last=True, maintain_order=True).row(0, named=True)
+        blocks = []
+        if metric != "samples_per_query":
+            rows = [["uniform (exact)"] + [fmt_mean_se(best[(policies[0], b)][f"uniform_{metric}"], None)
+                                           for b in budgets]]
+            rows += [[p] + [fmt_mean_se(best[(p, b)][metric], best[(p, b)][f"{metric}_se"]) for b in budgets]
+                     for p in policies]
+            title = (f"{metric}: mean ± standard error over {seeds} seeds" +
+                     ("; each policy at its best configuration per budget (--wide: all)" if several.height else ""))
+            blocks.append((title, rows))
+            if s[f"gain_{metric}"].is_nan().all() and s[f"uniform_{metric}"].is_not_nan().any():
+                out.append(f"no efficiency gain on {metric}: uniform's exact {metric} falls as its budget grows "
+                           "on this score (it is not correctness), so a score names no one uniform budget")
+            else:
+                rows = [[p] + [fmt_gain(best[(p, b)][f"gain_{metric}"], best[(p, b)][f"gain_{metric}_censored"])
+                               for b in budgets] for p in policies]
+                blocks.append((f"efficiency gain on {metric}: the uniform budget that matches it / the budget used",
+                               rows))
+        else:
+            rows = [[p] + [f"{best[(p, b)][metric]:.2f}" for b in budgets] for p in policies]
+            blocks.append(("samples per query (no ground truth: no coverage or accuracy)", rows))
+        for title, rows in blocks:
+            header = ["policy"] + [f"budget {b:g}" for b in budgets]
+            # budgets in groups that fit the width, each group a table with the policy column
+            def table(k, j, title=title, header=header, rows=rows):
+                t = Table(title=title, title_style="dim", box=box.SIMPLE_HEAD, title_justify="left")
+                t.add_column("policy", no_wrap=True)
+                for c in range(k, j):
+                    t.add_column(header[c], justify="right", no_wrap=True)
+                for r in rows:
+                    t.add_row(r[0], *r[k:j])
+                return t
+
+            k = 1
+            while k < len(header):
+                j = k + 1
+                while j < len(header) and Measurement.get(
+                        console, console.options.update_width(10_000), table(k, j + 1)).maximum <= console.width:
+                    j += 1
+                out.append(table(k, j))
+                k = j
+    return out
 
 
 def render_table(summary: pl.DataFrame) -> Table:
@@ -264,7 +347,8 @@ def render_table(summary: pl.DataFrame) -> Table:
 
 def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, growth, threads=None,
               console: Console | None = None):
-    from .bench import BenchSpec, bench, growth as growth_table
+    from .bench import BenchSpec, bench, estimate_s, growth as growth_table, growth_ratios
+    from .progress import _duration
 
     console = console or _console()
     if queries < 1 or responses < 1 or seeds < 1 or repeats < 1 or reference_seeds < 0:
@@ -275,8 +359,16 @@ def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, grow
     set_threads(threads)
     spec = BenchSpec(n=queries, size=responses, budgets=tuple(budgets), seeds=seeds, repeats=repeats,
                      reference_seeds=reference_seeds)
-    with progress(len(spec.policies) * len(budgets), "benchmarking", console=console) as bar:
+    est = estimate_s(spec, ns=tuple(growth))
+    total = sum(est.values())
+    console.print(f"[bold]ttc bench[/]: about {_duration(total)} at these sizes (the engine "
+                  f"{_duration(est['engine'])}, "
+                  f"the reference {_duration(est['reference'])}, the growth table {_duration(est['growth'])}; "
+                  f"estimated from the sizes at the rates measured on a 2-core machine)", highlight=False)
+    with progress(max(1, round(total)), "benchmarking", "estimated s of work", console=console,
+                  note=COMPILE_NOTE if compile_expected(None, []) else "") as bar:
         df, info = bench(spec, progress=bar.advance)
+        g = growth_table(ns=tuple(growth), size=responses, progress=bar.advance) if growth else None
     console.print(f"[bold]ttc bench[/]: synthetic pool {queries} queries x {responses} responses, "
                   f"{get_threads()} threads, median of {repeats} repeats; first call (compile or cache "
                   f"load) {info['warmup_s']:.2f} s", highlight=False)
@@ -294,15 +386,15 @@ def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, grow
                   "—" if r["speedup"] != r["speedup"] else f"{r['speedup']:.0f}x")
     console.print(t)
     if growth:
-        g = growth_table(ns=tuple(growth), size=responses, repeats=max(1, min(repeats, 3)))
-        t = Table(title="growth with pool size at budget 8 (about 4M decisions per cell): decisions/s",
-                  title_style="dim")
+        t = Table(title="growth with pool size at budget 8: decisions/s, and the cost per decision at the largest "
+                  "size over the smallest (flat = 1x; uniform's is the memory hierarchy's share)", title_style="dim")
         t.add_column("policy")
-        for n in growth:
+        for n in sorted(set(growth)):
             t.add_column(f"n={n:,}", justify="right")
-        for p in g["policy"].unique(maintain_order=True):
-            sub = g.filter(pl.col("policy") == p)
-            t.add_row(p, *[f"{v:.3g}" for v in sub["decisions_per_s"]])
+        if len(growth) > 1:
+            t.add_column("growth", justify="right")
+        for p, (rates, ratio) in growth_ratios(g).items():
+            t.add_row(p, *[f"{v:.3g}" for v in rates], *([f"{ratio:.1f}x"] if len(growth) > 1 else []))
         console.print(t)
     return df
 

@@ -203,8 +203,8 @@ def measure(pool, signals: list[Signal], ks: list[int], seeds, bootstrap: int = 
                     m = elig & ~np.isnan(x)
                     acc[t][s.name][k].append(weighted_auc(x[m], y[m], W[:, m]) if m.any()
                                              else np.full(len(W), np.nan))
-        if progress:
-            progress(1)
+            if progress:  # per (seed, k): a seed's bootstrap over every signal can take minutes (issue 27)
+                progress(1)
     rows = []
     for t in TARGETS:
         for s in signals:
@@ -295,7 +295,8 @@ def run_signals(req: SignalsRequest, console=None) -> pl.DataFrame:
         console.print("this pool carries no side signal (no score, token, finish-reason, text or answer column and "
                       "no numeric query metadata): nothing to measure", highlight=False)
     seeds = range(req.seed_start, req.seed_start + req.seeds)
-    with progress(req.seeds, "measuring", "seeds", console=console) as bar:
+    with progress(req.seeds * len(ks), "measuring", "seeds x k", console=console,
+                  note=f"drawing {req.bootstrap:,} bootstrap replicates over the queries") as bar:
         df = measure(pool, signals, ks, seeds, req.bootstrap, req.seed_start, progress=bar.advance)
     df = df.with_columns(pl.lit(pool.name).alias("pool"), pl.lit(req.seeds).alias("n_seeds"),
                          pl.lit(req.seed_start).alias("seed_start"), pl.lit(req.bootstrap).alias("bootstrap"))
@@ -317,8 +318,6 @@ TARGET_TITLE = {"solvable": "the query has a correct response in its pool",
 def render_table(df: pl.DataFrame, target: str):
     from rich.table import Table
 
-    from .summary import fmt_mean_se
-
     sub = df.filter(pl.col("target") == target)
     ks = sorted(sub["k"].unique().to_list())
     t = Table(title=f"AUC for '{TARGET_TITLE[target]}', after k failed draws",
@@ -329,13 +328,29 @@ def render_table(df: pl.DataFrame, target: str):
         t.add_column(f"k={k}", justify="right")
     first = sub.filter(pl.col("signal") == sub["signal"][0]) if sub.height else sub
     by_k = {r["k"]: r for r in first.iter_rows(named=True)}
-    t.add_row("[dim]queries (positive)[/]", *[f"[dim]{by_k[k]['queries']:.0f} ({by_k[k]['positives']:.0f})[/]"
+    t.add_row("[dim]queries (positive)[/]", *[f"[dim]{_count(by_k[k]['queries'])} "
+                                              f"({_count(by_k[k]['positives'])})[/]"
                                               for k in ks])
     t.add_section()
     for name in sub["signal"].unique(maintain_order=True):
         cells = {r["k"]: r for r in sub.filter(pl.col("signal") == name).iter_rows(named=True)}
-        t.add_row(name, *[fmt_mean_se(cells[k]["auc"], cells[k]["se"]) for k in ks])
+        t.add_row(name, *[_auc_cell(cells[k]) for k in ks])
     return t
+
+
+def _count(v: float) -> str:
+    """A mean count over seeds: whole from 10 up, else to a tenth (0.3 positives a seed is not 0)."""
+    return f"{v:.0f}" if v >= 10 else f"{v:.1f}"
+
+
+def _auc_cell(r: dict) -> str:
+    """n/a where the AUC is undefined or rests on less than one positive (or negative) query a seed on average: the
+    mean of the few seeds that had one is no measurement (issue 28: an AUC printed beside 0 positives)."""
+    from .summary import fmt_mean_se
+
+    if r["auc"] != r["auc"] or r["positives"] < 1 or r["queries"] - r["positives"] < 1:
+        return "n/a"
+    return fmt_mean_se(r["auc"], r["se"])
 
 
 def plot(df: pl.DataFrame, out: Path, name: str):

@@ -69,10 +69,23 @@ def _with_best_two_stage(g: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([g, best.select(g.columns)])
 
 
+def se_decimals(se: float | None, least: int = 3, most: int = 6) -> int:
+    """Decimals that show a standard error to its significant digits (two when its first digit is 1 or 2, else one),
+    and the mean beside it to the same place: 0.0037±0.0005, not -0.004±0.000 (issue 28)."""
+    if se is None or not np.isfinite(se) or se <= 0:
+        return least
+    e = math.floor(math.log10(se))
+    lead = se / 10.0 ** e
+    return int(min(most, max(least, -e + (1 if lead < 3 else 0))))
+
+
 def fmt_mean_se(m: float, se: float) -> str:
     if m is None or not np.isfinite(m):
         return "—"
-    return f"{m:.3f}±{se:.3f}" if se is not None and np.isfinite(se) else f"{m:.3f}"
+    if se is None or not np.isfinite(se):
+        return f"{m:.3f}"
+    d = se_decimals(se)
+    return f"{m:.{d}f}±{se:.{d}f}" if se > 0 else f"{m:.3f}±0"
 
 
 def fmt_gain(g: float, censored: bool) -> str:

@@ -405,7 +405,8 @@ def run_tune(req: TuneRequest, console=None) -> pl.DataFrame:
                   + ("; invalid answers vote" if req.invalid_votes else "")
                   + (f"; split: {holdout:g} held out, --split-seed {req.split_seed}" if holdout else ""),
                   highlight=False)
-    with progress(req.seeds * (1 if same_data else 2), "tuning", "seeds", console=console) as bar:
+    runs = len(with_default(configs, base)[0]) * len(req.budgets) * req.seeds
+    with progress(runs * (1 if same_data else 2), "tuning", "runs", console=console) as bar:
         df = tune(tune_pool, report_pool, configs, base, req.budgets, seeds, select=select, metric=metric,
                   overlap=overlap, conf=req.conf, replay_kw=kw, progress=bar.advance, same_data=same_data)
     df = df.with_columns(

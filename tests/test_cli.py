@@ -73,7 +73,7 @@ def small_pool(root, name="pool", **cols):
 # -------------------------------------------------------------------------------------------- successful runs
 
 def test_default_pool_table_lists_every_policy():
-    r = ok(replay("--seeds", 3, "--budgets", "2,4"))
+    r = ok(replay("--seeds", 3, "--budgets", "2,4", "--wide"))  # the full grid: every configuration's row
     out = r.stdout
     assert "lastletters-gpt35-40" in out
     labels = table_policies(out)
@@ -132,7 +132,7 @@ def test_per_query_rows_sum_to_samples_used(tmp_path):
                                          ["--policy", "gap, ucb"], ["--policy", "ucb,gap", "--policy", "ucb"]])
 def test_policy_selection(tmp_path, policy_args):
     out = tmp_path / "runs.parquet"
-    r = ok(replay(*policy_args, "--out", out))
+    r = ok(replay(*policy_args, "--out", out, "--wide"))
     assert set(pl.read_parquet(out)["policy"]) == {"ucb", "gap"}
     assert pl.read_parquet(out)["config"].n_unique() == 2  # repeated names are not run twice
     assert table_policies(r.stdout) == {"ucb", "gap"}

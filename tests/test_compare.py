@@ -67,6 +67,8 @@ def test_split_is_disjoint_seeded_and_recorded(informative, compared):
 def test_tuned_on_reported_flag(informative, compared, tmp_path):
     df = compared[2]
     assert not df["tuned_on_reported"].any()
+    # no row marked: no † footnote on the screen or in compare.md (issue 28: it was printed anyway)
+    assert "†" not in compared[0].output and "†" not in (compared[1] / "compare.md").read_text()
     out = tmp_path / "in-sample"
     r = compare_cli(informative, "--policy", "elimination", "--budgets", 4, "--seeds", 2, "--holdout", 0, "--out", out)
     df0 = pl.read_parquet(out / "compare.parquet")

@@ -105,3 +105,24 @@ def test_the_command_reference_is_current():
 
     current = (ROOT / "docs" / "cli.md").read_text()
     assert sections(current) == sections(ref.render()), "docs/cli.md is stale: python docs/make_cli_reference.py"
+
+
+def test_the_readme_test_command_is_safe_to_paste_and_is_what_ci_runs():
+    """Issue 28: `pip install -e ".[test,harvest]"` as written pulled torch with CUDA (about 3 GB); the advice to
+    install a CPU torch first sat in a paragraph after the block. The pasted line itself installs a pinned torch
+    with PyTorch's CPU index beside PyPI (where +cpu is the newest build of the pin), then the extras, with ray for
+    the Ray tests, then pytest; .ci/run runs that line as it stands."""
+    import re
+
+    block = (ROOT / "README.md").read_text().split("```bash\n", 1)[1].split("```", 1)[0].splitlines()
+    assert len(block) == 2 and block[0].startswith("pip install -e . && ttc replay")
+    test = block[1]
+    pin = re.match(r'pip install "torch==[\d.]+" --extra-index-url https://download\.pytorch\.org/whl/cpu && ', test)
+    assert pin, test
+    assert test.endswith('pip install -e ".[test,harvest,ray]" && python -m pytest'), test
+    ci = (ROOT / ".ci" / "run").read_text()
+    grep = re.search(r"readme_test=\"\$\(grep -m1 -E '(.+?)' README.md\)\"", ci)
+    assert grep and re.search(grep.group(1), test) and 'eval "$readme_test"' in ci
+    assert [ln for ln in (ROOT / "README.md").read_text().splitlines() if re.search(grep.group(1), ln)][0] == test
+    assert "pytest" not in ci.split('eval "$readme_test"')[1].split("# --- the non-editable")[0].replace(
+        "tests/test_sandbox_isolation.py", "")  # pytest runs once, in the README's line

@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("openai")
 
-from ttc.harvest.backends import BackendError, OpenAIBackend, make_backend  # noqa: E402
+from ttc.harvest.backends import AccessRefused, BackendError, OpenAIBackend, make_backend  # noqa: E402
 from ttc.harvest.types import Sampling  # noqa: E402
 from ttc.replay.extras import MissingExtra  # noqa: E402
 
@@ -149,7 +149,8 @@ def test_stop_strings_are_sent(start_server, key):
 def test_wrong_or_missing_key_fails_at_once_without_leaking_it(start_server, monkeypatch):
     url = start_server()
     monkeypatch.setenv(ENV, "sk-wrong-secret-value")
-    with pytest.raises(BackendError, match="refused the request.*HTTP 401") as err:
+    # a refused key is the user's to fix (AccessRefused: an InputError, exit 2; issue 28), not a backend fault
+    with pytest.raises(AccessRefused, match="refused access.*HTTP 401") as err:
         backend(url, max_retries=3, concurrency=1).generate(["a", "b", "c"], Sampling(n=1, max_tokens=3), [1, 2, 3])
     assert "sk-wrong-secret-value" not in str(err.value)
     assert stats(url)["requests"] == 1                              # not retried, and the queued requests dropped
@@ -158,7 +159,7 @@ def test_wrong_or_missing_key_fails_at_once_without_leaking_it(start_server, mon
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     b = backend(url)
     assert b.info()["api_key_set"] is False
-    with pytest.raises(BackendError, match="HTTP 401"):
+    with pytest.raises(AccessRefused, match=f"HTTP 401.*{ENV} is not set"):
         b.generate(["alpha"], Sampling(n=1, max_tokens=3), [1])
     assert stats(url)["unauthorized"] == 2
 

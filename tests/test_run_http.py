@@ -157,14 +157,28 @@ def test_missing_server_option_and_bad_key_are_one_line(setup, tmp_path):
     r = runner.invoke(app, args)
     assert r.exit_code == 2 and "needs --base-url" in r.output and "Traceback" not in r.output
     assert not (tmp_path / "o").exists()
+    # a refused key is the user's error (issue 28: it exited 1 after three attempts, "rerun to resume", with --out
+    # created): one request (GET /models) before anything is written or generated, exit 2, one line
     server = Server(pool)
     try:
         r = runner.invoke(app, run_args(sp, server.url, tmp_path / "k", "--budget", "2"),
                           env={"TTC_RUN_TEST_KEY": "wrong"})
+        stats = server.stats()
     finally:
         server.close()
-    assert r.exit_code == 1 and "BackendError" in r.output and "first call" in r.output
-    assert "Traceback" not in r.output
+    assert r.exit_code == 2 and "refused access (HTTP 401" in r.output and "TTC_RUN_TEST_KEY" in r.output, r.output
+    assert len(r.output.strip().splitlines()) == 1 and "Traceback" not in r.output
+    assert stats["model_lists"] == 1 and stats["requests"] == 0 and not (tmp_path / "k").exists()
+    # a server without /models: the first generation's 401 stops the run at once, no retry, exit 2
+    server = Server(pool, "--no-models")
+    try:
+        r = runner.invoke(app, run_args(sp, server.url, tmp_path / "m", "--budget", "2", "--concurrency", "1"),
+                          env={"TTC_RUN_TEST_KEY": "wrong"})
+        stats = server.stats()
+    finally:
+        server.close()
+    assert r.exit_code == 2 and "refused access (HTTP 401" in r.output and "Traceback" not in r.output, r.output
+    assert stats["requests"] == 1  # (before: three attempts of the first call)
 
 
 def data_and_batch_runs(sp, pool, tmp_path, messages, **body):
@@ -312,3 +326,16 @@ def test_a_server_that_never_answers_is_not_met_with_silence(setup, tmp_path):
     assert lines and lines[0].startswith(f"{tmp_path / 'run'}: {sp.n} queries, uniform"), r.output  # at once
     assert any(x.startswith(f"warning: {url}/completions: ") and "had no answer for 1 s" in x for x in lines), r.output
     assert "Traceback" not in r.output
+
+
+@pytest.mark.parametrize("module, oracle, words", [("openai", "gt", "--backend openai needs openai"),
+                                                   ("math_verify", "gt", "--oracle gt needs math-verify")])
+def test_a_missing_extra_is_refused_before_anything_is_written(setup, tmp_path, monkeypatch, module, oracle, words):
+    """Issue 28: without the openai extra, --out was created first (a rerun with any changed option was then refused);
+    with openai but not grade, --oracle gt sent 8 requests before asking for math-verify."""
+    sp, pool = setup
+    monkeypatch.setitem(sys.modules, module, None)  # the import system's "not installed"
+    r = runner.invoke(app, run_args(sp, "http://127.0.0.1:9/v1", tmp_path / "o", "--budget", "2", "--oracle", oracle),
+                      env={"TTC_RUN_TEST_KEY": KEY})
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
+    assert words in r.output and "pip install 'ttc[" in r.output and not (tmp_path / "o").exists()

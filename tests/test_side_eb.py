@@ -33,12 +33,12 @@ def _paired_gain(auc, pools, n=200, size=16, budget=4, seed0=0):
 
 def test_informative_side_signal_beats_elimination():
     mean, se = _paired_gain(0.8, 120)
-    assert mean > 2 * se and mean > 0.02, (mean, se)  # measured: +5.0 points, SE 0.2
+    assert mean > 2 * se and mean > 0.02, (mean, se)  # measured: +4.8 points, SE 0.2
 
 
 def test_empty_side_signal_is_not_worse_than_elimination():
     mean, se = _paired_gain(0.5, 150, seed0=1000)
-    assert mean > -2 * se, (mean, se)  # measured: -0.04 points, SE 0.04
+    assert mean > -2 * se, (mean, se)  # measured: -0.06 points, SE 0.05
 
 
 @pytest.mark.parametrize("unit", ["samples", "tokens"])

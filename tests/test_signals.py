@@ -4,14 +4,13 @@ line (table, Parquet, plot, one-line errors)."""
 import numpy as np
 import polars as pl
 import pytest
-from typer.testing import CliRunner
-
 from ttc.cli import app
 from ttc.replay.outputs import written_by
 from ttc.replay.pool import Pool, load_pool
 from ttc.replay.rng import permutation
 from ttc.replay.signals import Signal, default_ks, measure, pool_signals, weighted_auc
 from ttc.replay.synth import SynthSpec, write_synth
+from typer.testing import CliRunner
 
 runner = CliRunner()
 MATH = "data/math500-llama3.1-8b-48"
@@ -172,3 +171,19 @@ def test_token_truncation_and_text_signals_are_read_in_the_pools_order(tmp_path)
     assert sig["truncated share"].values.tolist() == [0, 1, 0, 0, 1, 0]
     assert sig["text chars mean"].values.tolist() == [1, 2, 3, 1, 2, 3]
     assert sig["invalid share"].values.tolist() == [1.0] * 6
+
+
+def test_no_auc_is_printed_beside_no_positives():
+    """Issue 28: a cell printed an AUC where the positives column read 0 (a mean over seeds below one): n/a."""
+    import polars as pl
+    from rich.console import Console
+    from ttc.replay.signals import render_table
+
+    df = pl.DataFrame({"target": ["solvable"] * 3, "signal": ["x"] * 3, "per": ["response"] * 3, "k": [1, 2, 4],
+                       "auc": [0.61, 0.70, float("nan")], "se": [0.02, 0.3, float("nan")],
+                       "queries": [40.0, 12.0, 3.0], "positives": [20.0, 0.3, 0.0], "seeds": [20, 6, 0]})
+    c = Console(width=120, record=True)
+    c.print(render_table(df, "solvable"))
+    text = c.export_text()
+    assert "0.610±0.020" in text and "0.700" not in text and text.count("n/a") == 2
+    assert "(0.3)" in text
