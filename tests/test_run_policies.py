@@ -429,9 +429,10 @@ def test_the_command_line_refuses_in_one_line(sp, tmp_path):
 
     from ttc import cli
 
+    # (transformers: its extra is here, so the option is what is refused, not vllm's absence)
     r = CliRunner().invoke(cli.app, ["run", "--dataset", str(sp.path), "--model", "m", "--max-tokens", "8",
-                                     "--budget", "2", "--out", str(tmp_path / "o"), "--policy", "ucb", "--prior",
-                                     "pred"])
+                                     "--backend", "transformers", "--budget", "2", "--out", str(tmp_path / "o"),
+                                     "--policy", "ucb", "--prior", "pred"])
     assert r.exit_code == 2 and "Traceback" not in r.output
     assert [ln for ln in r.output.splitlines() if ln.startswith("error:")] == [
         "error: --prior is read by --policy marginal-gain; --policy ucb would ignore it"], r.output
