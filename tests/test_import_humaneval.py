@@ -127,7 +127,8 @@ def test_a_time_limit_that_cannot_work_is_refused(tmp_path):
     r = _run(FIX, "--out", tmp_path / "p", "--timeout", "1e-9", "--workers", "1")
     assert r.exit_code == 2, r.output
     line = [x for x in r.output.splitlines() if x.startswith("error:")]
-    assert line and line[0].startswith("error: a time limit of 1e-09 s cannot work: the sandbox's self-check programs took")
+    assert line and line[0].startswith("error: a time limit of 1e-09 s cannot work: the sandbox's self-check "
+                                       "programs took")
     assert "raise --timeout" in line[0] and "Traceback" not in r.output
     assert not (tmp_path / "p").exists()
 
