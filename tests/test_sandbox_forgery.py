@@ -160,3 +160,20 @@ def test_a_program_that_kills_the_program_host_costs_no_other_program():
                    "f")
     out = run_many([ok, kill, ok, ok], workers=1, timeout_s=10, sandbox="guard")
     assert [r.status for r in out] == ["passed"] * 4, out
+
+
+def test_the_time_limit_bounds_both_sides():
+    """A program that never answers, and a test that never ends (the checker runs in the runner, under an interval
+    timer), are timeouts; neither holds the runner past the limit."""
+    import time
+
+    from ttc.harvest.oracles.sandbox import Checked, run_many
+
+    items = [Checked("def f(x):\n    while True:\n        pass\n", "", "assert f(1) == 1\n", "f"),
+             Checked("def f(x):\n    return x\n", "", "assert f(1) == 1\nwhile True:\n    pass\n", "f"),
+             Checked("import time\ntime.sleep(60)\ndef f(x):\n    return x\n", "", "assert f(1) == 1\n", "f"),
+             Checked("def f(x):\n    return x\n", "", "assert f(1) == 1\n", "f")]
+    t0 = time.perf_counter()
+    out = run_many(items, workers=1, timeout_s=1)
+    assert [r.status for r in out] == ["timeout", "timeout", "timeout", "passed"], out
+    assert time.perf_counter() - t0 < 15
