@@ -646,6 +646,11 @@ def merge_pools(inputs: Sequence[Path], out: Path, *, allow_missing: bool = Fals
             if i in seen:
                 raise HarvestError(f"{p} and {seen[i]} are both shard {i}/{count}")
             seen[i] = p
+    # a damaged part (a flipped bit, a truncated copy, a FIFO in its place) is refused first, in one line naming it,
+    # before its schema or ids are read and before anything is copied (score would trip on it later)
+    for p in inputs:
+        for f in part_files(p):
+            verify_file(f)
     # sample schemas must agree (the same oracle columns everywhere)
     schema = None
     for p in inputs:
@@ -683,9 +688,6 @@ def merge_pools(inputs: Sequence[Path], out: Path, *, allow_missing: bool = Fals
         total = f" (data set: {n_data} queries, merged: {len(owner)})" if n_data is not None else ""
         raise HarvestError("incomplete: " + "; ".join(parts) + total + "; --allow-missing merges anyway")
 
-    for p in inputs:  # a damaged part is refused before anything is copied (score would trip on it later)
-        for f in part_files(p):
-            verify_file(f)
     try:
         with new_pool_dir(out) as tmp, write_errors(out):  # a full disk while copying: one error line
             (tmp / "samples").mkdir()

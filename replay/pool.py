@@ -716,6 +716,7 @@ def load_pool(path, score: str = "gt", need_tokens: bool = False, prior: str | N
 
     meta = {}
     if (path / "pool.json").exists():
+        _regular(path / "pool.json")
         try:
             meta = json.loads((path / "pool.json").read_text())
         except json.JSONDecodeError as e:
