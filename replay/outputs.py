@@ -304,7 +304,8 @@ def atomic_dir(path: Path, command: str | None) -> Iterator[Path]:
             shutil.rmtree(tmp)
         tmp.mkdir()
     try:
-        yield tmp
+        with write_errors(path):  # the block's own writes too: a full disk there is one line, `path` untouched
+            yield tmp
         with write_errors(path):
             if command is not None:
                 (tmp / DIR_MARK).write_text(json.dumps({"command": command}) + "\n")

@@ -54,3 +54,29 @@ def test_a_regular_file_and_a_link_to_one_are_still_replaced_with_force(tmp_path
     check_output(f, flag="--out", command="replay", force=True)
     write_parquet(pl.DataFrame({"a": [2]}), f, "replay")
     assert pl.read_parquet(f)["a"].to_list() == [2]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Full disks (a small tmpfs in a mount namespace: tests/test_outputs.py's helpers)
+
+def _tmpfs_helpers():
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import test_outputs
+
+    if not test_outputs._namespaces():
+        pytest.skip("needs unprivileged user and mount namespaces (unshare -rm) to mount a small tmpfs")
+    return test_outputs
+
+
+def test_full_disk_compare_out_is_one_line(tmp_path):
+    t = _tmpfs_helpers()
+    from ttc.replay.pool import DEFAULT_POOL
+
+    mnt = tmp_path / "disk"
+    r = t._in_tmpfs(mnt, "12k", [t.TTC, "compare", DEFAULT_POOL, "--policy", "uniform", "--seeds", 2, "--budgets", 4,
+                                 "--out", mnt / "compare"])
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "No space left on device" in t._error_line(r)
+    assert t._left(r) == []
