@@ -32,7 +32,7 @@ from ttc.replay.errors import InputError
 from ttc.replay.outputs import write_errors
 from ttc.replay.progress import progress as progress_display
 from ttc.replay.pool import (PoolError, atomic_write_json, atomic_write_parquet, column, load_pool, new_pool_dir,
-                         remove_stale_temps, verify_file)
+                         regular_file, remove_stale_temps, verify_file)
 
 from .confidence import ConfidenceSpec
 from .types import Backend, Query, Response, Sampling
@@ -270,7 +270,10 @@ def query_from_row(row: dict) -> Query:
 
 def part_files(pool: Path) -> list[Path]:
     d = Path(pool) / "samples"
-    return sorted(d.glob(f"{PART_PREFIX}*.parquet")) if d.is_dir() else []
+    parts = sorted(d.glob(f"{PART_PREFIX}*.parquet")) if d.is_dir() else []
+    for p in parts:  # a FIFO in a part's place would block every reader: refused in one line instead
+        regular_file(p)
+    return parts
 
 
 def _part_number(p: Path) -> int:

@@ -214,10 +214,11 @@ def sample_files(path: Path) -> list[Path]:
     many = sorted((path / "samples").glob("*.parquet")) if (path / "samples").is_dir() else []
     if single.exists() and many:
         raise PoolError(f"{path} has both samples.parquet and samples/*.parquet; keep one")
-    if single.exists():
-        return [single]
-    if many:
-        return many
+    files = [single] if single.exists() else many
+    for f in files:  # a FIFO would block the reader forever: refused here, before anything reads it
+        regular_file(f)
+    if files:
+        return files
     raise PoolError(f"{path} holds no samples.parquet and no samples/*.parquet")
 
 
@@ -225,7 +226,7 @@ def sample_columns(path: Path) -> list[str]:
     """The column names of a pool's (first) sample file, for a command that chooses what to load from them; a file
     that is not Parquet (truncated, damaged, a FIFO) is a PoolError naming it, as in load_pool."""
     f = sample_files(Path(path))[0]
-    _regular(f)
+    regular_file(f)
     with _decoding(f):
         return pl.read_parquet_schema(f).names()
 
@@ -335,7 +336,7 @@ def _decoding(path: Path) -> Iterator[None]:
         raise _damaged(path, e) from None
 
 
-def _regular(path: Path):
+def regular_file(path: Path):
     """A sample file must be a regular file: a FIFO or a device would block the reader forever or feed it
     anything (issue 27)."""
     import stat
@@ -354,7 +355,7 @@ def verify_file(path: Path) -> pl.DataFrame:
     decodes to other values than were written (a flipped bit, a truncated copy), is a PoolError naming it. Files
     written before digests existed are read unchecked. Returns the frame, so a caller that reads anyway pays once."""
     path = Path(path)
-    _regular(path)
+    regular_file(path)
     with _decoding(path):
         want = pl.read_parquet_metadata(path).get(DIGEST_KEY)
         df = pl.read_parquet(path)
@@ -376,7 +377,7 @@ def read_checked(files: list[Path], columns: list[str], pool: Path | None = None
     caller that notes them only once the pool is found valid)."""
     frames, unchecked = [], []
     for f in files:
-        _regular(f)
+        regular_file(f)
         with _decoding(f):
             meta = pl.read_parquet_metadata(f)
             per, whole = meta.get(COLUMNS_KEY), meta.get(DIGEST_KEY)
@@ -594,7 +595,7 @@ def load_pool(path, score: str = "gt", need_tokens: bool = False, prior: str | N
     where = "samples.parquet" if files[0].name == "samples.parquet" else "samples/*.parquet"
     schema = None
     for f in files:
-        _regular(f)
+        regular_file(f)
         try:
             this = pl.read_parquet_schema(f)
         except (KeyboardInterrupt, SystemExit, MemoryError):
@@ -716,7 +717,7 @@ def load_pool(path, score: str = "gt", need_tokens: bool = False, prior: str | N
 
     meta = {}
     if (path / "pool.json").exists():
-        _regular(path / "pool.json")
+        regular_file(path / "pool.json")
         try:
             meta = json.loads((path / "pool.json").read_text())
         except json.JSONDecodeError as e:

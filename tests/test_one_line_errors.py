@@ -95,3 +95,13 @@ def test_a_fifo_as_a_part_file_is_refused(tmp_path):
     os.mkfifo(part)
     one_line(["merge", *dirs, "--out", tmp_path / "merged"], "not a regular file")
     one_line(["replay", dirs[1], "--seeds", "1"], "not a regular file")
+
+
+def test_a_fifo_part_is_refused_by_score(tmp_path):
+    from test_harvest_pipeline import shards
+
+    d = shards(tmp_path / "shards", count=1)[0]
+    part = sorted((d / "samples").glob("*.parquet"))[0]
+    part.unlink()
+    os.mkfifo(part)
+    one_line(["score", d, "--oracle", "gt"], "not a regular file")

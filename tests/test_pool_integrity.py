@@ -146,3 +146,27 @@ def test_the_note_comes_once_from_a_command_and_not_with_an_error(tmp_path):
     r = CliRunner().invoke(cli.app, ["info", str(pool), "--plot", str(tmp_path / "x.txt")])
     lines = [x for x in r.stderr.splitlines() if x.strip()]
     assert r.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error:"), r.stderr
+
+
+def test_bit_flips_through_the_command_line_never_print_other_numbers(tmp_path):
+    """The issue's probe, through `ttc info`: each flipped pool prints exactly the clean pool's report or one
+    error line (exit 2)."""
+    from typer.testing import CliRunner
+
+    from ttc import cli
+
+    pool = tmp_path / "p"
+    shutil.copytree(LASTLETTERS, pool)
+    runner = CliRunner()
+    clean = runner.invoke(cli.app, ["info", str(pool)])
+    assert clean.exit_code == 0
+    src = (LASTLETTERS / "samples.parquet").read_bytes()
+    rng = np.random.default_rng(7)
+    for _ in range(25):
+        (pool / "samples.parquet").write_bytes(_flip(src, rng))
+        r = runner.invoke(cli.app, ["info", str(pool)])
+        if r.exit_code == 0:
+            assert r.stdout == clean.stdout
+        else:
+            lines = [x for x in r.output.splitlines() if x.strip()]
+            assert r.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error:"), r.output
