@@ -12,6 +12,12 @@ The rules every command follows:
 - Each output says which command wrote it: parquet files in their key-value metadata (`ttc.command`), PNG figures
   in their `Software` text chunk, directories in a `.ttc-output.json` marker. That is how "the same command's
   output" is recognised; anything else is replaced only with `--force`.
+- Only a regular file or a directory is ever replaced: a device, a FIFO, a socket or a link to one is refused with
+  or without `--force` (check_replaceable).
+- A command with several outputs writes them as one set (write_set): all written under temporary names first, then
+  put in place together; a failure leaves every earlier output as it was, and a run killed while putting them in
+  place is finished by the next run (roll_forward). Temporaries of killed runs are removed by the next writer of
+  the same output (clear_stale).
 
 Pool directories have their own writer (replay/pool.py: write_pool, new_pool_dir), which only ever creates a new
 pool; it uses `write_errors` below for the same one-line errors.
