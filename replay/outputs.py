@@ -175,8 +175,8 @@ def check_replaceable(path: Path, flag: str):
     path = Path(path)
     try:
         mode = path.stat().st_mode  # follows a symlink: what it points to is what a reader would get
-    except FileNotFoundError:
-        return  # nothing there (or a dangling link, which the rename replaces)
+    except (FileNotFoundError, NotADirectoryError):
+        return  # nothing there (or a dangling link, which the rename replaces); a file above it: refused later
     except OSError as e:
         raise OutputError(f"{flag} {path}: {_reason(e)}") from None
     if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
