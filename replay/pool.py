@@ -382,6 +382,7 @@ def read_checked(files: list[Path], columns: list[str], pool: Path | None = None
             meta = pl.read_parquet_metadata(f)
             per, whole = meta.get(COLUMNS_KEY), meta.get(DIGEST_KEY)
             if per is not None:
+                names = pl.read_parquet_schema(f).names()
                 df = pl.read_parquet(f, columns=columns)
             elif whole is not None:
                 full = pl.read_parquet(f)
@@ -393,7 +394,9 @@ def read_checked(files: list[Path], columns: list[str], pool: Path | None = None
                 want = json.loads(per)
             except ValueError:
                 raise _damaged(f) from None
-            if not isinstance(want, dict) or column_digests(df) != {c: want.get(c) for c in columns}:
+            # the names too: a flipped bit in the schema renamed 'answer' once, and the pool loaded without answers
+            if (not isinstance(want, dict) or sorted(want) != sorted(names)
+                    or column_digests(df) != {c: want.get(c) for c in columns}):
                 raise _damaged(f)
         elif whole is not None:
             if frame_digest(full) != whole:

@@ -170,3 +170,22 @@ def test_bit_flips_through_the_command_line_never_print_other_numbers(tmp_path):
         else:
             lines = [x for x in r.output.splitlines() if x.strip()]
             assert r.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error:"), r.output
+
+
+def test_a_renamed_column_is_refused(tmp_path):
+    """A flip found by the probe: one bit of the schema renamed 'answer' to 'a.swer', and the pool loaded as one
+    without answers. The per-column checksums list every column written, so a name they do not list is damage."""
+    pool = tmp_path / "p"
+    shutil.copytree(LASTLETTERS, pool)
+    data = (LASTLETTERS / "samples.parquet").read_bytes()
+    f = pool / "samples.parquet"
+    for at in [i for i in range(len(data)) if data.startswith(b"answer", i)]:
+        f.write_bytes(data[:at + 1] + b"." + data[at + 2:])
+        try:
+            if "a.swer" in pl.read_parquet_schema(f):
+                break
+        except Exception:
+            pass
+    assert "a.swer" in pl.read_parquet_schema(f)
+    with pytest.raises(PoolError, match="samples.parquet is damaged"):
+        load_pool(pool)
