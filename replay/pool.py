@@ -325,11 +325,36 @@ def _damaged(path: Path, e: BaseException | None = None) -> PoolError:
 
 
 @contextmanager
+def _rust_panics_quiet() -> Iterator[None]:
+    """Rust's panic hook writes its message (and, with RUST_BACKTRACE, a backtrace) straight to descriptor 2 before
+    the panic reaches Python as an exception: while a file is decoded, descriptor 2 points at /dev/null, so a damaged
+    file ends in the one error line _decoding makes (the panic's first line is in it)."""
+    import os
+    import sys
+
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):
+        yield
+        return
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 2)
+        os.close(null)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+@contextmanager
 def _decoding(path: Path) -> Iterator[None]:
     """Any failure to decode `path` as a PoolError naming it: a damaged file can make polars panic, and pyo3's
     PanicException is a BaseException, which no `except Exception` sees."""
     try:
-        yield
+        with _rust_panics_quiet():
+            yield
     except (KeyboardInterrupt, SystemExit, MemoryError, PoolError):
         raise
     except BaseException as e:  # noqa: B036
@@ -502,7 +527,8 @@ def _check_scores(files: list[Path], scores: list[str], where: str):
         exprs += [x.null_count().alias(f"{c}/null"), x.is_nan().sum().alias(f"{c}/nan"), x.min().alias(f"{c}/min"),
                   x.max().alias(f"{c}/max")]
     try:
-        stats = pl.scan_parquet(files).select(exprs).collect().row(0, named=True)
+        with _rust_panics_quiet():
+            stats = pl.scan_parquet(files).select(exprs).collect().row(0, named=True)
     except (KeyboardInterrupt, SystemExit, MemoryError):
         raise
     except BaseException as e:  # noqa: B036  (a damaged file can make polars panic)
@@ -600,7 +626,8 @@ def load_pool(path, score: str = "gt", need_tokens: bool = False, prior: str | N
     for f in files:
         regular_file(f)
         try:
-            this = pl.read_parquet_schema(f)
+            with _rust_panics_quiet():
+                this = pl.read_parquet_schema(f)
         except (KeyboardInterrupt, SystemExit, MemoryError):
             raise
         except BaseException as e:  # noqa: B036  not Parquet, truncated, unreadable (or a panic of the reader)

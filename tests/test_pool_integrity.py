@@ -189,3 +189,25 @@ def test_a_renamed_column_is_refused(tmp_path):
     assert "a.swer" in pl.read_parquet_schema(f)
     with pytest.raises(PoolError, match="samples.parquet is damaged"):
         load_pool(pool)
+
+
+def test_a_panic_of_the_reader_is_one_line_on_stderr(tmp_path):
+    """Bit 5 of byte 458 makes polars panic while decoding (found by the probe); Rust's panic hook writes its
+    message and backtrace to descriptor 2 before Python sees the panic, which the loader silences: stderr holds the
+    one error line."""
+    import os
+    import subprocess
+    import sys
+
+    pool = tmp_path / "p"
+    shutil.copytree(LASTLETTERS, pool)
+    b = bytearray((LASTLETTERS / "samples.parquet").read_bytes())
+    b[458] ^= 1 << 5
+    (pool / "samples.parquet").write_bytes(bytes(b))
+    with pytest.raises(PoolError, match="Panic|panic|assertion"):
+        load_pool(pool)
+    r = subprocess.run([sys.executable, "-m", "ttc.cli", "info", str(pool)], capture_output=True, text=True,
+                       env={**os.environ, "RUST_BACKTRACE": "1"}, timeout=300)
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith("error:"), r.stderr[-3000:]
+    assert "samples.parquet is damaged" in lines[0]
