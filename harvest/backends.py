@@ -578,6 +578,21 @@ def _vllm_worker(conn: Any, gpus: list[str], llm_kwargs: dict) -> None:  # pragm
 # ------------------------------------------------------------------------------------------------------ OpenAI
 
 
+def check_base_url(url, flag: str = "--base-url"):
+    """A server URL the client can send to: http(s), a host, a numeric port if any. Anything else ('notaurl') was
+    retried for minutes as connection errors and ended as a failing server (exit 1) instead of bad input."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(str(url))
+        parts.port  # noqa: B018  (raises on a port that is not a number)
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InputError(f"{flag} {url!r} is not a server URL; give http(s)://HOST[:PORT]/v1, e.g. "
+                         "http://localhost:8000/v1")
+
+
 class OpenAIBackend:
     """An OpenAI-compatible server (`vllm serve`, a hosted API) through the official `openai` client: its completions
     endpoint, or chat completions with chat=True; base_url ends in /v1, as for the client.
@@ -621,6 +636,7 @@ class OpenAIBackend:
             raise InputError(f"n_per_request must be at least 1 (or None: all n in one request), got {n_per_request}")
         if "seed" in (extra_body or {}):
             raise InputError("extra_body may not set seed: each request carries its own (s_i + j)")
+        check_base_url(base_url)
         openai = _require_openai()
         self.base_url = base_url.rstrip("/")
         self.model = model

@@ -32,7 +32,7 @@ from ttc.replay.errors import InputError
 from ttc.replay.outputs import write_errors
 from ttc.replay.progress import progress as progress_display
 from ttc.replay.pool import (PoolError, atomic_write_json, atomic_write_parquet, column, load_pool, new_pool_dir,
-                         remove_stale_temps, verify_file)
+                         regular_file, remove_stale_temps, verify_file)
 
 from .confidence import ConfidenceSpec
 from .types import Backend, Query, Response, Sampling
@@ -270,7 +270,10 @@ def query_from_row(row: dict) -> Query:
 
 def part_files(pool: Path) -> list[Path]:
     d = Path(pool) / "samples"
-    return sorted(d.glob(f"{PART_PREFIX}*.parquet")) if d.is_dir() else []
+    parts = sorted(d.glob(f"{PART_PREFIX}*.parquet")) if d.is_dir() else []
+    for p in parts:  # a FIFO in a part's place would block every reader: refused in one line instead
+        regular_file(p)
+    return parts
 
 
 def _part_number(p: Path) -> int:
@@ -646,6 +649,11 @@ def merge_pools(inputs: Sequence[Path], out: Path, *, allow_missing: bool = Fals
             if i in seen:
                 raise HarvestError(f"{p} and {seen[i]} are both shard {i}/{count}")
             seen[i] = p
+    # a damaged part (a flipped bit, a truncated copy, a FIFO in its place) is refused first, in one line naming it,
+    # before its schema or ids are read and before anything is copied (score would trip on it later)
+    for p in inputs:
+        for f in part_files(p):
+            verify_file(f)
     # sample schemas must agree (the same oracle columns everywhere)
     schema = None
     for p in inputs:
@@ -683,9 +691,6 @@ def merge_pools(inputs: Sequence[Path], out: Path, *, allow_missing: bool = Fals
         total = f" (data set: {n_data} queries, merged: {len(owner)})" if n_data is not None else ""
         raise HarvestError("incomplete: " + "; ".join(parts) + total + "; --allow-missing merges anyway")
 
-    for p in inputs:  # a damaged part is refused before anything is copied (score would trip on it later)
-        for f in part_files(p):
-            verify_file(f)
     try:
         with new_pool_dir(out) as tmp, write_errors(out):  # a full disk while copying: one error line
             (tmp / "samples").mkdir()

@@ -846,6 +846,10 @@ def backend_kwargs(backend: str, model: str, revision: str | None, chat: bool | 
     for param in entry.options:
         if options.get(param) is not None:
             kw[BACKEND_OPTIONS[param].keyword] = options[param]
+    if options.get("base_url") is not None and "base_url" in entry.options:
+        from .backends import check_base_url
+
+        check_base_url(options["base_url"], BACKEND_OPTIONS["base_url"].flag.split("/")[0])  # before --out is made
     device = kw.get("device")
     if device and str(device).startswith("cuda"):
         import torch

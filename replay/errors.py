@@ -44,3 +44,25 @@ def note(line: str):
         import sys
 
         print(line, file=sys.stderr)
+
+
+def available_memory() -> int | None:
+    """Bytes of memory the machine can give a new allocation (Linux MemAvailable); None where unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def check_memory(need: float, what: str, advice: str):
+    """Refuse, before allocating, work whose estimated peak memory (`need` bytes) exceeds 80% of what the machine
+    has available: `ttc synth --wrong-answers 1000000000` once reached 24 GB and set off the kernel's out-of-memory
+    killer for the whole machine. The estimate is in the message, so the user can size the work."""
+    have = available_memory()
+    if have is not None and need > 0.8 * have:
+        raise InputError(f"{what} would need about {need / 2**30:,.1f} GiB of memory and this machine has "
+                         f"{have / 2**30:,.1f} GiB available; {advice}")

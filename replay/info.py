@@ -4,7 +4,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import polars as pl
 
 from .exact import best_of_k, coverage_at_k
 from .extras import require

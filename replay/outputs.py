@@ -12,6 +12,12 @@ The rules every command follows:
 - Each output says which command wrote it: parquet files in their key-value metadata (`ttc.command`), PNG figures
   in their `Software` text chunk, directories in a `.ttc-output.json` marker. That is how "the same command's
   output" is recognised; anything else is replaced only with `--force`.
+- Only a regular file or a directory is ever replaced: a device, a FIFO, a socket or a link to one is refused with
+  or without `--force` (check_replaceable).
+- A command with several outputs writes them as one set (write_set): all written under temporary names first, then
+  put in place together; a failure leaves every earlier output as it was, and a run killed while putting them in
+  place is finished by the next run (roll_forward). Temporaries of killed runs are removed by the next writer of
+  the same output (clear_stale).
 
 Pool directories have their own writer (replay/pool.py: write_pool, new_pool_dir), which only ever creates a new
 pool; it uses `write_errors` below for the same one-line errors.
@@ -25,7 +31,7 @@ import os
 import shutil
 import stat
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -169,8 +175,8 @@ def check_replaceable(path: Path, flag: str):
     path = Path(path)
     try:
         mode = path.stat().st_mode  # follows a symlink: what it points to is what a reader would get
-    except FileNotFoundError:
-        return  # nothing there (or a dangling link, which the rename replaces)
+    except (FileNotFoundError, NotADirectoryError):
+        return  # nothing there (or a dangling link, which the rename replaces); a file above it: refused later
     except OSError as e:
         raise OutputError(f"{flag} {path}: {_reason(e)}") from None
     if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
@@ -243,15 +249,190 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def clear_stale(path: Path) -> int:
-    """Remove the temporaries of `path` that writers killed before their rename left beside it (their process is
-    gone); a live writer's temporary is left alone."""
-    n = 0
-    for t in Path(path).parent.glob(f".{Path(path).name}.tmp-*"):
+def _remove(p: Path):
+    if p.is_dir() and not p.is_symlink():
+        shutil.rmtree(p, ignore_errors=True)
+    else:
+        p.unlink(missing_ok=True)
+
+
+def _stale(path: Path, kind: str) -> list[Path]:
+    """`path`'s hidden `.NAME.tmp-PID` (kind "tmp") or `.NAME.old-PID` ("old") siblings whose writer is gone."""
+    out = []
+    for t in Path(path).parent.glob(f".{Path(path).name}.{kind}-*"):
         pid = t.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and not _alive(int(pid)) and not t.is_dir():
-            t.unlink(missing_ok=True)
+        if pid.isdigit() and not _alive(int(pid)):
+            out.append(t)
+    return out
+
+
+def clear_stale(path: Path) -> int:
+    """Clean up after writers of `path` that were killed (their process is gone; a live writer's files are left
+    alone): their temporaries (files or directories) are removed, and an old output they had set aside is put back
+    where the destination went missing (a kill between the two renames of a directory replaced without an atomic
+    exchange), else removed."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        return 0
+    n = 0
+    for old in _stale(path, "old"):
+        if not path.exists() and not path.is_symlink():
+            os.replace(old, path)
+        else:
+            _remove(old)
+        n += 1
+    for t in _stale(path, "tmp"):
+        _remove(t)
+        n += 1
+    return n
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one step (Linux renameat2 RENAME_EXCHANGE), so a directory is replaced with no moment
+    where its name is missing; False where the system cannot (the caller then renames twice)."""
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (22, 38, 95):  # EINVAL, ENOSYS, EOPNOTSUPP: not on this file system
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def _fsync_tree(p: Path):
+    if p.is_dir():
+        for f in sorted(p.rglob("*"), reverse=True):  # contents before the directories that hold them
+            fsync_path(f)
+    fsync_path(p)
+
+
+def _swap_in(tmp: Path, path: Path, old: Path) -> bool:
+    """Put the finished `tmp` at `path`, the previous `path` (if any) kept at `old` for a rollback: files by a hard
+    link and one rename, directories by an atomic exchange; `path` always names the old or the new output. Returns
+    whether there was a previous output."""
+    had = path.exists() or path.is_symlink()
+    if not had:
+        os.replace(tmp, path)
+        return False
+    if tmp.is_dir():
+        if _exchange(tmp, path):
+            os.replace(tmp, old)  # (tmp now holds the previous output)
+        else:
+            os.replace(path, old)  # the window a kill can leave: clear_stale puts `old` back on the next run
+            os.replace(tmp, path)
+        return True
+    try:
+        os.link(path, old)
+    except OSError:  # no hard links here: the rename, whose window clear_stale covers
+        os.replace(path, old)
+    os.replace(tmp, path)
+    return True
+
+
+def _swap_back(path: Path, old: Path, had: bool):
+    """Undo _swap_in: the previous output back at `path` (or nothing, where there was none)."""
+    if not had:
+        _remove(path)
+    elif old.is_dir() and not old.is_symlink():
+        if _exchange(old, path):
+            _remove(old)
+        else:
+            _remove(path)
+            os.replace(old, path)
+    else:
+        os.replace(old, path)
+
+
+def write_set(outputs: Sequence[tuple[Path, Callable[[Path], None]]]):
+    """Write a command's outputs as one set: each writer gets a temporary path beside its destination (a file or
+    a directory it creates) and writes there; only when every one is written and flushed are they put in place, in
+    one tight loop, the previous outputs kept aside until the last is in place and put back if any step fails. So
+    a run that fails (a full disk on the second file), or is killed while writing, leaves every earlier output as it
+    was, and the error says so. Stale temporaries of killed runs are cleaned first (clear_stale)."""
+    outputs = [(Path(p), fn) for p, fn in outputs]
+    names = ", ".join(str(p) for p, _ in outputs)
+    unchanged = (f"none of this command's outputs ({names}) was changed" if len(outputs) > 1 else
+                 "nothing was written there")
+    for d in {p.parent for p, _ in outputs}:
+        roll_forward(d)
+    for p, _ in outputs:
+        clear_stale(p)
+    tmps = [tmp_name(p) for p, _ in outputs]
+    olds = [p.with_name(f".{p.name}.old-{os.getpid()}") for p, _ in outputs]
+    done: list[tuple[Path, Path, bool]] = []
+    try:
+        for (p, fn), t in zip(outputs, tmps):
+            try:
+                p.parent.mkdir(parents=True, exist_ok=True)
+                fn(t)
+                _fsync_tree(t)
+            except Exception as e:
+                if _is_io_error(e):
+                    raise OutputError(f"cannot write {p}: {_reason(e)}; {unchanged}") from None
+                raise
+        # the journal: every temporary is whole and flushed, so from here a killed run is completed, not undone
+        journal = outputs[0][0].with_name(f".{outputs[0][0].name}.set-{os.getpid()}")
+        if len(outputs) > 1:
+            journal.write_text(json.dumps([[str(p), str(t), str(o)] for (p, _), t, o in zip(outputs, tmps, olds)]))
+            fsync_path(journal)
+        try:
+            for p, t, o in zip([p for p, _ in outputs], tmps, olds):
+                done.append((p, o, _swap_in(t, p, o)))
+        except OSError as e:
+            journal.unlink(missing_ok=True)
+            for p, o, had in reversed(done):
+                _swap_back(p, o, had)
+            done.clear()
+            raise OutputError(f"cannot replace {p}: {_reason(e)}; {unchanged}") from None
+    finally:
+        for t in tmps:
+            _remove(t)
+    for d in {p.parent for p, _ in outputs}:
+        fsync_dir(d)
+    journal.unlink(missing_ok=True)
+    for _, o, had in done:
+        if had:
+            _remove(o)
+
+
+def roll_forward(directory: Path) -> int:
+    """Finish the sets of outputs (write_set) whose writer was killed while putting them in place: its journal
+    lists each destination, its whole temporary and where the previous output was kept; every temporary still there
+    is moved into place, so the set is all new, as if the run had not been killed."""
+    n = 0
+    for journal in Path(directory).glob(".*.set-*"):
+        pid = journal.name.rsplit("-", 1)[-1]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        try:
+            entries = json.loads(journal.read_text())
+        except (OSError, ValueError):
+            entries = []
+        for path, tmp, old in entries:
+            path, tmp, old = Path(path), Path(tmp), Path(old)
+            if tmp.exists():
+                if tmp.is_dir() and path.is_dir():
+                    if _exchange(tmp, path):
+                        _remove(tmp)  # (it now holds the previous output)
+                    else:
+                        _remove(path)
+                        os.replace(tmp, path)
+                else:
+                    os.replace(tmp, path)
+            _remove(old)
             n += 1
+        journal.unlink(missing_ok=True)
     return n
 
 
@@ -275,10 +456,15 @@ def atomic_file(path: Path) -> Iterator[Path]:
             tmp.unlink()
 
 
+def parquet_writer(df, command: str) -> Callable[[Path], None]:
+    """A writer for write_set: `df` as Parquet, marked as `command`'s output."""
+    return lambda tmp: df.write_parquet(tmp, compression="zstd", statistics=True, metadata={MARK: command})
+
+
 def write_parquet(df, path: Path, command: str):
     """A data frame to `path`, atomically, marked as `command`'s output."""
     with atomic_file(path) as tmp:
-        df.write_parquet(tmp, compression="zstd", statistics=True, metadata={MARK: command})
+        parquet_writer(df, command)(tmp)
 
 
 def save_figure(fig, path: Path, command: str):
@@ -292,30 +478,31 @@ def save_figure(fig, path: Path, command: str):
 @contextmanager
 def atomic_dir(path: Path, command: str | None) -> Iterator[Path]:
     """Build a whole output directory (a report, a pool) in a hidden temporary directory beside `path`; on success
-    it replaces `path` in two renames (the old one is removed after), so `path` holds the old output or the whole new
-    one. check_output decides beforehand whether `path` may be replaced. `command` is written in the directory's
-    marker; None writes none (a pool's files are its format's)."""
+    it takes the place of `path` in one atomic exchange where the system has one (Linux), else in two renames whose
+    gap a kill could leave open, which clear_stale closes on the next run by putting the old one back; so `path`
+    holds the old output or the whole new one. Killed runs' temporaries are cleaned first. check_output decides
+    beforehand whether `path` may be replaced. `command` is written in the directory's marker; None writes none (a
+    pool's files are its format's)."""
     path = Path(path)
     tmp = tmp_name(path)
     old = path.with_name(f".{path.name}.old-{os.getpid()}")
     with write_errors(path):
         path.parent.mkdir(parents=True, exist_ok=True)
+        clear_stale(path)
         if tmp.exists():
             shutil.rmtree(tmp)
         tmp.mkdir()
     try:
-        yield tmp
+        with write_errors(path):  # the block's own writes too: a full disk there is one line, `path` untouched
+            yield tmp
         with write_errors(path):
             if command is not None:
                 (tmp / DIR_MARK).write_text(json.dumps({"command": command}) + "\n")
-            for f in sorted(tmp.rglob("*"), reverse=True):  # contents before the directories that hold them
-                fsync_path(f)
-            fsync_path(tmp)
-            if path.exists():
-                os.replace(path, old)
-            os.replace(tmp, path)
+            _fsync_tree(tmp)
+            had = _swap_in(tmp, path, old)
             fsync_dir(path.parent)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    shutil.rmtree(old, ignore_errors=True)
+    if had:
+        _remove(old)

@@ -241,10 +241,11 @@ def sample_files(path: Path) -> list[Path]:
     many = sorted((path / "samples").glob("*.parquet")) if (path / "samples").is_dir() else []
     if single.exists() and many:
         raise PoolError(f"{path} has both samples.parquet and samples/*.parquet; keep one")
-    if single.exists():
-        return [single]
-    if many:
-        return many
+    files = [single] if single.exists() else many
+    for f in files:  # a FIFO would block the reader forever: refused here, before anything reads it
+        regular_file(f)
+    if files:
+        return files
     raise PoolError(f"{path} holds no samples.parquet and no samples/*.parquet")
 
 
@@ -252,7 +253,7 @@ def sample_columns(path: Path) -> list[str]:
     """The column names of a pool's (first) sample file, for a command that chooses what to load from them; a file
     that is not Parquet (truncated, damaged, a FIFO) is a PoolError naming it, as in load_pool."""
     f = sample_files(Path(path))[0]
-    _regular(f)
+    regular_file(f)
     with _decoding(f):
         return pl.read_parquet_schema(f).names()
 
@@ -351,18 +352,43 @@ def _damaged(path: Path, e: BaseException | None = None) -> PoolError:
 
 
 @contextmanager
+def _rust_panics_quiet() -> Iterator[None]:
+    """Rust's panic hook writes its message (and, with RUST_BACKTRACE, a backtrace) straight to descriptor 2 before
+    the panic reaches Python as an exception: while a file is decoded, descriptor 2 points at /dev/null, so a damaged
+    file ends in the one error line _decoding makes (the panic's first line is in it)."""
+    import os
+    import sys
+
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):
+        yield
+        return
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 2)
+        os.close(null)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+@contextmanager
 def _decoding(path: Path) -> Iterator[None]:
     """Any failure to decode `path` as a PoolError naming it: a damaged file can make polars panic, and pyo3's
     PanicException is a BaseException, which no `except Exception` sees."""
     try:
-        yield
+        with _rust_panics_quiet():
+            yield
     except (KeyboardInterrupt, SystemExit, MemoryError, PoolError):
         raise
     except BaseException as e:  # noqa: B036
         raise _damaged(path, e) from None
 
 
-def _regular(path: Path):
+def regular_file(path: Path):
     """A sample file must be a regular file: a FIFO or a device would block the reader forever or feed it
     anything (issue 27)."""
     import stat
@@ -381,7 +407,7 @@ def verify_file(path: Path) -> pl.DataFrame:
     decodes to other values than were written (a flipped bit, a truncated copy), is a PoolError naming it. Files
     written before digests existed are read unchecked. Returns the frame, so a caller that reads anyway pays once."""
     path = Path(path)
-    _regular(path)
+    regular_file(path)
     with _decoding(path):
         want = pl.read_parquet_metadata(path).get(DIGEST_KEY)
         df = pl.read_parquet(path)
@@ -403,11 +429,12 @@ def read_checked(files: list[Path], columns: list[str], pool: Path | None = None
     caller that notes them only once the pool is found valid)."""
     frames, unchecked = [], []
     for f in files:
-        _regular(f)
+        regular_file(f)
         with _decoding(f):
             meta = pl.read_parquet_metadata(f)
             per, whole = meta.get(COLUMNS_KEY), meta.get(DIGEST_KEY)
             if per is not None:
+                names = pl.read_parquet_schema(f).names()
                 df = pl.read_parquet(f, columns=columns)
             elif whole is not None:
                 full = pl.read_parquet(f)
@@ -419,7 +446,9 @@ def read_checked(files: list[Path], columns: list[str], pool: Path | None = None
                 want = json.loads(per)
             except ValueError:
                 raise _damaged(f) from None
-            if not isinstance(want, dict) or column_digests(df) != {c: want.get(c) for c in columns}:
+            # the names too: a flipped bit in the schema renamed 'answer' once, and the pool loaded without answers
+            if (not isinstance(want, dict) or sorted(want) != sorted(names)
+                    or column_digests(df) != {c: want.get(c) for c in columns}):
                 raise _damaged(f)
         elif whole is not None:
             if frame_digest(full) != whole:
@@ -525,7 +554,8 @@ def _check_scores(files: list[Path], scores: list[str], where: str):
         exprs += [x.null_count().alias(f"{c}/null"), x.is_nan().sum().alias(f"{c}/nan"), x.min().alias(f"{c}/min"),
                   x.max().alias(f"{c}/max")]
     try:
-        stats = pl.scan_parquet(files).select(exprs).collect().row(0, named=True)
+        with _rust_panics_quiet():
+            stats = pl.scan_parquet(files).select(exprs).collect().row(0, named=True)
     except (KeyboardInterrupt, SystemExit, MemoryError):
         raise
     except BaseException as e:  # noqa: B036  (a damaged file can make polars panic)
@@ -678,9 +708,10 @@ def load_pool(path, score: str = "gt", need_tokens: bool = False, prior: str | N
     where = "samples.parquet" if files[0].name == "samples.parquet" else "samples/*.parquet"
     schema = None
     for f in files:
-        _regular(f)
+        regular_file(f)
         try:
-            this = pl.read_parquet_schema(f)
+            with _rust_panics_quiet():
+                this = pl.read_parquet_schema(f)
         except (KeyboardInterrupt, SystemExit, MemoryError):
             raise
         except BaseException as e:  # noqa: B036  not Parquet, truncated, unreadable (or a panic of the reader)
@@ -810,6 +841,7 @@ def load_pool(path, score: str = "gt", need_tokens: bool = False, prior: str | N
 
     meta = {}
     if (path / "pool.json").exists():
+        regular_file(path / "pool.json")
         try:
             meta = json.loads((path / "pool.json").read_text())
         except json.JSONDecodeError as e:

@@ -20,7 +20,7 @@ from .exact import best_of_k, coverage_at_k
 from .errors import InputError
 from .policies import (CISC_TEMP, DEEPCONF_ETA, POLICIES, SWEPT, RunConfig, check_selection_params, config_fields,
                        supported)
-from .outputs import check_output, write_parquet
+from .outputs import check_output, parquet_writer, write_set
 from .pool import DEFAULT_POOL, Pool, PoolError, load_pool
 from .progress import progress
 from .summary import fmt_gain, fmt_mean_se, summarize
@@ -69,11 +69,19 @@ SEED_RANGE = (-(2**63), 2**63 - 1)  # seeds are int64 in the engine
 MAX_BUDGET_TOTAL = 2**62  # a run's total budget, round(b x queries), is an int64
 
 
+RUN_BYTES = 200  # the results of one (configuration, budget, seed) run held in memory, rounded up
+
+
 def check_seeds(seed_start: int, seeds: int):
     """Every seed seed_start .. seed_start + seeds - 1 must be an int64."""
     lo, hi = SEED_RANGE
     if seed_start < lo or seed_start + seeds - 1 > hi:
         raise InputError(f"--seed-start {seed_start} with --seeds {seeds} leaves the seed range [-2**63, 2**63 - 1]")
+    from .errors import check_memory
+
+    # at least one run per seed, each a row of the results (and its engine outputs) held until the end
+    check_memory(seeds * RUN_BYTES, f"--seeds {seeds:,} (at least one run each, {RUN_BYTES} bytes a run)",
+                 "use fewer seeds")
 
 
 def check_budget_totals(budgets, n_queries: int):
@@ -159,14 +167,9 @@ PER_QUERY_ROW_BYTES = 160  # peak memory per --per-query row (measured: 4.4M row
 
 
 def _available_memory() -> int | None:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+    from .errors import available_memory
+
+    return available_memory()
 
 
 def check_per_query_memory(rows: int, seeds: int, n_queries: int, what: str = "--per-query"):
@@ -240,17 +243,23 @@ def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.D
                       f"queries (worst: {worst['config']} at budget {worst['budget']:g}, "
                       f"{worst['exhausted']:.1f} queries per run); those runs are not faithful to live sampling",
                       highlight=False)
+    # the outputs are one set (outputs.write_set): all new, or, after a failure or a kill, all as they were
+    outputs, said = [], []
     if req.out:
-        write_parquet(df, req.out, "replay")
-        console.print(f"wrote {df.height} runs to {req.out}", highlight=False)
+        outputs.append((req.out, parquet_writer(df, "replay")))
+        said.append(f"wrote {df.height} runs to {req.out}")
     if req.per_query and pq is not None:
-        write_parquet(pq, req.per_query, "replay")
-        console.print(f"wrote {pq.height} per-query rows to {req.per_query}", highlight=False)
+        outputs.append((req.per_query, parquet_writer(pq, "replay")))
+        said.append(f"wrote {pq.height} per-query rows to {req.per_query}")
     if req.curve:
         cov = curves[0]
-        write_parquet(pl.DataFrame({"k": np.arange(1, len(cov) + 1), "coverage": cov, "best_of_k": curves[1]}),
-                      req.curve, "replay")
-        console.print(f"wrote uniform's exact curves for k = 1..{len(cov)} to {req.curve}", highlight=False)
+        outputs.append((req.curve, parquet_writer(pl.DataFrame({"k": np.arange(1, len(cov) + 1), "coverage": cov,
+                                                                "best_of_k": curves[1]}), "replay")))
+        said.append(f"wrote uniform's exact curves for k = 1..{len(cov)} to {req.curve}")
+    if outputs:
+        write_set(outputs)
+    for line in said:
+        console.print(line, highlight=False)
     return df, summary
 
 
@@ -356,6 +365,13 @@ def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, grow
     check_budgets(budgets)
     if any(n < 1 for n in growth):
         raise PoolError(f"--growth sizes must be >= 1, got {growth}")
+    from .errors import check_memory
+    from .synth import ROW_BYTES
+
+    check_memory(seeds * RUN_BYTES, f"--seeds {seeds:,}", "use fewer seeds")
+    biggest = max([queries, *growth])
+    check_memory(biggest * responses * ROW_BYTES, f"a synthetic pool of {biggest:,} queries x {responses:,} responses",
+                 "use fewer --queries, --responses or smaller --growth sizes")
     set_threads(threads)
     spec = BenchSpec(n=queries, size=responses, budgets=tuple(budgets), seeds=seeds, repeats=repeats,
                      reference_seeds=reference_seeds)

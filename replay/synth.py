@@ -53,10 +53,14 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from .errors import InputError
+from .errors import InputError, check_memory
 from .pool import Pool, samples_frame
 
 MAX_ROWS = 50_000_000  # one samples.parquet held in memory; beyond this, generate several pools
+# peak memory of `ttc synth` (measured with /usr/bin/time on 1M rows: +400 MB; 3M wrong answers: +790 MB),
+# rounded up: each response, and each distinct wrong answer (its label, its share, its place in string order)
+ROW_BYTES = 450
+WRONG_ANSWER_BYTES = 300
 _DIFFICULTY, _CORRECT, _VERDICT, _SCORE, _ANSWER, _INVALID, _TOKENS, _SIDE = range(8)  # random stream ids
 
 
@@ -130,6 +134,9 @@ class SynthSpec:
         if self.wrong_answers < 1:
             raise SynthError(f"--wrong-answers must be >= 1 (distinct wrong answers per query), got "
                              f"{self.wrong_answers}")
+        check_memory(self.queries * self.responses * ROW_BYTES + self.wrong_answers * WRONG_ANSWER_BYTES,
+                     f"{self.queries:,} x {self.responses:,} responses with {self.wrong_answers:,} wrong answers",
+                     "use fewer queries, responses or wrong answers")
         if not 0 <= self.answer_skew < math.inf:
             raise SynthError(f"--answer-skew must be >= 0 (0 = wrong answers equally likely), got {self.answer_skew}")
         # bounded so that every lognormal token count fits the pool's integer column (NaN fails every comparison)

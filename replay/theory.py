@@ -108,6 +108,15 @@ class TheorySetting:
             raise PoolError(f"--seed-start must be >= 0, got {self.seed}")
         if self.engine not in ENGINE_MODES:
             raise PoolError(f"--engine must be one of {', '.join(ENGINE_MODES)}, got {self.engine!r}")
+        # each size's pool holds about n (m + 1) + depth n (ln n + 1) responses (p_i = i/n needs depth / p_i each)
+        from .errors import check_memory
+        from .synth import ROW_BYTES
+
+        check_memory(self.trials * len(self.ns) * 200, f"--seeds {self.trials:,} x {len(self.ns)} sizes",
+                     "use fewer seeds")
+        rows = max(n * (self.m + 1) + self.depth * n * (math.log(n) + 1) for n in self.ns)
+        check_memory(rows * ROW_BYTES, f"a theory pool of about {rows:,.0f} responses (--sizes {max(self.ns):,}, "
+                     f"--m {self.m:,}, --depth {self.depth:,})", "use smaller --sizes, --m or --depth")
 
 
 def linear_rates(n: int) -> np.ndarray:

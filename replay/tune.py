@@ -350,7 +350,7 @@ def choose(df_t: pl.DataFrame, df_r: pl.DataFrame, configs: list, default, budge
 
 def run_tune(req: TuneRequest, console=None) -> pl.DataFrame:
     from .engine import check_configs, set_threads
-    from .outputs import write_parquet
+    from .outputs import parquet_writer, write_set
     from .policies import CISC_TEMP, DEEPCONF_ETA, METHODS
     from .pool import DEFAULT_POOL, load_pool
     from .progress import progress
@@ -424,9 +424,10 @@ def run_tune(req: TuneRequest, console=None) -> pl.DataFrame:
     console.print(f"{MARK} tuned on the data it reports (optimistic): the chosen configuration's own score where it "
                   "was chosen, and the best configuration picked after the fact on the reporting part", style="dim",
                   highlight=False)
+    outputs, said = [], []  # one set (outputs.write_set): all new, or all as they were
     if req.out is not None:
-        write_parquet(df, req.out, "tune")
-        console.print(f"wrote {df.height} rows to {req.out}", highlight=False)
+        outputs.append((req.out, parquet_writer(df, "tune")))
+        said.append(f"wrote {df.height} rows to {req.out}")
     if req.split_out is not None:
         part = np.full(pool.n_queries, "report" if same_data or req.report_pool is not None else "tune", dtype=object)
         if not same_data and req.report_pool is None:
@@ -438,8 +439,12 @@ def run_tune(req: TuneRequest, console=None) -> pl.DataFrame:
                                              "pool": str(req.report_pool)})])
         elif same_data:
             split = split.with_columns(pl.lit("tune+report").alias("part"))
-        write_parquet(split, req.split_out, "tune")
-        console.print(f"wrote the split ({split.height} queries) to {req.split_out}", highlight=False)
+        outputs.append((req.split_out, parquet_writer(split, "tune")))
+        said.append(f"wrote the split ({split.height} queries) to {req.split_out}")
+    if outputs:
+        write_set(outputs)
+    for line in said:
+        console.print(line, highlight=False)
     return df
 
 

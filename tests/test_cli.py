@@ -431,7 +431,7 @@ def test_run_config_value_error_is_bad_input_only_from_options():
 
 
 @pytest.mark.parametrize("args, pattern", [
-    (["--seed-start", str(2**63 - 1)], r"seed range"),
+    (["--seed-start", str(2**63 - 1)], r"--seed-start.*less than or equal to"),  # the parser's range (issue 27)
     (["--budgets", "1e17"], r"beyond the largest total budget"),
 ])
 def test_out_of_range_numbers_are_bad_input_not_bugs(args, pattern):

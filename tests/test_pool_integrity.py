@@ -146,3 +146,68 @@ def test_the_note_comes_once_from_a_command_and_not_with_an_error(tmp_path):
     r = CliRunner().invoke(cli.app, ["info", str(pool), "--plot", str(tmp_path / "x.txt")])
     lines = [x for x in r.stderr.splitlines() if x.strip()]
     assert r.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error:"), r.stderr
+
+
+def test_bit_flips_through_the_command_line_never_print_other_numbers(tmp_path):
+    """The issue's probe, through `ttc info`: each flipped pool prints exactly the clean pool's report or one
+    error line (exit 2)."""
+    from typer.testing import CliRunner
+
+    from ttc import cli
+
+    pool = tmp_path / "p"
+    shutil.copytree(LASTLETTERS, pool)
+    runner = CliRunner()
+    clean = runner.invoke(cli.app, ["info", str(pool)])
+    assert clean.exit_code == 0
+    src = (LASTLETTERS / "samples.parquet").read_bytes()
+    rng = np.random.default_rng(7)
+    for _ in range(25):
+        (pool / "samples.parquet").write_bytes(_flip(src, rng))
+        r = runner.invoke(cli.app, ["info", str(pool)])
+        if r.exit_code == 0:
+            assert r.stdout == clean.stdout
+        else:
+            lines = [x for x in r.output.splitlines() if x.strip()]
+            assert r.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error:"), r.output
+
+
+def test_a_renamed_column_is_refused(tmp_path):
+    """A flip found by the probe: one bit of the schema renamed 'answer' to 'a.swer', and the pool loaded as one
+    without answers. The per-column checksums list every column written, so a name they do not list is damage."""
+    pool = tmp_path / "p"
+    shutil.copytree(LASTLETTERS, pool)
+    data = (LASTLETTERS / "samples.parquet").read_bytes()
+    f = pool / "samples.parquet"
+    for at in [i for i in range(len(data)) if data.startswith(b"answer", i)]:
+        f.write_bytes(data[:at + 1] + b"." + data[at + 2:])
+        try:
+            if "a.swer" in pl.read_parquet_schema(f):
+                break
+        except Exception:
+            pass
+    assert "a.swer" in pl.read_parquet_schema(f)
+    with pytest.raises(PoolError, match="samples.parquet is damaged"):
+        load_pool(pool)
+
+
+def test_a_panic_of_the_reader_is_one_line_on_stderr(tmp_path):
+    """Bit 5 of byte 458 makes polars panic while decoding (found by the probe); Rust's panic hook writes its
+    message and backtrace to descriptor 2 before Python sees the panic, which the loader silences: stderr holds the
+    one error line."""
+    import os
+    import subprocess
+    import sys
+
+    pool = tmp_path / "p"
+    shutil.copytree(LASTLETTERS, pool)
+    b = bytearray((LASTLETTERS / "samples.parquet").read_bytes())
+    b[458] ^= 1 << 5
+    (pool / "samples.parquet").write_bytes(bytes(b))
+    with pytest.raises(PoolError, match="Panic|panic|assertion"):
+        load_pool(pool)
+    r = subprocess.run([sys.executable, "-m", "ttc.cli", "info", str(pool)], capture_output=True, text=True,
+                       env={**os.environ, "RUST_BACKTRACE": "1"}, timeout=300)
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith("error:"), r.stderr[-3000:]
+    assert "samples.parquet is damaged" in lines[0]
