@@ -115,13 +115,15 @@ def build_configs(req, policies: list[str]) -> list[RunConfig]:
     return configs
 
 
-def _console(pipe_width: int = 170) -> Console:
+def _console(pipe_width: int = 170, wide: bool = False) -> Console:
     """A terminal's own width; written to a file or a pipe, $COLUMNS if set, else `pipe_width` (ttc replay's
-    default screen fits 80 and asks for 100; the wide tables of the other commands are not folded at 170)."""
+    default screen fits 80 and asks for 100; the wide tables of the other commands are not folded at 170). wide
+    (`ttc replay --wide`, asked for by name): never narrower than pipe_width, so that no cell is cut."""
     if Console().is_terminal:
-        return Console()
+        return Console(width=max(Console().width, pipe_width)) if wide else Console()
     cols = os.environ.get("COLUMNS", "")
-    return Console(width=int(cols) if cols.isdigit() and int(cols) > 0 else pipe_width)
+    width = int(cols) if cols.isdigit() and int(cols) > 0 else pipe_width
+    return Console(width=max(width, pipe_width) if wide else width)
 
 
 def validate_request(req: ReplayRequest):
@@ -210,7 +212,7 @@ def prepare(req: ReplayRequest, pool: Pool | None = None) -> tuple[Pool, list[Ru
 
 
 def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
-    console = console or _console(200 if req.wide else 100)
+    console = console or _console(200 if req.wide else 100, wide=req.wide)
     pool, configs, seeds = prepare(req)
     if req.curve and not pool.has_gt:
         raise PoolError("--curve needs ground truth (a 'correct' column), and this pool has none")
