@@ -324,6 +324,9 @@ def gain_from_curve(xs: np.ndarray, ys: np.ndarray, score: float, spend: float) 
         return float("nan"), False
     x = np.concatenate([[0.0], xs])
     y = np.concatenate([[0.0], np.maximum.accumulate(ys)])
+    # a policy that equals uniform (the same draws: budget 1, or a rule that never stops early) gets uniform's value
+    # summed in another order: a last-bit difference must not read as beating uniform's curve
+    score = score - 1e-12
     if score > y[-1]:
         return float(x[-1] / spend), True
     k = int(np.searchsorted(y, score, side="left"))

@@ -128,6 +128,8 @@ def test_gain_from_curve_is_exacts_efficiency_gain_on_integer_budgets():
     g, cens = gain_from_curve(np.array([1.0, 3.0]), np.array([0.2, 0.6]), 0.4, 1.0)
     assert g == pytest.approx(2.0) and not cens
     assert gain_from_curve(np.array([1.0, 3.0]), np.array([0.2, 0.6]), 0.7, 1.5) == (2.0, True)
+    # a score equal to the curve's last point up to rounding is reached there, not beyond it
+    assert gain_from_curve(xs, curve, 0.66 + 1e-15, 5.0) == (pytest.approx(1.0), False)
 
 
 def test_directories_of_pools(tmp_path):

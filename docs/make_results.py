@@ -1,0 +1,428 @@
+"""Write docs/results.md, the leaderboard of today's reasoning models, and its figures (docs/results/), from one
+`ttc leaderboard` run over every public pool: the 29 BoInf and 8 AutoTTS dumps (../shared/data/pools, imported here
+with `ttc import boinf` / `ttc import autotts`) and the embedded pools. Every number in results.md is read from the
+run's leaderboard.parquet; every claim of a difference is a paired difference beyond 2 standard errors.
+
+    python docs/make_results.py                      # import (once), run the leaderboard (once), write the docs
+    python docs/make_results.py --work /tmp/ttc-results --rerun
+
+The pools and the leaderboard are written under --work (default /tmp/ttc-results), never into the repository; only
+results.md and three small figures are.
+"""
+from __future__ import annotations
+
+import argparse
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "data" / "pools"
+DOC = ROOT / "docs" / "results.md"
+FIG = ROOT / "docs" / "results"
+FOCUS = ("boinf-Qwen3-4B-aime2025", "autotts-Qwen3-4B-aime2025")  # the seed paper's setting, twice
+
+
+def sh(args: list[str]):
+    print("+", shlex.join(args), flush=True)
+    subprocess.run(args, check=True)
+
+
+def ensure(work: Path, seeds: int, rerun: bool) -> tuple[Path, list[str]]:
+    pools = work / "pools"
+    for fmt, src in (("boinf", "boinf-80"), ("autotts", "autotts-128")):
+        if not (pools / fmt).exists():
+            sh(["ttc", "import", fmt, str(SHARED / src), "--out", str(pools / fmt)])
+    out = work / "leaderboard"
+    cmd = ["ttc", "leaderboard", str(pools / "boinf"), str(pools / "autotts"), "--embedded", "--seeds", str(seeds),
+           "--out", str(out), "--force"]
+    if rerun or not (out / "leaderboard.parquet").exists():
+        sh(cmd)
+    return out, cmd
+
+
+def mse(m, se, pct=True) -> str:
+    if m is None or not np.isfinite(m):
+        return "—"
+    return f"{m:.1%} ± {se:.1%}" if pct else f"{m:.3f} ± {se:.3f}"
+
+
+def table(head, rows) -> str:
+    return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+                     + ["| " + " | ".join(map(str, r)) + " |" for r in rows])
+
+
+def gain(g, cens) -> str:
+    return "—" if g is None or not np.isfinite(g) else f"{'≥' if cens else ''}{g:.2f}x"
+
+
+def pool_table(df: pl.DataFrame) -> str:
+    rows = []
+    cov = df.filter((pl.col("track") == "coverage") & (pl.col("unit") == "samples"))
+    for name in cov["pool"].unique(maintain_order=True):
+        g = cov.filter(pl.col("pool") == name)
+        u = {r["level"]: r for r in g.filter(pl.col("policy") == "uniform").iter_rows(named=True)}
+        o = {r["level"]: r for r in g.filter(pl.col("policy") == "oracle").iter_rows(named=True)}
+        sc = df.filter((pl.col("pool") == name) & (pl.col("track") == "sc") & (pl.col("unit") == "samples")
+                       & (pl.col("policy") == "uniform"))
+        sc16 = sc.filter(pl.col("level") == 16.0)
+        r0 = g.row(0, named=True)
+        rows.append([name, r0["n_report"], f"{u[1.0]['exact_uniform']:.3f}", f"{u[4.0]['exact_uniform']:.3f}",
+                     f"{u[16.0]['exact_uniform']:.3f}", f"{o[1.0]['mean']:.3f}",
+                     mse(sc16["mean"][0], sc16["se"][0], False) if sc16.height else "—",
+                     f"{r0['median_tokens']:,.0f}" if r0["median_tokens"] else "—"])
+    return table(["pool", "held-out queries", "uniform coverage@1", "@4", "@16", "oracle coverage at 1 / query",
+                  "uniform sc accuracy at 16", "median tokens"], rows)
+
+
+def across(agg: pl.DataFrame, track: str, unit: str, levels, top: int = 6) -> str:
+    rows = []
+    for lvl in levels:
+        g = agg.filter((pl.col("track") == track) & (pl.col("unit") == unit) & (pl.col("level") == float(lvl)))
+        keep = g.head(top)
+        if "uniform" not in keep["policy"].to_list():
+            keep = pl.concat([keep, g.filter(pl.col("policy") == "uniform")])
+        for r in keep.iter_rows(named=True):
+            rows.append([f"{lvl:g}" + ("" if unit == "samples" else "x median"), r["policy"], f"{r['mean_rank']:.2f}",
+                         f"{r['beats_uniform']}/{r['pools']}",
+                         "—" if r["role"] == "uniform" else f"{r['beats_best']}/{r['pools']}",
+                         gain(r["median_gain"], False) + (f" ({r['gains_censored']} ≥)" if r["gains_censored"] else ""),
+                         "—" if r["median_gap_share"] is None or not np.isfinite(r["median_gap_share"])
+                         else f"{r['median_gap_share']:.0%}"])
+    return table(["budget / query", "policy", "mean rank", "beats uniform > 2 SE (pools)",
+                  "beats best published > 2 SE", "median gain (lower bounds)", "median gap closed"], rows)
+
+
+def config_text(r) -> str:
+    """The chosen parameters, without what the label already says (the policy, its rule)."""
+    inner = r["config"].removeprefix(r["base_policy"]).strip(" ()")
+    kept = [kv for kv in inner.split(", ") if kv and not kv.startswith("eliminate=")]
+    return f"({', '.join(kept)})" if kept else ""
+
+
+def focus_table(df: pl.DataFrame) -> str:
+    rows = []
+    for name in FOCUS:
+        for track in ("sc", "coverage"):
+            g = df.filter((pl.col("pool") == name) & (pl.col("track") == track) & (pl.col("unit") == "samples"))
+            for lvl in (1.0, 2.0, 4.0, 8.0, 16.0):
+                h = g.filter(pl.col("level") == lvl)
+                if not h.height:
+                    continue
+                u = h.filter(pl.col("policy") == "uniform").row(0, named=True)
+                best = h.filter(pl.col("is_best_published")).row(0, named=True)
+                o = h.filter(pl.col("role") == "oracle").row(0, named=True)
+                verdict = ("better" if best["vs_uniform"] > 2 * best["vs_uniform_se"] else
+                           "worse" if best["vs_uniform"] < -2 * best["vs_uniform_se"] else "within 2 SE")
+                rows.append([name.split("-", 1)[0], track, f"{lvl:g}", mse(u["mean"], u["se"], False),
+                             f"{best['policy']} {config_text(best)}".strip(),
+                             mse(best["mean"], best["se"], False), f"{best['samples_per_query']:.2f}",
+                             f"{best['vs_uniform']:+.3f} ± {best['vs_uniform_se']:.3f} ({verdict})",
+                             gain(best["gain"], best["gain_censored"]), f"{o['mean']:.3f}"])
+    return table(["source", "track", "budget", "uniform", "best published (chosen on the tuning half)",
+                  "its held-out metric", "samples / query", "minus uniform", "gain", "oracle coverage"], rows)
+
+
+def sources_agree(df: pl.DataFrame) -> str:
+    """Uniform's held-out numbers on the two Qwen3-4B AIME 2025 pools side by side (different traces, different
+    held-out halves: unpaired, SEs combined)."""
+    rows = []
+    for track in ("coverage", "sc"):
+        for lvl in (1.0, 4.0, 16.0):
+            vals = []
+            for name in FOCUS:
+                r = df.filter((pl.col("pool") == name) & (pl.col("track") == track) & (pl.col("unit") == "samples")
+                              & (pl.col("policy") == "uniform") & (pl.col("level") == lvl)).row(0, named=True)
+                vals.append(r)
+            rows.append([track, f"{lvl:g}", mse(vals[0]["mean"], vals[0]["se"], False),
+                         mse(vals[1]["mean"], vals[1]["se"], False),
+                         f"{vals[0]['mean'] - vals[1]['mean']:+.3f} ± "
+                         f"{np.hypot(vals[0]['se'], vals[1]['se']):.3f} (over seeds only)"])
+    return table(["track", "budget", "BoInf (80 answers / problem)", "AutoTTS (128 traces / problem)",
+                  "difference"], rows)
+
+
+def sources_verdict(df: pl.DataFrame) -> str:
+    beyond = []
+    for track in ("coverage", "sc"):
+        for lvl in (1.0, 4.0, 16.0):
+            r = [df.filter((pl.col("pool") == n) & (pl.col("track") == track) & (pl.col("unit") == "samples")
+                           & (pl.col("policy") == "uniform") & (pl.col("level") == lvl)).row(0, named=True)
+                 for n in FOCUS]
+            d, se = r[0]["mean"] - r[1]["mean"], float(np.hypot(r[0]["se"], r[1]["se"]))
+            if abs(d) > 2 * se:
+                beyond.append(f"{track} at {lvl:g} ({d:+.3f})")
+    if not beyond:
+        return "They agree within 2 SE at every budget shown."
+    top = [df.filter((pl.col("pool") == n) & (pl.col("track") == "coverage") & (pl.col("unit") == "samples")
+                     & (pl.col("policy") == "uniform") & (pl.col("level") == 16.0))["exact_uniform"][0] for n in FOCUS]
+    return ("They differ beyond 2 SE at " + ", ".join(beyond) + "; uniform's exact coverage@16 is "
+            f"{top[0]:.3f} (BoInf) and {top[1]:.3f} (AutoTTS).")
+
+
+def headroom(df: pl.DataFrame, track: str, lvl: float) -> pl.DataFrame:
+    """Per pool at one sample budget: uniform, the oracle's ceiling, the best published and whether it beats
+    uniform beyond 2 SE."""
+    g = df.filter((pl.col("track") == track) & (pl.col("unit") == "samples") & (pl.col("level") == lvl))
+    out = []
+    for name in g["pool"].unique(maintain_order=True):
+        h = g.filter(pl.col("pool") == name)
+        u = h.filter(pl.col("policy") == "uniform").row(0, named=True)
+        b = h.filter(pl.col("is_best_published")).row(0, named=True)
+        top = h.filter(pl.col("role").is_in(["published", "new"])).sort("mean", descending=True).row(0, named=True)
+        out.append({"pool": name, "uniform": u["mean"], "uniform_se": u["se"], "oracle": b["oracle_mean"],
+                    "best": b["policy"], "best_mean": b["mean"], "best_se": b["se"], "diff": b["vs_uniform"],
+                    "diff_se": b["vs_uniform_se"], "beats": bool(b["beats_uniform"]), "gain": b["gain"],
+                    "censored": b["gain_censored"], "any_beats": bool(h["beats_uniform"].any()),
+                    "top": top["policy"]})
+    return pl.DataFrame(out)
+
+
+def headroom_table(h: pl.DataFrame) -> str:
+    rows = [[r["pool"], mse(r["uniform"], r["uniform_se"], False), f"{r['oracle']:.3f}",
+             f"{r['oracle'] - r['uniform']:+.3f}", r["best"],
+             f"{r['diff']:+.3f} ± {r['diff_se']:.3f}" + (" *" if r["beats"] else ""), gain(r["gain"], r["censored"])]
+            for r in h.sort("uniform").iter_rows(named=True)]
+    return table(["pool", "uniform", "oracle ceiling", "headroom", "best published", "minus uniform", "gain"], rows)
+
+
+def figures(df: pl.DataFrame, lb: Path):
+    """Small copies for the docs: the two sample-budget heatmaps at a low resolution, and the focus pools' curves."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from ttc.replay.figures import leaderboard_figures
+
+    FIG.mkdir(parents=True, exist_ok=True)
+    tmp = lb / "docs-figures"
+    sub = df.filter(pl.col("unit") == "samples")
+    for f in leaderboard_figures(sub, tmp, dpi=75, curves=False):
+        if f.suffix == ".png":
+            f.replace(FIG / f.name)
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+    for ax, track in zip(axes, ("sc", "coverage")):
+        for name, ls in zip(FOCUS, ("-", "--")):
+            g = df.filter((pl.col("pool") == name) & (pl.col("track") == track) & (pl.col("unit") == "samples"))
+            for pol, colour in (("uniform", "#4d4d4d"), ("oracle", "#bcbd22")):
+                s = g.filter(pl.col("policy") == pol).sort("level")
+                ax.errorbar(s["level"], s["mean"], yerr=2 * s["se"].fill_nan(0), color=colour, ls=ls, marker="o",
+                            ms=3, capsize=2, label=f"{pol} ({name.split('-')[0]})")
+            best = (g.filter(pl.col("role").is_in(["published", "new"])).group_by("policy")
+                    .agg(pl.col("rank").mean()).sort("rank")["policy"][0])
+            s = g.filter(pl.col("policy") == best).sort("level")
+            ax.errorbar(s["level"], s["mean"], yerr=2 * s["se"].fill_nan(0), color="#d62728", ls=ls, marker="s",
+                        ms=3, capsize=2, label=f"{best} ({name.split('-')[0]})")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks([1, 2, 4, 8, 16], ["1", "2", "4", "8", "16"])
+        ax.set_xlabel("samples per query")
+        ax.set_ylabel("held-out accuracy (majority)" if track == "sc" else "held-out coverage")
+        ax.set_title(f"Qwen3-4B, AIME 2025: {track} track", fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(FIG / "qwen3-4b-aime2025.png", dpi=80)
+    plt.close(fig)
+
+
+def claims(df: pl.DataFrame, hs: pl.DataFrame, hc: pl.DataFrame) -> list[str]:
+    """One bullet per claim of the seed paper, each with the numbers that decide it."""
+    out = []
+    g = hs.filter(pl.col("beats"))
+    two = hs.filter(pl.col("gain") >= 2.0)
+    out.append(f"- *2x to 4x less compute, several points at equal budget.* Without a verifier (sc, 4 samples per "
+               f"query) the best published policy's median gain is {gain(float(hs['gain'].median()), False)}; it "
+               f"reaches 2x or more on {two.height} of {hs.height} pools; where it beats uniform beyond 2 SE the "
+               f"median difference is {float(g['diff'].median()):+.3f} accuracy"
+               + (f" (largest {float(g['diff'].max()):+.3f})" if g.height else "") + ". With a verifier the gains are "
+               f"larger (median {gain(float(hc['gain'].median()), False)} at 4 samples), because a verified query "
+               "stops at its first correct answer: that setting is the oracle's own rule, not a property of the "
+               "allocation policy.")
+    hard = hs.filter(pl.col("uniform") < 0.6)["pool"].to_list()
+    sc = df.filter((pl.col("track") == "sc") & (pl.col("unit") == "samples") & pl.col("pool").is_in(hard)
+                   & pl.col("role").is_in(["published", "uniform"]))
+    if sc.height:
+        r = (sc.group_by("policy").agg(pl.col("rank").mean().alias("r"), pl.col("beats_uniform").sum().alias("b"),
+                                       pl.len().alias("n")).sort("r"))
+        r = r.sort("r", "policy")
+        ent = r.filter(pl.col("policy").str.starts_with("entropy")).row(0, named=True)
+        top = r.row(0, named=True)
+        out.append(f"- *Entropy (and ucb) best on the hardest queries.* On the {len(hard)} pools where uniform's "
+                   f"majority vote is below 0.6 at 4 samples per query ({', '.join(hard)}), the combination of best "
+                   f"mean rank over all budgets is {top['policy']} ({top['r']:.2f}; beats uniform beyond 2 SE in "
+                   f"{top['b']} of {top['n']} pool-budget cells); the best entropy one is {ent['policy']} "
+                   f"({ent['r']:.2f}, {ent['b']} of {ent['n']}): no clear winner. ucb reads a score, so it has no "
+                   "place without a verifier; with one it ties elimination (both stop at the first correct answer "
+                   "and go round-robin).")
+    tok = df.filter((pl.col("unit") == "tokens") & pl.col("is_best_published") & (pl.col("level") == 4.0))
+    sam = df.filter((pl.col("unit") == "samples") & pl.col("is_best_published") & (pl.col("level") == 4.0))
+    for track in ("sc", "coverage"):
+        t, s_ = (x.filter(pl.col("track") == track) for x in (tok, sam))
+        if t.height and s_.height:
+            out.append(f"- *Token budgets keep most of the gain* ({track}): at 4 (samples, or median lengths) per "
+                       f"query the best published policy's median gain is {gain(float(s_['gain'].median()), False)} "
+                       f"in samples and {gain(float(t['gain'].median()), False)} in tokens (over the {t.height} pools "
+                       "with token counts); it beats uniform beyond 2 SE on "
+                       f"{int(s_['beats_uniform'].sum())} of {s_.height} and {int(t['beats_uniform'].sum())} of "
+                       f"{t.height} pools.")
+    m5 = hs.filter(pl.col("pool").str.contains("boinf") & pl.col("pool").str.contains("math500"))
+    if m5.height:
+        out.append(f"- *MATH-500 on today's models.* On the {m5.height} BoInf MATH-500 pools uniform's majority vote "
+                   f"at 4 samples per query is already {float(m5['uniform'].min()):.3f} to "
+                   f"{float(m5['uniform'].max()):.3f} and the oracle's ceiling {float(m5['oracle'].min()):.3f} to "
+                   f"{float(m5['oracle'].max()):.3f}: at most {float((m5['oracle'] - m5['uniform']).max()):+.3f} to "
+                   f"gain. The best published policy's difference from uniform there is "
+                   f"{float(m5['diff'].min()):+.3f} to {float(m5['diff'].max()):+.3f} (beyond 2 SE on "
+                   f"{m5.filter(pl.col('beats')).height} of {m5.height}): the several points the seed paper found on "
+                   "2024 models' MATH pools are not there to be had on these.")
+    out.append("- *Larger K moves toward uniform* is not examined here: the leaderboard draws one response per pull "
+               "(K = 1; ESC's window is its own K, 4 or 8).")
+    return [line + "\n" for line in out]
+
+
+def render(lb: Path, cmd: list[str], make_figures: bool = True) -> str:
+    df = pl.read_parquet(lb / "leaderboard.parquet")
+    agg = pl.read_parquet(lb / "aggregate.parquet")
+    if make_figures:
+        figures(df, lb)
+    n_pools = df["pool"].n_unique()
+    seeds = df["n_seeds"][0]
+    lb_cmd = (lb / "leaderboard.md").read_text().split("```bash\n", 1)[1].split("\n```", 1)[0]
+    hc = headroom(df, "coverage", 4.0)
+    hs = headroom(df, "sc", 4.0)
+    hs16 = headroom(df, "sc", 16.0)
+    flat = hs.filter((pl.col("oracle") - pl.col("uniform")) < 0.02)
+    sc_win = hs.filter(pl.col("any_beats"))
+    cov_win = hc.filter(pl.col("beats"))
+    kinds = {"AIME (integer answers)": pl.col("pool").str.contains("aime"),
+             "MATH-500 (reasoning models)": pl.col("pool").str.contains("math500")
+             & pl.col("pool").str.contains("boinf"),
+             "older pools (embedded)": ~pl.col("pool").str.contains("boinf|autotts")}
+    advice = []
+    for track, label in (("coverage", "with a verifier (coverage)"), ("sc", "without a verifier (self-consistency)")):
+        for kind, cond in kinds.items():
+            g = df.filter((pl.col("track") == track) & (pl.col("unit") == "samples") & cond
+                          & pl.col("role").is_in(["published", "new", "uniform"]))
+            if not g.height:
+                continue
+            s = (g.group_by("policy").agg(pl.col("rank").mean().alias("r"), pl.col("beats_uniform").sum().alias("b"),
+                                         pl.col("beats_best").sum().alias("bb"), pl.len().alias("n"),
+                                         pl.col("gain").median().alias("g"))
+                 .sort("r", "policy"))
+            top = s.row(0, named=True)
+            tied = s.filter((pl.col("r") - top["r"]).abs() < 0.05)["policy"].to_list()  # the same numbers: a tie
+            uni = s.filter(pl.col("policy") == "uniform").row(0, named=True)
+            advice.append([label, kind, g["pool"].n_unique(), " = ".join(tied), f"{top['r']:.2f}",
+                           f"{top['b']}/{top['n']}", f"{top['bb']}/{top['n']}", gain(top["g"], False),
+                           f"{uni['r']:.2f}"])
+    parts = [
+        "# Results: which allocation policy for today's reasoning models\n",
+        "Generated by `python docs/make_results.py` (it imports the public dumps, runs the leaderboard and writes this "
+        "page and docs/results/); the leaderboard itself is\n",
+        f"```bash\n{lb_cmd}\n```\n",
+        f"over {n_pools} pools: the 29 BoInf dumps (11 reasoning models on AIME 2024 and 2025, 7 on MATH-500; 80 "
+        "answers per problem, 100 for gpt-oss-20b on AIME, 160 for Phi-4-reasoning), the 8 AutoTTS dumps (Qwen3 "
+        "0.6B to 8B on AIME 2024 and 2025, 128 traces per problem) and the 3 embedded pools (GPT-3.5 last letters, "
+        "Llama-3.1-8B MATH-500, CodeGen-16B HumanEval). Each pool's queries are split in two by a seeded split; every "
+        "policy's parameters are chosen on one half and every number below is measured on the other half, "
+        f"{seeds} seeds (permutations of each query's responses) per configuration; ± is one standard error over "
+        "seeds with the held-out queries fixed, and a difference is called only beyond 2 SE (paired over seeds). "
+        "With 15 held-out AIME problems per pool, the standard error says how much the draw order moves a number, "
+        "not how much it would move on other problems.\n",
+        "Two tracks. **coverage**: a verifier is available (here the ground truth), a query stops at its first "
+        "correct response, the metric is coverage; every live policy takes part, the hindsight oracle is the "
+        "ceiling. **sc**: no verifier, a query stops when its answers agree (each answer-agreement rule: sc-share, "
+        "sc-beta, esc, ac-majority, ac-entropy, ac-dirichlet) and gives its majority answer; the policies that read "
+        "no score (elimination, streaming, entropy) with each rule, against uniform majority voting; the ceiling is "
+        "the oracle's coverage (no vote is right where no drawn response is). Gain: the budget uniform needs to "
+        "match a policy's held-out number over what the policy spent (≥: a lower bound, the policy beats uniform's "
+        "last point). Budgets are samples per query here; token budgets (multiples of each pool's median length) "
+        "are in the leaderboard's own tables.\n",
+        "## The pools\n",
+        "Held-out halves; uniform's coverage@k is exact (the unbiased estimator), the oracle's is replayed.\n",
+        pool_table(df),
+        "\n## Across pools\n",
+        "Sample budgets; per budget the six policies of best mean rank (1 = best held-out metric on a pool) and "
+        "uniform. \"Beats uniform\" and \"beats best published\" count pools where the paired difference is beyond "
+        "2 SE; the best published is the adaptive policy whose chosen configuration scored best on the tuning half.\n",
+        "### coverage (verifier)\n", across(agg, "coverage", "samples", (1, 2, 4, 8, 16)),
+        "\n![coverage heatmap](results/heatmap_coverage_samples.png)\n",
+        "### sc (no verifier, majority answer)\n", across(agg, "sc", "samples", (2, 4, 8, 16)),
+        "\n![sc heatmap](results/heatmap_sc_samples.png)\n",
+        "Heatmaps: each policy's median efficiency gain over the sample budgets, per pool (log scale, 1x = "
+        "uniform's). The leaderboard's own PDF/PNG heatmaps and per-pool curves, for tokens too, are in its "
+        "figures/ directory.\n",
+        "## The seed paper's claims, re-examined\n",
+        "The seed paper (Zuo & Zhu 2025, *Strategic Scaling of Test-Time Compute*; its claims as the project's spec "
+        "states them, shape only) reports that adaptive policies beat uniform at equal budget by several points, "
+        "equivalently reach uniform's score with 2x to 4x less compute; that on very hard queries entropy and ucb do "
+        "best; that larger K moves results toward uniform; and that token-matched runs keep most of the gain. For "
+        "reasoning models it allocates with self-consistency (answer agreement, majority answer), among them "
+        "Qwen3-4B on AIME 2025, a setting that exists twice here, in BoInf and in AutoTTS (different traces of the "
+        "same model on the same problems):\n",
+        focus_table(df),
+        "\n![Qwen3-4B AIME 2025](results/qwen3-4b-aime2025.png)\n",
+        "Uniform on the two sources side by side. Both number AIME 2025's problems 0-29 in the same order (their "
+        "gold answers match), so the split holds out the same 15 problems in both; the traces differ, so the "
+        "difference is unpaired and its SE (over seeds only) says nothing about how other traces of the model "
+        f"would do. {sources_verdict(df)}\n",
+        sources_agree(df),
+        "\nThe claims, one by one, on all pools:\n",
+        *claims(df, hs, hc),
+        "\n## Where adaptive allocation gains, and where it cannot\n",
+        f"With a verifier, at 4 samples per query the best published policy beats uniform beyond 2 SE on "
+        f"{cov_win.height} of {hc.height} pools; its median efficiency gain there is "
+        f"{gain(float(hc['gain'].median()), False)} (many gains are lower bounds: the policy reaches uniform's "
+        f"coverage at the pool's full size). Without one (sc track, 4 samples per query) some policy beats uniform "
+        f"beyond 2 SE on {sc_win.height} of {hs.height} pools; the best published one (chosen on the tuning half) "
+        f"does on {hs.filter(pl.col('beats')).height}, and at 16 samples per query on "
+        f"{hs16.filter(pl.col('beats')).height}.\n",
+        f"A pool whose uniform curve is flat has nothing to gain: the oracle's ceiling is within 0.02 of uniform on "
+        f"{flat.height} of {hs.height} pools in the sc track at 4 samples per query"
+        + (f" ({', '.join(flat['pool'].to_list())})" if 0 < flat.height <= 15 else "")
+        + (f". The headroom bounds what any allocation can add there: the largest difference from uniform the best "
+           f"published policy reaches on them is {flat['diff'].max():+.3f} (beyond 2 SE on "
+           f"{flat.filter(pl.col('beats')).height} of them: real, and too small to matter)" if flat.height else "")
+        + ".\n",
+        "Per pool, sc track at 4 samples per query (sorted by uniform's accuracy; * beyond 2 SE):\n",
+        headroom_table(hs),
+        "\n## Which policy should I use?\n",
+        "From the evidence above, by kind of pool (sample budgets 1 to 16, all budgets pooled): the policy of best "
+        "mean rank (policies whose mean ranks differ by less than 0.05 are listed together: on these pools they "
+        "give the same numbers), on how many (pool, budget) cells it beats uniform and the best published policy "
+        "beyond 2 SE, and its median gain. A mean rank has no standard error; a recommendation rests on the 2-SE "
+        "counts, and where the top policy beats the best published on few or no cells, the top few are "
+        "interchangeable.\n",
+        table(["setting", "pools", "n", "policy of best mean rank", "mean rank", "beats uniform (cells)",
+               "beats best published (cells)", "median gain", "uniform's mean rank"], advice),
+        "\nIn short: with a verifier, stop each query at its first verified answer and spend the budget on the "
+        "rest (the policies listed together do exactly that and give the same numbers); the gain is large and is "
+        "the verifier's. Without one, let an answer-agreement rule decide how much each query gets (entropy or "
+        "elimination with sc-beta, sc-share or ac-majority rank best): it gains a point or two of accuracy at 2 to "
+        "8 samples per query, and only where uniform's majority-vote curve still rises; on a flat pool (today's "
+        "strong models on MATH-500) it cannot.\n",
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--work", type=Path, default=Path("/tmp/ttc-results"))
+    ap.add_argument("--seeds", type=int, default=100)
+    ap.add_argument("--rerun", action="store_true", help="rerun the leaderboard even if its output exists")
+    ap.add_argument("--leaderboard", type=Path, help="render from this leaderboard directory (no import, no run)")
+    args = ap.parse_args(argv)
+    if args.leaderboard is not None:
+        lb, cmd = args.leaderboard, []
+    else:
+        lb, cmd = ensure(args.work, args.seeds, args.rerun)
+    DOC.write_text(render(lb, cmd))
+    print(f"wrote {DOC} and {FIG}/", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
