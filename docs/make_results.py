@@ -196,6 +196,7 @@ def figures(df: pl.DataFrame, lb: Path):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     from ttc.replay.figures import leaderboard_figures
 
     FIG.mkdir(parents=True, exist_ok=True)

@@ -17,9 +17,9 @@ input and output columns is LiveCodeBench code execution. Every other scalar col
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Iterable
 from typing import Any
 
 from ttc.harvest.types import Query

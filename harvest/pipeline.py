@@ -30,9 +30,18 @@ import polars as pl
 
 from ttc.replay.errors import InputError
 from ttc.replay.outputs import write_errors
+from ttc.replay.pool import (
+    PoolError,
+    atomic_write_json,
+    atomic_write_parquet,
+    column,
+    load_pool,
+    new_pool_dir,
+    regular_file,
+    remove_stale_temps,
+    verify_file,
+)
 from ttc.replay.progress import progress as progress_display
-from ttc.replay.pool import (PoolError, atomic_write_json, atomic_write_parquet, column, load_pool, new_pool_dir,
-                         regular_file, remove_stale_temps, verify_file)
 
 from .confidence import ConfidenceSpec
 from .types import Backend, Query, Response, Sampling

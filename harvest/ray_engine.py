@@ -44,8 +44,16 @@ from ttc.replay.pool import atomic_write_json, atomic_write_parquet
 from ttc.replay.progress import progress as progress_display
 
 from .backends import BackendError
-from .pipeline import (HarvestError, HarvestPlan, HarvestResult, HarvestWriter, backend_extra, backend_info,
-                       check_confidence, query_seed)
+from .pipeline import (
+    HarvestError,
+    HarvestPlan,
+    HarvestResult,
+    HarvestWriter,
+    backend_extra,
+    backend_info,
+    check_confidence,
+    query_seed,
+)
 from .types import Query, Response
 
 EXTRA = "ray"

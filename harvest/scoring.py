@@ -24,8 +24,16 @@ from typing import Any, Callable, Sequence
 
 import polars as pl
 
-from ttc.replay.pool import (SCORE, PoolError, atomic_write_json, atomic_write_parquet, column, remove_stale_temps,
-                         sample_files, verify_file)
+from ttc.replay.pool import (
+    SCORE,
+    PoolError,
+    atomic_write_json,
+    atomic_write_parquet,
+    column,
+    remove_stale_temps,
+    sample_files,
+    verify_file,
+)
 
 from .pipeline import RUNTIME_KEYS, SAMPLE_SCHEMA, HarvestError, library_versions, now, query_from_row, read_meta
 from .registry import ORACLES

@@ -17,8 +17,8 @@ import polars as pl
 from rich.console import Console
 
 from .errors import InputError
-from .pool import Pool, load_pool as _load_pool
-
+from .pool import Pool
+from .pool import load_pool as _load_pool
 
 
 def resolve(pool: Any) -> Path:

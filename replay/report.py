@@ -29,12 +29,25 @@ from . import figures
 from .engine import SELECT, check_budgets, get_threads, replay, set_threads
 from .exact import best_of_k, coverage_at_k
 from .extras import check
-from .policies import METHODS, RunConfig, in_grid, supported
 from .outputs import atomic_dir, check_output, write_errors
+from .policies import (  # (the selection rules' parameters)
+    CISC_TEMP,
+    DEEPCONF_ETA,
+    METHODS,
+    RunConfig,
+    check_selection_params,
+    in_grid,
+    supported,
+)
 from .pool import PoolError, load_pool
-from .policies import CISC_TEMP, DEEPCONF_ETA, check_selection_params  # (the selection rules' parameters)
-from .run import (ReplayRequest, build_configs, check_budget_totals, check_per_query_memory, check_seeds,
-                  config_from_options)
+from .run import (
+    ReplayRequest,
+    build_configs,
+    check_budget_totals,
+    check_per_query_memory,
+    check_seeds,
+    config_from_options,
+)
 from .summary import fmt_gain, fmt_mean_se, summarize, uniform_exact
 
 RHOS = (0.25, 0.5, 0.75)

@@ -16,8 +16,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from ttc.harvest.confidence import (ConfidenceSpec, SignalError, confidence_map, exp_map, parse_signals,
-                                token_confidence)
+from ttc.harvest.confidence import ConfidenceSpec, SignalError, confidence_map, exp_map, parse_signals, token_confidence
 from ttc.harvest.registry import SIGNALS
 from ttc.replay.errors import InputError
 

@@ -1,7 +1,6 @@
 """deepconf-online (DeepConf's online mode, docs/semantics.md): a hand-computed run, its threshold against numpy's
 percentile (the source's), and the command line's refusals. The engine equals its reference on random pools in
 tests/test_equivalence.py (run_once and the lazy grid)."""
-import math
 
 import numpy as np
 import polars as pl
@@ -11,7 +10,7 @@ from typer.testing import CliRunner
 from ttc.cli import app
 from ttc.replay.engine import replay, run_once
 from ttc.replay.policies import RunConfig
-from ttc.replay.pool import Pool, load_pool, samples_frame, write_pool
+from ttc.replay.pool import load_pool, samples_frame, write_pool
 from ttc.replay.reference import deepconf_threshold, run_reference
 
 # one query of 6 responses, drawn in sample order; lowest group confidences 5, 3, 4 in the warm-up

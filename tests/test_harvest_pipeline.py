@@ -6,8 +6,20 @@ import json
 import polars as pl
 import pytest
 
-from ttc.harvest.pipeline import (SEED_SPACING, HarvestError, HarvestSpec, ShardSpec, atomic_write_parquet, merge_pools,
-                              part_files, plan_harvest, query_seed, read_meta, run_harvest, split_shard)
+from ttc.harvest.pipeline import (
+    SEED_SPACING,
+    HarvestError,
+    HarvestSpec,
+    ShardSpec,
+    atomic_write_parquet,
+    merge_pools,
+    part_files,
+    plan_harvest,
+    query_seed,
+    read_meta,
+    run_harvest,
+    split_shard,
+)
 from ttc.harvest.types import Query, Response, Sampling
 
 N = 4

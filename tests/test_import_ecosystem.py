@@ -2,8 +2,6 @@
 evaluated output. Fixtures in tests/fixtures/import/ follow the upstream writers (field names and nesting as their code
 emits them); the numbers in them are made up."""
 import json
-import math
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -12,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from ttc.cli import app
-from ttc.harvest.importers import import_pool, lcb_output_answer
-from ttc.replay.pool import PoolError, load_pool
+from ttc.harvest.importers import lcb_output_answer
+from ttc.replay.pool import load_pool
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "import"
 

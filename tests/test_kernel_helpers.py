@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ttc.replay.kernel import answer_offsets, fill_query_order, kth_smallest, mix64, seed_stream, _RANK_SALT
+from ttc.replay.kernel import _RANK_SALT, answer_offsets, fill_query_order, kth_smallest, mix64, seed_stream
 
 
 @settings(max_examples=60, deadline=None)

@@ -6,6 +6,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from typer.testing import CliRunner
+
 from ttc.cli import app
 from ttc.replay.exact import coverage_at_k, efficiency_gain
 from ttc.replay.leaderboard import (
@@ -18,7 +20,6 @@ from ttc.replay.leaderboard import (
 )
 from ttc.replay.pool import load_pool, samples_frame, write_pool
 from ttc.replay.tune import split_queries, subset
-from typer.testing import CliRunner
 
 
 def _pool(path: Path, n=24, m=12, seed=0, tokens=True, answers=True, gt=True, name=None):

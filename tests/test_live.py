@@ -6,12 +6,11 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_equivalence import config_kwargs, configs, pools, record_lows
 
 from ttc.replay.engine import run_once
 from ttc.replay.live import LIVE_POLICIES, Observed, PoolSource, run_live
 from ttc.replay.policies import RunConfig
-
-from test_equivalence import config_kwargs, configs, pools, record_lows
 
 KEYS = ("n_drawn", "answered", "covered", "exhausted_q", "sel_bon", "sel_weighted", "sel_sc")
 
@@ -100,13 +99,14 @@ def test_live_generation_equals_replay_of_the_harvested_pool(tmp_path):
     """A tiny model: harvest a pool, then run policies live with the same model, template and seed; each live
     run must equal the replay of the harvested pool taken in sample order (token budgets make the decisions
     depend on every response's length)."""
+    from tiny_model import make_tiny_model, single_thread_torch
+
     from ttc.harvest.backends import TransformersBackend
     from ttc.harvest.datasets import load_queries
     from ttc.harvest.live import BackendSource
     from ttc.harvest.pipeline import HarvestSpec, plan_harvest, run_harvest
     from ttc.harvest.prompts import render, template_info
     from ttc.harvest.types import Sampling
-    from tiny_model import make_tiny_model, single_thread_torch
 
     data = tmp_path / "q.jsonl"
     data.write_text("".join(f'{{"id": "q{i}", "problem": "problem {i}", "answer": "{i}"}}\n' for i in range(5)))

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
 import re
 import shutil
 import signal
@@ -16,12 +15,19 @@ import textwrap
 import time
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 import pytest
 
-from ttc.replay.outputs import (DIR_MARK, OutputError, atomic_dir, atomic_file, check_new_pool, check_output,
-                            write_parquet, written_by)
+from ttc.replay.outputs import (
+    DIR_MARK,
+    OutputError,
+    atomic_dir,
+    atomic_file,
+    check_new_pool,
+    check_output,
+    write_parquet,
+    written_by,
+)
 from ttc.replay.policies import RunConfig
 from ttc.replay.pool import DEFAULT_POOL
 
@@ -170,9 +176,9 @@ def test_per_query_past_the_memory_is_refused_before_the_run(tmp_path):
 
 
 def test_progress_lines_when_not_a_terminal():
-    from ttc.replay.progress import progress
-
     import io
+
+    from ttc.replay.progress import progress
 
     out = io.StringIO()
     with progress(10, "replaying", "seeds", every_s=0.0, stream=out) as p:

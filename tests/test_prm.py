@@ -16,8 +16,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
-from ttc.harvest.prm import (PRM_SYSTEM_PROMPT, STEP_SEPARATOR, PRMScorer, aggregate,  # noqa: E402
-                         native_prm_class, split_steps)
+from ttc.harvest.prm import PRM_SYSTEM_PROMPT, STEP_SEPARATOR, PRMScorer, aggregate, native_prm_class, split_steps  # noqa: E402
 
 CHAT_TEMPLATE = ("{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}"
                  "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")

@@ -14,8 +14,18 @@ from typer.testing import CliRunner
 from ttc.cli import app
 from ttc.replay.exact import coverage_at_k
 from ttc.replay.pool import load_pool
-from ttc.replay.report import (CAP_GRID, GAMMAS, HARD_KS, KS, LAMBDAS, ReportRequest, query_groups, run_report,
-                           subset_curve, uniform_solve_curves)
+from ttc.replay.report import (
+    CAP_GRID,
+    GAMMAS,
+    HARD_KS,
+    KS,
+    LAMBDAS,
+    ReportRequest,
+    query_groups,
+    run_report,
+    subset_curve,
+    uniform_solve_curves,
+)
 from ttc.replay.run import ReplayRequest, run_replay
 from ttc.replay.summary import fmt_mean_se
 

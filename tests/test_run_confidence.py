@@ -11,16 +11,14 @@ from dataclasses import replace
 import numpy as np
 import polars as pl
 import pytest
+from test_run import SEED, PoolBackend, SynthPool, request
 
 from ttc.harvest.confidence import ConfidenceSpec
 from ttc.harvest.pipeline import query_seed
 from ttc.harvest.run import RunError, execute, plan_run
-from ttc.harvest.types import Response
 from ttc.replay.engine import replay
 from ttc.replay.policies import RunConfig
 from ttc.replay.pool import Pool
-
-from test_run import SEED, PoolBackend, SynthPool, request
 
 
 class SignalPool(SynthPool):

@@ -29,7 +29,8 @@ runner = CliRunner()
 
 
 def write_pool(sp: SynthPool, out: Path) -> Path:
-    from ttc.replay.pool import samples_frame, write_pool as write
+    from ttc.replay.pool import samples_frame
+    from ttc.replay.pool import write_pool as write
 
     rows = {"query_id": [], "sample_idx": [], "answer": [], "correct": [], "n_tokens": []}
     for i, q in enumerate(sp.ids):

@@ -23,7 +23,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from ttc.harvest.pipeline import promoted_fields, query_seed, queries_frame  # noqa: E402
+from ttc.harvest.pipeline import promoted_fields, queries_frame, query_seed  # noqa: E402
 from ttc.harvest.run import RunRequest, execute, plan_run  # noqa: E402
 from ttc.harvest.scoring import ScoreOptions, score_pool  # noqa: E402
 from ttc.harvest.types import Response, Sampling  # noqa: E402
@@ -521,10 +521,10 @@ def test_prm_in_a_stream(prm_dir, math_pool, tmp_path):
 def test_command_line_prm_end_to_end_with_the_tiny_models(prm_dir, tmp_path):
     """`ttc run --oracle prm` with the tiny transformers model generating and the tiny PRM scoring: the run's pool
     loads in `ttc replay --score prm_min`, `ttc info` reads it, and a rerun resumes without generating."""
+    from tiny_model import make_tiny_model
     from typer.testing import CliRunner
 
     from ttc.cli import app
-    from tiny_model import make_tiny_model
 
     lm = make_tiny_model(tmp_path / "tiny-lm", chat=True)
     math = HERE / "fixtures" / "harvest_pipeline" / "math_small.jsonl"

@@ -7,8 +7,17 @@ import pytest
 
 from ttc.harvest.oracles import sandbox
 from ttc.harvest.oracles.code_exec import grade_lcb
-from ttc.harvest.oracles.sandbox import (LEVELS, MIN_MEMORY_MB, ExecResult, SandboxError, SandboxUnavailable, describe,
-                                     isolation, run_many, run_program)
+from ttc.harvest.oracles.sandbox import (
+    LEVELS,
+    MIN_MEMORY_MB,
+    ExecResult,
+    SandboxError,
+    SandboxUnavailable,
+    describe,
+    isolation,
+    run_many,
+    run_program,
+)
 from ttc.replay.errors import InputError, UserError
 
 NO_NAMESPACES = {"level": "guard-only", "bwrap": None, "version": None,

@@ -6,11 +6,12 @@ import math
 
 import numpy as np
 import pytest
+from typer.testing import CliRunner
+
 from ttc.cli import app
 from ttc.replay.data import embedded_pools
 from ttc.replay.exact import efficiency_gain
 from ttc.replay.summary import fmt_mean_se
-from typer.testing import CliRunner
 
 POOLS = [p.name for p in embedded_pools()]
 

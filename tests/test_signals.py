@@ -4,13 +4,14 @@ line (table, Parquet, plot, one-line errors)."""
 import numpy as np
 import polars as pl
 import pytest
+from typer.testing import CliRunner
+
 from ttc.cli import app
 from ttc.replay.outputs import written_by
 from ttc.replay.pool import Pool, load_pool
 from ttc.replay.rng import permutation
 from ttc.replay.signals import Signal, default_ks, measure, pool_signals, weighted_auc
 from ttc.replay.synth import SynthSpec, write_synth
-from typer.testing import CliRunner
 
 runner = CliRunner()
 MATH = "data/math500-llama3.1-8b-48"
@@ -177,6 +178,7 @@ def test_no_auc_is_printed_beside_no_positives():
     """Issue 28: a cell printed an AUC where the positives column read 0 (a mean over seeds below one): n/a."""
     import polars as pl
     from rich.console import Console
+
     from ttc.replay.signals import render_table
 
     df = pl.DataFrame({"target": ["solvable"] * 3, "signal": ["x"] * 3, "per": ["response"] * 3, "k": [1, 2, 4],

@@ -10,9 +10,24 @@ from typer.testing import CliRunner
 from ttc.cli import app
 from ttc.replay.pool import Pool
 from ttc.replay.synth import SynthSpec, generate_arrays, to_pool
-from ttc.replay.theory import (TheorySetting, draw_order, engine_budget, engine_check, engine_needs, engine_runs,
-                           linear_rates, measure, need_elimination, need_etc_adaptive, need_two_stage, need_uniform,
-                           predicted, quantile_budget, smallest_budget, theory_pool)
+from ttc.replay.theory import (
+    TheorySetting,
+    draw_order,
+    engine_budget,
+    engine_check,
+    engine_needs,
+    engine_runs,
+    linear_rates,
+    measure,
+    need_elimination,
+    need_etc_adaptive,
+    need_two_stage,
+    need_uniform,
+    predicted,
+    quantile_budget,
+    smallest_budget,
+    theory_pool,
+)
 
 runner = CliRunner()
 M = 4
