@@ -1,6 +1,5 @@
 """The report's figures as a paper needs them (issue 28): titles inside the canvas, every line of a figure its own
 (colour, marker, line style), lines that coincide drawn once and named together, and vector formats."""
-import numpy as np
 import pytest
 
 pytest.importorskip("matplotlib")
@@ -89,9 +88,8 @@ def test_styles_keep_a_policys_colour_and_vary_its_further_configurations():
 
 
 def test_report_format_option_is_checked(tmp_path):
-    from typer.testing import CliRunner
-
     from ttc.cli import app
+    from typer.testing import CliRunner
 
     r = CliRunner().invoke(app, ["report", "lastletters-gpt35-40", "--out", str(tmp_path / "r"), "--format",
                                  "png,bmp"])
