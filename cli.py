@@ -1365,6 +1365,7 @@ def theory_cmd(
                                         "at B, fails at B-1); bisect: full bisection over B with the engine (slow); "
                                         "off: closed forms only."),
     out: Optional[Path] = typer.Option(None, "--out", help="Directory for theory.png and theory.csv."),
+    fmt: str = typer.Option("png", "--format", help="The figure's formats, comma-separated: png (200 dpi), pdf, svg."),
     force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
 ):
     """Measure the budget uniform, elimination and explore-then-commit need to cover every query with
@@ -1375,7 +1376,7 @@ def theory_cmd(
     seeds = _renamed(ctx, "seeds", "trials", "--seeds", "--trials")
     seed_start = _renamed(ctx, "seed_start", "seed", "--seed-start", "--seed")
     run_theory(TheorySetting(ns=tuple(_ints(sizes, "--sizes")), delta=delta, trials=seeds, m=m, depth=depth,
-                             seed=seed_start, engine=_value(engine)), out=out, force=force)
+                             seed=seed_start, engine=_value(engine)), out=out, force=force, formats=_formats(fmt))
 
 
 def _unwrapped(doc: str) -> str:

@@ -70,7 +70,7 @@ def coincident(series: dict) -> list[list[str]]:
     means: list[np.ndarray] = []
     for label, (_, mean, *_rest) in series.items():
         m = np.asarray(mean, float)
-        for g, other in zip(groups, means):
+        for g, other in zip(groups, means, strict=True):
             if m.shape == other.shape and np.array_equal(m, other, equal_nan=True):
                 g.append(label)
                 break

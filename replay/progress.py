@@ -116,7 +116,7 @@ class progress:  # noqa: N801 (used as a context manager, like open)
         if self._bar is not None:
             left = self.left(now)
             self._bar.update(self._task, advance=k, rates=self.rate_text(), description=self._description(),
-                             left="" if left is None else f"about {_duration(left)} left")
+                             left="" if left is None or self.done >= self.total else f"about {_duration(left)} left")
             return
         end = self.done >= self.total
         if (now - self._last >= self.every_s and not end) or (end and self._printed):

@@ -346,7 +346,7 @@ COLORS = {"uniform": "#1f77b4", "elimination": "#2ca02c", "two-stage": "#d62728"
 MARKERS = {"uniform": "o", "elimination": "s", "two-stage": "D", "etc-adaptive": "^"}
 
 
-def plot(df: pl.DataFrame, setting: TheorySetting, out: Path):
+def plot(df: pl.DataFrame, setting: TheorySetting, out: Path, formats=("png",)):
     matplotlib = require("matplotlib", "ttc theory --out")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -380,11 +380,13 @@ def plot(df: pl.DataFrame, setting: TheorySetting, out: Path):
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize=7.5, loc="upper left", ncol=1, framealpha=0.9)
     fig.tight_layout()
-    fig.savefig(out)
+    for fmt in formats:  # (png at the report's 200 dpi; pdf and svg vector, for a paper)
+        fig.savefig(out.with_suffix(f".{fmt}"), dpi=200 if fmt == "png" else None)
     plt.close(fig)
 
 
-def run_theory(setting: TheorySetting, out: Path | None = None, console=None, force: bool = False) -> pl.DataFrame:
+def run_theory(setting: TheorySetting, out: Path | None = None, console=None, force: bool = False,
+               formats: tuple = ("png",)) -> pl.DataFrame:
     from rich.console import Console
     from rich.table import Table
 
@@ -456,6 +458,7 @@ def run_theory(setting: TheorySetting, out: Path | None = None, console=None, fo
     if out is not None:
         with atomic_dir(out, "theory") as tmp, write_errors(out):
             df.write_csv(tmp / "theory.csv")
-            plot(df, setting, tmp / "theory.png")
-        console.print(f"wrote {out / 'theory.png'} and {out / 'theory.csv'}", highlight=False)
+            plot(df, setting, tmp / "theory.png", formats)
+        names = ", ".join(str(out / f"theory.{f}") for f in formats)
+        console.print(f"wrote {names} and {out / 'theory.csv'}", highlight=False)
     return df

@@ -1,6 +1,5 @@
 """The report's figures as a paper needs them (issue 28): titles inside the canvas, every line of a figure its own
 (colour, marker, line style), lines that coincide drawn once and named together, and vector formats."""
-import numpy as np
 import pytest
 
 pytest.importorskip("matplotlib")
@@ -89,10 +88,22 @@ def test_styles_keep_a_policys_colour_and_vary_its_further_configurations():
 
 
 def test_report_format_option_is_checked(tmp_path):
-    from typer.testing import CliRunner
-
     from ttc.cli import app
+    from typer.testing import CliRunner
 
     r = CliRunner().invoke(app, ["report", "lastletters-gpt35-40", "--out", str(tmp_path / "r"), "--format",
                                  "png,bmp"])
     assert r.exit_code == 2 and "--format" in r.output and not (tmp_path / "r").exists()
+
+
+def test_theory_writes_vector_figures(tmp_path):
+    from typer.testing import CliRunner
+
+    from ttc.cli import app
+
+    r = CliRunner().invoke(app, ["theory", "--sizes", "10,20", "--seeds", "20", "--out", str(tmp_path / "t"),
+                                 "--format", "pdf,svg"])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "t" / "theory.pdf").read_bytes().startswith(b"%PDF")
+    assert "<svg" in (tmp_path / "t" / "theory.svg").read_text()
+    assert not (tmp_path / "t" / "theory.png").exists()
