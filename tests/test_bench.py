@@ -23,8 +23,9 @@ def test_growth_table_covers_every_size_and_policy():
 
 
 def test_bench_command_prints_its_tables():
+    # (wide enough that no header wraps: the words are looked for whole)
     r = CliRunner().invoke(app, ["bench", "--queries", "20", "--responses", "8", "--budgets", "2", "--seeds",
-                                 "2", "--repeats", "1", "--growth", "10,20"])
+                                 "2", "--repeats", "1", "--growth", "10,20"], env={"COLUMNS": "200"})
     assert r.exit_code == 0, r.output
     for word in ("full grid", "speed-up", "growth", "entropy", "oracle"):
         assert word in r.output
