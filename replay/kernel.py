@@ -1808,3 +1808,278 @@ def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags,
                 out_i[c, s, 3] = answered
                 reset_state(qs, si, sf, tot, off, aoff, P.ans, perm)
             restore_identity(off, perm, qgen, hs, epoch)
+
+
+# ------------------------------------------------------------------------------------------------------ depth
+# Depth (issue 30): a trace advanced probe by probe, stopped part-way. Codes of their own, on their own lines (the
+# range tuples above belong to the width engine). None of this is reached from run_one or _grid: a grid without a
+# depth policy compiles none of it (docs/semantics.md, "Depth").
+PARALLEL_PROBE = 20
+DEPTH_STABILITY = 13  # a trace stops when its last m probes agree (one valid answer)
+DEPTH_WHOLE = 14  # no depth rule: a trace runs to its end (or to the trace cap)
+PROBE_COST_TOKENS = 0  # a probe costs its token offset; probes at or past the trace's end are never reached
+PROBE_COST_AUTOTTS = 1  # AutoTTS's replay: every probe is reached and paid; finishing pays max(total, last offset)
+PP_MAX_STEPS = 100  # Parallel-Probe's max_steps (the source's default, never changed by its evaluator)
+
+
+@jit
+def depth_view(poff, ptok, pans, pok, tok, ans, correct, rule, m, cap, cost_mode, out_tok, out_ans, out_ok,
+               out_reach):
+    """Each trace j as the depth rule stops it, as a whole response the width engine can draw: out_tok[j] its
+    cost, out_ans[j] / out_ok[j] the answer it holds (its last probe's when stopped, its final one when it ran to
+    its end) and whether that is correct, out_reach[j] the probes it can reach (what Parallel-Probe advances
+    through). A trace reaches a probe whose offset is below its end (cost_mode PROBE_COST_TOKENS; AutoTTS's replay
+    reaches all of them) and, with a trace cap (cap > 0), at most the cap: a trace whose end is past the cap stops
+    there, costs cap and holds its last probe at or below it (none: -1, not correct). rule DEPTH_STABILITY stops a
+    trace at the first probe that makes m agreeing valid answers in a row, at that probe's offset. Per trace, not
+    per draw: a depth rule that reads one trace alone is a property of the trace, so every width policy runs under
+    it on this view unchanged (docs/semantics.md)."""
+    for j in range(tok.shape[0]):
+        a0, a1 = poff[j], poff[j + 1]
+        T = tok[j]
+        end = T
+        if cost_mode == PROBE_COST_AUTOTTS and a1 > a0:
+            end = max(T, ptok[a1 - 1])
+        reach = 0
+        for k in range(a0, a1):
+            if (cost_mode == PROBE_COST_TOKENS and ptok[k] >= T) or (cap > 0 and ptok[k] > cap):
+                break
+            reach += 1
+        out_reach[j] = reach
+        if cap > 0 and end > cap:  # stopped by the cap: its last probe there
+            out_tok[j] = cap
+            out_ans[j] = pans[a0 + reach - 1] if reach > 0 else -1
+            out_ok[j] = pok[a0 + reach - 1] if reach > 0 else 0
+        else:
+            out_tok[j] = end
+            out_ans[j] = ans[j]
+            out_ok[j] = correct[j]
+        if rule == DEPTH_STABILITY:
+            run = 0
+            for k in range(a0, a0 + reach):
+                a = pans[k]
+                if a >= 0 and run > 0 and a == pans[k - 1]:
+                    run += 1
+                else:
+                    run = 1 if a >= 0 else 0
+                if run >= m:
+                    out_tok[j] = ptok[k]
+                    out_ans[j] = a
+                    out_ok[j] = pok[k]
+                    break
+
+
+@inner
+def parallel_probe(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order, chains, T,
+                   patience, warm, unit, budget, t_idx, t_paid, t_st, t_off, t_ans, t_ok, qi, cnt, tot):
+    """Parallel-Probe (arXiv 2602.03845, as AutoTTS's replay runs it: docs/semantics.md) on every query, under one
+    budget shared by the batch. Each query starts `chains` traces (its permutation's first), each explored once
+    (one probe, or its end); then steps, round-robin over the queries in rank order, one step each per round: every
+    live trace advances one segment, the query's winner is the majority of its unpruned traces' latest answers
+    (ties: the answer first met in trace order), after `warm` steps a live trace whose latest answer is off the
+    winner `patience` steps in a row is pruned, and the query stops when its winner has been the same for T steps
+    in a row, when every trace has finished or been pruned, or after PP_MAX_STEPS steps. A segment or a trace
+    that does not fit in the budget left ends the run; a query then holds the majority of its unpruned traces'
+    latest answers. Per trace (a position p of the permutation): t_idx probes explored, t_paid tokens paid, t_st
+    (0 live, 1 finished, 2 pruned), t_off off-track count, t_ans / t_ok its latest answer. Per query qi[i]: chains
+    started, step, stable count, previous winner (-2: none), done, held answer, held correct, steps run. cnt:
+    per-answer-slot scratch (zero)."""
+    n = off.shape[0] - 1
+    ended = False
+
+    def explore(p):
+        """One more segment of the trace at position p: False when it does not fit in the budget (nothing
+        changes)."""
+        j = perm[p]
+        k = t_idx[p]
+        if k < reach[j]:
+            cost = ptok[poff[j] + k] - t_paid[p]
+        else:
+            cost = max(0, end_tok[j] - t_paid[p])
+        if unit == UNIT_TOKENS and cost > budget - tot[TOKENS]:
+            return False
+        tot[TOKENS] += cost
+        t_paid[p] += cost
+        if k < reach[j]:
+            t_ans[p] = pans[poff[j] + k]
+            t_ok[p] = pok[poff[j] + k]
+            t_idx[p] = k + 1
+        else:
+            t_ans[p] = end_ans[j]
+            t_ok[p] = end_ok[j]
+            t_st[p] = 1
+        return True
+
+    def majority(i):
+        """(winner, its correctness, unpruned traces): the winner -1 when none of them has a valid answer."""
+        a0 = off[i]
+        base = aoff[i] + 1
+        live = 0
+        for p in range(a0, a0 + qi[i, 0]):
+            if t_st[p] != 2:
+                live += 1
+                if t_ans[p] >= 0:
+                    cnt[base + t_ans[p]] += 1
+        best, bc, bok = -1, 0, 0
+        for p in range(a0, a0 + qi[i, 0]):
+            if t_st[p] != 2 and t_ans[p] >= 0 and cnt[base + t_ans[p]] > bc:
+                best, bc, bok = t_ans[p], cnt[base + t_ans[p]], t_ok[p]
+        for p in range(a0, a0 + qi[i, 0]):
+            if t_ans[p] >= 0:
+                cnt[base + t_ans[p]] = 0
+        return best, bok, live
+
+    def hold(i):  # (the budget ended the run) the majority of what the query's traces hold now
+        if qi[i, 4] == 0:
+            w, wok, live = majority(i)
+            if live > 0:
+                qi[i, 5], qi[i, 6] = w, wok
+
+    # round 0: every query starts its chains, in rank order
+    for r in range(n):
+        i = order[r]
+        m = min(chains, off[i + 1] - off[i])
+        for c in range(m):
+            p = off[i] + c
+            if unit == UNIT_SAMPLES and tot[SAMPLES] >= budget:
+                ended = True
+                break
+            t_idx[p], t_paid[p], t_st[p], t_off[p], t_ans[p], t_ok[p] = 0, 0, 0, 0, -1, 0
+            if not explore(p):
+                ended = True
+                break
+            qi[i, 0] += 1
+            tot[SAMPLES] += 1
+        if ended:
+            break
+    if not ended:
+        going = True
+        while going and not ended:
+            going = False
+            for r in range(n):
+                i = order[r]
+                if qi[i, 4] != 0:
+                    continue
+                going = True
+                a0 = off[i]
+                m = qi[i, 0]
+                step = qi[i, 1]
+                for p in range(a0, a0 + m):  # forward every live trace one segment
+                    if t_st[p] == 0 and not explore(p):
+                        ended = True
+                        break
+                if ended:
+                    break
+                w, wok, live = majority(i)
+                if step >= warm and live > 1:
+                    for p in range(a0, a0 + m):
+                        if t_st[p] == 0:
+                            t_off[p] = t_off[p] + 1 if t_ans[p] != w else 0
+                    pruned = False
+                    for p in range(a0, a0 + m):
+                        if t_st[p] == 0 and t_off[p] >= patience:
+                            t_st[p] = 2
+                            pruned = True
+                    if pruned:
+                        w, wok, live = majority(i)
+                        if live == 0:  # every trace pruned: the previous winner stands
+                            qi[i, 4] = 1
+                            qi[i, 7] = step + 1
+                            continue
+                qi[i, 2] = qi[i, 2] + 1 if w == qi[i, 3] else 0
+                qi[i, 3] = w
+                qi[i, 5], qi[i, 6] = w, wok
+                qi[i, 1] = step + 1
+                qi[i, 7] = step + 1
+                if qi[i, 2] >= T:
+                    qi[i, 4] = 2  # consensus: answered
+                    continue
+                alive = False
+                for p in range(a0, a0 + m):
+                    if t_st[p] == 0:
+                        alive = True
+                        break
+                if not alive or step + 1 >= PP_MAX_STEPS:
+                    qi[i, 4] = 1
+    for i in range(n):
+        hold(i)
+
+
+@njit(nogil=True, cache=True, no_cfunc_wrapper=True)
+def _depth_grid(off, aoff, qkeys, seeds, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, cfgs, budgets,
+                out_f, out_i, pq_n, pq_flags, s_lo, s_hi):
+    """Parallel-Probe's grid (cfgs rows: chains, T, patience, warm, unit) on seeds s_lo .. s_hi - 1, the same
+    permutations and query orders as _grid's (fill_permutation, fill_query_order: common random numbers with the
+    width policies). Outputs as _grid's: out_f[c, s] = (coverage, held answer correct (in the sc column), ...),
+    out_i[c, s] = (traces started, tokens, 0, queries stopped by consensus)."""
+    n = qkeys.shape[0]
+    total = off[n]
+    perm = np.empty(total, np.int64)
+    order = np.empty(n, np.int64)
+    rank = np.empty(n, np.int64)
+    t_idx = np.zeros(total, np.int64)
+    t_paid = np.zeros(total, np.int64)
+    t_st = np.zeros(total, np.int64)
+    t_off = np.zeros(total, np.int64)
+    t_ans = np.zeros(total, np.int64)
+    t_ok = np.zeros(total, np.int64)
+    qi = np.zeros((n, 8), np.int64)
+    cnt = np.zeros(aoff[n], np.int64)
+    tot = np.zeros(TOT_SLOTS, np.int64)
+    per_query = pq_n.shape[0] > 0
+    for s in range(s_lo, s_hi):
+        fill_permutation(off, qkeys, seeds[s], perm)
+        fill_query_order(qkeys, seeds[s], rank, order)
+        for c in range(cfgs.shape[0]):
+            qi[:] = 0
+            tot[:] = 0
+            for i in range(n):
+                qi[i, 3] = -2
+                qi[i, 5] = -1
+            parallel_probe(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order,
+                           cfgs[c, 0], cfgs[c, 1], cfgs[c, 2], cfgs[c, 3], cfgs[c, 4], budgets[c, s], t_idx, t_paid,
+                           t_st, t_off, t_ans, t_ok, qi, cnt, tot)
+            acc = 0
+            cov = 0
+            answered = 0
+            for i in range(n):
+                acc += qi[i, 6]
+                answered += 1 if qi[i, 4] == 2 else 0
+                hit = 0
+                for p in range(off[i], off[i] + qi[i, 0]):
+                    if t_ok[p] == 1:
+                        hit = 1
+                        break
+                cov += hit
+                if per_query:
+                    pq_n[c, s, i] = qi[i, 0]
+                    pq_flags[c, s, i] = (1 if qi[i, 4] == 2 else 0) + 2 * hit + 64 * qi[i, 6]
+            out_f[c, s, 0] = cov / n
+            out_f[c, s, 3] = acc / n
+            out_i[c, s, 0] = tot[SAMPLES]
+            out_i[c, s, 1] = tot[TOKENS]
+            out_i[c, s, 3] = answered
+
+
+@jit
+def parallel_probe_once(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order, chains, T,
+                        patience, warm, unit, budget):
+    """One Parallel-Probe run on a given permutation and query order (tests, and the comparison with the source's
+    own shuffles): (qi, tot, t_ok) as parallel_probe leaves them."""
+    n = off.shape[0] - 1
+    total = off[n]
+    t_idx = np.zeros(total, np.int64)
+    t_paid = np.zeros(total, np.int64)
+    t_st = np.zeros(total, np.int64)
+    t_off = np.zeros(total, np.int64)
+    t_ans = np.full(total, -1, np.int64)
+    t_ok = np.zeros(total, np.int64)
+    qi = np.zeros((n, 8), np.int64)
+    for i in range(n):
+        qi[i, 3] = -2
+        qi[i, 5] = -1
+    cnt = np.zeros(aoff[n], np.int64)
+    tot = np.zeros(TOT_SLOTS, np.int64)
+    parallel_probe(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order, chains, T,
+                   patience, warm, unit, budget, t_idx, t_paid, t_st, t_off, t_ans, t_ok, qi, cnt, tot)
+    return qi, tot, t_ok

@@ -18,6 +18,7 @@ from .kernel import (CONFIG, DEEPCONF_ONLINE, DSC, ELIM_AC_DIRICHLET, ELIM_AC_EN
                      ELIM_SC_BETA, ELIM_SC_SHARE, ELIM_THRESHOLD, ELIMINATION, ENTROPY, GAP, GAP_LITERAL,
                      MARGINAL_GAIN, OPTSCALE, ORACLE, SIDE_EB, STREAMING, TWO_STAGE, UCB, UNIFORM, UNIT_SAMPLES,
                      UNIT_TOKENS)
+from .kernel import DEPTH_STABILITY, DEPTH_WHOLE, PARALLEL_PROBE, PROBE_COST_AUTOTTS, PROBE_COST_TOKENS
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,12 @@ REGISTRY = {p.name: p for p in (
            "below the threshold stops there, pays its tokens so far and does not vote",
            ("warmup", "percentile", "tau", "max_samples"), needs=frozenset({"lows", "answers"}),
            style=("#c5b0d5", "<", "-")),
+    # depth (issue 30): policies that stop traces part-way, read the pool's probes
+    Policy("parallel-probe", PARALLEL_PROBE, "Parallel-Probe: `chains` traces per query advanced one probe per step "
+           "in lockstep; the majority of their latest answers stops the query once it has held for `stable` steps; "
+           "after `probe_warmup` steps a trace off the majority `patience` steps in a row is pruned; its answer is "
+           "that majority", ("chains", "stable", "patience", "probe_warmup"), needs=frozenset({"probes", "answers"}),
+           style=("#393b79", "H", "-")),
 )}
 
 
@@ -104,6 +111,15 @@ class Rule:
     params: tuple = ()
     needs: frozenset = frozenset()
 
+
+# Depth rules (issue 30): when a trace stops part-way, each trace on its own (so every width policy runs under one:
+# engine.depth_pool); a query then holds the trace's last probe's answer.
+DEPTH_RULES = {r.name: r for r in (
+    Rule("whole", DEPTH_WHOLE, "none: a trace runs to its end (or to --trace-cap)"),
+    Rule("stability", DEPTH_STABILITY, "answer stability: a trace stops at the first probe that makes depth_m "
+         "agreeing valid answers in a row", ("depth_m",), frozenset({"probes"})),
+)}
+PROBE_COSTS = {"tokens": PROBE_COST_TOKENS, "autotts": PROBE_COST_AUTOTTS}
 
 ELIMINATION_RULES = {r.name: r for r in (
     Rule("threshold", ELIM_THRESHOLD, "a score >= gamma", ("gamma",)),
@@ -158,7 +174,8 @@ MAX_COUNT = 2**31  # bound on K and max_samples
 def supported(pool, eliminate: str = "threshold") -> list[str]:
     """The policies a pool can run under an elimination rule: what each needs ("gt": ground truth, "answers":
     answer categories, its own or through the rule) the pool has."""
-    has = {"gt": pool.has_gt, "answers": pool.has_answers, "lows": pool.lows is not None}
+    has = {"gt": pool.has_gt, "answers": pool.has_answers, "lows": pool.lows is not None,
+           "probes": pool.probes is not None}
     rule = ELIMINATION_RULES[eliminate].needs if eliminate in ELIMINATION_RULES else frozenset()
     return [name for name, p in REGISTRY.items()
             if all(has[n] for n in p.needs | (rule if "eliminate" in p.params else frozenset()))]
@@ -199,8 +216,31 @@ class RunConfig:
     refresh: int = 8
     dirichlet_conf: float = 0.95
     horizon: int = 0
+    # depth (issue 30): every policy's traces under a depth rule and a token cap per trace (0: none), with a probe
+    # cost convention; parallel-probe's own parameters (the values of AutoTTS's evaluator)
+    depth_rule: str = "whole"
+    depth_m: int = 3
+    trace_cap: int = 0
+    probe_cost: str = "tokens"
+    chains: int = 64
+    stable: int = 40
+    patience: int = 7
+    probe_warmup: int = 15
 
     def __post_init__(self):
+        if self.depth_rule not in DEPTH_RULES:
+            raise ValueError(f"unknown depth rule {self.depth_rule!r}; choose from {', '.join(DEPTH_RULES)}")
+        if self.probe_cost not in PROBE_COSTS:
+            raise ValueError(f"unknown probe cost {self.probe_cost!r}; choose from {', '.join(PROBE_COSTS)}")
+        if not 1 <= self.depth_m <= MAX_COUNT:
+            raise ValueError(f"depth_m must be in 1..{MAX_COUNT:,} (agreeing probes in a row), got {self.depth_m}")
+        if not 0 <= self.trace_cap < 2**62:
+            raise ValueError(f"trace_cap must be >= 0 tokens (0: none), got {self.trace_cap}")
+        for name in ("chains", "stable", "patience"):
+            if not 1 <= getattr(self, name) <= MAX_COUNT:
+                raise ValueError(f"{name} must be in 1..{MAX_COUNT:,}, got {getattr(self, name)}")
+        if not 0 <= self.probe_warmup <= MAX_COUNT:
+            raise ValueError(f"probe_warmup must be in 0..{MAX_COUNT:,} (steps), got {self.probe_warmup}")
         if self.horizon not in (0, 1):
             raise ValueError(f"horizon must be 0 (side-eb's one-step index) or 1 (its rate over the draws each query "
                              f"can still get), got {self.horizon}")
@@ -283,6 +323,14 @@ class RunConfig:
             used = used + ("gamma",)
         return used
 
+    def depth_key(self) -> tuple:
+        """What the pool's depth view depends on (engine.depth_pool): equal keys share one view."""
+        return (self.depth_rule, self.depth_m if self.depth_rule == "stability" else 0, self.trace_cap,
+                self.probe_cost)
+
+    def needs_probes(self) -> bool:
+        return "probes" in REGISTRY[self.policy].needs or self.depth_key() != ("whole", 0, 0, "tokens")
+
     def needs_answers(self) -> bool:
         return "answers" in REGISTRY[self.policy].needs or (
             "eliminate" in REGISTRY[self.policy].params and "answers" in ELIMINATION_RULES[self.eliminate].needs)
@@ -295,6 +343,12 @@ class RunConfig:
         parts = [f"{'lambda' if k == 'lam' else k}={vals[k]:g}" if isinstance(vals[k], float)
                  else f"{k}={vals[k]}" for k in self.used_params()
                  if vals[k] != (default_lam if k == "lam" else getattr(d, k))]
+        if self.depth_rule != "whole":
+            parts.append(f"depth={self.depth_rule}" + (f":{self.depth_m}" if self.depth_rule == "stability" else ""))
+        if self.trace_cap:
+            parts.append(f"trace_cap={self.trace_cap}")
+        if self.probe_cost != "tokens":
+            parts.append(f"probe_cost={self.probe_cost}")
         if self.unit != "samples":
             parts.append(self.unit)
         return self.policy + (f"({', '.join(parts)})" if parts else "")
@@ -314,6 +368,8 @@ NEEDS = {
     "tokens": (lambda pool: pool.has_tokens, "token counts (an 'n_tokens' column)"),
     "lows": (lambda pool: pool.lows is not None, "each response's record lows of its group confidence ('conf_lows_pos' "
              "and 'conf_lows': ttc harvest --confidence group-lows)"),
+    "probes": (lambda pool: pool.probes is not None, "each trace's probes ('probe_answer', 'probe_tokens' and "
+               "'probe_correct': ttc import autotts)"),
     "score": (lambda pool: pool.score.size > 0 and float(pool.score.min()) < float(pool.score.max()),
               "a score that varies between responses"),
 }
