@@ -2065,7 +2065,8 @@ def _depth_grid(off, aoff, qkeys, seeds, poff, pans, pok, ptok, reach, end_tok, 
 def parallel_probe_once(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order, chains, T,
                         patience, warm, unit, budget):
     """One Parallel-Probe run on a given permutation and query order (tests, and the comparison with the source's
-    own shuffles): (qi, tot, t_ok) as parallel_probe leaves them."""
+    own shuffles): (qi, tot, t_ok, t_paid) as parallel_probe leaves them (t_paid: the tokens each trace paid, at
+    its permutation position)."""
     n = off.shape[0] - 1
     total = off[n]
     t_idx = np.zeros(total, np.int64)
@@ -2082,4 +2083,4 @@ def parallel_probe_once(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_an
     tot = np.zeros(TOT_SLOTS, np.int64)
     parallel_probe(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order, chains, T,
                    patience, warm, unit, budget, t_idx, t_paid, t_st, t_off, t_ans, t_ok, qi, cnt, tot)
-    return qi, tot, t_ok
+    return qi, tot, t_ok, t_paid

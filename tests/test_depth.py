@@ -86,7 +86,7 @@ def test_parallel_probe_equals_reference(seed, chains, T, patience, warm, unit, 
     order = rng.permutation(n).astype(np.int64)
     if unit == "samples":
         budget = budget % 25
-    qi, tot, _ = _pp_engine(arrays, perm, order, chains, T, patience, warm,
+    qi, tot, _, _ = _pp_engine(arrays, perm, order, chains, T, patience, warm,
                             UNIT_SAMPLES if unit == "samples" else UNIT_TOKENS, budget)
     traces = traces_of(*arrays)
     permuted = [[traces[i][perm[p] - off[i]] for p in range(off[i], off[i + 1])] for i in range(n)]
@@ -125,7 +125,7 @@ def test_grid_uses_the_width_permutation():
     fill_permutation(pool.off, pool.qkeys, 11, perm)
     order, rank = np.empty(pool.n_queries, np.int64), np.empty(pool.n_queries, np.int64)
     fill_query_order(pool.qkeys, 11, rank, order)
-    qi, tot, _ = _pp_engine(arrays, perm, order, 3, 2, 2, 1, UNIT_TOKENS, 4000 * pool.n_queries)
+    qi, tot, _, _ = _pp_engine(arrays, perm, order, 3, 2, 2, 1, UNIT_TOKENS, 4000 * pool.n_queries)
     assert df["tokens_used"][0] == tot[1] and df["samples_used"][0] == tot[0]
     assert df["accuracy"][0] == pytest.approx(qi[:, 6].mean())
     assert pq["n_drawn"].to_list() == qi[:, 0].tolist()
