@@ -77,17 +77,8 @@ SAMPLE_COLUMNS: dict[str, Column] = {c.name: c for c in (
     Column("conf_lows", pl.List(pl.Float64), "list of numbers", "a list of floats",
            "the group confidences at those positions (strictly decreasing, as many as positions); read only by "
            "deepconf-online"),
-    Column("probe_answer", pl.List(pl.String), "list of strings", "a list of strings (null = no answer)",
-           "the trace's intermediate answers, one per probe in order (the answer the model gave when asked part-way; "
-           "null: none could be extracted); read only by the depth policies"),
-    Column("probe_tokens", pl.List(pl.Int64), "list of integers", "a list of integers",
-           "the token offset of each probe, strictly increasing (500, 1000, ...); read only by the depth policies",
-           lo=0),
-    Column("probe_correct", pl.List(pl.Boolean), "list of booleans", "a list of booleans (null where no answer)",
-           "whether each probe's answer is correct; read only by the depth policies"),
 )}
 LOWS = ("conf_lows_pos", "conf_lows")  # deepconf-online's columns: both or neither, loaded only when asked for
-PROBES = ("probe_answer", "probe_tokens", "probe_correct")  # the depth policies': all or none, loaded when asked for
 SCORE_PREFIX = "score_"
 SCORE = Column("score_<oracle>", pl.Float64, "number", "a float",
                "a reward oracle's score (score_prm_min, score_judge, ...); any number of them, each validated on "
@@ -126,10 +117,8 @@ def _accepts(c: Column, dtype: pl.DataType) -> bool:
         return dtype == pl.Boolean or dtype.is_integer()
     if c.accepts.startswith("list of "):
         inner = getattr(dtype, "inner", None)
-        if not (isinstance(dtype, pl.List) and inner is not None):
-            return False
-        return {"list of integers": inner.is_integer(), "list of strings": inner == pl.String,
-                "list of booleans": inner == pl.Boolean}.get(c.accepts, inner.is_numeric())
+        return isinstance(dtype, pl.List) and inner is not None and (
+            inner.is_integer() if c.accepts == "list of integers" else inner.is_numeric())
     return dtype.is_numeric()
 
 
@@ -154,11 +143,6 @@ class Pool:
     # [loff[j] .. loff[j + 1]); None: not loaded. has_lows: the sample files hold the columns (loaded or not)
     lows: tuple | None = None
     has_lows: bool = False
-    # the depth policies' probes (load_pool's probes=): (probe_off, probe_tok, probe_ans, probe_ok), response j's
-    # probes being [probe_off[j] .. probe_off[j + 1]) of the flat arrays, their answers in the pool's own per-query
-    # answer ids (-1: none); None: not loaded. has_probes: the sample files hold the columns (loaded or not)
-    probes: tuple | None = None
-    has_probes: bool = False
     # a convention of some sources (with_invalid_votes): each query's invalid answers form one more answer category
     invalid_votes: bool = False
 
@@ -175,16 +159,9 @@ class Pool:
         q = np.repeat(np.arange(len(sizes)), sizes)
         top = np.full(len(sizes), -1, np.int64)  # each query's largest valid id: ids are dense from 0
         np.maximum.at(top, q, self.ans)
-        probes = self.probes
-        if probes is not None:  # a probe's failed extraction is the same category as a final one's
-            poff, ptok, pans, pok = probes
-            pq = np.repeat(q, np.diff(poff))
-            np.maximum.at(top, pq, pans)
-            pans = np.ascontiguousarray(np.where(pans < 0, (top + 1)[pq], pans), np.int64)
-            probes = (poff, ptok, pans, pok)
         # (a loaded pool's ids are dense ranks, so a query of k responses with an invalid one gets id <= k - 1)
         ans = np.where(self.ans < 0, (top + 1)[q], self.ans)
-        return replace(self, ans=np.ascontiguousarray(ans, np.int64), invalid_votes=True, probes=probes)
+        return replace(self, ans=np.ascontiguousarray(ans, np.int64), invalid_votes=True)
 
     @classmethod
     def from_arrays(cls, off, correct=None, score=None, ans=None, tok=None, query_ids=None, name="in-memory"):
@@ -473,16 +450,13 @@ def check_lows(df: pl.DataFrame, where: str) -> tuple[np.ndarray, np.ndarray, np
 
 
 def load_pool(path, score: str = "gt", need_tokens: bool = False, prior: str | None = None,
-              side: str | None = None, lows: bool | None = False, invalid_votes: bool = False,
-              probes: bool | None = False) -> Pool:
+              side: str | None = None, lows: bool | None = False, invalid_votes: bool = False) -> Pool:
     """Read and validate a pool against the contract (SAMPLE_COLUMNS, SCORE). Every score column is validated;
     only the columns a replay needs are read into memory. prior: a column of queries.parquet read as each query's
     predicted success probability (marginal-gain, load_prior); side: a column of the responses read as each
     response's side signal (side-eb: numbers in [0, 1], no null or NaN); lows: deepconf-online's record lows (LOWS,
     check_lows), True: read them (a pool without them is refused), None: read them when the pool has them, False:
-    not read; invalid_votes: each query's invalid answers as one answer category (Pool.with_invalid_votes); probes:
-    the depth policies' probes (PROBES, load_probes), True: read them (a pool without them is refused), None: when the
-    pool has them, False: not read."""
+    not read; invalid_votes: each query's invalid answers as one answer category (Pool.with_invalid_votes)."""
     path = Path(path)
     files = sample_files(path)
     where = "samples.parquet" if files[0].name == "samples.parquet" else "samples/*.parquet"
@@ -538,19 +512,6 @@ def load_pool(path, score: str = "gt", need_tokens: bool = False, prior: str | N
                      f"{' and '.join(repr(c) for c in LOWS)}: ttc harvest --confidence group-lows), and this pool has "
                      "none")
     read_lows = has_lows and lows is not False
-    has_probes = all(c in names for c in PROBES)
-    if any(c in names for c in PROBES) and not has_probes:
-        _fail(where, f"columns {', '.join(repr(c) for c in PROBES if c in names)} without "
-                     f"{', '.join(repr(c) for c in PROBES if c not in names)}: the probes are three columns, all or none")
-    if probes and not has_probes:
-        _fail(where, "a depth policy needs each trace's probes (columns " + ", ".join(repr(c) for c in PROBES)
-              + ": ttc import autotts writes them), and this pool has none")
-    read_probes = has_probes and probes is not False
-    if read_probes:
-        if not (has_tokens and has_answers):
-            _fail(where, "the probes need 'n_tokens' and 'answer' columns (a stopped trace pays its tokens so far and "
-                         "holds its last probe's answer), and this pool lacks one")
-        cols += [c for c in PROBES if c not in cols]
     if read_lows:
         if not has_tokens:
             _fail(where, "the record lows need an 'n_tokens' column (a stopped trace pays its tokens so far), and "
@@ -631,10 +592,7 @@ def load_pool(path, score: str = "gt", need_tokens: bool = False, prior: str | N
         score = correct.astype(np.float64)
     else:
         score = df[score_col].cast(pl.Float64).to_numpy().copy()
-    probes_v = None
-    if read_probes:
-        ans, probes_v = load_probes(df, where)
-    elif has_answers:
+    if has_answers:
         ans = (df.select((pl.col("answer").rank("dense").over("query_id") - 1).fill_null(-1).cast(pl.Int64))
                .to_series().to_numpy())
     else:
@@ -656,47 +614,5 @@ def load_pool(path, score: str = "gt", need_tokens: bool = False, prior: str | N
                 tok=np.ascontiguousarray(tok, np.int64), score_name=score_col, has_gt=has_gt,
                 has_answers=has_answers, has_tokens=has_tokens, meta=meta, side=side_v,
                 score_columns=scores, prior=None if prior is None else load_prior(queries_file, prior, qids.to_list()),
-                lows=lows_v, has_lows=has_lows, probes=probes_v, has_probes=has_probes)
+                lows=lows_v, has_lows=has_lows)
     return pool.with_invalid_votes() if invalid_votes else pool
-
-
-def load_probes(df: pl.DataFrame, where: str) -> tuple[np.ndarray, tuple]:
-    """The probes of every row of df (rows in pool order, sorted by query): the final answers' ids and (probe_off,
-    probe_tok, probe_ans, probe_ok). Final and probe answers share one dense per-query coding, so that a probe and a
-    final answer that are the same string are the same answer to every vote. Checked: the three lists of a row are
-    as long as each other, offsets strictly increasing and >= 1, a probe's correctness null exactly where its answer
-    is."""
-    lens = df.select(*(pl.col(c).list.len().fill_null(0).alias(c) for c in PROBES))
-    a, t, c = (lens[k].to_numpy() for k in PROBES)
-    bad = np.flatnonzero((a != t) | (a != c))
-    if len(bad):
-        _fail(where, f"row {int(bad[0])} has {a[bad[0]]} probe answers, {t[bad[0]]} probe offsets and {c[bad[0]]} probe "
-                     "correctness values: one of each per probe")
-    poff = np.zeros(df.height + 1, np.int64)
-    np.cumsum(a, out=poff[1:])
-    rows = np.repeat(np.arange(df.height), a)
-    flat = df.select(pl.col("query_id"), *PROBES).explode(list(PROBES)) if poff[-1] else None
-    ptok = (flat["probe_tokens"].fill_null(-1).cast(pl.Int64).to_numpy() if flat is not None
-            else np.zeros(0, np.int64))
-    step = np.diff(ptok, prepend=0)
-    first = np.zeros(len(ptok), bool)
-    first[poff[:-1][a > 0]] = True
-    ok_steps = np.where(first, ptok >= 1, step > 0)
-    if len(ptok) and not ok_steps.all():
-        r = int(rows[np.flatnonzero(~ok_steps)[0]])
-        _fail(where, f"row {r}: 'probe_tokens' must be strictly increasing offsets >= 1 (no nulls)")
-    if flat is not None and (flat["probe_answer"].is_null() != flat["probe_correct"].is_null()).any():
-        r = int(rows[np.flatnonzero((flat["probe_answer"].is_null() != flat["probe_correct"].is_null())
-                                    .to_numpy())[0]])
-        _fail(where, f"row {r}: 'probe_correct' must be null exactly where 'probe_answer' is (no answer)")
-    both = pl.concat([df.select("query_id", "answer"),
-                      (flat.select("query_id", pl.col("probe_answer").alias("answer")) if flat is not None
-                       else pl.DataFrame({"query_id": [], "answer": []}, schema={"query_id": pl.String,
-                                                                                  "answer": pl.String}))])
-    codes = (both.select((pl.col("answer").rank("dense").over("query_id") - 1).fill_null(-1).cast(pl.Int64))
-             .to_series().to_numpy())
-    ans = np.ascontiguousarray(codes[:df.height], np.int64)
-    pans = np.ascontiguousarray(codes[df.height:], np.int64)
-    pok = (flat["probe_correct"].fill_null(False).to_numpy().astype(np.int8) if flat is not None
-           else np.zeros(0, np.int8))
-    return ans, (poff, np.ascontiguousarray(ptok, np.int64), pans, np.ascontiguousarray(pok, np.int8))
