@@ -344,14 +344,18 @@ def import_cmd(
     workers: Optional[int] = typer.Option(None, help=f"{_formats_taking('workers')}: processes that run tests or "
                                           "grade answers (default: all cores)."),
     timeout: Optional[float] = typer.Option(None, help="humaneval: seconds per program (default 10); "
-                                            "search-and-learn: seconds per math-verify grade (default 5)."),
+                                            "search-and-learn, autotts: seconds per math-verify grade (default 5)."),
     sandbox: Optional[SandboxMode] = typer.Option(None, help=f"{_formats_taking('sandbox')}: isolation of the "
                                                   "programs, as in ttc score (default auto)."),
+    compare: Optional[str] = typer.Option(None, metavar="HOW", help=f"{_formats_taking('compare')}: how an answer "
+                                          "is compared with the gold one: integer (AIME), choice (a letter A-J, "
+                                          "GPQA), math (math-verify), exact (equal strings); default auto: by the "
+                                          "data set's name (pool.json records which)."),
 ):
     """Convert a sample dump into a pool. Named formats are public dumps and the outputs of search-and-learn, Large
     Language Monkeys and LiveCodeBench; `generic` maps any table: one row per response, or one row per query with
     list columns (exploded in list order)."""
-    from ttc.harvest.importers import import_pool
+    from ttc.harvest.importers import import_pool, written_pools
     from ttc.replay.pool import load_pool
 
     from ttc.replay.outputs import check_new_pool
@@ -365,18 +369,20 @@ def import_cmd(
     # the importer's keywords: those its registry entry takes, and any other given, which import_pool refuses
     values = {"query_id": query_id, "correct": correct, "answer": answer, "scores": dict(pairs) if pairs else None,
               "n_tokens": n_tokens, "sample_idx": sample_idx, "hash_answers": hash_answers, "sql": sql, "limit": limit,
-              "per_query": responses, "workers": workers, "timeout": timeout, "sandbox": _value(sandbox)}
+              "per_query": responses, "workers": workers, "timeout": timeout, "sandbox": _value(sandbox),
+              "compare": compare}
     defaults = {"query_id": "query_id", "hash_answers": False}
     takes = harvest_registry.IMPORTERS[fmt].options
     options = {k: v for k, v in values.items() if v is not None and (k in takes or v != defaults.get(k))}
     pool = import_pool(fmt, source, out, options)
-    p = load_pool(pool)
-    for w in p.meta.get("warnings", []):
-        typer.echo(f"warning: {w}", err=True)
-    line = f"wrote {out}: {p.n_queries} queries, {p.off[-1]} responses"
-    if p.has_gt:
-        line += f", pass@1 {float(p.correct.mean()):.4f}"
-    typer.echo(line)
+    for path in written_pools(pool):
+        p = load_pool(path)
+        for w in p.meta.get("warnings", []):
+            typer.echo(f"warning: {path.name}: {w}" if path != pool else f"warning: {w}", err=True)
+        line = f"wrote {path}: {p.n_queries} queries, {p.off[-1]} responses"
+        if p.has_gt:
+            line += f", pass@1 {float(p.correct.mean()):.4f}"
+        typer.echo(line)
 
 
 # ------------------------------------------------------------------------------------------------------------ info

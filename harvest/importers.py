@@ -730,8 +730,311 @@ def import_humaneval(src: Path, out: Path, limit: int | None = None, per_query: 
     return write_pool(out, samples_frame(cols), meta, queries)
 
 
+# --- today's reasoning models: BoInf's and AutoTTS's dumps (answers graded here against the gold answer) ------------
+
+# How an answer is compared with the gold one (`--compare`): the pool.json of every graded import names it.
+COMPARES = {
+    "integer": "both read as integers (after normalize_answer: $, \\boxed{}, '1,000', '70.' removed) and compared as "
+               "integers; an answer that is not an integer is unparsable and incorrect",
+    "choice": "a multiple-choice letter (A-J, after normalize_answer: '(A)', '\\text{A}' -> 'A'), compared with the "
+              "gold letter; anything else is unparsable and incorrect",
+    "math": "math-verify (gold first) of the answer against the gold LaTeX, in worker processes with a timeout per "
+            "grade (harvest/oracles/math_answer.py); a timed-out grade is incorrect",
+    "exact": "the answer and the gold one, surrounding whitespace stripped, equal as strings",
+}
+_INT = re.compile(r"-?\d+")
+_LETTER = re.compile(r"[A-J]")
+DATASETS = {"aime2024": "AIME 2024", "aime2025": "AIME 2025", "math500": "MATH-500", "gpqa": "GPQA-Diamond",
+            "gpqa_diamond": "GPQA-Diamond", "gpqa-diamond": "GPQA-Diamond"}
+
+
+def dataset_slug(name: str) -> str:
+    """One spelling of a data set's name across dumps: aime24 / aime2024 -> aime2024 (AutoTTS writes the short
+    form, BoInf the long one), anything else lower-cased."""
+    s = name.lower()
+    m = re.fullmatch(r"aime(\d{2})", s)
+    return f"aime20{m.group(1)}" if m else s
+
+
+def infer_compare(dataset: str, golds: list) -> str:
+    """The comparison a data set's answers need: AIME's are integers, GPQA's letters, MATH's LaTeX; a data set not
+    named here is judged by its gold answers (all integers -> integer, all single letters -> choice, else math)."""
+    s = dataset_slug(dataset)
+    if s.startswith("aime"):
+        return "integer"
+    if s.startswith("gpqa"):
+        return "choice"
+    if s.startswith("math"):
+        return "math"
+    golds = [str(g).strip() for g in golds]
+    if golds and all(_INT.fullmatch(g) for g in golds):
+        return "integer"
+    if golds and all(_LETTER.fullmatch(g.upper()) for g in golds):
+        return "choice"
+    return "math"
+
+
+def _ma():
+    return _math_oracle()
+
+
+def canonical_answer(raw, compare: str) -> tuple[str | None, str]:
+    """(the answer as the pool stores it, before hashing; its status: 'ok', 'empty' or 'unparsable'). The stored
+    form is what self-consistency votes on, so spellings of one answer agree: an integer in decimal ('070' -> '70'),
+    a letter upper-case, else normalize_answer's form (exact: the stripped text). An unparsable answer still votes
+    (it is what the model said) but is never correct."""
+    if raw is None or not str(raw).strip():
+        return None, "empty"
+    s = str(raw).strip()
+    if compare == "exact":
+        return s, "ok"
+    n = _ma().normalize_answer(s)
+    if n is None:
+        return None, "empty"
+    if compare == "integer":
+        return (str(int(n)), "ok") if _INT.fullmatch(n) else (n, "unparsable")
+    if compare == "choice":
+        return (n.upper(), "ok") if _LETTER.fullmatch(n.upper()) else (n, "unparsable")
+    return n, "ok"
+
+
+def canonical_gold(gold, compare: str, where: str) -> str:
+    """The gold answer in the form canonical_answer gives a correct answer; a gold answer the comparison cannot read
+    is refused (an AIME gold that is no integer means the wrong --compare or a broken file)."""
+    if gold is None or not str(gold).strip():
+        raise SourceError(f"{where}: the gold answer is empty")
+    g, status = canonical_answer(gold, compare)
+    if status != "ok":
+        kind = "an integer" if compare == "integer" else "a letter A-J"
+        raise SourceError(f"{where}: the gold answer {str(gold)[:40]!r} is not {kind} (--compare {compare}); use "
+                          "--compare math or exact")
+    return g
+
+
+class Grader:
+    """Grades a whole import at once: answers are added with their gold, and grade() returns the correctness of each,
+    with math-verify run once over the distinct (answer, gold) pairs. Counts the empty and unparsable answers for
+    pool.json."""
+
+    def __init__(self, compare: str, workers: int | None = None, timeout: float = 5.0):
+        self.compare, self.workers, self.timeout = compare, workers, timeout
+        self.raw, self.golds, self.canon, self.gold_canon = [], [], [], []
+        self.counts = {}  # group ("answers", "probes") -> {"n", "empty", "unparsable"}
+
+    def add(self, raw, gold: str, gold_canon: str, group: str = "answers") -> str | None:
+        """Record one answer; returns its canonical (unhashed) form, None when empty."""
+        c, status = canonical_answer(raw, self.compare)
+        counts = self.counts.setdefault(group, {"n": 0, "empty": 0, "unparsable": 0})
+        counts["n"] += 1
+        if status != "ok":
+            counts[status] += 1
+        self.raw.append(None if c is None else str(raw).strip())
+        self.golds.append(gold)
+        self.canon.append(c if status == "ok" else None)
+        self.gold_canon.append(gold_canon)
+        return c
+
+    def grade(self) -> list[bool]:
+        if self.compare != "math":
+            return [c is not None and c == g for c, g in zip(self.canon, self.gold_canon)]
+        ma = _ma()
+        return ma.grade_many(self.raw, [str(g) for g in self.golds], workers=self.workers, timeout_s=self.timeout)
+
+    def record(self) -> dict:
+        out = {"compare": self.compare, "how": COMPARES[self.compare], **self.counts}
+        if self.compare == "math":
+            for c in self.counts.values():
+                c["unparsable"] = None
+        if self.compare == "math":
+            out["math_verify_version"] = _ma().MATH_VERIFY_VERSION
+            out["timeout_s"] = self.timeout
+            out["unparsable_note"] = ("math-verify reads any text: an answer it cannot parse is graded incorrect, not "
+                                      "counted here")
+        return out
+
+
+def _check_compare(compare: str, allowed=("auto", *COMPARES)) -> str:
+    if compare not in allowed:
+        raise InputError(f"--compare must be one of {', '.join(allowed)}, got {compare!r}")
+    return compare
+
+
+def _per_file(src: Path, out: Path, pattern: str, name_of, one, what: str, progress_label: str) -> Path:
+    """SOURCE a file: one pool at `out`. SOURCE a directory: one pool per file matching `pattern`, each at
+    out/<model>-<dataset> (name_of(file) -> (model, dataset slug)), all built in one hidden directory renamed to
+    `out` at the end, so a file that fails leaves nothing behind. Every file's name and layout is checked before any
+    is converted."""
+    from ttc.replay.pool import new_pool_dir
+    from ttc.replay.progress import progress
+
+    if src.is_file():
+        name_of(src)
+        one(src, out, *name_of(src))
+        return out
+    files = sorted(f for f in src.glob(pattern) if f.is_file())
+    if not files:
+        raise SourceError(f"{src} holds no {what} files ({pattern})")
+    names = {}
+    for f in files:
+        model, ds = name_of(f)
+        key = f"{model}-{ds}"
+        if key in names:
+            raise SourceError(f"{f.name} and {names[key].name} are both {model} on {ds}")
+        names[key] = f
+    with new_pool_dir(out) as tmp, progress(len(files), progress_label, "files") as bar:
+        for key, f in names.items():
+            try:
+                one(f, tmp / key, *name_of(f))
+            except SourceError as e:
+                raise SourceError(f"{f.name}: {e}") from None
+            bar.advance(1)
+    return out
+
+
+_AUTOTTS_NAME = re.compile(r"(?P<model>.+)-(?P<dataset>[A-Za-z0-9_]+)\.json")
+
+
+def autotts_name(f: Path) -> tuple[str, str]:
+    m = _AUTOTTS_NAME.fullmatch(f.name)
+    if not m:
+        raise SourceError(f"{f.name}: an AutoTTS file is named <model>-<dataset>.json (e.g. Qwen3-4B-aime25.json)")
+    return m.group("model"), dataset_slug(m.group("dataset"))
+
+
+AUTOTTS_KEYS = ("question", "gold_answer", "probe_freq", "each_branch")
+
+
+def _autotts_problems(f: Path) -> list:
+    text = f.read_text()
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        data = None
+    if not isinstance(data, list) or not data or not all(isinstance(p, dict) for p in data) \
+            or not set(AUTOTTS_KEYS) <= data[0].keys():
+        found = (f"a list whose first item has {', '.join(sorted(data[0])) if isinstance(data[0], dict) else 'no keys'}"
+                 if isinstance(data, list) and data else type(data).__name__ if data is not None else
+                 "not one JSON document (JSON Lines?)")
+        raise SourceError(f"expected AutoTTS's layout: a JSON list of problems with {', '.join(AUTOTTS_KEYS)} "
+                          f"(each_branch: [[probe answers], total tokens, final answer] per trace); found {found}")
+    return data
+
+
+def import_autotts(src: Path, out: Path, compare: str = "auto", workers: int | None = None,
+                   timeout: float = 5.0) -> Path:
+    """AutoTTS's offline replay environment: per problem, traces with their probe answers (one per probe_freq tokens,
+    "ERR" = none), total tokens and final answer. Each trace is a response (sample_idx = its place in each_branch);
+    its probes become the list columns probe_answer / probe_tokens / probe_correct (replay/pool.py PROBES), graded
+    like the final answer, so a depth policy can stop a trace at any probe."""
+    _check_compare(compare)
+    return _per_file(src, out, "*.json", autotts_name,
+                     lambda f, o, model, ds: _autotts_one(f, o, model, ds, compare, workers, timeout),
+                     "AutoTTS (<model>-<dataset>.json)", "importing autotts")
+
+
+def _autotts_one(f: Path, out: Path, model: str, ds: str, compare: str, workers, timeout) -> Path:
+    problems = _autotts_problems(f)
+    how = infer_compare(ds, [p.get("gold_answer") for p in problems]) if compare == "auto" else compare
+    g = Grader(how, workers, timeout)
+    cols = {k: [] for k in ("query_id", "sample_idx", "answer", "n_tokens", "probe_answer", "probe_tokens")}
+    queries = {"query_id": [], "dataset": [], "gold": []}
+    probe_rows = []  # (row, number of probes): where each trace's probe grades go once graded
+    freqs, n_err, n_probes, past_end = set(), 0, 0, 0
+    width = len(str(len(problems) - 1))
+    for qi, p in enumerate(problems):
+        where = f"problem {qi}"
+        for key in AUTOTTS_KEYS:
+            if key not in p:
+                raise SourceError(f"{where}: no {key!r}")
+        freq = p["probe_freq"]
+        if isinstance(freq, bool) or not isinstance(freq, int) or freq < 1:
+            raise SourceError(f"{where}: probe_freq must be a positive integer, found {freq!r}")
+        freqs.add(freq)
+        gold = str(p["gold_answer"])
+        gc = canonical_gold(gold, how, where)
+        qid = f"{ds}-{qi:0{width}d}"
+        queries["query_id"].append(qid)
+        queries["dataset"].append(DATASETS.get(ds, ds))
+        queries["gold"].append(answer_hash(gc))
+        branches = p["each_branch"]
+        if not isinstance(branches, list) or not branches:
+            raise SourceError(f"{where}: each_branch must be a non-empty list of traces")
+        for k, br in enumerate(branches):
+            if not (isinstance(br, list) and len(br) == 3 and isinstance(br[0], list)
+                    and isinstance(br[1], int) and not isinstance(br[1], bool) and br[1] >= 0):
+                raise SourceError(f"{where}, trace {k}: expected [[probe answers], total tokens, final answer], "
+                                  f"found {str(br)[:80]}")
+            probes, n_tok, final = br
+            c = g.add(None if final == "ERR" else final, gold, gc)
+            pa, graded = [], []  # graded: the probe went to the grader (None: 'ERR'), and whether it has an answer
+            for a in probes:
+                n_probes += 1
+                if a is None or a == "ERR":
+                    n_err += 1
+                    pa.append(None)
+                    graded.append(None)
+                    continue
+                pa.append(answer_hash(g.add(a, gold, gc, "probes")))
+                graded.append(pa[-1] is not None)
+            probe_rows.append(graded)
+            offs = [freq * (i + 1) for i in range(len(probes))]
+            past_end += bool(offs) and offs[-1] > n_tok
+            cols["query_id"].append(qid)
+            cols["sample_idx"].append(k)
+            cols["answer"].append(answer_hash(c))
+            cols["n_tokens"].append(n_tok)
+            cols["probe_answer"].append(pa)
+            cols["probe_tokens"].append(offs)
+    grades = iter(g.grade())
+    correct, probe_correct = [], []
+    # the Grader saw, per trace, the final answer then each non-ERR probe answer, in that order
+    for graded in probe_rows:
+        correct.append(next(grades))
+        row = []
+        for x in graded:
+            ok = None if x is None else next(grades)  # an empty probe answer was graded (False) but has no grade
+            row.append(ok if x else None)
+        probe_correct.append(row)
+    cols["correct"] = correct
+    cols["probe_correct"] = probe_correct
+    meta = {
+        "name": f"autotts-{model}-{ds}", "format": "autotts", "model": model, "dataset": DATASETS.get(ds, ds),
+        "source": str(f), "source_sha256": _sha256(f),
+        "responses_per_query": max(len(p["each_branch"]) for p in problems),
+        "grading": {**g.record(), "probe_err": n_err, "probe_total": n_probes},
+        "probe_freq": sorted(freqs),
+        "probes_past_n_tokens": past_end,
+        "derivation": "query_id = <dataset>-<problem index>; sample_idx = the trace's place in each_branch; answer = "
+                      "the final answer in canonical form (--compare), hashed, null when empty or 'ERR'; correct = "
+                      f"graded against gold_answer ({how}: {COMPARES[how]}); n_tokens = the trace's total tokens; "
+                      "probe_answer = each probe's answer the same way ('ERR' -> null), probe_tokens = probe_freq x "
+                      "(1, 2, ...), probe_correct = each probe answer graded as the final one (null where no answer); "
+                      f"{past_end} traces have a last probe offset past their n_tokens (the source probed on its own "
+                      "token count)",
+        "oracles": {"correct": f"{how} comparison with gold_answer", "probe_correct": "the same, per probe"},
+    }
+    return write_pool(out, samples_frame(cols), meta,
+                      pl.DataFrame(queries, schema={c: pl.String for c in queries}))
+
+
 def _has_gt(out: Path) -> bool:
     return "correct" in pl.read_parquet_schema(out / "samples.parquet")
+
+
+def written_pools(out: Path) -> list[Path]:
+    """The pools an import wrote: `out` itself, or (a directory SOURCE of a per-file format) its subdirectories."""
+    out = Path(out)
+    if (out / "pool.json").exists() or (out / "samples.parquet").exists():
+        return [out]
+    return sorted(d for d in out.iterdir() if d.is_dir() and not d.name.startswith("."))
+
+
+def _validate(out: Path):
+    from ttc.replay.pool import PROBES
+
+    for pool in written_pools(out):
+        probes = all(c in pl.read_parquet_schema(pool / "samples.parquet") for c in PROBES)
+        load_pool(pool, score="gt" if _has_gt(pool) else _first_score(pool), probes=probes)
 
 
 def _first_score(out: Path) -> str:
@@ -767,7 +1070,7 @@ def import_pool(fmt: str, src, out, options: dict | None = None) -> Path:
             raise PoolError(f"--timeout must be a positive, finite number of seconds, got {value!r}")
     try:
         entry.load()(src, out, **options)
-        load_pool(out, score="gt" if _has_gt(out) else _first_score(out))  # validates every score column too
+        _validate(out)  # every score column, and the probes, too
     except MissingExtra:  # an optional dependency (pyyaml, math-verify) is missing: its one-line message as it is
         shutil.rmtree(out, ignore_errors=True)
         raise

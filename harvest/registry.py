@@ -317,6 +317,15 @@ IMPORTERS = {i.name: i for i in (
              "LiveCodeBench's evaluated output (`..._eval_all.json`)",
              "correct = `graded_list`; code execution: answer = the predicted output (`pred_list`) as a canonical "
              "Python literal; code generation: no answer column (program texts are no answer to vote on)", _SUBSET),
+    Importer("autotts", "ttc.harvest.importers:import_autotts",
+             "AutoTTS reasoning traces with probe answers ({model}-{dataset}.json, or their directory)",
+             "an [AutoTTS](https://github.com/zhengkid/AutoTTS) replay file `<model>-<dataset>.json`, or a directory "
+             "of them (one pool per file, `--out`/`<model>-<dataset>`)",
+             "one response per trace: answer = the final answer, correct = it graded against `gold_answer` "
+             "(`--compare`, default by data set: AIME as integers, MATH with math-verify, GPQA as letters), `n_tokens` "
+             "= the trace's total; probes as list columns `probe_answer` (\"ERR\" = null), `probe_tokens` "
+             "(500, 1000, ...), `probe_correct` (graded alike)", ("compare", "workers", "timeout"), directory=True,
+             extra="grade"),
     Importer("generic", "ttc.harvest.importers:import_generic", "a CSV / JSONL / Parquet table mapped with the column flags",
              "any CSV / JSONL / Parquet", "columns mapped by flags (below), after an optional `--sql` query (derived "
              "columns, de-duplication, nulls filled)",

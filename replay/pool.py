@@ -77,8 +77,19 @@ SAMPLE_COLUMNS: dict[str, Column] = {c.name: c for c in (
     Column("conf_lows", pl.List(pl.Float64), "list of numbers", "a list of floats",
            "the group confidences at those positions (strictly decreasing, as many as positions); read only by "
            "deepconf-online"),
+    Column("probe_answer", pl.List(pl.String), "list of strings", "a list of strings",
+           "the answer the response gave when probed part-way (`ttc import autotts`: asked for its answer every "
+           "probe_freq tokens), in order; a null item = no answer extracted; read only by depth policies"),
+    Column("probe_tokens", pl.List(pl.Int64), "list of integers", "a list of integers",
+           "the token offset of each probe (500, 1000, ...), strictly increasing, as many as probe_answer; the last "
+           "may pass n_tokens by less than one spacing (the source probes on its own count); read only by depth "
+           "policies", lo=1),
+    Column("probe_correct", pl.List(pl.Boolean), "list of booleans", "a list of booleans",
+           "each probe answer graded against the gold answer as `correct` grades the final one (null where "
+           "probe_answer is null); read only by depth policies"),
 )}
 LOWS = ("conf_lows_pos", "conf_lows")  # deepconf-online's columns: both or neither, loaded only when asked for
+PROBES = ("probe_answer", "probe_tokens", "probe_correct")  # depth's columns: all or none, loaded only when asked for
 SCORE_PREFIX = "score_"
 SCORE = Column("score_<oracle>", pl.Float64, "number", "a float",
                "a reward oracle's score (score_prm_min, score_judge, ...); any number of them, each validated on "
@@ -117,8 +128,10 @@ def _accepts(c: Column, dtype: pl.DataType) -> bool:
         return dtype == pl.Boolean or dtype.is_integer()
     if c.accepts.startswith("list of "):
         inner = getattr(dtype, "inner", None)
-        return isinstance(dtype, pl.List) and inner is not None and (
-            inner.is_integer() if c.accepts == "list of integers" else inner.is_numeric())
+        if not isinstance(dtype, pl.List) or inner is None:
+            return False
+        return {"list of integers": inner.is_integer(), "list of strings": inner == pl.String,
+                "list of booleans": inner == pl.Boolean}.get(c.accepts, inner.is_numeric())
     return dtype.is_numeric()
 
 
@@ -145,6 +158,14 @@ class Pool:
     has_lows: bool = False
     # a convention of some sources (with_invalid_votes): each query's invalid answers form one more answer category
     invalid_votes: bool = False
+    # the probes of each response (load_pool's probes=True; None: not loaded): response j's probes are
+    # probe_tok / probe_ans / probe_ok[probe_off[j] .. probe_off[j + 1]]; probe_ans in the coding of `ans`, a probe
+    # answer that no final answer of its query has coded after them (so it may reach k or more: check_probes)
+    probe_off: np.ndarray | None = None
+    probe_tok: np.ndarray | None = None
+    probe_ans: np.ndarray | None = None
+    probe_ok: np.ndarray | None = None
+    has_probes: bool = False
 
     def with_invalid_votes(self) -> "Pool":
         """This pool with each query's invalid answers (-1) as one answer category of their own, after its valid
@@ -161,7 +182,13 @@ class Pool:
         np.maximum.at(top, q, self.ans)
         # (a loaded pool's ids are dense ranks, so a query of k responses with an invalid one gets id <= k - 1)
         ans = np.where(self.ans < 0, (top + 1)[q], self.ans)
-        return replace(self, ans=np.ascontiguousarray(ans, np.int64), invalid_votes=True)
+        extra = {}
+        if self.probe_ans is not None:  # the invalid category takes id top + 1: probe-only answers move up by one
+            pq = np.repeat(q, np.diff(self.probe_off))
+            pa = self.probe_ans
+            extra["probe_ans"] = np.ascontiguousarray(
+                np.where(pa < 0, (top + 1)[pq], np.where(pa > top[pq], pa + 1, pa)), np.int64)
+        return replace(self, ans=np.ascontiguousarray(ans, np.int64), invalid_votes=True, **extra)
 
     @classmethod
     def from_arrays(cls, off, correct=None, score=None, ans=None, tok=None, query_ids=None, name="in-memory"):
@@ -449,14 +476,71 @@ def check_lows(df: pl.DataFrame, where: str) -> tuple[np.ndarray, np.ndarray, np
     return loff, lpos, lval
 
 
+def check_probes(df: pl.DataFrame, where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The probes of every row of df (columns PROBES, query_id and answer, rows in pool order: sorted by query and
+    sample_idx), checked against the contract: no null list, as many answers, offsets and grades per response, offsets
+    strictly increasing from >= 1, a grade null exactly where the answer is. Returns (probe_off, probe_tok,
+    probe_ans, probe_ok): row j's probes are [probe_off[j] .. probe_off[j + 1]). probe_ans codes each probe answer
+    as load_pool codes `answer` (its dense rank among the query's distinct final answers), so that a probe agreeing
+    with a final answer has its id; an answer no final response of the query gave gets an id after those (dense
+    rank among the query's other probe answers), -1 = none."""
+    ans_c, tok_c, ok_c = PROBES
+    for c in PROBES:
+        if df[c].null_count():
+            _fail(where, f"column '{c}' has {df[c].null_count()} null values (an empty list is a response that was "
+                         "never probed)")
+    n = df[ans_c].list.len().to_numpy()
+    for c in (tok_c, ok_c):
+        other = df[c].list.len().to_numpy()
+        bad = np.flatnonzero(other != n)
+        if bad.size:
+            _fail(where, f"row {int(bad[0])}: '{ans_c}' has {int(n[bad[0]])} entries and '{c}' {int(other[bad[0]])}; "
+                         "each probe is an answer, its token offset and its grade")
+    off = np.zeros(df.height + 1, np.int64)
+    np.cumsum(n, out=off[1:])
+    row = np.repeat(np.arange(df.height), n)
+    # one row per probe; explode turns an empty list into one null row, so the unprobed responses are left out first
+    flat = (df.select(pl.col("query_id"), pl.col(ans_c).alias("a"), pl.col(tok_c).alias("t"), pl.col(ok_c).alias("ok"))
+            .filter(pl.Series(n > 0)).explode("a", "t", "ok"))
+    if flat["t"].null_count():
+        _fail(where, f"row {int(row[flat['t'].is_null().arg_max()])}: '{tok_c}' holds a null offset")
+    tok = flat["t"].cast(pl.Int64).to_numpy()
+    first = np.zeros(len(tok), bool)
+    first[off[:-1][n > 0]] = True
+    checks = ((tok < SAMPLE_COLUMNS[tok_c].lo, f"'{tok_c}' holds an offset below {SAMPLE_COLUMNS[tok_c].lo}"),
+              (~first & (np.diff(tok, prepend=0) <= 0), f"'{tok_c}' is not strictly increasing"),
+              ((flat["a"].is_null() != flat["ok"].is_null()).to_numpy(),
+               f"'{ok_c}' is null where '{ans_c}' is not, or the other way round (a probe without an answer has no "
+               "grade, and one with an answer has one)"))
+    for mask, what in checks:
+        hit = np.flatnonzero(mask)
+        if hit.size:
+            _fail(where, f"row {int(row[hit[0]])}: {what}")
+    finals = (df.select("query_id", pl.col("answer").alias("a")).drop_nulls().unique()
+              .with_columns((pl.col("a").rank("dense").over("query_id") - 1).cast(pl.Int64).alias("code")))
+    coded = flat.with_row_index("i").join(finals, on=["query_id", "a"], how="left")
+    top = finals.group_by("query_id").agg(pl.len().alias("m"))
+    extra = (coded.filter(pl.col("code").is_null() & pl.col("a").is_not_null()).select("query_id", "a").unique()
+             .join(top, on="query_id", how="left")
+             .with_columns((pl.col("a").rank("dense").over("query_id") - 1 + pl.col("m").fill_null(0))
+                           .cast(pl.Int64).alias("extra")).drop("m"))
+    coded = (coded.join(extra, on=["query_id", "a"], how="left").sort("i")
+             .select(pl.coalesce("code", "extra").fill_null(-1).cast(pl.Int64)))
+    ans = coded.to_series().to_numpy() if coded.height else np.zeros(0, np.int64)
+    ok = flat["ok"].fill_null(False).to_numpy().astype(bool) if flat.height else np.zeros(0, bool)
+    return off, np.ascontiguousarray(tok, np.int64), np.ascontiguousarray(ans, np.int64), np.ascontiguousarray(ok)
+
+
 def load_pool(path, score: str = "gt", need_tokens: bool = False, prior: str | None = None,
-              side: str | None = None, lows: bool | None = False, invalid_votes: bool = False) -> Pool:
+              side: str | None = None, lows: bool | None = False, invalid_votes: bool = False,
+              probes: bool = False) -> Pool:
     """Read and validate a pool against the contract (SAMPLE_COLUMNS, SCORE). Every score column is validated;
     only the columns a replay needs are read into memory. prior: a column of queries.parquet read as each query's
     predicted success probability (marginal-gain, load_prior); side: a column of the responses read as each
     response's side signal (side-eb: numbers in [0, 1], no null or NaN); lows: deepconf-online's record lows (LOWS,
     check_lows), True: read them (a pool without them is refused), None: read them when the pool has them, False:
-    not read; invalid_votes: each query's invalid answers as one answer category (Pool.with_invalid_votes)."""
+    not read; invalid_votes: each query's invalid answers as one answer category (Pool.with_invalid_votes); probes:
+    read and check the probe columns (PROBES, check_probes: a pool without them is refused), False: not read."""
     path = Path(path)
     files = sample_files(path)
     where = "samples.parquet" if files[0].name == "samples.parquet" else "samples/*.parquet"
@@ -512,6 +596,16 @@ def load_pool(path, score: str = "gt", need_tokens: bool = False, prior: str | N
                      f"{' and '.join(repr(c) for c in LOWS)}: ttc harvest --confidence group-lows), and this pool has "
                      "none")
     read_lows = has_lows and lows is not False
+    has_probes = all(c in names for c in PROBES)
+    if any(c in names for c in PROBES) and not has_probes:
+        _fail(where, f"the probe columns are {', '.join(PROBES)}, all or none; this pool has only "
+                     f"{', '.join(c for c in PROBES if c in names)}")
+    if probes:
+        if not has_probes:
+            _fail(where, f"no probes here (columns {', '.join(PROBES)}: ttc import autotts writes them)")
+        if not has_answers:
+            _fail(where, "the probe answers are coded as the final answers are, and this pool has no 'answer' column")
+        cols += [c for c in PROBES if c not in cols]
     if read_lows:
         if not has_tokens:
             _fail(where, "the record lows need an 'n_tokens' column (a stopped trace pays its tokens so far), and "
@@ -609,10 +703,12 @@ def load_pool(path, score: str = "gt", need_tokens: bool = False, prior: str | N
             _fail(where, f"--side: column '{side}' has {int(bad.sum())} null, NaN or out-of-[0, 1] values (e.g. "
                   f"{side_v[bad][0]}); a side signal is a number in [0, 1]")
     lows_v = check_lows(df, where) if read_lows else None
+    probes_v = check_probes(df, where) if probes else (None,) * 4
     pool = Pool(path=path, query_ids=qids.to_list(), off=off, correct=np.ascontiguousarray(correct, np.int8),
                 score=np.ascontiguousarray(score, np.float64), ans=np.ascontiguousarray(ans, np.int64),
                 tok=np.ascontiguousarray(tok, np.int64), score_name=score_col, has_gt=has_gt,
                 has_answers=has_answers, has_tokens=has_tokens, meta=meta, side=side_v,
                 score_columns=scores, prior=None if prior is None else load_prior(queries_file, prior, qids.to_list()),
-                lows=lows_v, has_lows=has_lows)
+                lows=lows_v, has_lows=has_lows, probe_off=probes_v[0], probe_tok=probes_v[1], probe_ans=probes_v[2],
+                probe_ok=probes_v[3], has_probes=has_probes)
     return pool.with_invalid_votes() if invalid_votes else pool
