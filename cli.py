@@ -290,6 +290,18 @@ def replay_cmd(
     horizon: int = _param_option("horizon"),
     dirichlet_conf: float = _param_option("dirichlet_conf"),
     invalid_votes: bool = typer.Option(False, "--invalid-votes", help=_INVALID_VOTES_HELP),
+    trace_cap: int = typer.Option(0, help="Depth, every policy: each trace stops at this many tokens and answers its "
+                                  "last probe there (0: none; needs the pool's probes)."),
+    depth_rule: str = typer.Option("whole", help="Depth, every width policy: when a trace stops part-way: whole "
+                                   "(runs to its end) or stability (its last --depth-m probes agree)."),
+    depth_m: int = typer.Option(3, help="stability: agreeing valid probe answers in a row that stop a trace."),
+    probe_cost: str = typer.Option("tokens", help="Depth: tokens (a probe costs its offset; probes at or past a trace's "
+                                   "end are not reached) or autotts (AutoTTS's replay: every probe paid, finishing "
+                                   "pays max(total, last offset))."),
+    chains: int = typer.Option(64, help="parallel-probe: traces per query."),
+    stable: int = typer.Option(40, help="parallel-probe: steps the majority must hold to stop a query."),
+    patience: int = typer.Option(7, help="parallel-probe: steps off the majority in a row that prune a trace."),
+    probe_warmup: int = typer.Option(15, help="parallel-probe: steps before any pruning."),
     out: Optional[Path] = typer.Option(None, help="Write one row per (configuration, budget, seed) to this Parquet file."),
     per_query: Optional[Path] = typer.Option(None, help="Write the per-query allocation of every run to this Parquet file."),
     curve: Optional[Path] = typer.Option(None, help="Write uniform's exact curves (coverage@k, best-of-k) to this Parquet file."),
@@ -309,7 +321,8 @@ def replay_cmd(
         m_min=m_min, share=share, hmax=hmax, conf=conf, out=out, per_query=per_query, curve=curve, threads=threads,
         force=force, warmup=warmup, percentile=percentile, prior=prior, prior_strength=prior_strength, judge=judge,
         side=side, bins=bins, refresh=refresh, horizon=horizon, dirichlet_conf=dirichlet_conf,
-        invalid_votes=invalid_votes)
+        invalid_votes=invalid_votes, trace_cap=trace_cap, depth_rule=depth_rule, depth_m=depth_m,
+        probe_cost=probe_cost, chains=chains, stable=stable, patience=patience, probe_warmup=probe_warmup)
     run_replay(req)
 
 

@@ -151,11 +151,20 @@ def run_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, se
     return out_f, out_i, pq_n, pq_flags
 
 
+def pool_probes(pool: Pool) -> tuple | None:
+    """The pool's probes as the kernels read them, (probe_off, probe_tok, probe_ans, probe_ok as int8), or None when
+    none were loaded (load_pool(probes=True))."""
+    if pool.probe_off is None:
+        return None
+    return (frozen(pool.probe_off, np.int64), frozen(pool.probe_tok, np.int64), frozen(pool.probe_ans, np.int64),
+            frozen(pool.probe_ok, np.int8))
+
+
 def depth_view_arrays(pool: Pool, key: tuple) -> tuple:
     """(tok, ans, correct, reach) of every trace of the pool under a depth key (RunConfig.depth_key): each trace as
     the depth rule and the trace cap stop it (kernel.depth_view), and the probes it can reach."""
     rule, m, cap, cost = key
-    poff, ptok, pans, pok = pool.probes
+    poff, ptok, pans, pok = pool_probes(pool)
     n = len(pool.tok)
     tok, ans, ok, reach = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int8), np.empty(n, np.int64)
     depth_view(frozen(poff, np.int64), frozen(ptok, np.int64), frozen(pans, np.int64), frozen(pok, np.int8),
@@ -189,7 +198,7 @@ def run_probe_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarr
     shape = (C, S, n) if per_query else (0, 0, 0)
     pq_n = np.zeros(shape, np.int32)
     pq_flags = np.zeros(shape, np.uint16)
-    poff, ptok, pans, pok = pool.probes
+    poff, ptok, pans, pok = pool_probes(pool)
     off = frozen(pool.off, np.int64)
     for key in dict.fromkeys(c.depth_key() for c in configs):
         rows = [k for k, c in enumerate(configs) if c.depth_key() == key]
@@ -215,7 +224,7 @@ def run_probe_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarr
 def _slot_ids(pool: Pool) -> np.ndarray:
     """Per response, the largest answer id its trace can hold (final or any probe): answer_offsets sizes each
     query's slots from it."""
-    poff, _, pans, _ = pool.probes
+    poff, _, pans, _ = pool_probes(pool)
     top = pool.ans.copy()
     has = np.diff(poff) > 0
     if len(pans):
@@ -266,7 +275,7 @@ def check_configs(pool: Pool, configs: list[RunConfig], select: str):
             raise PoolError(f"{c.policy} needs each response's record lows of its group confidence (columns "
                             "'conf_lows_pos' and 'conf_lows': ttc harvest --confidence group-lows), and this pool has "
                             "none" + (" loaded" if pool.has_lows else ""))
-        if c.needs_probes() and pool.probes is None:
+        if c.needs_probes() and pool.probe_off is None:
             raise PoolError(f"{c.label()} stops traces part-way and needs each trace's probes (columns 'probe_answer', "
                             "'probe_tokens' and 'probe_correct': ttc import autotts), and this pool has none"
                             + (" loaded" if pool.has_probes else ""))

@@ -175,7 +175,7 @@ def supported(pool, eliminate: str = "threshold") -> list[str]:
     """The policies a pool can run under an elimination rule: what each needs ("gt": ground truth, "answers":
     answer categories, its own or through the rule) the pool has."""
     has = {"gt": pool.has_gt, "answers": pool.has_answers, "lows": pool.lows is not None,
-           "probes": pool.probes is not None}
+           "probes": pool.probe_off is not None}
     rule = ELIMINATION_RULES[eliminate].needs if eliminate in ELIMINATION_RULES else frozenset()
     return [name for name, p in REGISTRY.items()
             if all(has[n] for n in p.needs | (rule if "eliminate" in p.params else frozenset()))]
@@ -368,7 +368,7 @@ NEEDS = {
     "tokens": (lambda pool: pool.has_tokens, "token counts (an 'n_tokens' column)"),
     "lows": (lambda pool: pool.lows is not None, "each response's record lows of its group confidence ('conf_lows_pos' "
              "and 'conf_lows': ttc harvest --confidence group-lows)"),
-    "probes": (lambda pool: pool.probes is not None, "each trace's probes ('probe_answer', 'probe_tokens' and "
+    "probes": (lambda pool: pool.probe_off is not None, "each trace's probes ('probe_answer', 'probe_tokens' and "
                "'probe_correct': ttc import autotts)"),
     "score": (lambda pool: pool.score.size > 0 and float(pool.score.min()) < float(pool.score.max()),
               "a score that varies between responses"),

@@ -61,6 +61,14 @@ class ReplayRequest:
     horizon: int = 0  # side-eb
     dirichlet_conf: float = 0.95  # ac-dirichlet
     invalid_votes: bool = False  # each query's invalid answers as one answer category (Pool.with_invalid_votes)
+    trace_cap: int = 0  # depth (issue 30), every policy
+    depth_rule: str = "whole"
+    depth_m: int = 3
+    probe_cost: str = "tokens"
+    chains: int = 64  # parallel-probe
+    stable: int = 40
+    patience: int = 7
+    probe_warmup: int = 15
 
 
 def config_from_options(policy: str, **params) -> RunConfig:
@@ -188,6 +196,13 @@ def check_per_query_memory(rows: int, seeds: int, n_queries: int, what: str = "-
                         f"{have / 2**30:.1f} GiB available: use fewer seeds, budgets or policies")
 
 
+def _wants_probes(req: ReplayRequest) -> bool:
+    """load_pool's probes argument: True when a depth policy or option is asked for (a pool without probes is
+    refused in one line); else they are not read (parallel-probe runs when it is named)."""
+    return "parallel-probe" in req.policies or bool(req.trace_cap) or req.depth_rule != "whole" \
+        or req.probe_cost != "tokens"
+
+
 def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     console = console or _console()
     validate_request(req)
@@ -196,15 +211,15 @@ def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.D
     # named and the pool has them (then it is one of the policies the pool supports); never for the others
     pool = load_pool(path, score=req.score, need_tokens=req.unit != "samples", prior=req.prior,
                      side=req.side, lows=("deepconf-online" in req.policies) if req.policies else None,
-                     invalid_votes=req.invalid_votes)
+                     invalid_votes=req.invalid_votes, probes=_wants_probes(req))
     if req.invalid_votes and not pool.has_answers:
         raise PoolError("--invalid-votes makes invalid answers one answer category, and this pool has no 'answer' "
                         "column (answer categories)")
     check_budget_totals(req.budgets, pool.n_queries)
     if req.policies:
         policies = list(dict.fromkeys(req.policies))
-    else:
-        policies = supported(pool, req.eliminate)
+    else:  # (parallel-probe answers with its own vote: among all the policies only under --select sc)
+        policies = [p for p in supported(pool, req.eliminate) if p != "parallel-probe" or req.select == "sc"]
     configs = build_configs(req, policies)
     seeds = range(req.seed_start, req.seed_start + req.seeds)
     check_configs(pool, configs, req.select)

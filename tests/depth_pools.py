@@ -37,7 +37,8 @@ def probed_arrays(rng, n_queries=4, max_traces=6, n_answers=3, step=500, max_pro
 def probed_pool(rng, **kw) -> Pool:
     off, tok, ans, correct, poff, ptok, pans, pok = probed_arrays(rng, **kw)
     p = Pool.from_arrays(off, correct=correct, tok=tok)
-    return dataclasses.replace(p, ans=ans, has_answers=True, probes=(poff, ptok, pans, pok), has_probes=True)
+    return dataclasses.replace(p, ans=ans, has_answers=True, probe_off=poff, probe_tok=ptok, probe_ans=pans,
+                               probe_ok=pok.astype(bool), has_probes=True)
 
 
 def traces_of(off, tok, ans, correct, poff, ptok, pans, pok):

@@ -120,7 +120,8 @@ def test_grid_uses_the_width_permutation():
     pool = probed_pool(np.random.default_rng(3), n_queries=6)
     c = RunConfig("parallel-probe", unit="tokens", chains=3, stable=2, patience=2, probe_warmup=1)
     df, pq = replay(pool, [c], [4000], [11], select="sc", per_query=True)
-    arrays = (pool.off, pool.tok, pool.ans, pool.correct) + pool.probes
+    arrays = (pool.off, pool.tok, pool.ans, pool.correct, pool.probe_off, pool.probe_tok, pool.probe_ans,
+              pool.probe_ok.astype(np.int8))
     perm = np.empty(int(pool.off[-1]), np.int64)
     fill_permutation(pool.off, pool.qkeys, 11, perm)
     order, rank = np.empty(pool.n_queries, np.int64), np.empty(pool.n_queries, np.int64)
@@ -139,7 +140,7 @@ def test_width_policy_under_a_depth_rule_is_the_policy_on_the_stopped_traces():
 
     pool = probed_pool(np.random.default_rng(5), n_queries=8)
     tok, ans, ok, _ = depth_view_arrays(pool, ("stability", 2, 0, "tokens"))
-    view = dataclasses.replace(pool, tok=tok, ans=ans, correct=ok, score=ok.astype(float), probes=None)
+    view = dataclasses.replace(pool, tok=tok, ans=ans, correct=ok, score=ok.astype(float), probe_off=None)
     a, _ = replay(pool, [RunConfig("elimination", unit="tokens", depth_rule="stability", depth_m=2,
                                    eliminate="sc-share")], [2000], range(4), select="sc")
     b, _ = replay(view, [RunConfig("elimination", unit="tokens", eliminate="sc-share")], [2000], range(4),
@@ -152,7 +153,7 @@ def test_width_policy_under_a_depth_rule_is_the_policy_on_the_stopped_traces():
 def test_a_pool_without_probes_refuses_a_depth_policy():
     import dataclasses
 
-    pool = dataclasses.replace(probed_pool(np.random.default_rng(1)), probes=None, has_probes=False)
+    pool = dataclasses.replace(probed_pool(np.random.default_rng(1)), probe_off=None, has_probes=False)
     for c in (RunConfig("parallel-probe"), RunConfig("uniform", trace_cap=1000),
               RunConfig("ucb", depth_rule="stability")):
         with pytest.raises(PoolError, match="needs each trace's probes"):
@@ -161,7 +162,8 @@ def test_a_pool_without_probes_refuses_a_depth_policy():
         replay(probed_pool(np.random.default_rng(1)), [RunConfig("parallel-probe")], [4], range(1), select="bon")
 
 
-def test_probes_load_from_a_pool(tmp_path):
+def test_a_probed_pool_replays_from_disk(tmp_path):
+    # the pools issue's loader (load_pool(probes=True)) feeds the depth engine: a pool written with probe columns
     import polars as pl
 
     from ttc.replay.pool import load_pool, samples_frame, write_pool
@@ -172,17 +174,13 @@ def test_probes_load_from_a_pool(tmp_path):
         pl.Series("probe_tokens", [[500, 1000], [500]], pl.List(pl.Int64)),
         pl.Series("probe_correct", [[False, None], [True]], pl.List(pl.Boolean)))
     out = write_pool(tmp_path / "p", df, {"name": "p"})
-    assert load_pool(out).probes is None  # only for what reads them
     p = load_pool(out, probes=True)
-    poff, ptok, pans, pok = p.probes
-    # one coding for final and probe answers: "3" < "5" < "7"
-    assert p.ans.tolist() == [2, 0] and poff.tolist() == [0, 2, 3] and ptok.tolist() == [500, 1000, 500]
-    assert pans.tolist() == [1, -1, 2] and pok.tolist() == [0, 0, 1]
-    iv = p.with_invalid_votes()
-    assert iv.probes[2].tolist() == [1, 3, 2]  # "no answer" votes as its own category, after the valid ones
-    bad = df.with_columns(pl.Series("probe_tokens", [[500, 500], [500]], pl.List(pl.Int64)))
-    with pytest.raises(PoolError, match="strictly increasing"):
-        load_pool(write_pool(tmp_path / "b", bad, {"name": "b"}), probes=True)
-    with pytest.raises(PoolError, match="needs each trace's probes"):
-        load_pool(write_pool(tmp_path / "c", df.drop("probe_answer", "probe_tokens", "probe_correct"),
-                             {"name": "c"}), probes=True)
+    # each trace capped at 600 tokens: trace 0 holds "5" (wrong) at 600, trace 1 "7" (right) at 600
+    r, _ = replay(p, [RunConfig("uniform", unit="tokens", trace_cap=600)], [600], range(20), select="sc")
+    assert set(r["tokens_used"].to_list()) == {600}  # one capped trace fits, the second does not
+    # one trace per query's worth of budget: accuracy is the drawn trace's probe, half the seeds each way
+    r1, _ = replay(p, [RunConfig("uniform", trace_cap=600)], [1], range(40), select="sc")
+    assert 0 < r1["accuracy"].mean() < 1
+    pp, _ = replay(p, [RunConfig("parallel-probe", unit="tokens", chains=2, stable=1, patience=1, probe_warmup=0)],
+                   [10**6], range(3), select="sc")
+    assert set(pp["samples_used"].to_list()) == {2}
