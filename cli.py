@@ -151,7 +151,7 @@ from ttc.harvest.prm import ENGINES as PRM_ENGINES, STEP_MODES  # noqa: E402
 from ttc.harvest.prompts import TEMPLATES  # noqa: E402
 
 POLICY_NAMES = ("uniform", "elimination", "ucb", "gap", "gap-literal", "entropy", "two-stage", "streaming", "oracle",
-                "optscale", "marginal-gain", "dsc", "side-eb", "deepconf-online")
+                "optscale", "marginal-gain", "dsc", "side-eb", "deepconf-online", "parallel-probe")
 ELIMINATION_RULES = ("threshold", "sc-share", "sc-beta", "esc", "ac-majority", "ac-entropy", "ac-dirichlet",
                      "none")  # replay.policies.ELIMS
 SELECTIONS = ("bon", "weighted", "sc", "cisc", "deepconf")  # replay.engine.SELECT
@@ -1078,7 +1078,7 @@ def merge_cmd(
 # `ttc run`: live allocation against a model (harvest/run.py). Its choices: the live policies (replay/live.py
 # LIVE_POLICIES: every policy but the hindsight oracle), the oracles it scores with live (harvest/run.py LIVE_ORACLES)
 # and the registry's others, which it refuses with the reason; tests/test_run_cli.py holds them to those lists.
-LIVE_POLICY_NAMES = tuple(p for p in POLICY_NAMES if p != "oracle")
+LIVE_POLICY_NAMES = tuple(p for p in POLICY_NAMES if p not in ("oracle", "parallel-probe"))  # (replay only)
 RUN_ORACLES = ("gt", "sc") + tuple(o for o in ORACLES if o != "gt") + ("confidence",)
 RunPolicy = _choice("RunPolicy", LIVE_POLICY_NAMES)
 RunSelect = _choice("RunSelect", LIVE_SELECTIONS)  # cisc and deepconf are computed by replay only

@@ -96,7 +96,7 @@ REGISTRY = {p.name: p for p in (
            "in lockstep; the majority of their latest answers stops the query once it has held for `stable` steps; "
            "after `probe_warmup` steps a trace off the majority `patience` steps in a row is pruned; its answer is "
            "that majority", ("chains", "stable", "patience", "probe_warmup"), needs=frozenset({"probes", "answers"}),
-           style=("#393b79", "H", "-")),
+           live=False, style=("#393b79", "H", "-")),
 )}
 
 
