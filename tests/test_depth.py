@@ -184,3 +184,37 @@ def test_a_probed_pool_replays_from_disk(tmp_path):
     pp, _ = replay(p, [RunConfig("parallel-probe", unit="tokens", chains=2, stable=1, patience=1, probe_warmup=0)],
                    [10**6], range(3), select="sc")
     assert set(pp["samples_used"].to_list()) == {2}
+
+
+def test_sc_at_k_is_the_enumerated_expectation():
+    # every ordered draw of k from tiny queries, the engine's tie rule (the answer that reached the leading count
+    # first) applied to each: the exact expectation sc_at_k computes
+    import itertools
+    from fractions import Fraction
+
+    from ttc.replay.exact import sc_at_k
+    from ttc.replay.pool import Pool
+
+    rng = np.random.default_rng(7)
+    for _ in range(6):
+        sizes = rng.integers(1, 6, 3)
+        off = np.concatenate([[0], np.cumsum(sizes)])
+        ans = np.minimum(rng.integers(-1, 3, off[-1]), sizes.repeat(sizes) - 1)
+        pool = Pool.from_arrays(off, correct=(ans == 1).astype(np.int8), ans=ans)
+        k = int(sizes.min())
+        want = Fraction(0)
+        for i in range(3):
+            a = pool.ans[off[i]:off[i + 1]]
+            hits = total = 0
+            for draw in itertools.permutations(range(len(a)), k):
+                cnt, lead, lc = {}, -1, 0
+                for j in draw:
+                    if a[j] < 0:
+                        continue
+                    cnt[a[j]] = cnt.get(a[j], 0) + 1
+                    if cnt[a[j]] > lc:
+                        lead, lc = a[j], cnt[a[j]]
+                total += 1
+                hits += lead >= 0 and bool(pool.correct[off[i] + list(a).index(lead)])
+            want += Fraction(hits, total)
+        assert sc_at_k(pool, [k])[0] == pytest.approx(float(want / 3), abs=1e-12)
