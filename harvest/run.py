@@ -420,10 +420,11 @@ def _config(req: RunRequest, eliminate: str):
     hand-kept list here once dropped optscale's, marginal-gain's, dsc's and side-eb's parameters)."""
     from dataclasses import fields
 
-    from ttc.replay.policies import RunConfig
+    from ttc.replay.policies import DEPTH_FIELDS, RunConfig
     from ttc.replay.run import config_from_options
 
-    params = {f.name: getattr(req, f.name) for f in fields(RunConfig) if f.name not in ("policy", "eliminate")}
+    params = {f.name: getattr(req, f.name) for f in fields(RunConfig)
+              if f.name not in ("policy", "eliminate") + DEPTH_FIELDS}  # (depth: replay only, for now)
     return config_from_options(req.policy, eliminate=eliminate, **params)
 
 

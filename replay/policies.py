@@ -120,6 +120,9 @@ DEPTH_RULES = {r.name: r for r in (
          "agreeing valid answers in a row", ("depth_m",), frozenset({"probes"})),
 )}
 PROBE_COSTS = {"tokens": PROBE_COST_TOKENS, "autotts": PROBE_COST_AUTOTTS}
+# The RunConfig fields of depth: a replay sets them (on a pool with probes); a live run (ttc run) leaves them at
+# their defaults, whole traces, until a backend can stop a trace part-way.
+DEPTH_FIELDS = ("depth_rule", "depth_m", "trace_cap", "probe_cost", "chains", "stable", "patience", "probe_warmup")
 
 ELIMINATION_RULES = {r.name: r for r in (
     Rule("threshold", ELIM_THRESHOLD, "a score >= gamma", ("gamma",)),

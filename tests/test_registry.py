@@ -53,8 +53,12 @@ def test_supported_reads_the_needs():
     bare = Pool.from_arrays(off, score=np.array([0.5, 1.0]))
     full = Pool.from_arrays(off, correct=np.array([1, 0]), ans=np.array([0, 1]))
     assert "oracle" not in supported(bare) and "entropy" not in supported(bare)
-    assert supported(full) == [p for p in REGISTRY if p != "deepconf-online"]  # it needs the record lows
+    # deepconf-online needs the record lows, parallel-probe the probes
+    assert supported(full) == [p for p in REGISTRY if p not in ("deepconf-online", "parallel-probe")]
     full.lows = (np.array([0, 1, 1]), np.array([0]), np.array([1.0]))
+    assert supported(full) == [p for p in REGISTRY if p != "parallel-probe"]
+    full.probe_off, full.probe_tok, full.probe_ans, full.probe_ok = (np.array([0, 1, 1]), np.array([500]),
+                                                                     np.array([0]), np.array([True]))
     assert supported(full) == list(REGISTRY)
     assert "elimination" not in supported(bare, "sc-beta") and "uniform" in supported(bare, "sc-beta")
     assert not re.search("oracle|entropy", " ".join(supported(bare, "sc-share")))
