@@ -62,7 +62,12 @@ def main():
     ap.add_argument("--seeds", type=int, default=100)
     ap.add_argument("--chains", default="2,4,8,16,32,64")
     ap.add_argument("--files", default="", help="comma-separated file stems (default: all)")
+    ap.add_argument("--whole", action="store_true", help="the whole-trace baselines instead: the source's ASC "
+                    "(threshold 0.95) and ESC (window 8) against ttc's elimination with sc-beta / esc, --select sc, "
+                    "invalid answers voting")
     a = ap.parse_args()
+    if a.whole:
+        return whole_baselines(a)
     sys.path.insert(0, str(a.source))
     from data_loader import Question  # the source's
     from method import Parallel_Probe
@@ -127,6 +132,70 @@ def main():
             print(f"| {f.stem} | {chains} | {100 * np.mean(src_acc):.2f} | {100 * np.mean(eng_acc):.2f} | "
                   f"{np.mean(src_cost):,.0f} | {np.mean(eng_cost):,.0f} | {100 * se:.2f} | {bad_a}, {bad_t} of "
                   f"{n * a.seeds} | {t_src:.1f}, {t_eng:.2f} |", flush=True)
+
+
+def whole_baselines(a):
+    """ASC and ESC, the source's whole-trace baselines, against ttc's elimination policy with the sc-beta rule
+    (Adaptive-Consistency's Beta test at conf 0.95, K = 1) and the esc rule (windows of K = 8), capped at
+    max_samples, on the source's shuffles, question by question. Both read final answers only; "ERR" is an answer
+    like any other (the source's strings; ttc --invalid-votes)."""
+    sys.path.insert(0, str(a.source))
+    from data_loader import Question  # the source's
+    from method import ASCMethod, ESCMethod
+
+    from ttc.replay.engine import run_once
+    from ttc.replay.policies import RunConfig
+
+    files = sorted(a.data.glob("*.json"))
+    if a.files:
+        files = [f for f in files if f.stem in a.files.split(",")]
+    print("| file | method | max samples | source acc % | ttc acc % (ties to the first drawn) | source tokens/question | "
+          "ttc tokens/question | SE acc | mismatches (answers, tokens) | answers that differ under --select sc (ties "
+          "to the answer reaching the count first) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for f in files:
+        data, off, tok, _, ok, *_ = file_arrays(f)
+        n = len(off) - 1
+        ans = np.empty(len(tok), np.int64)
+        for i, q in enumerate(data):  # final answers only, dense per question (every string, "ERR" too, votes)
+            codes: dict = {}
+            for k, b in enumerate(q["each_branch"]):
+                ans[off[i] + k] = codes.setdefault(b[2], len(codes))
+        for name, ms in (("ASC", [2, 4, 8, 16, 32, 64]), ("ESC", [16, 32, 64])):
+            for m in [x for x in ms if x in [int(c) for c in a.chains.split(",")]]:
+                src_acc, src_cost, eng_acc, eng_cost = [], [], [], []
+                bad_a = bad_t = bad_sc = 0
+                cfg = (RunConfig("elimination", K=1, eliminate="sc-beta", max_samples=m) if name == "ASC"
+                       else RunConfig("elimination", K=8, eliminate="esc", max_samples=m))
+                for s in range(a.seeds):
+                    method = ASCMethod(max_samples=m, threshold=0.95) if name == "ASC" else \
+                        ESCMethod(max_samples=m, window_size=8)
+                    sc, sk = [], []
+                    for info in data:
+                        right, cost = Question(info, seed=s).solve(method)
+                        sc.append(int(right))
+                        sk.append(cost)
+                    perm = np.empty(len(tok), np.int64)
+                    for i in range(n):
+                        idx = list(range(off[i + 1] - off[i]))
+                        random.Random(s).shuffle(idx)
+                        perm[off[i]:off[i + 1]] = off[i] + np.asarray(idx)
+                    # the source's majority breaks ties by the answer drawn first: ttc's cisc at T = inf is that vote
+                    o = run_once(off, ok, ok.astype(float), ans, tok, perm, np.arange(n), cfg, 10**9,
+                                 votes=(float("inf"), 10.0))
+                    ea = o["sel_cisc"].astype(int).tolist()
+                    bad_sc += sum(int(x != y) for x, y in zip(sc, o["sel_sc"].astype(int).tolist()))
+                    ek = [int(tok[perm[off[i]:off[i] + o["n_drawn"][i]]].sum()) for i in range(n)]
+                    bad_a += sum(int(x != y) for x, y in zip(sc, ea))
+                    bad_t += sum(int(x != y) for x, y in zip(sk, ek))
+                    src_acc.append(np.mean(sc))
+                    eng_acc.append(np.mean(ea))
+                    src_cost.append(np.mean(sk))
+                    eng_cost.append(np.mean(ek))
+                se = float(np.std(eng_acc, ddof=1) / np.sqrt(len(eng_acc))) if len(eng_acc) > 1 else float("nan")
+                print(f"| {f.stem} | {name} | {m} | {100 * np.mean(src_acc):.2f} | {100 * np.mean(eng_acc):.2f} | "
+                      f"{np.mean(src_cost):,.0f} | {np.mean(eng_cost):,.0f} | {100 * se:.2f} | {bad_a}, {bad_t} of "
+                      f"{n * a.seeds} | {bad_sc} |", flush=True)
 
 
 if __name__ == "__main__":
