@@ -218,3 +218,56 @@ def test_sc_at_k_is_the_enumerated_expectation():
                 hits += lead >= 0 and bool(pool.correct[off[i] + list(a).index(lead)])
             want += Fraction(hits, total)
         assert sc_at_k(pool, [k])[0] == pytest.approx(float(want / 3), abs=1e-12)
+
+
+def _disk_pool(tmp_path, probes=True):
+    import polars as pl
+
+    from ttc.replay.pool import samples_frame, write_pool
+
+    rng = np.random.default_rng(11)
+    off, tok, ans, correct, poff, ptok, pans, pok = probed_arrays(rng, n_queries=6)
+    q = np.repeat(np.arange(len(off) - 1), np.diff(off))
+    name = lambda a: None if a < 0 else str(a)  # noqa: E731
+    df = samples_frame({"query_id": [f"q{i}" for i in q], "sample_idx": [int(j - off[i]) for j, i in enumerate(q)],
+                        "correct": correct.astype(bool).tolist(), "answer": [name(a) for a in ans],
+                        "n_tokens": tok.tolist()})
+    if probes:
+        df = df.with_columns(
+            pl.Series("probe_answer", [[name(pans[k]) for k in range(poff[j], poff[j + 1])] for j in range(len(tok))],
+                      pl.List(pl.String)),
+            pl.Series("probe_tokens", [ptok[poff[j]:poff[j + 1]].tolist() for j in range(len(tok))],
+                      pl.List(pl.Int64)),
+            pl.Series("probe_correct", [[None if pans[k] < 0 else bool(pok[k]) for k in range(poff[j], poff[j + 1])]
+                                        for j in range(len(tok))], pl.List(pl.Boolean)))
+    return write_pool(tmp_path / ("probed" if probes else "bare"), df, {"name": "probed"})
+
+
+def test_cli_replays_a_depth_policy_and_a_pool_without_probes_refuses_in_one_line(tmp_path):
+    import polars as pl
+    from typer.testing import CliRunner
+
+    from ttc.cli import app
+
+    runner = CliRunner()
+    pool = _disk_pool(tmp_path)
+    r = runner.invoke(app, ["replay", str(pool), "--policy", "parallel-probe,uniform", "--select", "sc", "--unit",
+                            "tokens", "--budgets", "3000", "--seeds", "3", "--chains", "3", "--stable", "2",
+                            "--trace-cap", "2000", "--out", str(tmp_path / "o.parquet")])
+    assert r.exit_code == 0, r.output
+    df = pl.read_parquet(tmp_path / "o.parquet")
+    assert set(df["config"]) == {"parallel-probe(chains=3, stable=2, trace_cap=2000, tokens)",
+                                 "uniform(trace_cap=2000, tokens)"}
+    assert (df["tokens_used"] <= df["budget_total"]).all()
+    r = runner.invoke(app, ["replay", str(pool), "--policy", "ucb", "--depth-rule", "stability", "--select", "sc",
+                            "--seeds", "2"])
+    assert r.exit_code == 0 and "ucb(depth=stability:3)" in r.output, r.output
+    bare = _disk_pool(tmp_path, probes=False)
+    for extra in (["--policy", "parallel-probe", "--select", "sc"], ["--trace-cap", "1000"],
+                  ["--depth-rule", "stability"]):
+        r = runner.invoke(app, ["replay", str(bare), "--seeds", "2", *extra])
+        assert r.exit_code == 2, r.output
+        assert len(r.output.strip().splitlines()) == 1 and r.output.startswith("error:") and "probe" in r.output, \
+            r.output
+    r = runner.invoke(app, ["replay", str(pool), "--policy", "parallel-probe", "--seeds", "2"])
+    assert r.exit_code == 2 and "--select sc" in r.output, r.output
