@@ -36,7 +36,7 @@ def file_arrays(path: Path):
         gold = q["gold_answer"]
         codes: dict = {}
 
-        def code(s):
+        def code(s, codes=codes):
             return codes.setdefault(s, len(codes))
 
         freq = q["probe_freq"]
@@ -71,9 +71,14 @@ def main():
     sys.path.insert(0, str(a.source))
     from data_loader import Question  # the source's
     from method import Parallel_Probe
-
-    from ttc.replay.kernel import (DEPTH_WHOLE, PROBE_COST_AUTOTTS, UNIT_TOKENS, answer_offsets, depth_view,
-                                   parallel_probe_once)
+    from ttc.replay.kernel import (
+        DEPTH_WHOLE,
+        PROBE_COST_AUTOTTS,
+        UNIT_TOKENS,
+        answer_offsets,
+        depth_view,
+        parallel_probe_once,
+    )
 
     files = sorted(a.data.glob("*.json"))
     if a.files:
@@ -122,8 +127,8 @@ def main():
                 t_eng += t2 - t1
                 ea = qi[:, 6].tolist()
                 assert sum(ek) == tot[1]
-                bad_a += sum(int(x != y) for x, y in zip(sc, ea))
-                bad_t += sum(int(x != y) for x, y in zip(sk, ek))
+                bad_a += sum(int(x != y) for x, y in zip(sc, ea, strict=True))
+                bad_t += sum(int(x != y) for x, y in zip(sk, ek, strict=True))
                 src_acc.append(np.mean(sc))
                 eng_acc.append(np.mean(ea))
                 src_cost.append(np.mean(sk))
@@ -142,15 +147,14 @@ def whole_baselines(a):
     sys.path.insert(0, str(a.source))
     from data_loader import Question  # the source's
     from method import ASCMethod, ESCMethod
-
     from ttc.replay.engine import run_once
     from ttc.replay.policies import RunConfig
 
     files = sorted(a.data.glob("*.json"))
     if a.files:
         files = [f for f in files if f.stem in a.files.split(",")]
-    print("| file | method | max samples | source acc % | ttc acc % (ties to the first drawn) | source tokens/question | "
-          "ttc tokens/question | SE acc | mismatches (answers, tokens) | answers that differ under --select sc (ties "
+    print("| file | method | max samples | source acc % | ttc acc % (ties to the first drawn) | "
+          "source tokens/question | ttc tokens/question | SE acc | mismatches (answers, tokens) | answers that differ under --select sc (ties "
           "to the answer reaching the count first) |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for f in files:
@@ -184,10 +188,10 @@ def whole_baselines(a):
                     o = run_once(off, ok, ok.astype(float), ans, tok, perm, np.arange(n), cfg, 10**9,
                                  votes=(float("inf"), 10.0))
                     ea = o["sel_cisc"].astype(int).tolist()
-                    bad_sc += sum(int(x != y) for x, y in zip(sc, o["sel_sc"].astype(int).tolist()))
+                    bad_sc += sum(int(x != y) for x, y in zip(sc, o["sel_sc"].astype(int).tolist(), strict=True))
                     ek = [int(tok[perm[off[i]:off[i] + o["n_drawn"][i]]].sum()) for i in range(n)]
-                    bad_a += sum(int(x != y) for x, y in zip(sc, ea))
-                    bad_t += sum(int(x != y) for x, y in zip(sk, ek))
+                    bad_a += sum(int(x != y) for x, y in zip(sc, ea, strict=True))
+                    bad_t += sum(int(x != y) for x, y in zip(sk, ek, strict=True))
                     src_acc.append(np.mean(sc))
                     eng_acc.append(np.mean(ea))
                     src_cost.append(np.mean(sk))

@@ -12,7 +12,6 @@ import argparse
 from pathlib import Path
 
 import numpy as np
-
 from ttc.replay.engine import replay
 from ttc.replay.exact import sc_at_k
 from ttc.replay.policies import RunConfig
@@ -34,7 +33,7 @@ def main():
         pool = load_pool(d)
         exact = sc_at_k(pool, ks)
         df, _ = replay(pool, [RunConfig("uniform")], ks, range(a.seed_start, a.seed_start + a.seeds), select="sc")
-        for k, e in zip(ks, exact):
+        for k, e in zip(ks, exact, strict=True):
             acc = df.filter(df["budget"] == k)["accuracy"].to_numpy()
             se = acc.std(ddof=1) / np.sqrt(len(acc))
             # (every seed the same, at k = the pool size: SE 0 up to rounding; the difference must then be rounding)

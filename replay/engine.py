@@ -18,7 +18,7 @@ import polars as pl
 from .kernel import (CAPPED, CONFIG, COVERED, DEEPCONF_ONLINE, ELIM, EXH, EXHAUSTED, F_ANSWERED, F_CAPPED, F_COVERED, F_EXHAUSTED,
                      F_SEL, N, READING_RULES, SAMPLES, TOKENS, PoolArrays, SCHED_SLOTS, Sched, Scratch, _grid, answer_offsets, cisc_weights,
                      confidence_votes, new_state, run_one, selections)
-from .kernel import UNIT_TOKENS, _depth_grid, depth_view
+from .kernel import _depth_grid, depth_view
 from .policies import (CISC_TEMP, DEEPCONF_ETA, DEPTH_RULES, PROBE_COSTS, REGISTRY, SELECTION_RULES, RunConfig,
                        check_selection_params)
 from .pool import Pool, PoolError

@@ -116,10 +116,10 @@ def sc_at_k(pool: Pool, ks) -> np.ndarray:
             if k > N:
                 raise ValueError(f"k = {k} is more than query {pool.query_ids[i]!r}'s {N} responses")
             p = 0.0
-            for a, na in zip(ids, counts):
+            for a, na in zip(ids, counts, strict=True):
                 if not right[int(a)]:
                     continue
-                others = [int(n) for b, n in zip(ids, counts) if b != a]
+                others = [int(n) for b, n in zip(ids, counts, strict=True) if b != a]
                 T = len(others) + 1
                 for c in range(1, min(int(na), k) + 1):
                     W = np.zeros((k - c + 1, T))  # W[s, t]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-
 from ttc.replay.pool import Pool
 
 
@@ -16,7 +15,7 @@ def probed_arrays(rng, n_queries=4, max_traces=6, n_answers=3, step=500, max_pro
     off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     total = int(off[-1])
     tok, ans, poff, ptok, pans = [], [], [0], [], []
-    for j in range(total):
+    for _ in range(total):
         k = int(rng.integers(0, max_probes + 1))
         t = int(step * k + rng.integers(1, step)) if rng.random() > 0.1 else int(step * max(k, 1))
         kk = k + (1 if rng.random() < extra else 0)
