@@ -7,7 +7,7 @@ from ttc.replay import kernel
 from ttc.replay.engine import SELECT
 from ttc.replay.figures import STYLE
 from ttc.replay.live import LIVE_POLICIES
-from ttc.replay.policies import (ELIMINATION_RULES, POLICIES, REGISTRY, SELECTION_RULES, RunConfig, markdown_choices,
+from ttc.replay.policies import (DEPTH_RULES, ELIMINATION_RULES, POLICIES, REGISTRY, SELECTION_RULES, RunConfig, markdown_choices,
                              supported)
 from ttc.replay.pool import Pool
 
@@ -32,8 +32,10 @@ def test_every_kernel_policy_code_has_one_entry():
     codes = {v for k, v in vars(kernel).items() if k in {"UNIFORM", "ELIMINATION", "UCB", "GAP", "GAP_LITERAL",
                                                          "ENTROPY", "TWO_STAGE", "STREAMING", "ORACLE",
                                                              "OPTSCALE", "MARGINAL_GAIN", "DSC", "SIDE_EB",
-                                                             "DEEPCONF_ONLINE"}}
+                                                             "DEEPCONF_ONLINE", "PARALLEL_PROBE"}}
     assert sorted(p.code for p in REGISTRY.values()) == sorted(codes)
+    depth_codes = {v for k, v in vars(kernel).items() if k.startswith("DEPTH_")}
+    assert sorted(r.code for r in DEPTH_RULES.values()) == sorted(depth_codes)
     elim_codes = {v for k, v in vars(kernel).items() if k.startswith("ELIM_")}
     assert sorted(r.code for r in ELIMINATION_RULES.values()) == sorted(elim_codes)
     assert SELECT == {n: r.code for n, r in SELECTION_RULES.items()}
