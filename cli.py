@@ -151,7 +151,8 @@ from ttc.harvest.prm import ENGINES as PRM_ENGINES, STEP_MODES  # noqa: E402
 from ttc.harvest.prompts import TEMPLATES  # noqa: E402
 
 POLICY_NAMES = ("uniform", "elimination", "ucb", "gap", "gap-literal", "entropy", "two-stage", "streaming", "oracle",
-                "optscale", "marginal-gain", "dsc", "side-eb", "deepconf-online", "parallel-probe")
+                "optscale", "marginal-gain", "dsc", "side-eb", "deepconf-online", "parallel-probe",
+                "cmc")
 ELIMINATION_RULES = ("threshold", "sc-share", "sc-beta", "esc", "ac-majority", "ac-entropy", "ac-dirichlet",
                      "none")  # replay.policies.ELIMS
 SELECTIONS = ("bon", "weighted", "sc", "cisc", "deepconf")  # replay.engine.SELECT
@@ -302,6 +303,7 @@ def replay_cmd(
     stable: int = typer.Option(40, help="parallel-probe: steps the majority must hold to stop a query."),
     patience: int = typer.Option(7, help="parallel-probe: steps off the majority in a row that prune a trace."),
     probe_warmup: int = typer.Option(15, help="parallel-probe: steps before any pruning."),
+    cmc_beta: float = typer.Option(0.5, help="cmc: its one knob in [0, 1] (0: few traces, easy to stop; 1: up to 64)."),
     out: Optional[Path] = typer.Option(None, help="Write one row per (configuration, budget, seed) to this Parquet file."),
     per_query: Optional[Path] = typer.Option(None, help="Write the per-query allocation of every run to this Parquet file."),
     curve: Optional[Path] = typer.Option(None, help="Write uniform's exact curves (coverage@k, best-of-k) to this Parquet file."),
@@ -322,7 +324,8 @@ def replay_cmd(
         force=force, warmup=warmup, percentile=percentile, prior=prior, prior_strength=prior_strength, judge=judge,
         side=side, bins=bins, refresh=refresh, horizon=horizon, dirichlet_conf=dirichlet_conf,
         invalid_votes=invalid_votes, trace_cap=trace_cap, depth_rule=depth_rule, depth_m=depth_m,
-        probe_cost=probe_cost, chains=chains, stable=stable, patience=patience, probe_warmup=probe_warmup)
+        probe_cost=probe_cost, chains=chains, stable=stable, patience=patience, probe_warmup=probe_warmup,
+        cmc_beta=cmc_beta)
     run_replay(req)
 
 
@@ -1078,7 +1081,7 @@ def merge_cmd(
 # `ttc run`: live allocation against a model (harvest/run.py). Its choices: the live policies (replay/live.py
 # LIVE_POLICIES: every policy but the hindsight oracle), the oracles it scores with live (harvest/run.py LIVE_ORACLES)
 # and the registry's others, which it refuses with the reason; tests/test_run_cli.py holds them to those lists.
-LIVE_POLICY_NAMES = tuple(p for p in POLICY_NAMES if p not in ("oracle", "parallel-probe"))  # (replay only)
+LIVE_POLICY_NAMES = tuple(p for p in POLICY_NAMES if p not in ("oracle", "parallel-probe", "cmc"))  # (replay only)
 RUN_ORACLES = ("gt", "sc") + tuple(o for o in ORACLES if o != "gt") + ("confidence",)
 RunPolicy = _choice("RunPolicy", LIVE_POLICY_NAMES)
 RunSelect = _choice("RunSelect", LIVE_SELECTIONS)  # cisc and deepconf are computed by replay only

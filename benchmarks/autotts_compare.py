@@ -62,12 +62,18 @@ def main():
     ap.add_argument("--seeds", type=int, default=100)
     ap.add_argument("--chains", default="2,4,8,16,32,64")
     ap.add_argument("--files", default="", help="comma-separated file stems (default: all)")
+    ap.add_argument("--cmc", type=Path, default=None, help="AutoTTS's discovered controller instead: the method.py "
+                    "of its search round r0004 (logs/search_history/r0004/code_base/method.py), its OptimalController "
+                    "(CMC) at each --betas against ttc's cmc")
+    ap.add_argument("--betas", default="0,0.25,0.5,0.75,1")
     ap.add_argument("--whole", action="store_true", help="the whole-trace baselines instead: the source's ASC "
                     "(threshold 0.95) and ESC (window 8) against ttc's elimination with sc-beta / esc, --select sc, "
                     "invalid answers voting")
     a = ap.parse_args()
     if a.whole:
         return whole_baselines(a)
+    if a.cmc is not None:
+        return cmc_against_source(a)
     sys.path.insert(0, str(a.source))
     from data_loader import Question  # the source's
     from method import Parallel_Probe
@@ -137,6 +143,71 @@ def main():
             print(f"| {f.stem} | {chains} | {100 * np.mean(src_acc):.2f} | {100 * np.mean(eng_acc):.2f} | "
                   f"{np.mean(src_cost):,.0f} | {np.mean(eng_cost):,.0f} | {100 * se:.2f} | {bad_a}, {bad_t} of "
                   f"{n * a.seeds} | {t_src:.1f}, {t_eng:.2f} |", flush=True)
+
+
+def cmc_against_source(a):
+    """The source's CMC (its OptimalController of search round r0004, with the data loader of eval/) against the
+    engine's kernel.cmc_once on the same shuffles, question by question, with the source's conventions."""
+    import importlib.util
+
+    sys.path.insert(0, str(a.source))
+    from data_loader import Question  # the source's
+    spec = importlib.util.spec_from_file_location("cmc_source", a.cmc)
+    src = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(src)
+
+    from ttc.replay.engine import cmc_knobs
+    from ttc.replay.kernel import (DEPTH_WHOLE, PROBE_COST_AUTOTTS, UNIT_TOKENS, answer_offsets, cmc_once,
+                                   depth_view)
+
+    files = sorted(a.data.glob("*.json"))
+    if a.files:
+        files = [f for f in files if f.stem in a.files.split(",")]
+    print("| file | beta | source acc % | ttc acc % | source tokens/question | ttc tokens/question | SE acc | "
+          "mismatches (answers, tokens) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for f in files:
+        data, off, tok, ans, ok, poff, ptok, pans, pok = file_arrays(f)
+        n, m_all = len(off) - 1, len(tok)
+        end_tok, end_ans, end_ok, reach = (np.empty(m_all, np.int64), np.empty(m_all, np.int64),
+                                           np.empty(m_all, np.int8), np.empty(m_all, np.int64))
+        depth_view(poff, ptok, pans, pok, tok, ans, ok, DEPTH_WHOLE, 1, 0, PROBE_COST_AUTOTTS, end_tok, end_ans, end_ok,
+                   reach)
+        top = ans.copy()
+        for j in range(m_all):
+            if poff[j + 1] > poff[j]:
+                top[j] = max(top[j], pans[poff[j]:poff[j + 1]].max())
+        aoff = answer_offsets(off, top)
+        for beta in [float(b) for b in a.betas.split(",")]:
+            kn, kf = cmc_knobs(beta)
+            src_acc, src_cost, eng_acc, eng_cost = [], [], [], []
+            bad_a = bad_t = 0
+            for s in range(a.seeds):
+                method = src.OptimalController(config={"beta": beta})
+                sc, sk = [], []
+                for info in data:
+                    right, cost = Question(info, seed=s).solve(method)
+                    sc.append(int(right))
+                    sk.append(cost)
+                perm = np.empty(m_all, np.int64)
+                for i in range(n):
+                    idx = list(range(off[i + 1] - off[i]))
+                    random.Random(s).shuffle(idx)
+                    perm[off[i]:off[i + 1]] = off[i] + np.asarray(idx)
+                qi, _, paid = cmc_once(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm,
+                                       np.arange(n, dtype=np.int64), kn, kf, UNIT_TOKENS, 2**62)
+                ea = qi[:, 4].tolist()
+                ek = [int(paid[off[i]:off[i + 1]].sum()) for i in range(n)]
+                bad_a += sum(int(x != y) for x, y in zip(sc, ea, strict=True))
+                bad_t += sum(int(x != y) for x, y in zip(sk, ek, strict=True))
+                src_acc.append(np.mean(sc))
+                eng_acc.append(np.mean(ea))
+                src_cost.append(np.mean(sk))
+                eng_cost.append(np.mean(ek))
+            se = float(np.std(eng_acc, ddof=1) / np.sqrt(len(eng_acc))) if len(eng_acc) > 1 else float("nan")
+            print(f"| {f.stem} | {beta:g} | {100 * np.mean(src_acc):.2f} | {100 * np.mean(eng_acc):.2f} | "
+                  f"{np.mean(src_cost):,.0f} | {np.mean(eng_cost):,.0f} | {100 * se:.2f} | {bad_a}, {bad_t} of "
+                  f"{n * a.seeds} |", flush=True)
 
 
 def whole_baselines(a):

@@ -18,8 +18,8 @@ import polars as pl
 from .kernel import (CAPPED, CONFIG, COVERED, DEEPCONF_ONLINE, ELIM, EXH, EXHAUSTED, F_ANSWERED, F_CAPPED, F_COVERED, F_EXHAUSTED,
                      F_SEL, N, READING_RULES, SAMPLES, TOKENS, PoolArrays, SCHED_SLOTS, Sched, Scratch, _grid, answer_offsets, cisc_weights,
                      confidence_votes, new_state, run_one, selections)
-from .kernel import _depth_grid, depth_view
-from .policies import (CISC_TEMP, DEEPCONF_ETA, DEPTH_RULES, PROBE_COSTS, REGISTRY, SELECTION_RULES, RunConfig,
+from .kernel import _cmc_grid, _depth_grid, depth_view
+from .policies import (CISC_TEMP, DEEPCONF_ETA, DEPTH_POLICIES, DEPTH_RULES, PROBE_COSTS, REGISTRY, SELECTION_RULES, RunConfig,
                        check_selection_params)
 from .pool import Pool, PoolError
 from .tables import make_tables
@@ -160,6 +160,19 @@ def pool_probes(pool: Pool) -> tuple | None:
             frozen(pool.probe_ok, np.int8))
 
 
+def cmc_knobs(beta: float) -> tuple[np.ndarray, np.ndarray]:
+    """CMC's knobs from its one scalar beta in [0, 1], as AutoTTS's `_schedule` computes them (Python's round, half
+    to even): (n_init, max_branch, warm_up, abandon_patience, T_ema, burst_aligned, widen_burst, min_complete) and
+    (ema_alpha, conf_thresh, delta_slack, trend_thresh)."""
+    b = max(0.0, min(1.0, float(beta)))
+    kn = np.array([max(2, round(2 + 6 * b)), min(64, round(4 + 60 * b)), max(2, round(2 + 8 * b)),
+                   max(3, round(3 + 9 * b)), max(2, round(2 + 6 * b)), max(1, round(1 + 2 * b)),
+                   max(1, round(1 + 3 * b)), max(2, round(2 + 3 * b))], np.int64)
+    kf = np.array([round(0.70 - 0.40 * b, 4), round(0.85 + 0.12 * b, 4), round(0.04 - 0.03 * b, 4),
+                   round(0.04 - 0.03 * b, 4)], np.float64)
+    return kn, kf
+
+
 def depth_view_arrays(pool: Pool, key: tuple) -> tuple:
     """(tok, ans, correct, reach) of every trace of the pool under a depth key (RunConfig.depth_key): each trace as
     the depth rule and the trace cap stop it (kernel.depth_view), and the probes it can reach."""
@@ -190,8 +203,8 @@ def depth_pool(pool: Pool, key: tuple) -> Pool:
 
 
 def run_probe_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, seeds, per_query: bool):
-    """parallel-probe's rows (kernel._depth_grid), raw arrays out as run_grid's; configurations grouped by their
-    depth key (each group one view of the pool)."""
+    """parallel-probe's and cmc's rows (kernel._depth_grid, _cmc_grid), raw arrays out as run_grid's; configurations
+    grouped by their policy and depth key (each group one view of the pool)."""
     C, S, n = len(configs), len(seeds), pool.n_queries
     out_f = np.zeros((C, S, 2 + len(F_SEL)))
     out_i = np.zeros((C, S, 4), np.int64)
@@ -200,21 +213,28 @@ def run_probe_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarr
     pq_flags = np.zeros(shape, np.uint16)
     poff, ptok, pans, pok = pool_probes(pool)
     off = frozen(pool.off, np.int64)
-    for key in dict.fromkeys(c.depth_key() for c in configs):
-        rows = [k for k, c in enumerate(configs) if c.depth_key() == key]
+    for key in dict.fromkeys((c.policy,) + c.depth_key() for c in configs):
+        rows = [k for k, c in enumerate(configs) if (c.policy,) + c.depth_key() == key]
+        key = key[1:]
         tok, ans, ok, reach = depth_view_arrays(pool, ("whole", 0, key[2], key[3]))  # (its own depth, no rule)
         # (the answer slots: room for every answer a probe or a stopped trace may hold)
         aoff = frozen(answer_offsets(off, _slot_ids(pool)), np.int64)
-        cfg = np.array([[configs[k].chains, configs[k].stable, configs[k].patience, configs[k].probe_warmup,
-                         configs[k].kernel_unit] for k in rows], np.int64).reshape(len(rows), 5)
         f = np.zeros((len(rows), S, out_f.shape[2]))
         i_ = np.zeros((len(rows), S, 4), np.int64)
         pn = np.zeros((len(rows), S, n) if per_query else (0, 0, 0), np.int32)
         pf = np.zeros((len(rows), S, n) if per_query else (0, 0, 0), np.uint16)
-        _depth_grid(off, aoff, frozen(pool.qkeys, np.uint64), frozen(seeds, np.int64), frozen(poff, np.int64),
-                    frozen(pans, np.int64), frozen(pok, np.int8), frozen(ptok, np.int64), frozen(reach, np.int64),
-                    frozen(tok, np.int64), frozen(ans, np.int64), frozen(ok, np.int8), cfg,
-                    frozen(budget_totals[rows], np.int64), f, i_, pn, pf, 0, S)
+        common = (off, aoff, frozen(pool.qkeys, np.uint64), frozen(seeds, np.int64), frozen(poff, np.int64),
+                  frozen(pans, np.int64), frozen(pok, np.int8), frozen(ptok, np.int64), frozen(reach, np.int64),
+                  frozen(tok, np.int64), frozen(ans, np.int64), frozen(ok, np.int8))
+        if configs[rows[0]].policy == "cmc":
+            knobs = [cmc_knobs(configs[k].cmc_beta) for k in rows]
+            _cmc_grid(*common, np.stack([kn for kn, _ in knobs]), np.stack([kf for _, kf in knobs]),
+                      np.array([configs[k].kernel_unit for k in rows], np.int64),
+                      frozen(budget_totals[rows], np.int64), f, i_, pn, pf, 0, S)
+        else:
+            cfg = np.array([[configs[k].chains, configs[k].stable, configs[k].patience, configs[k].probe_warmup,
+                             configs[k].kernel_unit] for k in rows], np.int64).reshape(len(rows), 5)
+            _depth_grid(*common, cfg, frozen(budget_totals[rows], np.int64), f, i_, pn, pf, 0, S)
         out_f[rows], out_i[rows] = f, i_
         if per_query:
             pq_n[rows], pq_flags[rows] = pn, pf
@@ -235,9 +255,9 @@ def _slot_ids(pool: Pool) -> np.ndarray:
 
 def run_rows(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, seeds, tables, per_query: bool = False,
              votes: tuple | None = None):
-    """run_grid over configurations of any kind: parallel-probe's to run_probe_grid, the others grouped by their
+    """run_grid over configurations of any kind: parallel-probe's and cmc's to run_probe_grid, the others grouped by their
     depth key, each group on its view of the pool (depth_pool); without depth, run_grid itself."""
-    keys = [("pp",) if c.policy == "parallel-probe" else c.depth_key() for c in configs]
+    keys = [("pp",) if c.policy in DEPTH_POLICIES else c.depth_key() for c in configs]
     if all(k == ("whole", 0, 0, "tokens") for k in keys):
         return run_grid(pool, configs, budget_totals, seeds, tables, per_query, votes)
     C, S, n = len(configs), len(seeds), pool.n_queries
@@ -279,8 +299,8 @@ def check_configs(pool: Pool, configs: list[RunConfig], select: str):
             raise PoolError(f"{c.label()} stops traces part-way and needs each trace's probes (columns 'probe_answer', "
                             "'probe_tokens' and 'probe_correct': ttc import autotts), and this pool has none"
                             + (" loaded" if pool.has_probes else ""))
-        if c.policy == "parallel-probe" and select != "sc":
-            raise PoolError(f"parallel-probe answers with its own vote over its traces' latest answers: select it "
+        if c.policy in DEPTH_POLICIES and select != "sc":
+            raise PoolError(f"{c.policy} answers with its own vote over its traces' answers: select it "
                             f"with --select sc (got --select {select})")
         if c.policy == "deepconf-online" and select in ("cisc", "deepconf"):
             raise PoolError(f"--select {select} votes over every drawn response, and deepconf-online's stopped traces "
@@ -359,9 +379,9 @@ def replay(pool: Pool, configs: list[RunConfig], budgets, seeds, select: str = "
     C, S = len(rows_cfg), len(seeds)
     sel = SELECT[select]
     # cisc's and deepconf's votes read every drawn response; deepconf-online's stopped traces have no answer: NaN
-    online = np.array([[c.policy in ("deepconf-online", "parallel-probe")] for c in rows_cfg], bool).reshape(C, 1)
-    # parallel-probe's answer is its own vote (the sc column): the other selections mean nothing for it
-    pp = np.array([[c.policy == "parallel-probe"] for c in rows_cfg], bool).reshape(C, 1)
+    online = np.array([[c.policy in ("deepconf-online",) + DEPTH_POLICIES] for c in rows_cfg], bool).reshape(C, 1)
+    # a depth policy's answer is its own vote (the sc column): the other selections mean nothing for it
+    pp = np.array([[c.policy in DEPTH_POLICIES] for c in rows_cfg], bool).reshape(C, 1)
     nan = float("nan")
     acc = out_f[:, :, 1 + sel] if pool.has_gt else np.full((C, S), nan)
     cols = {

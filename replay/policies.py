@@ -18,7 +18,7 @@ from .kernel import (CONFIG, DEEPCONF_ONLINE, DSC, ELIM_AC_DIRICHLET, ELIM_AC_EN
                      ELIM_SC_BETA, ELIM_SC_SHARE, ELIM_THRESHOLD, ELIMINATION, ENTROPY, GAP, GAP_LITERAL,
                      MARGINAL_GAIN, OPTSCALE, ORACLE, SIDE_EB, STREAMING, TWO_STAGE, UCB, UNIFORM, UNIT_SAMPLES,
                      UNIT_TOKENS)
-from .kernel import DEPTH_STABILITY, DEPTH_WHOLE, PARALLEL_PROBE, PROBE_COST_AUTOTTS, PROBE_COST_TOKENS
+from .kernel import CMC, DEPTH_STABILITY, DEPTH_WHOLE, PARALLEL_PROBE, PROBE_COST_AUTOTTS, PROBE_COST_TOKENS
 
 
 @dataclass(frozen=True)
@@ -97,6 +97,11 @@ REGISTRY = {p.name: p for p in (
            "after `probe_warmup` steps a trace off the majority `patience` steps in a row is pruned; its answer is "
            "that majority", ("chains", "stable", "patience", "probe_warmup"), needs=frozenset({"probes", "answers"}),
            live=False, style=("#393b79", "H", "-")),
+    Policy("cmc", CMC, "AutoTTS's discovered controller (Confidence Momentum Controller): traces probed in rounds, the "
+           "most-probed first and those agreeing with the finished traces' majority deeper; it stops when an EMA of "
+           "that majority's Beta confidence is high and not falling, widens when it stalls, abandons persistently "
+           "deviant traces; every knob from one scalar cmc_beta in [0, 1]", ("cmc_beta",),
+           needs=frozenset({"probes", "answers"}), live=False, published=True, style=("#637939", "p", "--")),
 )}
 
 
@@ -122,7 +127,11 @@ DEPTH_RULES = {r.name: r for r in (
 PROBE_COSTS = {"tokens": PROBE_COST_TOKENS, "autotts": PROBE_COST_AUTOTTS}
 # The RunConfig fields of depth: a replay sets them (on a pool with probes); a live run (ttc run) leaves them at
 # their defaults, whole traces, until a backend can stop a trace part-way.
-DEPTH_FIELDS = ("depth_rule", "depth_m", "trace_cap", "probe_cost", "chains", "stable", "patience", "probe_warmup")
+DEPTH_FIELDS = ("depth_rule", "depth_m", "trace_cap", "probe_cost", "chains", "stable", "patience", "probe_warmup",
+                "cmc_beta")
+# The policies that stop traces part-way on their own (their own grids, kernel._depth_grid and _cmc_grid), not
+# width policies
+DEPTH_POLICIES = ("parallel-probe", "cmc")
 
 ELIMINATION_RULES = {r.name: r for r in (
     Rule("threshold", ELIM_THRESHOLD, "a score >= gamma", ("gamma",)),
@@ -229,8 +238,11 @@ class RunConfig:
     stable: int = 40
     patience: int = 7
     probe_warmup: int = 15
+    cmc_beta: float = 0.5
 
     def __post_init__(self):
+        if not 0.0 <= self.cmc_beta <= 1.0:
+            raise ValueError(f"cmc_beta must be in [0, 1], got {self.cmc_beta}")
         if self.depth_rule not in DEPTH_RULES:
             raise ValueError(f"unknown depth rule {self.depth_rule!r}; choose from {', '.join(DEPTH_RULES)}")
         if self.probe_cost not in PROBE_COSTS:

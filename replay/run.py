@@ -14,7 +14,7 @@ from rich.table import Table
 from .engine import SELECT, check_budgets, check_configs, get_threads, replay, set_threads
 from .exact import best_of_k, coverage_at_k
 from .errors import InputError
-from .policies import CISC_TEMP, DEEPCONF_ETA, POLICIES, RunConfig, check_selection_params, supported
+from .policies import CISC_TEMP, DEEPCONF_ETA, DEPTH_POLICIES, POLICIES, RunConfig, check_selection_params, supported
 from .outputs import check_output, write_parquet
 from .pool import DEFAULT_POOL, PoolError, load_pool
 from .progress import progress
@@ -69,6 +69,7 @@ class ReplayRequest:
     stable: int = 40
     patience: int = 7
     probe_warmup: int = 15
+    cmc_beta: float = 0.5  # cmc
 
 
 def config_from_options(policy: str, **params) -> RunConfig:
@@ -199,7 +200,7 @@ def check_per_query_memory(rows: int, seeds: int, n_queries: int, what: str = "-
 def _wants_probes(req: ReplayRequest) -> bool:
     """load_pool's probes argument: True when a depth policy or option is asked for (a pool without probes is
     refused in one line); else they are not read (parallel-probe runs when it is named)."""
-    return "parallel-probe" in req.policies or bool(req.trace_cap) or req.depth_rule != "whole" \
+    return bool(set(DEPTH_POLICIES) & set(req.policies)) or bool(req.trace_cap) or req.depth_rule != "whole" \
         or req.probe_cost != "tokens"
 
 
@@ -219,7 +220,7 @@ def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.D
     if req.policies:
         policies = list(dict.fromkeys(req.policies))
     else:  # (parallel-probe answers with its own vote: among all the policies only under --select sc)
-        policies = [p for p in supported(pool, req.eliminate) if p != "parallel-probe" or req.select == "sc"]
+        policies = [p for p in supported(pool, req.eliminate) if p not in DEPTH_POLICIES or req.select == "sc"]
     configs = build_configs(req, policies)
     seeds = range(req.seed_start, req.seed_start + req.seeds)
     check_configs(pool, configs, req.select)

@@ -117,7 +117,8 @@ def test_token_budget_never_exceeded(seed, b, cap, rule):
                          trace_cap=cap),
                RunConfig("elimination", unit="tokens", eliminate="sc-share", depth_rule=rule, trace_cap=cap),
                RunConfig("ucb", unit="tokens", depth_rule=rule, trace_cap=cap, K=2),
-               RunConfig("entropy", unit="tokens", depth_rule=rule, trace_cap=cap)]
+               RunConfig("entropy", unit="tokens", depth_rule=rule, trace_cap=cap),
+               RunConfig("cmc", unit="tokens", cmc_beta=0.5, trace_cap=cap)]
     df, _ = replay(pool, configs, [b], range(3), select="sc")
     assert (df["tokens_used"] <= df["budget_total"]).all()
     assert df["tokens_used"].max() >= 0
@@ -259,19 +260,20 @@ def test_cli_replays_a_depth_policy_and_a_pool_without_probes_refuses_in_one_lin
 
     runner = CliRunner()
     pool = _disk_pool(tmp_path)
-    r = runner.invoke(app, ["replay", str(pool), "--policy", "parallel-probe,uniform", "--select", "sc", "--unit",
+    r = runner.invoke(app, ["replay", str(pool), "--policy", "parallel-probe,uniform,cmc", "--select", "sc", "--unit",
                             "tokens", "--budgets", "3000", "--seeds", "3", "--chains", "3", "--stable", "2",
                             "--trace-cap", "2000", "--out", str(tmp_path / "o.parquet")])
     assert r.exit_code == 0, r.output
     df = pl.read_parquet(tmp_path / "o.parquet")
     assert set(df["config"]) == {"parallel-probe(chains=3, stable=2, trace_cap=2000, tokens)",
-                                 "uniform(trace_cap=2000, tokens)"}
+                                 "uniform(trace_cap=2000, tokens)", "cmc(trace_cap=2000, tokens)"}
     assert (df["tokens_used"] <= df["budget_total"]).all()
     r = runner.invoke(app, ["replay", str(pool), "--policy", "ucb", "--depth-rule", "stability", "--select", "sc",
                             "--seeds", "2"])
     assert r.exit_code == 0 and "ucb(depth=stability:3)" in r.output, r.output
     bare = _disk_pool(tmp_path, probes=False)
-    for extra in (["--policy", "parallel-probe", "--select", "sc"], ["--trace-cap", "1000"],
+    for extra in (["--policy", "parallel-probe", "--select", "sc"], ["--policy", "cmc", "--select", "sc"],
+                  ["--trace-cap", "1000"],
                   ["--depth-rule", "stability"]):
         r = runner.invoke(app, ["replay", str(bare), "--seeds", "2", *extra])
         assert r.exit_code == 2, r.output
@@ -279,3 +281,59 @@ def test_cli_replays_a_depth_policy_and_a_pool_without_probes_refuses_in_one_lin
             r.output
     r = runner.invoke(app, ["replay", str(pool), "--policy", "parallel-probe", "--seeds", "2"])
     assert r.exit_code == 2 and "--select sc" in r.output, r.output
+
+
+def _cmc_engine(arrays, perm, order, beta, unit, budget):
+    from ttc.replay.engine import cmc_knobs
+    from ttc.replay.kernel import cmc_once
+
+    off, tok, ans, correct, poff, ptok, pans, pok = arrays
+    n = len(tok)
+    end_tok, end_ans, end_ok, reach = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int8), \
+        np.empty(n, np.int64)
+    depth_view(poff, ptok, pans, pok, tok, ans, correct, DEPTH_WHOLE, 1, 0, PROBE_COST_TOKENS, end_tok, end_ans,
+               end_ok, reach)
+    aoff = answer_offsets(off, np.maximum(ans, 10))
+    kn, kf = cmc_knobs(beta)
+    return cmc_once(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order, kn, kf, unit,
+                    budget)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), beta=st.sampled_from([0.0, 0.25, 0.5, 0.75, 1.0]),
+       unit=st.sampled_from(["samples", "tokens"]), budget=st.integers(0, 60000), many=st.booleans())
+def test_cmc_equals_reference(seed, beta, unit, budget, many):
+    rng = np.random.default_rng(seed)
+    arrays = probed_arrays(rng, n_queries=int(rng.integers(1, 4)), max_traces=12 if many else 6, max_probes=10)
+    off = arrays[0]
+    n = len(off) - 1
+    perm = np.concatenate([off[i] + rng.permutation(off[i + 1] - off[i]) for i in range(n)]).astype(np.int64)
+    order = rng.permutation(n).astype(np.int64)
+    if unit == "samples":
+        budget = budget % 30
+    qi, tot, _ = _cmc_engine(arrays, perm, order, beta, UNIT_SAMPLES if unit == "samples" else UNIT_TOKENS, budget)
+    traces = traces_of(*arrays)
+    permuted = [[traces[i][perm[p] - off[i]] for p in range(off[i], off[i + 1])] for i in range(n)]
+    out, samples, tokens = ref.cmc(permuted, list(order), budget, beta=beta, unit=unit)
+    assert (int(tot[0]), int(tot[1])) == (samples, tokens)
+    for i in range(n):
+        assert (qi[i, 3], qi[i, 4], qi[i, 2] == 2, qi[i, 0]) == out[i], i
+
+
+def test_cmc_grid_uses_the_width_permutation():
+    from ttc.replay.engine import cmc_knobs
+    from ttc.replay.kernel import cmc_once
+
+    pool = probed_pool(np.random.default_rng(4), n_queries=6, max_traces=10, max_probes=8)
+    df, pq = replay(pool, [RunConfig("cmc", unit="tokens", cmc_beta=0.3)], [6000], [5], select="sc", per_query=True)
+    arrays = (pool.off, pool.tok, pool.ans, pool.correct, pool.probe_off, pool.probe_tok, pool.probe_ans,
+              pool.probe_ok.astype(np.int8))
+    perm = np.empty(int(pool.off[-1]), np.int64)
+    fill_permutation(pool.off, pool.qkeys, 5, perm)
+    order, rank = np.empty(pool.n_queries, np.int64), np.empty(pool.n_queries, np.int64)
+    fill_query_order(pool.qkeys, 5, rank, order)
+    qi, tot, _ = _cmc_engine(arrays, perm, order, 0.3, UNIT_TOKENS, 6000 * pool.n_queries)
+    assert df["tokens_used"][0] == tot[1] and df["samples_used"][0] == tot[0]
+    assert df["accuracy"][0] == pytest.approx(qi[:, 4].mean())
+    assert pq["n_drawn"].to_list() == qi[:, 0].tolist()
+    assert cmc_knobs(0.5)[0].tolist() == [5, 34, 6, 8, 5, 2, 2, 4]  # Python's round: 7.5 -> 8, 2.5 -> 2, 3.5 -> 4

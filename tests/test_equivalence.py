@@ -63,7 +63,7 @@ def record_lows(draw, tok):
 
 
 # the width policies (the depth ones have their twins and tests in tests/test_depth.py)
-WIDTH = sorted(p for p in POLICIES if p != "parallel-probe")
+WIDTH = sorted(p for p in POLICIES if p not in ("parallel-probe", "cmc"))
 
 @st.composite
 def configs(draw, total, tokens_total, policy, unit):
