@@ -1,5 +1,5 @@
 """Depth against width at equal tokens on a directory of probed pools (`ttc import autotts ... --out DIR`): uniform
-and elimination (sc-beta) on whole traces, the same under the answer-stability rule, and parallel-probe, each with
+and elimination (sc-beta) on whole traces, the same under the answer-stability rule, parallel-probe and cmc, each with
 --select sc, 100 seeds, token budgets of 50k / 100k / 200k per query; prints one markdown table per budget (accuracy %
 +- SE over seeds).
 
@@ -19,7 +19,8 @@ cfgs = [RunConfig("uniform", unit="tokens"),
         RunConfig("elimination", unit="tokens", eliminate="sc-beta"),
         RunConfig("elimination", unit="tokens", eliminate="sc-beta", depth_rule="stability", depth_m=6),
         RunConfig("parallel-probe", unit="tokens", chains=8),
-        RunConfig("parallel-probe", unit="tokens", chains=16)]
+        RunConfig("parallel-probe", unit="tokens", chains=16),
+        RunConfig("cmc", unit="tokens", cmc_beta=0.5)]
 budgets = [50_000, 100_000, 200_000]
 rows = []
 for d in sorted(Path(sys.argv[1]).iterdir()):
