@@ -296,9 +296,9 @@ def replay_cmd(
     depth_rule: str = typer.Option("whole", help="Depth, every width policy: when a trace stops part-way: whole "
                                    "(runs to its end) or stability (its last --depth-m probes agree)."),
     depth_m: int = typer.Option(3, help="stability: agreeing valid probe answers in a row that stop a trace."),
-    probe_cost: str = typer.Option("tokens", help="Depth: tokens (a probe costs its offset; probes at or past a "
-                                   "trace's end are not reached) or autotts (AutoTTS's replay: every probe paid, finishing "
-                                   "pays max(total, last offset))."),
+    probe_cost: str = typer.Option("tokens", help="Depth: tokens (a probe costs its offset; probes at or past "
+                                   "a trace's end are not reached) or autotts (AutoTTS's replay: every probe paid, "
+                                   "finishing pays max(total, last offset))."),
     chains: int = typer.Option(64, help="parallel-probe: traces per query."),
     stable: int = typer.Option(40, help="parallel-probe: steps the majority must hold to stop a query."),
     patience: int = typer.Option(7, help="parallel-probe: steps off the majority in a row that prune a trace."),

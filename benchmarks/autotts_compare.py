@@ -157,8 +157,7 @@ def cmc_against_source(a):
     spec.loader.exec_module(src)
 
     from ttc.replay.engine import cmc_knobs
-    from ttc.replay.kernel import (DEPTH_WHOLE, PROBE_COST_AUTOTTS, UNIT_TOKENS, answer_offsets, cmc_once,
-                                   depth_view)
+    from ttc.replay.kernel import DEPTH_WHOLE, PROBE_COST_AUTOTTS, UNIT_TOKENS, answer_offsets, cmc_once, depth_view
 
     files = sorted(a.data.glob("*.json"))
     if a.files:
@@ -225,7 +224,8 @@ def whole_baselines(a):
     if a.files:
         files = [f for f in files if f.stem in a.files.split(",")]
     print("| file | method | max samples | source acc % | ttc acc % (ties to the first drawn) | "
-          "source tokens/question | ttc tokens/question | SE acc | mismatches (answers, tokens) | answers that differ under --select sc (ties "
+          "source tokens/question | ttc tokens/question | SE acc | mismatches (answers, tokens) | "
+          "answers that differ under --select sc (ties "
           "to the answer reaching the count first) |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for f in files:

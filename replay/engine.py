@@ -19,8 +19,8 @@ from .kernel import (CAPPED, CONFIG, COVERED, DEEPCONF_ONLINE, ELIM, EXH, EXHAUS
                      F_SEL, N, READING_RULES, SAMPLES, TOKENS, PoolArrays, SCHED_SLOTS, Sched, Scratch, _grid, answer_offsets, cisc_weights,
                      confidence_votes, new_state, run_one, selections)
 from .kernel import _cmc_grid, _depth_grid, depth_view
-from .policies import (CISC_TEMP, DEEPCONF_ETA, DEPTH_POLICIES, DEPTH_RULES, PROBE_COSTS, REGISTRY, SELECTION_RULES, RunConfig,
-                       check_selection_params)
+from .policies import (CISC_TEMP, DEEPCONF_ETA, DEPTH_POLICIES, DEPTH_RULES, PROBE_COSTS, REGISTRY, SELECTION_RULES,
+                       RunConfig, check_selection_params)
 from .pool import Pool, PoolError
 from .tables import make_tables
 
@@ -255,8 +255,8 @@ def _slot_ids(pool: Pool) -> np.ndarray:
 
 def run_rows(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, seeds, tables, per_query: bool = False,
              votes: tuple | None = None):
-    """run_grid over configurations of any kind: parallel-probe's and cmc's to run_probe_grid, the others grouped by their
-    depth key, each group on its view of the pool (depth_pool); without depth, run_grid itself."""
+    """run_grid over configurations of any kind: parallel-probe's and cmc's to run_probe_grid, the others grouped by
+    their depth key, each group on its view of the pool (depth_pool); without depth, run_grid itself."""
     keys = [("pp",) if c.policy in DEPTH_POLICIES else c.depth_key() for c in configs]
     if all(k == ("whole", 0, 0, "tokens") for k in keys):
         return run_grid(pool, configs, budget_totals, seeds, tables, per_query, votes)

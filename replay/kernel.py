@@ -2196,7 +2196,7 @@ def cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm,
     ended = False
     for r in range(n):
         i = order[r]
-        for c in range(n_init):
+        for _ in range(n_init):
             if not start(i):
                 ended = True
                 break
@@ -2288,7 +2288,7 @@ def cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm,
                 qi[i, 2] = 1
                 continue
             if m < max_branch and delta <= trend and step >= max(1, warm_up // 2) and ema < thresh:
-                for c in range(widen):
+                for _ in range(widen):
                     if qi[i, 0] >= max_branch or qi[i, 0] >= off[i + 1] - off[i]:
                         break
                     if not start(i):

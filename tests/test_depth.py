@@ -322,7 +322,6 @@ def test_cmc_equals_reference(seed, beta, unit, budget, many):
 
 def test_cmc_grid_uses_the_width_permutation():
     from ttc.replay.engine import cmc_knobs
-    from ttc.replay.kernel import cmc_once
 
     pool = probed_pool(np.random.default_rng(4), n_queries=6, max_traces=10, max_probes=8)
     df, pq = replay(pool, [RunConfig("cmc", unit="tokens", cmc_beta=0.3)], [6000], [5], select="sc", per_query=True)
