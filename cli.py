@@ -182,12 +182,17 @@ def _config_group(mode: str, panel: str | None = None) -> dict:
     group = {}
     for f in PARAMS:
         m = f.metadata
+        if mode == "run" and not m["live"]:
+            continue
         names = [flag(f.name)] + ([m["short"]] if m["short"] else [])
         kw = {"rich_help_panel": panel} if panel else {}
         if mode == "tune" or (mode == "replay" and m["sweep"]):
             default = None if mode == "tune" else m["replay_default"] or (
                 None if f.default is None else format(f.default, "g"))
             group[f.name] = (Optional[str], typer.Option(default, *names, help=m["doc"] + " A comma list.", **kw))
+        elif m["choices"]:  # a string parameter: its choices, which --help lists and the parser holds to
+            kind = _choice(f.name, m["choices"])
+            group[f.name] = (kind, typer.Option(kind(f.default), *names, help=m["doc"], **kw))
         else:
             typ = param_type(f.name)
             group[f.name] = (Optional[typ] if f.default is None else typ,
@@ -201,15 +206,25 @@ def _config_values(params: dict, mode: str) -> dict:
 
     out = {}
     for f in PARAMS:
+        if f.name not in params:  # (a parameter the command does not take: ttc run's replay-only ones)
+            continue
         text = params[f.name]
         if mode == "tune" or (mode == "replay" and f.metadata["sweep"]):
             if text is None:
                 if mode != "tune":
                     out[f.name] = [None]
                 continue
-            out[f.name] = (_ints if param_type(f.name) is int else _floats)(text, flag(f.name))
+            kind = param_type(f.name)
+            if kind is str:
+                values = [v.strip() for v in text.split(",") if v.strip()]
+                bad = [v for v in values if v not in f.metadata["choices"]]
+                if bad or not values:
+                    _fail(f"{flag(f.name)} takes {', '.join(f.metadata['choices'])} (a comma list), got {text!r}")
+                out[f.name] = values
+            else:
+                out[f.name] = (_ints if kind is int else _floats)(text, flag(f.name))
         else:
-            out[f.name] = text
+            out[f.name] = _value(text)
     return out
 
 
@@ -1127,7 +1142,7 @@ def merge_cmd(
 # `ttc run`: live allocation against a model (harvest/run.py). Its choices: the live policies (replay/live.py
 # LIVE_POLICIES: every policy but the hindsight oracle), the oracles it scores with live (harvest/run.py LIVE_ORACLES)
 # and the registry's others, which it refuses with the reason; tests/test_run_cli.py holds them to those lists.
-LIVE_POLICY_NAMES = tuple(p for p in POLICY_NAMES if p != "oracle")
+LIVE_POLICY_NAMES = tuple(p for p in POLICY_NAMES if p not in ("oracle", "parallel-probe", "cmc"))  # (replay only)
 RUN_ORACLES = ("gt", "sc") + tuple(o for o in ORACLES if o != "gt") + ("confidence",)
 RunPolicy = _choice("RunPolicy", LIVE_POLICY_NAMES)
 RunSelect = _choice("RunSelect", LIVE_SELECTIONS)  # cisc and deepconf are computed by replay only

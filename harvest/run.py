@@ -142,7 +142,7 @@ def _request_class():
         ("part_min", int, 4096),            # ... or as soon as this many responses are waiting
         ("stream", bool, False),            # queries one at a time from --batch FILE or - (stdin): execute_stream
         ("stream_idle_s", float, 0.0),      # a growing --batch FILE: stop after this long without a new line
-        *config_fields(),                   # every RunConfig parameter, under its own name and default
+        *config_fields(live_only=True),     # every RunConfig parameter a live run takes, its own name and default
     ])
 
 
@@ -409,10 +409,11 @@ def _config(req: RunRequest, eliminate: str):
     hand-kept list here once dropped optscale's, marginal-gain's, dsc's and side-eb's parameters)."""
     from dataclasses import fields
 
-    from ttc.replay.policies import RunConfig
+    from ttc.replay.policies import DEPTH_FIELDS, RunConfig
     from ttc.replay.run import config_from_options
 
-    params = {f.name: getattr(req, f.name) for f in fields(RunConfig) if f.name not in ("policy", "eliminate")}
+    params = {f.name: getattr(req, f.name) for f in fields(RunConfig)
+              if f.name not in ("policy", "eliminate") + DEPTH_FIELDS}  # (depth: replay only, for now)
     return config_from_options(req.policy, eliminate=eliminate, **params)
 
 

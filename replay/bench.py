@@ -12,7 +12,7 @@ from .engine import run_grid
 from .policies import REGISTRY, RunConfig
 
 # every policy a synthetic pool (replay/synth.py: no token confidences) can run: all but deepconf-online
-POLICIES = tuple(p for p, e in REGISTRY.items() if "lows" not in e.needs)
+POLICIES = tuple(p for p, e in REGISTRY.items() if not {"lows", "probes"} & e.needs)
 from .reference import run_reference
 from .rng import permutation, query_order
 from .synth import make_pool

@@ -18,7 +18,10 @@ import polars as pl
 from .kernel import (CAPPED, CONFIG, COVERED, DEEPCONF_ONLINE, ELIM, EXH, EXHAUSTED, F_ANSWERED, F_CAPPED, F_COVERED, F_EXHAUSTED,
                      F_SEL, N, READING_RULES, SAMPLES, TOKENS, PoolArrays, SCHED_SLOTS, Sched, Scratch, _grid, answer_offsets, cisc_weights,
                      confidence_votes, new_state, run_one, selections)
-from .policies import CISC_TEMP, DEEPCONF_ETA, REGISTRY, SELECTION_RULES, RunConfig, check_selection_params
+from . import kernel
+from .kernel import _cmc_grid, _depth_grid, depth_view
+from .policies import (CISC_TEMP, DEEPCONF_ETA, DEPTH_POLICIES, DEPTH_RULES, PROBE_COSTS, REGISTRY, SELECTION_RULES,
+                       RunConfig, check_selection_params)
 from .pool import Pool, PoolError
 from .tables import make_tables
 
@@ -184,6 +187,137 @@ def run_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, se
     return out_f, out_i, pq_n, pq_flags
 
 
+def pool_probes(pool: Pool) -> tuple | None:
+    """The pool's probes as the kernels read them, (probe_off, probe_tok, probe_ans, probe_ok as int8), or None when
+    none were loaded (load_pool(probes=True))."""
+    if pool.probe_off is None:
+        return None
+    return (frozen(pool.probe_off, np.int64), frozen(pool.probe_tok, np.int64), frozen(pool.probe_ans, np.int64),
+            frozen(pool.probe_ok, np.int8))
+
+
+def cmc_knobs(beta: float) -> tuple[np.ndarray, np.ndarray]:
+    """CMC's knobs from its one scalar beta in [0, 1], as AutoTTS's `_schedule` computes them (Python's round, half
+    to even): (n_init, max_branch, warm_up, abandon_patience, T_ema, burst_aligned, widen_burst, min_complete) and
+    (ema_alpha, conf_thresh, delta_slack, trend_thresh)."""
+    b = max(0.0, min(1.0, float(beta)))
+    kn = np.array([max(2, round(2 + 6 * b)), min(64, round(4 + 60 * b)), max(2, round(2 + 8 * b)),
+                   max(3, round(3 + 9 * b)), max(2, round(2 + 6 * b)), max(1, round(1 + 2 * b)),
+                   max(1, round(1 + 3 * b)), max(2, round(2 + 3 * b))], np.int64)
+    kf = np.array([round(0.70 - 0.40 * b, 4), round(0.85 + 0.12 * b, 4), round(0.04 - 0.03 * b, 4),
+                   round(0.04 - 0.03 * b, 4)], np.float64)
+    return kn, kf
+
+
+def depth_view_arrays(pool: Pool, key: tuple) -> tuple:
+    """(tok, ans, correct, reach) of every trace of the pool under a depth key (RunConfig.depth_key): each trace as
+    the depth rule and the trace cap stop it (kernel.depth_view), and the probes it can reach."""
+    rule, m, cap, cost = key
+    poff, ptok, pans, pok = pool_probes(pool)
+    n = len(pool.tok)
+    tok, ans, ok, reach = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int8), np.empty(n, np.int64)
+    depth_view(frozen(poff, np.int64), frozen(ptok, np.int64), frozen(pans, np.int64), frozen(pok, np.int8),
+               frozen(pool.tok, np.int64), frozen(pool.ans, np.int64), frozen(pool.correct, np.int8),
+               DEPTH_RULES[rule].code, max(m, 1), cap, getattr(kernel, PROBE_COSTS[cost]), tok, ans, ok, reach)
+    return tok, ans, ok, reach
+
+
+def depth_pool(pool: Pool, key: tuple) -> Pool:
+    """The pool as a width policy sees it under a depth key: each response is its trace stopped by the depth rule
+    or the trace cap, with that stop's cost, answer and correctness (a score of gt follows the correctness; another
+    score is the whole trace's, as the pool gives no other). The pool itself when the key changes nothing."""
+    if key == ("whole", 0, 0, "tokens"):
+        return pool
+    if "_depth" not in pool.__dict__:
+        pool.__dict__["_depth"] = {}
+    views = pool.__dict__["_depth"]
+    if key not in views:
+        tok, ans, ok, _ = depth_view_arrays(pool, key)
+        score = ok.astype(np.float64) if pool.score_name == "gt" else pool.score
+        views[key] = dataclasses.replace(pool, tok=tok, ans=ans, correct=ok, score=score)
+    return views[key]
+
+
+def run_probe_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, seeds, per_query: bool):
+    """parallel-probe's and cmc's rows (kernel._depth_grid, _cmc_grid), raw arrays out as run_grid's; configurations
+    grouped by their policy and depth key (each group one view of the pool)."""
+    C, S, n = len(configs), len(seeds), pool.n_queries
+    out_f = np.zeros((C, S, 2 + len(F_SEL)))
+    out_i = np.zeros((C, S, 4), np.int64)
+    shape = (C, S, n) if per_query else (0, 0, 0)
+    pq_n = np.zeros(shape, np.int32)
+    pq_flags = np.zeros(shape, np.uint16)
+    poff, ptok, pans, pok = pool_probes(pool)
+    off = frozen(pool.off, np.int64)
+    for key in dict.fromkeys((c.policy,) + c.depth_key() for c in configs):
+        rows = [k for k, c in enumerate(configs) if (c.policy,) + c.depth_key() == key]
+        key = key[1:]
+        tok, ans, ok, reach = depth_view_arrays(pool, ("whole", 0, key[2], key[3]))  # (its own depth, no rule)
+        # (the answer slots: room for every answer a probe or a stopped trace may hold)
+        aoff = frozen(answer_offsets(off, _slot_ids(pool)), np.int64)
+        f = np.zeros((len(rows), S, out_f.shape[2]))
+        i_ = np.zeros((len(rows), S, 4), np.int64)
+        pn = np.zeros((len(rows), S, n) if per_query else (0, 0, 0), np.int32)
+        pf = np.zeros((len(rows), S, n) if per_query else (0, 0, 0), np.uint16)
+        common = (off, aoff, frozen(pool.qkeys, np.uint64), frozen(seeds, np.int64), frozen(poff, np.int64),
+                  frozen(pans, np.int64), frozen(pok, np.int8), frozen(ptok, np.int64), frozen(reach, np.int64),
+                  frozen(tok, np.int64), frozen(ans, np.int64), frozen(ok, np.int8))
+        if configs[rows[0]].policy == "cmc":
+            knobs = [cmc_knobs(configs[k].cmc_beta) for k in rows]
+            _cmc_grid(*common, np.stack([kn for kn, _ in knobs]), np.stack([kf for _, kf in knobs]),
+                      np.array([configs[k].kernel_unit for k in rows], np.int64),
+                      frozen(budget_totals[rows], np.int64), f, i_, pn, pf, 0, S)
+        else:
+            cfg = np.array([[configs[k].chains, configs[k].stable, configs[k].patience, configs[k].probe_warmup,
+                             configs[k].kernel_unit] for k in rows], np.int64).reshape(len(rows), 5)
+            _depth_grid(*common, cfg, frozen(budget_totals[rows], np.int64), f, i_, pn, pf, 0, S)
+        out_f[rows], out_i[rows] = f, i_
+        if per_query:
+            pq_n[rows], pq_flags[rows] = pn, pf
+    return out_f, out_i, pq_n, pq_flags
+
+
+def _slot_ids(pool: Pool) -> np.ndarray:
+    """Per response, the largest answer id its trace can hold (final or any probe): answer_offsets sizes each
+    query's slots from it."""
+    poff, _, pans, _ = pool_probes(pool)
+    top = pool.ans.copy()
+    has = np.diff(poff) > 0
+    if len(pans):
+        pmax = np.maximum.reduceat(pans, np.minimum(poff[:-1], len(pans) - 1))
+        top = np.where(has, np.maximum(top, pmax), top)
+    return top
+
+
+def run_rows(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, seeds, tables, per_query: bool = False,
+             votes: tuple | None = None, tick=None):
+    """run_grid over configurations of any kind: parallel-probe's and cmc's to run_probe_grid, the others grouped by
+    their depth key, each group on its view of the pool (depth_pool); without depth, run_grid itself."""
+    keys = [("pp",) if c.policy in DEPTH_POLICIES else c.depth_key() for c in configs]
+    if all(k == ("whole", 0, 0, "tokens") for k in keys):
+        return run_grid(pool, configs, budget_totals, seeds, tables, per_query, votes, tick=tick)
+    C, S, n = len(configs), len(seeds), pool.n_queries
+    out_f = np.zeros((C, S, 2 + len(F_SEL)))
+    out_i = np.zeros((C, S, 4), np.int64)
+    shape = (C, S, n) if per_query else (0, 0, 0)
+    pq_n = np.zeros(shape, np.int32)
+    pq_flags = np.zeros(shape, np.uint16)
+    for key in dict.fromkeys(keys):
+        rows = [k for k in range(C) if keys[k] == key]
+        sub = [configs[k] for k in rows]
+        if key == ("pp",):
+            res = run_probe_grid(pool, sub, budget_totals[rows], seeds, per_query)
+            if tick is not None:
+                tick(len(sub) * S)
+        else:
+            view = depth_pool(pool, key)
+            res = run_grid(view, sub, budget_totals[rows], seeds, tables, per_query, votes, tick=tick)
+        out_f[rows], out_i[rows] = res[0], res[1]
+        if per_query:
+            pq_n[rows], pq_flags[rows] = res[2], res[3]
+    return out_f, out_i, pq_n, pq_flags
+
+
 def check_configs(pool: Pool, configs: list[RunConfig], select: str):
     """Refuse runs the pool cannot support, naming what is missing."""
     if select not in SELECT:
@@ -199,6 +333,13 @@ def check_configs(pool: Pool, configs: list[RunConfig], select: str):
             raise PoolError(f"{c.policy} needs each response's record lows of its group confidence (columns "
                             "'conf_lows_pos' and 'conf_lows': ttc harvest --confidence group-lows), and this pool has "
                             "none" + (" loaded" if pool.has_lows else ""))
+        if c.needs_probes() and pool.probe_off is None:
+            raise PoolError(f"{c.label()} stops traces part-way and needs each trace's probes (columns 'probe_answer', "
+                            "'probe_tokens' and 'probe_correct': ttc import autotts), and this pool has none"
+                            + (" loaded" if pool.has_probes else ""))
+        if c.policy in DEPTH_POLICIES and select != "sc":
+            raise PoolError(f"{c.policy} answers with its own vote over its traces' answers: select it "
+                            f"with --select sc (got --select {select})")
         if c.policy == "deepconf-online" and select in ("cisc", "deepconf"):
             raise PoolError(f"--select {select} votes over every drawn response, and deepconf-online's stopped traces "
                             "have no answer: select its own vote with --select weighted (weighted by the lowest group "
@@ -268,14 +409,16 @@ def replay(pool: Pool, configs: list[RunConfig], budgets, seeds, select: str = "
             _, oi, _, _ = run_grid(pool, uni, ub, block, tables)
             for k in matched_rows:
                 bt[k] = oi[budgets.index(rows_budget[k]), :, 1]
-        parts.append((bt,) + run_grid(pool, rows_cfg, bt, block, tables, per_query, votes, tick=progress))
+        parts.append((bt,) + run_rows(pool, rows_cfg, bt, block, tables, per_query, votes, tick=progress))
     budget_totals, out_f, out_i, pq_n, pq_flags = (np.concatenate([p[k] for p in parts], axis=1)
                                                      for k in range(5))
 
     C, S = len(rows_cfg), len(seeds)
     sel = SELECT[select]
     # cisc's and deepconf's votes read every drawn response; deepconf-online's stopped traces have no answer: NaN
-    online = np.array([[c.policy == "deepconf-online"] for c in rows_cfg], bool).reshape(C, 1)
+    online = np.array([[c.policy in ("deepconf-online",) + DEPTH_POLICIES] for c in rows_cfg], bool).reshape(C, 1)
+    # a depth policy's answer is its own vote (the sc column): the other selections mean nothing for it
+    pp = np.array([[c.policy in DEPTH_POLICIES] for c in rows_cfg], bool).reshape(C, 1)
     nan = float("nan")
     acc = out_f[:, :, 1 + sel] if pool.has_gt else np.full((C, S), nan)
     cols = {
@@ -285,8 +428,9 @@ def replay(pool: Pool, configs: list[RunConfig], budgets, seeds, select: str = "
         "seed": np.tile(seeds, C),
         "coverage": (out_f[:, :, 0] if pool.has_gt else np.full((C, S), nan)).ravel(),
         "accuracy": acc.ravel(),
-        "accuracy_bon": (out_f[:, :, 1] if pool.has_gt else np.full((C, S), nan)).ravel(),
-        "accuracy_weighted": (out_f[:, :, 2] if pool.has_gt and pool.has_answers else np.full((C, S), nan)).ravel(),
+        "accuracy_bon": (np.where(pp, nan, out_f[:, :, 1]) if pool.has_gt else np.full((C, S), nan)).ravel(),
+        "accuracy_weighted": (np.where(pp, nan, out_f[:, :, 2]) if pool.has_gt and pool.has_answers
+                              else np.full((C, S), nan)).ravel(),
         "accuracy_sc": (out_f[:, :, 3] if pool.has_gt and pool.has_answers else np.full((C, S), nan)).ravel(),
         "accuracy_cisc": (np.where(online, nan, out_f[:, :, 4]) if votes else np.full((C, S), nan)).ravel(),
         "accuracy_deepconf": (np.where(online, nan, out_f[:, :, 5]) if votes else np.full((C, S), nan)).ravel(),

@@ -96,3 +96,56 @@ def monotone(curve: np.ndarray) -> bool:
     """Uniform's exact curve never falls as k grows (coverage never does; best-of-k by a score may)."""
     c = np.asarray(curve, np.float64)
     return bool(np.all(np.diff(c) >= -1e-12))
+
+
+def sc_at_k(pool: Pool, ks) -> np.ndarray:
+    """Expected accuracy of self-consistency (the majority of k drawn responses' valid answers; ties among the
+    leading answers are broken uniformly, as both the engine's rule (the answer that reached the count first) and
+    the first-drawn rule are: the tied answers hold equal counts, so the random draw order is symmetric in them;
+    no valid answer: wrong) for each k in ks, averaged over queries, exactly.
+
+    Per query, answer classes b (n_b responses, correct or not) and the invalid responses: P(a correct answer a
+    wins) = sum over its count c >= 1 of C(n_a, c) W_c(k - c, t) / (1 + t) / C(N, k), W_c(s, t) the ways to draw s
+    responses from the others with every other valid answer at most c, t of them exactly c (a DP over the other
+    classes). A class's draws go up to min(c, n_b), so each c costs O(N) array operations: fine for pools of a few
+    hundred per query."""
+    from math import comb
+
+    ks = [int(k) for k in ks]
+    out = np.zeros(len(ks))
+    for i in range(pool.n_queries):
+        a0, a1 = pool.off[i], pool.off[i + 1]
+        ans, ok = pool.ans[a0:a1], pool.correct[a0:a1]
+        N = a1 - a0
+        ids, counts = np.unique(ans[ans >= 0], return_counts=True)
+        right = {int(a): bool(ok[ans == a].any()) for a in ids}
+        n_inv = int((ans < 0).sum())
+        for kk, k in enumerate(ks):
+            if k > N:
+                raise ValueError(f"k = {k} is more than query {pool.query_ids[i]!r}'s {N} responses")
+            p = 0.0
+            for a, na in zip(ids, counts, strict=True):
+                if not right[int(a)]:
+                    continue
+                others = [int(n) for b, n in zip(ids, counts, strict=True) if b != a]
+                T = len(others) + 1
+                for c in range(1, min(int(na), k) + 1):
+                    W = np.zeros((k - c + 1, T))  # W[s, t]
+                    W[0, 0] = 1.0
+                    for nb in others:
+                        nw = np.zeros_like(W)
+                        for x in range(0, min(c, nb, k - c) + 1):
+                            w = comb(nb, x)
+                            if x == c:
+                                nw[x:, 1:] += w * W[:k - c + 1 - x, :-1]
+                            else:
+                                nw[x:, :] += w * W[:k - c + 1 - x, :]
+                        W = nw
+                    if n_inv:
+                        nw = np.zeros_like(W)
+                        for x in range(0, min(n_inv, k - c) + 1):
+                            nw[x:, :] += comb(n_inv, x) * W[:k - c + 1 - x, :]
+                        W = nw
+                    p += comb(int(na), c) * float((W[k - c, :] / np.arange(1, T + 1)).sum())
+            out[kk] += p / comb(N, k)
+    return out / pool.n_queries

@@ -1815,3 +1815,588 @@ def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags,
                 reset_state(qs, si, sf, tot, off, aoff, P.ans, perm)
                 done[0] += 1
             restore_identity(off, perm, qgen, hs, epoch)
+
+
+# ------------------------------------------------------------------------------------------------------ depth
+# Depth (issue 30): a trace advanced probe by probe, stopped part-way. Codes of their own, on their own lines (the
+# range tuples above belong to the width engine). None of this is reached from run_one or _grid: a grid without a
+# depth policy compiles none of it (docs/semantics.md, "Depth").
+PARALLEL_PROBE = 20
+DEPTH_STABILITY = 13  # a trace stops when its last m probes agree (one valid answer)
+DEPTH_WHOLE = 14  # no depth rule: a trace runs to its end (or to the trace cap)
+PROBE_COST_TOKENS = 0  # a probe costs its token offset; probes at or past the trace's end are never reached
+PROBE_COST_AUTOTTS = 1  # AutoTTS's replay: every probe is reached and paid; finishing pays max(total, last offset)
+PP_MAX_STEPS = 100  # Parallel-Probe's max_steps (the source's default, never changed by its evaluator)
+
+
+@jit
+def depth_view(poff, ptok, pans, pok, tok, ans, correct, rule, m, cap, cost_mode, out_tok, out_ans, out_ok,
+               out_reach):
+    """Each trace j as the depth rule stops it, as a whole response the width engine can draw: out_tok[j] its
+    cost, out_ans[j] / out_ok[j] the answer it holds (its last probe's when stopped, its final one when it ran to
+    its end) and whether that is correct, out_reach[j] the probes it can reach (what Parallel-Probe advances
+    through). A trace reaches a probe whose offset is below its end (cost_mode PROBE_COST_TOKENS; AutoTTS's replay
+    reaches all of them) and, with a trace cap (cap > 0), at most the cap: a trace whose end is past the cap stops
+    there, costs cap and holds its last probe at or below it (none: -1, not correct). rule DEPTH_STABILITY stops a
+    trace at the first probe that makes m agreeing valid answers in a row, at that probe's offset. Per trace, not
+    per draw: a depth rule that reads one trace alone is a property of the trace, so every width policy runs under
+    it on this view unchanged (docs/semantics.md)."""
+    for j in range(tok.shape[0]):
+        a0, a1 = poff[j], poff[j + 1]
+        T = tok[j]
+        end = T
+        if cost_mode == PROBE_COST_AUTOTTS and a1 > a0:
+            end = max(T, ptok[a1 - 1])
+        reach = 0
+        for k in range(a0, a1):
+            if (cost_mode == PROBE_COST_TOKENS and ptok[k] >= T) or (cap > 0 and ptok[k] > cap):
+                break
+            reach += 1
+        out_reach[j] = reach
+        if cap > 0 and end > cap:  # stopped by the cap: its last probe there
+            out_tok[j] = cap
+            out_ans[j] = pans[a0 + reach - 1] if reach > 0 else -1
+            out_ok[j] = pok[a0 + reach - 1] if reach > 0 else 0
+        else:
+            out_tok[j] = end
+            out_ans[j] = ans[j]
+            out_ok[j] = correct[j]
+        if rule == DEPTH_STABILITY:
+            run = 0
+            for k in range(a0, a0 + reach):
+                a = pans[k]
+                if a >= 0 and run > 0 and a == pans[k - 1]:
+                    run += 1
+                else:
+                    run = 1 if a >= 0 else 0
+                if run >= m:
+                    out_tok[j] = ptok[k]
+                    out_ans[j] = a
+                    out_ok[j] = pok[k]
+                    break
+
+
+@inner
+def parallel_probe(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order, chains, T,
+                   patience, warm, unit, budget, t_idx, t_paid, t_st, t_off, t_ans, t_ok, qi, cnt, tot):
+    """Parallel-Probe (arXiv 2602.03845, as AutoTTS's replay runs it: docs/semantics.md) on every query, under one
+    budget shared by the batch. Each query starts `chains` traces (its permutation's first), each explored once
+    (one probe, or its end); then steps, round-robin over the queries in rank order, one step each per round: every
+    live trace advances one segment, the query's winner is the majority of its unpruned traces' latest answers
+    (ties: the answer first met in trace order), after `warm` steps a live trace whose latest answer is off the
+    winner `patience` steps in a row is pruned, and the query stops when its winner has been the same for T steps
+    in a row, when every trace has finished or been pruned, or after PP_MAX_STEPS steps. A segment or a trace
+    that does not fit in the budget left ends the run; a query then holds the majority of its unpruned traces'
+    latest answers. Per trace (a position p of the permutation): t_idx probes explored, t_paid tokens paid, t_st
+    (0 live, 1 finished, 2 pruned), t_off off-track count, t_ans / t_ok its latest answer. Per query qi[i]: chains
+    started, step, stable count, previous winner (-2: none), done, held answer, held correct, steps run. cnt:
+    per-answer-slot scratch (zero)."""
+    n = off.shape[0] - 1
+    ended = False
+
+    def explore(p):
+        """One more segment of the trace at position p: False when it does not fit in the budget (nothing
+        changes)."""
+        j = perm[p]
+        k = t_idx[p]
+        if k < reach[j]:
+            cost = ptok[poff[j] + k] - t_paid[p]
+        else:
+            cost = max(0, end_tok[j] - t_paid[p])
+        if unit == UNIT_TOKENS and cost > budget - tot[TOKENS]:
+            return False
+        tot[TOKENS] += cost
+        t_paid[p] += cost
+        if k < reach[j]:
+            t_ans[p] = pans[poff[j] + k]
+            t_ok[p] = pok[poff[j] + k]
+            t_idx[p] = k + 1
+        else:
+            t_ans[p] = end_ans[j]
+            t_ok[p] = end_ok[j]
+            t_st[p] = 1
+        return True
+
+    def majority(i):
+        """(winner, its correctness, unpruned traces): the winner -1 when none of them has a valid answer."""
+        a0 = off[i]
+        base = aoff[i] + 1
+        live = 0
+        for p in range(a0, a0 + qi[i, 0]):
+            if t_st[p] != 2:
+                live += 1
+                if t_ans[p] >= 0:
+                    cnt[base + t_ans[p]] += 1
+        best, bc, bok = -1, 0, 0
+        for p in range(a0, a0 + qi[i, 0]):
+            if t_st[p] != 2 and t_ans[p] >= 0 and cnt[base + t_ans[p]] > bc:
+                best, bc, bok = t_ans[p], cnt[base + t_ans[p]], t_ok[p]
+        for p in range(a0, a0 + qi[i, 0]):
+            if t_ans[p] >= 0:
+                cnt[base + t_ans[p]] = 0
+        return best, bok, live
+
+    def hold(i):  # (the budget ended the run) the majority of what the query's traces hold now
+        if qi[i, 4] == 0:
+            w, wok, live = majority(i)
+            if live > 0:
+                qi[i, 5], qi[i, 6] = w, wok
+
+    # round 0: every query starts its chains, in rank order
+    for r in range(n):
+        i = order[r]
+        m = min(chains, off[i + 1] - off[i])
+        for c in range(m):
+            p = off[i] + c
+            if unit == UNIT_SAMPLES and tot[SAMPLES] >= budget:
+                ended = True
+                break
+            t_idx[p], t_paid[p], t_st[p], t_off[p], t_ans[p], t_ok[p] = 0, 0, 0, 0, -1, 0
+            if not explore(p):
+                ended = True
+                break
+            qi[i, 0] += 1
+            tot[SAMPLES] += 1
+        if ended:
+            break
+    if not ended:
+        going = True
+        while going and not ended:
+            going = False
+            for r in range(n):
+                i = order[r]
+                if qi[i, 4] != 0:
+                    continue
+                going = True
+                a0 = off[i]
+                m = qi[i, 0]
+                step = qi[i, 1]
+                for p in range(a0, a0 + m):  # forward every live trace one segment
+                    if t_st[p] == 0 and not explore(p):
+                        ended = True
+                        break
+                if ended:
+                    break
+                w, wok, live = majority(i)
+                if step >= warm and live > 1:
+                    for p in range(a0, a0 + m):
+                        if t_st[p] == 0:
+                            t_off[p] = t_off[p] + 1 if t_ans[p] != w else 0
+                    pruned = False
+                    for p in range(a0, a0 + m):
+                        if t_st[p] == 0 and t_off[p] >= patience:
+                            t_st[p] = 2
+                            pruned = True
+                    if pruned:
+                        w, wok, live = majority(i)
+                        if live == 0:  # every trace pruned: the previous winner stands
+                            qi[i, 4] = 1
+                            qi[i, 7] = step + 1
+                            continue
+                qi[i, 2] = qi[i, 2] + 1 if w == qi[i, 3] else 0
+                qi[i, 3] = w
+                qi[i, 5], qi[i, 6] = w, wok
+                qi[i, 1] = step + 1
+                qi[i, 7] = step + 1
+                if qi[i, 2] >= T:
+                    qi[i, 4] = 2  # consensus: answered
+                    continue
+                alive = False
+                for p in range(a0, a0 + m):
+                    if t_st[p] == 0:
+                        alive = True
+                        break
+                if not alive or step + 1 >= PP_MAX_STEPS:
+                    qi[i, 4] = 1
+    for i in range(n):
+        hold(i)
+
+
+@njit(nogil=True, cache=True, no_cfunc_wrapper=True)
+def _depth_grid(off, aoff, qkeys, seeds, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, cfgs, budgets,
+                out_f, out_i, pq_n, pq_flags, s_lo, s_hi):
+    """Parallel-Probe's grid (cfgs rows: chains, T, patience, warm, unit) on seeds s_lo .. s_hi - 1, the same
+    permutations and query orders as _grid's (fill_permutation, fill_query_order: common random numbers with the
+    width policies). Outputs as _grid's: out_f[c, s] = (coverage, held answer correct (in the sc column), ...),
+    out_i[c, s] = (traces started, tokens, 0, queries stopped by consensus)."""
+    n = qkeys.shape[0]
+    total = off[n]
+    perm = np.empty(total, np.int64)
+    order = np.empty(n, np.int64)
+    rank = np.empty(n, np.int64)
+    t_idx = np.zeros(total, np.int64)
+    t_paid = np.zeros(total, np.int64)
+    t_st = np.zeros(total, np.int64)
+    t_off = np.zeros(total, np.int64)
+    t_ans = np.zeros(total, np.int64)
+    t_ok = np.zeros(total, np.int64)
+    qi = np.zeros((n, 8), np.int64)
+    cnt = np.zeros(aoff[n], np.int64)
+    tot = np.zeros(TOT_SLOTS, np.int64)
+    per_query = pq_n.shape[0] > 0
+    for s in range(s_lo, s_hi):
+        fill_permutation(off, qkeys, seeds[s], perm)
+        fill_query_order(qkeys, seeds[s], rank, order)
+        for c in range(cfgs.shape[0]):
+            qi[:] = 0
+            tot[:] = 0
+            for i in range(n):
+                qi[i, 3] = -2
+                qi[i, 5] = -1
+            parallel_probe(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order,
+                           cfgs[c, 0], cfgs[c, 1], cfgs[c, 2], cfgs[c, 3], cfgs[c, 4], budgets[c, s], t_idx, t_paid,
+                           t_st, t_off, t_ans, t_ok, qi, cnt, tot)
+            acc = 0
+            cov = 0
+            answered = 0
+            for i in range(n):
+                acc += qi[i, 6]
+                answered += 1 if qi[i, 4] == 2 else 0
+                hit = 0
+                for p in range(off[i], off[i] + qi[i, 0]):
+                    if t_ok[p] == 1:
+                        hit = 1
+                        break
+                cov += hit
+                if per_query:
+                    pq_n[c, s, i] = qi[i, 0]
+                    pq_flags[c, s, i] = (1 if qi[i, 4] == 2 else 0) + 2 * hit + 64 * qi[i, 6]
+            out_f[c, s, 0] = cov / n
+            out_f[c, s, 3] = acc / n
+            out_i[c, s, 0] = tot[SAMPLES]
+            out_i[c, s, 1] = tot[TOKENS]
+            out_i[c, s, 3] = answered
+
+
+@jit
+def parallel_probe_once(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order, chains, T,
+                        patience, warm, unit, budget):
+    """One Parallel-Probe run on a given permutation and query order (tests, and the comparison with the source's
+    own shuffles): (qi, tot, t_ok, t_paid) as parallel_probe leaves them (t_paid: the tokens each trace paid, at
+    its permutation position)."""
+    n = off.shape[0] - 1
+    total = off[n]
+    t_idx = np.zeros(total, np.int64)
+    t_paid = np.zeros(total, np.int64)
+    t_st = np.zeros(total, np.int64)
+    t_off = np.zeros(total, np.int64)
+    t_ans = np.full(total, -1, np.int64)
+    t_ok = np.zeros(total, np.int64)
+    qi = np.zeros((n, 8), np.int64)
+    for i in range(n):
+        qi[i, 3] = -2
+        qi[i, 5] = -1
+    cnt = np.zeros(aoff[n], np.int64)
+    tot = np.zeros(TOT_SLOTS, np.int64)
+    parallel_probe(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order, chains, T,
+                   patience, warm, unit, budget, t_idx, t_paid, t_st, t_off, t_ans, t_ok, qi, cnt, tot)
+    return qi, tot, t_ok, t_paid
+
+
+CMC = 21  # AutoTTS's discovered controller (Confidence Momentum Controller)
+
+
+@inner
+def _cmc_stats(aoff, i, cc, fr, cok, pascal):
+    """(winner, its correctness, confidence) over query i's completed answers (cc: counts per answer slot, fr: the
+    order each answer was first completed in; ties to the first completed, as a Counter); winner -2 when none."""
+    best, bc, bf, bok, second = -2, 0, 0, 0, 0
+    for s in range(aoff[i] + 1, aoff[i + 1]):
+        c = cc[s]
+        if c == 0:
+            continue
+        if c > bc or (c == bc and fr[s] < bf):
+            if bc > 0:
+                second = max(second, bc)
+            best, bc, bf, bok = s - aoff[i] - 1, c, fr[s], cok[s]
+        else:
+            second = max(second, c)
+    conf = 0.0
+    if bc > 0:
+        m = bc + second + 1
+        h = 0.5 ** m
+        for k in range(bc + 1):
+            conf += np.float64(pascal[m, k]) * h
+    return best, bok, conf
+
+
+@inner
+def cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order, kn, kf, unit, budget, t_idx,
+        t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi, qf, hist, cc, fr, cok, pascal, tot):
+    """AutoTTS's Confidence Momentum Controller (its search's round r0004; docs/semantics.md) on every query under one
+    shared budget, round-robin in rank order as parallel_probe. kn: (n_init, max_branch, warm_up, abandon_patience,
+    T_ema, burst_aligned, widen_burst, min_complete), kf: (ema_alpha, conf_thresh, delta_slack, trend_thresh). Per
+    trace at position p: t_st 0 live, 1 finished, 2 abandoned; t_pr probes run; t_dis rounds off the pool winner.
+    Per query qi[i]: traces started, step, done (1 ended, 2 stopped by the gate), held answer, held correct, hist
+    length, distinct completed answers, completed count; qf[i, 0] the EMA."""
+    n = off.shape[0] - 1
+    n_init, max_branch, warm_up, patience, t_ema, burst, widen, min_complete = kn[0], kn[1], kn[2], kn[3], kn[4], \
+        kn[5], kn[6], kn[7]
+    alpha, thresh, slack, trend = kf[0], kf[1], kf[2], kf[3]
+
+    def explore(p):
+        j = perm[p]
+        k = t_idx[p]
+        if k < reach[j]:
+            cost = ptok[poff[j] + k] - t_paid[p]
+        else:
+            cost = max(0, end_tok[j] - t_paid[p])
+        if unit == UNIT_TOKENS and cost > budget - tot[TOKENS]:
+            return False
+        tot[TOKENS] += cost
+        t_paid[p] += cost
+        if k < reach[j]:
+            t_ans[p] = pans[poff[j] + k]
+            t_ok[p] = pok[poff[j] + k]
+            t_idx[p] = k + 1
+        else:
+            t_ans[p] = end_ans[j]
+            t_ok[p] = end_ok[j]
+            t_st[p] = 1
+        return True
+
+    def complete(i, p):
+        a = t_ans[p]
+        qi[i, 7] += 1
+        if a < 0:
+            return
+        s = aoff[i] + 1 + a
+        if cc[s] == 0:
+            fr[s] = qi[i, 6]
+            qi[i, 6] += 1
+            cok[s] = t_ok[p]
+        cc[s] += 1
+
+    def start(i):
+        """Open query i's next trace (False: the budget ended the run; True also when it has none left)."""
+        m = qi[i, 0]
+        if m >= off[i + 1] - off[i]:
+            return True
+        p = off[i] + m
+        if unit == UNIT_SAMPLES and tot[SAMPLES] >= budget:
+            return False
+        t_idx[p], t_paid[p], t_st[p], t_pr[p], t_dis[p], t_ans[p], t_ok[p] = 0, 0, 0, 0, 0, -1, 0
+        if not explore(p):
+            return False
+        qi[i, 0] = m + 1
+        tot[SAMPLES] += 1
+        if t_st[p] == 1:
+            complete(i, p)
+        return True
+
+    def final(i):  # the completed answers' winner, else the majority of the latest answers of the traces kept
+        w, wok, _ = _cmc_stats(aoff, i, cc, fr, cok, pascal)
+        if w == -2:
+            best, bc, bok = -1, 0, 0
+            a0 = off[i]
+            for p in range(a0, a0 + qi[i, 0]):
+                if t_st[p] != 2 and t_ans[p] >= 0:
+                    c = 0
+                    for q in range(a0, a0 + qi[i, 0]):
+                        if t_st[q] != 2 and t_ans[q] == t_ans[p]:
+                            c += 1
+                    if c > bc:
+                        best, bc, bok = t_ans[p], c, t_ok[p]
+            w, wok = best, bok
+        qi[i, 3], qi[i, 4] = w, wok
+
+    ended = False
+    for r in range(n):
+        i = order[r]
+        for _ in range(n_init):
+            if not start(i):
+                ended = True
+                break
+        if ended:
+            break
+    going = not ended
+    while going:
+        going = False
+        for r in range(n):
+            i = order[r]
+            if qi[i, 2] != 0:
+                continue
+            going = True
+            a0 = off[i]
+            m = qi[i, 0]
+            step = qi[i, 1]
+            w, _, conf = _cmc_stats(aoff, i, cc, fr, cok, pascal)
+            warm = step >= warm_up
+            ema = (1.0 - alpha) * qf[i, 0] + alpha * conf
+            hl = qi[i, 5]
+            if hl == t_ema:  # the window is full: drop its oldest
+                for h in range(t_ema - 1):
+                    hist[i, h] = hist[i, h + 1]
+                hl -= 1
+            hist[i, hl] = ema
+            hl += 1
+            qi[i, 5] = hl
+            if warm and w != -2:
+                alive = 0
+                for p in range(a0, a0 + m):
+                    if t_st[p] == 0:
+                        t_dis[p] = t_dis[p] + 1 if t_ans[p] != w else 0
+                        alive += 1
+                left = max(0, alive - 2)  # abandon the most deviant first (ties: trace order), keep 2 alive
+                while left > 0:
+                    bp, bd = -1, patience - 1
+                    for p in range(a0, a0 + m):
+                        if t_st[p] == 0 and t_dis[p] > bd:
+                            bp, bd = p, t_dis[p]
+                    if bp < 0:
+                        break
+                    t_st[bp] = 2
+                    left -= 1
+            # depth: the live traces by probes run, most first (ties: trace order), aligned ones `burst` segments
+            top = -1
+            for p in range(a0, a0 + m):
+                if t_st[p] == 0:
+                    top = max(top, t_pr[p])
+            lvl = top
+            while lvl >= 0 and not ended:
+                for p in range(a0, a0 + m):
+                    if t_st[p] != 0 or t_pr[p] != lvl or t_dis[p] < 0:
+                        continue
+                    t_dis[p] = -1 - t_dis[p]  # (marks it served this round; undone below)
+                    steps = burst if (warm and w != -2 and t_ans[p] == w) else 1
+                    for _ in range(steps):
+                        if t_st[p] == 1:
+                            break
+                        if not explore(p):
+                            ended = True
+                            break
+                        t_pr[p] += 1
+                        if t_st[p] == 1:
+                            complete(i, p)
+                            break
+                    if ended:
+                        break
+                lvl -= 1
+            for p in range(a0, a0 + m):
+                if t_dis[p] < 0:
+                    t_dis[p] = -1 - t_dis[p]
+            if ended:
+                break
+            w, wok, conf = _cmc_stats(aoff, i, cc, fr, cok, pascal)
+            ema = (1.0 - alpha) * ema + alpha * conf
+            qf[i, 0] = ema
+            hist[i, hl - 1] = ema
+            delta = hist[i, hl - 1] - hist[i, 0] if hl >= 2 else 0.0
+            if warm and qi[i, 7] >= min_complete and ema >= thresh and delta >= -slack:
+                qi[i, 3], qi[i, 4], qi[i, 2] = w, wok, 2
+                continue
+            resolved = True
+            for p in range(a0, a0 + m):
+                if t_st[p] == 0:
+                    resolved = False
+                    break
+            if resolved:
+                final(i)
+                qi[i, 2] = 1
+                continue
+            if m < max_branch and delta <= trend and step >= max(1, warm_up // 2) and ema < thresh:
+                for _ in range(widen):
+                    if qi[i, 0] >= max_branch or qi[i, 0] >= off[i + 1] - off[i]:
+                        break
+                    if not start(i):
+                        ended = True
+                        break
+                if ended:
+                    break
+            qi[i, 1] = step + 1
+            if step + 1 >= 500:
+                final(i)
+                qi[i, 2] = 1
+        if ended:
+            break
+    for i in range(n):
+        if qi[i, 2] == 0:
+            final(i)
+
+
+@jit
+def cmc_once(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order, kn, kf, unit, budget):
+    """One CMC run on a given permutation and query order: (qi, tot, t_paid)."""
+    n = off.shape[0] - 1
+    total = off[n]
+    z = np.zeros(total, np.int64)
+    t_idx, t_paid, t_st, t_pr, t_dis, t_ok = z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy()
+    t_ans = np.full(total, -1, np.int64)
+    qi = np.zeros((n, 8), np.int64)
+    for i in range(n):
+        qi[i, 3] = -1
+    qf = np.zeros((n, 1))
+    hist = np.zeros((n, max(kn[4], 1)))
+    cc = np.zeros(aoff[n], np.int64)
+    fr = np.zeros(aoff[n], np.int64)
+    cok = np.zeros(aoff[n], np.int64)
+    pascal = np.zeros((80, 80), np.int64)
+    for a in range(80):
+        pascal[a, 0] = 1
+        for b in range(1, a + 1):
+            pascal[a, b] = pascal[a - 1, b - 1] + pascal[a - 1, b]
+    tot = np.zeros(TOT_SLOTS, np.int64)
+    cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order, kn, kf, unit, budget, t_idx,
+        t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi, qf, hist, cc, fr, cok, pascal, tot)
+    return qi, tot, t_paid
+
+
+@njit(nogil=True, cache=True, no_cfunc_wrapper=True)
+def _cmc_grid(off, aoff, qkeys, seeds, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, kns, kfs, units,
+              budgets, out_f, out_i, pq_n, pq_flags, s_lo, s_hi):
+    """CMC's grid (configuration c: knobs kns[c], kfs[c], unit units[c]) on seeds s_lo .. s_hi - 1, on the width
+    policies' permutations and query orders; outputs as _depth_grid's."""
+    n = qkeys.shape[0]
+    total = off[n]
+    perm = np.empty(total, np.int64)
+    order = np.empty(n, np.int64)
+    rank = np.empty(n, np.int64)
+    z = np.zeros(total, np.int64)
+    t_idx, t_paid, t_st, t_pr, t_dis, t_ans, t_ok = z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), \
+        z.copy()
+    qi = np.zeros((n, 8), np.int64)
+    qf = np.zeros((n, 1))
+    hist = np.zeros((n, 16))
+    cc = np.zeros(aoff[n], np.int64)
+    fr = np.zeros(aoff[n], np.int64)
+    cok = np.zeros(aoff[n], np.int64)
+    pascal = np.zeros((80, 80), np.int64)
+    for a in range(80):
+        pascal[a, 0] = 1
+        for b in range(1, a + 1):
+            pascal[a, b] = pascal[a - 1, b - 1] + pascal[a - 1, b]
+    tot = np.zeros(TOT_SLOTS, np.int64)
+    per_query = pq_n.shape[0] > 0
+    for s in range(s_lo, s_hi):
+        fill_permutation(off, qkeys, seeds[s], perm)
+        fill_query_order(qkeys, seeds[s], rank, order)
+        for c in range(kns.shape[0]):
+            qi[:] = 0
+            qf[:] = 0.0
+            cc[:] = 0
+            tot[:] = 0
+            for i in range(n):
+                qi[i, 3] = -1
+            cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order, kns[c], kfs[c],
+                units[c], budgets[c, s], t_idx, t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi, qf, hist, cc, fr, cok,
+                pascal, tot)
+            acc = 0
+            cov = 0
+            answered = 0
+            for i in range(n):
+                acc += qi[i, 4]
+                answered += 1 if qi[i, 2] == 2 else 0
+                hit = 0
+                for p in range(off[i], off[i] + qi[i, 0]):
+                    if t_ok[p] == 1:
+                        hit = 1
+                        break
+                cov += hit
+                if per_query:
+                    pq_n[c, s, i] = qi[i, 0]
+                    pq_flags[c, s, i] = (1 if qi[i, 2] == 2 else 0) + 2 * hit + 64 * qi[i, 4]
+            out_f[c, s, 0] = cov / n
+            out_f[c, s, 3] = acc / n
+            out_i[c, s, 0] = tot[SAMPLES]
+            out_i[c, s, 1] = tot[TOKENS]
+            out_i[c, s, 3] = answered

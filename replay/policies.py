@@ -96,6 +96,17 @@ REGISTRY = {p.name: p for p in (
            "below the threshold stops there, pays its tokens so far and does not vote",
            ("warmup", "percentile", "tau", "max_samples"), needs=frozenset({"lows", "answers"}),
            style=("#c5b0d5", "<", "-")),
+    # depth (issue 30): policies that stop traces part-way, read the pool's probes
+    Policy("parallel-probe", "PARALLEL_PROBE", "Parallel-Probe: `chains` traces per query advanced one probe per step "
+           "in lockstep; the majority of their latest answers stops the query once it has held for `stable` steps; "
+           "after `probe_warmup` steps a trace off the majority `patience` steps in a row is pruned; its answer is "
+           "that majority", ("chains", "stable", "patience", "probe_warmup"), needs=frozenset({"probes", "answers"}),
+           live=False, style=("#393b79", "H", "-")),
+    Policy("cmc", "CMC", "AutoTTS's discovered controller (Confidence Momentum Controller): traces probed in rounds, the "
+           "most-probed first and those agreeing with the finished traces' majority deeper; it stops when an EMA of "
+           "that majority's Beta confidence is high and not falling, widens when it stalls, abandons persistently "
+           "deviant traces; every knob from one scalar cmc_beta in [0, 1]", ("cmc_beta",),
+           needs=frozenset({"probes", "answers"}), live=False, published=True, style=("#637939", "p", "--")),
 )}
 
 
@@ -114,6 +125,18 @@ class Rule:
     def code(self) -> int:
         return self.kernel if isinstance(self.kernel, int) else getattr(_kernel(), self.kernel)
 
+
+# Depth rules (issue 30): when a trace stops part-way, each trace on its own (so every width policy runs under one:
+# engine.depth_pool); a query then holds the trace's last probe's answer.
+DEPTH_RULES = {r.name: r for r in (
+    Rule("whole", "DEPTH_WHOLE", "none: a trace runs to its end (or to --trace-cap)"),
+    Rule("stability", "DEPTH_STABILITY", "answer stability: a trace stops at the first probe that makes depth_m "
+         "agreeing valid answers in a row", ("depth_m",), frozenset({"probes"})),
+)}
+PROBE_COSTS = {"tokens": "PROBE_COST_TOKENS", "autotts": "PROBE_COST_AUTOTTS"}  # name -> its kernel code's name
+# The policies that stop traces part-way on their own (their own grids, kernel._depth_grid and _cmc_grid), not
+# width policies
+DEPTH_POLICIES = ("parallel-probe", "cmc")
 
 ELIMINATION_RULES = {r.name: r for r in (
     Rule("threshold", "ELIM_THRESHOLD", "a score >= gamma", ("gamma",)),
@@ -176,7 +199,8 @@ MAX_COUNT = 2**31  # bound on K and max_samples
 def supported(pool, eliminate: str = "threshold") -> list[str]:
     """The policies a pool can run under an elimination rule: what each needs ("gt": ground truth, "answers":
     answer categories, its own or through the rule) the pool has."""
-    has = {"gt": pool.has_gt, "answers": pool.has_answers, "lows": pool.lows is not None}
+    has = {"gt": pool.has_gt, "answers": pool.has_answers, "lows": pool.lows is not None,
+           "probes": pool.probe_off is not None}
     rule = ELIMINATION_RULES[eliminate].needs if eliminate in ELIMINATION_RULES else frozenset()
     return [name for name, p in REGISTRY.items()
             if all(has[n] for n in p.needs | (rule if "eliminate" in p.params else frozenset()))]
@@ -193,15 +217,20 @@ def markdown_choices(entries: dict) -> str:
 
 
 def param(default, doc: str, *, flag: str | None = None, short: str | None = None, sweep: bool = False,
-          replay_default: str | None = None):
+          replay_default: str | None = None, choices: tuple | None = None, scope: str | None = None,
+          live: bool = True):
     """A RunConfig field with its one declaration of what the layers above need: its help (`doc`, which policy or
     rule reads it first), its command-line flag (default `--name-with-dashes`; `short`: an alias), whether `ttc
     replay` sweeps it as a comma list (`sweep`, with `replay_default` its list default where it is not the field's)
     and so whether a replay's results carry it per configuration. cli.py builds the options of ttc replay, tune and
     run from these; ReplayRequest and RunRequest take their fields from RunConfig's (replay/run.py, harvest/run.py);
-    ttc.replay's keywords are the field names; the kernel reads the record fields of the same names (record())."""
+    ttc.replay's keywords are the field names; the kernel reads the record fields of the same names (record()).
+    choices: a string parameter's values; scope: who reads it when no registry entry lists it (depth's, read by
+    every policy through the pool's depth view); live: whether `ttc run` takes it (depth's are replay only until a
+    backend can stop a trace part-way: ttc run leaves them at their defaults, whole traces)."""
     return field(default=default, metadata={"doc": doc, "flag": flag, "short": short, "sweep": sweep,
-                                            "replay_default": replay_default})
+                                            "replay_default": replay_default, "choices": choices, "scope": scope,
+                                            "live": live})
 
 
 @dataclass(frozen=True)
@@ -245,8 +274,41 @@ class RunConfig:
     horizon: int = param(0, "side-eb: 0: its index is the next draw's chance; 1: the chance of a success within the "
                          "draws each active query can still get (budget left / active queries) per draw used "
                          "(docs/semantics.md).")
+    # depth (issue 30): every policy's traces under a depth rule and a token cap per trace (0: none), with a probe
+    # cost convention; parallel-probe's and cmc's own parameters (the values of AutoTTS's evaluator)
+    depth_rule: str = param("whole", "Depth, every width policy: when a trace stops part-way: whole (runs to its "
+                            "end) or stability (its last --depth-m probes agree).", choices=("whole", "stability"),
+                            scope="every width policy (depth)", live=False)
+    depth_m: int = param(3, "stability: agreeing valid probe answers in a row that stop a trace.",
+                         scope="the stability depth rule", live=False)
+    trace_cap: int = param(0, "Depth, every policy: each trace stops at this many tokens and answers its last probe "
+                           "there (0: none; needs the pool's probes).", scope="every policy (depth)", live=False)
+    probe_cost: str = param("tokens", "Depth: tokens (a probe costs its offset; probes at or past a trace's end are "
+                            "not reached) or autotts (AutoTTS's replay: every probe paid, finishing pays max(total, "
+                            "last offset)).", choices=("tokens", "autotts"), scope="every policy (depth)", live=False)
+    chains: int = param(64, "parallel-probe: traces per query.", live=False)
+    stable: int = param(40, "parallel-probe: steps the majority must hold to stop a query.", live=False)
+    patience: int = param(7, "parallel-probe: steps off the majority in a row that prune a trace.", live=False)
+    probe_warmup: int = param(15, "parallel-probe: steps before any pruning.", live=False)
+    cmc_beta: float = param(0.5, "cmc: its one knob in [0, 1] (0: few traces, easy to stop; 1: up to 64).",
+                            live=False)
 
     def __post_init__(self):
+        if not 0.0 <= self.cmc_beta <= 1.0:
+            raise ValueError(f"cmc_beta must be in [0, 1], got {self.cmc_beta}")
+        if self.depth_rule not in DEPTH_RULES:
+            raise ValueError(f"unknown depth rule {self.depth_rule!r}; choose from {', '.join(DEPTH_RULES)}")
+        if self.probe_cost not in PROBE_COSTS:
+            raise ValueError(f"unknown probe cost {self.probe_cost!r}; choose from {', '.join(PROBE_COSTS)}")
+        if not 1 <= self.depth_m <= MAX_COUNT:
+            raise ValueError(f"depth_m must be in 1..{MAX_COUNT:,} (agreeing probes in a row), got {self.depth_m}")
+        if not 0 <= self.trace_cap < 2**62:
+            raise ValueError(f"trace_cap must be >= 0 tokens (0: none), got {self.trace_cap}")
+        for name in ("chains", "stable", "patience"):
+            if not 1 <= getattr(self, name) <= MAX_COUNT:
+                raise ValueError(f"{name} must be in 1..{MAX_COUNT:,}, got {getattr(self, name)}")
+        if not 0 <= self.probe_warmup <= MAX_COUNT:
+            raise ValueError(f"probe_warmup must be in 0..{MAX_COUNT:,} (steps), got {self.probe_warmup}")
         if self.horizon not in (0, 1):
             raise ValueError(f"horizon must be 0 (side-eb's one-step index) or 1 (its rate over the draws each query "
                              f"can still get), got {self.horizon}")
@@ -329,6 +391,14 @@ class RunConfig:
             used = used + ("gamma",)
         return used
 
+    def depth_key(self) -> tuple:
+        """What the pool's depth view depends on (engine.depth_pool): equal keys share one view."""
+        return (self.depth_rule, self.depth_m if self.depth_rule == "stability" else 0, self.trace_cap,
+                self.probe_cost)
+
+    def needs_probes(self) -> bool:
+        return "probes" in REGISTRY[self.policy].needs or self.depth_key() != ("whole", 0, 0, "tokens")
+
     def needs_answers(self) -> bool:
         return "answers" in REGISTRY[self.policy].needs or (
             "eliminate" in REGISTRY[self.policy].params and "answers" in ELIMINATION_RULES[self.eliminate].needs)
@@ -341,6 +411,12 @@ class RunConfig:
         parts = [f"{'lambda' if k == 'lam' else k}={vals[k]:g}" if isinstance(vals[k], float)
                  else f"{k}={vals[k]}" for k in self.used_params()
                  if vals[k] != (default_lam if k == "lam" else getattr(d, k))]
+        if self.depth_rule != "whole":
+            parts.append(f"depth={self.depth_rule}" + (f":{self.depth_m}" if self.depth_rule == "stability" else ""))
+        if self.trace_cap:
+            parts.append(f"trace_cap={self.trace_cap}")
+        if self.probe_cost != "tokens":
+            parts.append(f"probe_cost={self.probe_cost}")
         if self.unit != "samples":
             parts.append(self.unit)
         return self.policy + (f"({', '.join(parts)})" if parts else "")
@@ -360,6 +436,8 @@ NEEDS = {
     "tokens": (lambda pool: pool.has_tokens, "token counts (an 'n_tokens' column)"),
     "lows": (lambda pool: pool.lows is not None, "each response's record lows of its group confidence ('conf_lows_pos' "
              "and 'conf_lows': ttc harvest --confidence group-lows)"),
+    "probes": (lambda pool: pool.probe_off is not None, "each trace's probes ('probe_answer', 'probe_tokens' and "
+               "'probe_correct': ttc import autotts)"),
     "score": (lambda pool: pool.score.size > 0 and float(pool.score.min()) < float(pool.score.max()),
               "a score that varies between responses"),
 }
@@ -511,6 +589,8 @@ def markdown_methods() -> str:
 
 
 PARAMS = tuple(f for f in fields(RunConfig) if "doc" in f.metadata)  # the parameters, in declaration order
+# The parameters `ttc run` leaves at their defaults (replay only: depth's, until a backend can stop a trace part-way)
+DEPTH_FIELDS = tuple(f.name for f in PARAMS if not f.metadata["live"])
 SWEPT = tuple(f.name for f in PARAMS if f.metadata["sweep"])  # what ttc replay takes as comma lists
 
 
@@ -521,24 +601,28 @@ def flag(name: str) -> str:
 
 
 def param_type(name: str) -> type:
-    """int or float: what a parameter's values parse as (lam, Optional, is a float)."""
+    """int, float or str: what a parameter's values parse as (lam, Optional, is a float)."""
     from typing import get_type_hints
 
-    return int if get_type_hints(RunConfig)[name] is int else float
+    hint = get_type_hints(RunConfig)[name]
+    return hint if hint in (int, str) else float
 
 
 def readers(name: str) -> list[str]:
-    """The policies and elimination rules that read a parameter (their registry entries' params)."""
+    """The policies and elimination rules that read a parameter (their registry entries' params), or its scope."""
+    scope = next(f.metadata["scope"] for f in PARAMS if f.name == name)
     return [n for n, p in REGISTRY.items() if name in p.params] + \
-        [n for n, r in ELIMINATION_RULES.items() if name in r.params]
+        [n for n, r in ELIMINATION_RULES.items() if name in r.params] + ([scope] if scope else [])
 
 
-def config_fields(lists: bool = False, **defaults) -> list[tuple]:
+def config_fields(lists: bool = False, live_only: bool = False, **defaults) -> list[tuple]:
     """RunConfig's parameters as fields of a request (make_dataclass form): the same names and defaults (but those
     given in `defaults`), and with `lists`, the ones a replay sweeps (SWEPT) as lists: ReplayRequest and RunRequest
     re-list none of them by hand."""
     out = []
     for f in PARAMS:
+        if live_only and not f.metadata["live"]:
+            continue
         if lists and f.metadata["sweep"]:
             text = f.metadata["replay_default"]
             values = [param_type(f.name)(v) for v in text.split(",")] if text else [f.default]
@@ -556,7 +640,9 @@ def markdown_params() -> str:
     rows = ["| option | default | read by | meaning |", "|---|---|---|---|"]
     for f in PARAMS:
         m = f.metadata
-        text = m["replay_default"] or ("policy's own" if f.default is None else format(f.default, "g"))
-        opt = f"`{flag(f.name)}`" + (" (list)" if m["sweep"] else "")
+        text = m["replay_default"] or ("policy's own" if f.default is None else
+                                       f.default if isinstance(f.default, str) else format(f.default, "g"))
+        opt = f"`{flag(f.name)}`" + (" (list)" if m["sweep"] else "") + (
+            f" ({' or '.join(m['choices'])})" if m["choices"] else "")
         rows.append(f"| {opt} | `{text}` | {', '.join(readers(f.name))} | {m['doc']} |")
     return "\n".join(rows)

@@ -18,8 +18,8 @@ from .engine import (COMPILE_NOTE, SELECT, check_budgets, check_configs, compile
                      set_threads)
 from .exact import best_of_k, coverage_at_k
 from .errors import InputError
-from .policies import (CISC_TEMP, DEEPCONF_ETA, POLICIES, SWEPT, RunConfig, check_selection_params, config_fields,
-                       supported)
+from .policies import (CISC_TEMP, DEEPCONF_ETA, DEPTH_POLICIES, POLICIES, SWEPT, RunConfig, check_selection_params,
+                       config_fields, supported)
 from .outputs import check_output, parquet_writer, write_set
 from .pool import DEFAULT_POOL, Pool, PoolError, load_pool
 from .progress import progress
@@ -184,13 +184,20 @@ def check_per_query_memory(rows: int, seeds: int, n_queries: int, what: str = "-
                         f"{have / 2**30:.1f} GiB available: use fewer seeds, budgets or policies")
 
 
+def _wants_probes(req) -> bool:
+    """load_pool's probes argument: True when a depth policy or option is asked for (a pool without probes is
+    refused in one line); else they are not read (parallel-probe runs when it is named)."""
+    return bool(set(DEPTH_POLICIES) & set(req.policies)) or bool(req.trace_cap) or req.depth_rule != "whole" \
+        or req.probe_cost != "tokens"
+
+
 def load_for(req: ReplayRequest) -> Pool:
     """The pool a request names, with the columns its policies read and nothing more."""
     # deepconf-online's record lows: read when it is asked for (a pool without them is refused), or when no policy is
     # named and the pool has them (then it is one of the policies the pool supports); never for the others
     return load_pool(req.pool or DEFAULT_POOL, score=req.score, need_tokens=req.unit != "samples", prior=req.prior,
                      side=req.side, lows=("deepconf-online" in req.policies) if req.policies else None,
-                     invalid_votes=req.invalid_votes)
+                     invalid_votes=req.invalid_votes, probes=_wants_probes(req))
 
 
 def prepare(req: ReplayRequest, pool: Pool | None = None) -> tuple[Pool, list[RunConfig], range]:
@@ -204,8 +211,8 @@ def prepare(req: ReplayRequest, pool: Pool | None = None) -> tuple[Pool, list[Ru
     check_budget_totals(req.budgets, pool.n_queries)
     if req.policies:
         policies = list(dict.fromkeys(req.policies))
-    else:
-        policies = supported(pool, req.eliminate)
+    else:  # (parallel-probe answers with its own vote: among all the policies only under --select sc)
+        policies = [p for p in supported(pool, req.eliminate) if p not in DEPTH_POLICIES or req.select == "sc"]
     configs = build_configs(req, policies)
     check_configs(pool, configs, req.select)
     return pool, configs, range(req.seed_start, req.seed_start + req.seeds)

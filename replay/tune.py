@@ -127,7 +127,7 @@ def _fields() -> dict:
 
     d = RunConfig("uniform")
     return {f.name: (int if isinstance(getattr(d, f.name), int) else float) for f in dataclasses.fields(RunConfig)
-            if f.name not in ("policy", "unit", "eliminate")}
+            if f.name not in ("policy", "unit", "eliminate") and not isinstance(getattr(d, f.name), str)}
 
 
 def flag_name(name: str) -> str:

@@ -14,7 +14,7 @@ from ttc.cli import app
 from ttc.replay.policies import POLICIES, REGISTRY
 
 # what the embedded pools run by default: every policy but those needing record lows, which none of them has
-EMBEDDED = [p for p in POLICIES if "lows" not in REGISTRY[p].needs]
+EMBEDDED = [p for p in POLICIES if not {"lows", "probes"} & REGISTRY[p].needs]
 
 REPO = Path(__file__).resolve().parents[1]
 MATH = REPO / "data" / "math500-llama3.1-8b-48"

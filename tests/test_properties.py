@@ -9,7 +9,7 @@ from ttc.replay.exact import best_of_k, coverage_at_k
 from ttc.replay.policies import REGISTRY, RunConfig
 
 # every policy these pools can run (deepconf-online needs record lows: tests/test_equivalence.py, test_deepconf_online.py)
-POLICIES = [p for p, e in REGISTRY.items() if "lows" not in e.needs]
+POLICIES = [p for p, e in REGISTRY.items() if not {"lows", "probes"} & e.needs]
 from ttc.replay.rng import permutation, query_order
 from ttc.replay.summary import uniform_exact
 from ttc.replay.synth import make_pool

@@ -7,8 +7,8 @@ from ttc.replay import kernel
 from ttc.replay.engine import SELECT
 from ttc.replay.figures import STYLE
 from ttc.replay.live import LIVE_POLICIES
-from ttc.replay.policies import (ELIMINATION_RULES, POLICIES, REGISTRY, SELECTION_RULES, RunConfig, markdown_choices,
-                             supported)
+from ttc.replay.policies import (DEPTH_RULES, ELIMINATION_RULES, POLICIES, REGISTRY, SELECTION_RULES, RunConfig,
+                                 markdown_choices, supported)
 from ttc.replay.pool import Pool
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
@@ -32,8 +32,10 @@ def test_every_kernel_policy_code_has_one_entry():
     codes = {v for k, v in vars(kernel).items() if k in {"UNIFORM", "ELIMINATION", "UCB", "GAP", "GAP_LITERAL",
                                                          "ENTROPY", "TWO_STAGE", "STREAMING", "ORACLE",
                                                              "OPTSCALE", "MARGINAL_GAIN", "DSC", "SIDE_EB",
-                                                             "DEEPCONF_ONLINE"}}
+                                                             "DEEPCONF_ONLINE", "PARALLEL_PROBE", "CMC"}}
     assert sorted(p.code for p in REGISTRY.values()) == sorted(codes)
+    depth_codes = {v for k, v in vars(kernel).items() if k.startswith("DEPTH_")}
+    assert sorted(r.code for r in DEPTH_RULES.values()) == sorted(depth_codes)
     elim_codes = {v for k, v in vars(kernel).items() if k.startswith("ELIM_")}
     assert sorted(r.code for r in ELIMINATION_RULES.values()) == sorted(elim_codes)
     assert SELECT == {n: r.code for n, r in SELECTION_RULES.items()}
@@ -53,8 +55,12 @@ def test_supported_reads_the_needs():
     bare = Pool.from_arrays(off, score=np.array([0.5, 1.0]))
     full = Pool.from_arrays(off, correct=np.array([1, 0]), ans=np.array([0, 1]))
     assert "oracle" not in supported(bare) and "entropy" not in supported(bare)
-    assert supported(full) == [p for p in REGISTRY if p != "deepconf-online"]  # it needs the record lows
+    # deepconf-online needs the record lows, parallel-probe and cmc the probes
+    assert supported(full) == [p for p in REGISTRY if p not in ("deepconf-online", "parallel-probe", "cmc")]
     full.lows = (np.array([0, 1, 1]), np.array([0]), np.array([1.0]))
+    assert supported(full) == [p for p in REGISTRY if p not in ("parallel-probe", "cmc")]
+    full.probe_off, full.probe_tok, full.probe_ans, full.probe_ok = (np.array([0, 1, 1]), np.array([500]),
+                                                                     np.array([0]), np.array([True]))
     assert supported(full) == list(REGISTRY)
     assert "elimination" not in supported(bare, "sc-beta") and "uniform" in supported(bare, "sc-beta")
     assert not re.search("oracle|entropy", " ".join(supported(bare, "sc-share")))

@@ -18,7 +18,7 @@ from ttc.replay.kernel import F_SEL
 from ttc.replay.policies import POLICIES, RunConfig
 
 # the policies whose draws cisc and deepconf vote over (deepconf-online's stopped traces have no answer: refused there)
-VOTED = sorted(p for p in POLICIES if p != "deepconf-online")
+VOTED = sorted(p for p in POLICIES if p not in ("deepconf-online", "parallel-probe", "cmc"))
 from ttc.replay.pool import DEFAULT_POOL, Pool, load_pool
 from ttc.replay.reference import run_reference, select_cisc, select_deepconf
 from ttc.replay.rng import permutation, query_order
