@@ -4,10 +4,10 @@
         [--policies uniform,ucb,...] [--budgets 4,8,16,32]
 
 BASE_DIR / NEW_DIR are repository roots (e.g. `git worktree add /tmp/base <commit>`); NEW_DIR defaults to this
-checkout. Each round runs every policy at every budget (default: all, 4, 8, 16, 32; 100 seeds, `ttc bench`'s synthetic pool) in a
-fresh process per checkout, alternating which goes first; the table gives the median over rounds of ns per
-decision (one response drawn) and new / base, and the seconds of one grid call with every row. Both checkouts compile once before timing (their own numba
-caches)."""
+checkout. Each round runs every policy at every budget (default: all, 4, 8, 16, 32; 100 seeds, `ttc bench`'s
+synthetic pool) in a fresh process per checkout, alternating which goes first; the table gives the median over rounds
+of ns per decision (one response drawn) and new / base, and the seconds of one grid call with every row. Both
+checkouts compile once before timing (their own numba caches)."""
 from __future__ import annotations
 
 import argparse
@@ -60,8 +60,8 @@ print(json.dumps(out))
 
 
 def run(root: Path, n: int, size: int, policies: str, budgets: str) -> dict:
-    r = subprocess.run([sys.executable, "-c", CHILD, str(n), str(size), policies, budgets], cwd=root, capture_output=True, text=True,
-                       env={**__import__("os").environ, "PYTHONPATH": str(root)})
+    r = subprocess.run([sys.executable, "-c", CHILD, str(n), str(size), policies, budgets], cwd=root,
+                       capture_output=True, text=True, env={**__import__("os").environ, "PYTHONPATH": str(root)})
     if r.returncode:
         sys.exit(f"{root}: {r.stderr[-2000:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])

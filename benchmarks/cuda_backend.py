@@ -2,10 +2,10 @@
 
 What the CPU test suite checks on the CPU (tests/test_confidence_stop.py, tests/test_harvest_generation.py), here on
 `--device cuda` in float32 and in the model's own dtype on CUDA ("auto", bf16 where the weights are): sampling is
-reproducible (the same seeds give the same responses, and the same tokens whatever the batch size), DeepConf online's stop cuts a trace
-exactly where its recorded group lows say (conf_stop), a stopped trace is the unstopped one's prefix and the other
-rows do not move. It also reports how many sampled responses CUDA and CPU agree on with float32 weights (not
-expected to be all: kernels differ in the last bits, and a sampler turns a bit into a different token).
+reproducible (the same seeds give the same responses, and the same tokens whatever the batch size), DeepConf online's
+stop cuts a trace exactly where its recorded group lows say (conf_stop), a stopped trace is the unstopped one's prefix
+and the other rows do not move. It also reports how many sampled responses CUDA and CPU agree on with float32 weights
+(not expected to be all: kernels differ in the last bits, and a sampler turns a bit into a different token).
 
     python benchmarks/cuda_backend.py [--device cuda] [--out result.json]
 

@@ -9,15 +9,15 @@ OpenAI-compatible server (tests/fixtures/harvest/pool_openai_server.py, `--delay
 `--delay-per-token` seconds per completion token: a model's decoding time, 50-400 tokens per response here), and each
 policy runs through `ttc run`'s own path (harvest.run.plan_run and execute) with the openai backend over HTTP. Per
 policy it prints the backend calls against the allocation rounds (round-robin: the deepest query's responses; the
-others: the engine runs that stopped for a response), the backend time (HTTP round trips, the server), the scoring
-time (math-verify grading in one warm process), and everything else (the allocation loop's wall time less those
-two: the engine's runs (each goes on where the last stopped), taking responses, writing the pool's parts), as seconds, per call, and as a
-share of the backend time. `uniform` with a sample budget generates its whole allocation up front
+others: the engine runs that stopped for a response), the backend time (HTTP round trips, the server), the scoring time
+(math-verify grading in one warm process), and everything else (the allocation loop's wall time less those two: the
+engine's runs (each goes on where the last stopped), taking responses, writing the pool's parts), as seconds, per call,
+and as a share of the backend time. `uniform` with a sample budget generates its whole allocation up front
 (harvest.run.planned_counts: one call per distinct count, not one per round); the seconds that planning took, part of
-`other`, are printed under it. --modes: `free` (the openai backend's default: each query's next response asked for
-as soon as the run wants it, --concurrency in flight; calls are then requests, one per query at a time, and backend
-s the time the driver waited for them) and/or `round` (--no-free-slots: one backend call per allocation round); wall
-s is the allocation loop's. Not a test: the numbers depend on the machine and its load."""
+`other`, are printed under it. --modes: `free` (the openai backend's default: each query's next response asked for as
+soon as the run wants it, --concurrency in flight; calls are then requests, one per query at a time, and backend s the
+time the driver waited for them) and/or `round` (--no-free-slots: one backend call per allocation round); wall s is the
+allocation loop's. Not a test: the numbers depend on the machine and its load."""
 from __future__ import annotations
 
 import argparse
@@ -87,7 +87,8 @@ def main():
           f"budget {args.budget:g}/query, concurrency {args.concurrency}, lookahead {args.lookahead}, server delay "
           f"{args.delay:g} s per request + {args.delay_per_token:g} s per token")
     server = subprocess.Popen([sys.executable, str(SERVER), "--pool", str(pool), "--seed", str(args.seed), "--key",
-                               "bench", "--delay", str(args.delay), "--delay-per-token", str(args.delay_per_token)], stdout=subprocess.PIPE, text=True)
+                               "bench", "--delay", str(args.delay), "--delay-per-token", str(args.delay_per_token)],
+                              stdout=subprocess.PIPE, text=True)
     port = int(server.stdout.readline())
     import os
 
@@ -120,7 +121,8 @@ def main():
             b = max(me["backend_s"], 1e-9)
             runs = max(me["backend_calls"], 1)
             print(f"{policy:<12} {mode:<5} {me['backend_calls']:>6} {rounds!s:>6} {me['responses_generated']:>9} "
-                  f"{wall:>7.2f} {me['backend_s']:>9.2f} {me['score_s']:>9.2f} {me['engine_s']:>8.3f} {me['write_s']:>7.3f} "
+                  f"{wall:>7.2f} {me['backend_s']:>9.2f} {me['score_s']:>9.2f} {me['engine_s']:>8.3f} "
+                  f"{me['write_s']:>7.3f} "
                   f"{me['overhead_s']:>8.3f} {1000 * me['overhead_s'] / runs:>13.2f} {me['overhead_s'] / b:>13.2%}")
             if me.get("plan_s") is not None:  # uniform with a sample budget: its allocation computed up front
                 print(f"{'':<12} (planned up front: {me['plan_s']:.3f} s of `other`, in {me['backend_calls']} "

@@ -168,7 +168,7 @@ def main():
     print(f"last letters, GPT-3.5, 500 questions x 40 (source: {a.reps} shuffles; engine: {a.seeds} seeds)")
     print(f"{'method':<34}{'source acc %':>16}{'engine acc %':>16}{'z':>7}{'source samples':>17}"
           f"{'engine samples':>17}{'z':>7}")
-    for name, src, (label, acc, smp) in (("ESC (window 5, max 40)", src_esc, eng[0]),
+    for name, src, (_label, acc, smp) in (("ESC (window 5, max 40)", src_esc, eng[0]),
                                          ("  the same, on the pool's answers", pool_esc, eng[0]),
                                          ("self-consistency, 40", src_sc, eng[1]),
                                          ("AC majority 0.8, invalid votes", src_acm, eng_ac[0]),

@@ -482,12 +482,12 @@ class VLLMBackend:
             raise BackendError("vLLM data-parallel workers failed to start: " + " | ".join(failed))
 
     def close(self) -> None:
-        for conn, proc in self._workers:
+        for conn, _proc in self._workers:
             try:
                 conn.send(("stop",))
             except (OSError, BrokenPipeError):
                 pass
-        for conn, proc in self._workers:
+        for _conn, proc in self._workers:
             proc.join(timeout=30)
             if proc.is_alive():
                 proc.terminate()
@@ -603,11 +603,11 @@ class OpenAIBackend:
     would. Requests run on `concurrency` threads sharing one client; once a request has failed for good, the queued
     ones are not sent. generate may be called from several threads at once (`ttc run` asks for each query's next
     response as soon as it is wanted: harvest.live.BackendSource's slots): all calls together keep at most
-    `concurrency` requests in flight. Retries, backoff and timeouts are the client's: connection errors, timeouts, 408, 409, 429 and
-    5xx are retried `max_retries` times with exponential backoff (from 0.5 s, doubling up to 8 s, with jitter; or the
-    server's Retry-After), other errors fail at once, and `timeout_s` bounds each attempt. A request still in flight
-    past each further multiple of `timeout_s` is reported on stderr as it happens (one line: a server that accepts
-    and never answers is not met with silence while the client retries).
+    `concurrency` requests in flight. Retries, backoff and timeouts are the client's: connection errors, timeouts,
+    408, 409, 429 and 5xx are retried `max_retries` times with exponential backoff (from 0.5 s, doubling up to 8 s,
+    with jitter; or the server's Retry-After), other errors fail at once, and `timeout_s` bounds each attempt. A
+    request still in flight past each further multiple of `timeout_s` is reported on stderr as it happens (one line:
+    a server that accepts and never answers is not met with silence while the client retries).
 
     The API key is read from the environment variable `api_key_env` and handed to the client, which sends it only in
     the Authorization header; when the variable is unset the placeholder "EMPTY" goes instead (what a local `vllm

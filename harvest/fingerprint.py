@@ -8,7 +8,8 @@ or changed weights at the same path used to be accepted and mixed two distributi
 
 Files are identified by content: in the Hugging Face cache a snapshot file links to a blob named by the sha256 of
 its content, which is used as it is; any other file is hashed once (blake2b) and the digest kept in a small cache
-keyed by path, size, modification and change times and inode, so a resume of a 15 GB checkpoint does not read it again."""
+keyed by path, size, modification and change times and inode, so a resume of a 15 GB checkpoint does not read it
+again."""
 from __future__ import annotations
 
 import hashlib

@@ -131,5 +131,5 @@ def judge_scores(backend: Backend, problems: Sequence[str], golds: Sequence[str 
     if result.n_unparseable:
         total = len(result.texts) * samples
         warnings.warn(f"{result.n_unparseable} of {total} judge outputs had no 'Verdict: yes/no' line; "
-                      "counted as no")
+                      "counted as no", stacklevel=2)
     return result.scores

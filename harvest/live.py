@@ -187,7 +187,7 @@ class BackendSource:
         self._fresh.add(i)
         if items and self._good is None:
             self._good = i
-        for r, o in items:
+        for _r, o in items:
             if o.answer is not None and self.oracle == "gt":
                 self._verdicts[i][o.answer] = bool(o.correct)
 
@@ -277,7 +277,7 @@ class BackendSource:
             self.fail[q] = msg
         if self.on_call is not None:
             self.on_call(records, failures)  # written down before the driver sees them
-        for q, start, items in records:
+        for q, _start, items in records:
             self._cache[q].extend(items)
             self._have[q] = len(self._cache[q])
             self._fresh.add(q)

@@ -212,7 +212,10 @@ def _diff(a: Any, b: Any, path: str = "") -> list[str]:
         return out
     if a != b:
         sa, sb = json.dumps(a, default=str), json.dumps(b, default=str)
-        cut = lambda s: s if len(s) <= 60 else s[:57] + "..."
+
+        def cut(s: str) -> str:
+            return s if len(s) <= 60 else s[:57] + "..."
+
         return [f"{path or 'value'}: {cut(sa)} vs {cut(sb)}"]
     return []
 
@@ -442,7 +445,8 @@ def _base_meta(plan: HarvestPlan, shard_size: int) -> dict:
         "queries_expected": len(plan.queries),
         "shard_size": shard_size,
         "layout": "samples/part-XXXXX.parquet (query_id, sample_idx, text, n_tokens, finish_reason, confidence "
-                  "and oracle columns); queries.parquet (query_id, task, problem, gold, dataset, prompt, fields JSON, ...)",
+                  "and oracle columns); queries.parquet (query_id, task, problem, gold, dataset, prompt, "
+                  "fields JSON, ...)",
     })
     meta.setdefault("oracles", {})
     meta.setdefault("runs", [])
@@ -504,7 +508,8 @@ class HarvestWriter:
         part = self.out / "samples" / f"{PART_PREFIX}{k:05d}.parquet"
         hook = None
         if self.crash_at is not None and int(self.crash_at) == self.parts_this_run:
-            hook = lambda: os._exit(75)  # simulate a kill with the part written but not yet renamed
+            def hook():  # simulate a kill with the part written but not yet renamed
+                os._exit(75)
         atomic_write_parquet(df, part, before_rename=hook)
         self.written.extend(batch)
         self.parts_this_run += 1

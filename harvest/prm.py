@@ -6,10 +6,10 @@ The model emits two logits per token; a step's reward is softmax(logits)[1] at t
 
 Choices this module pins (documented here because pools depend on them):
 - Steps ("step" mode): the response is cut at the "Step N:" markers the harvest prompt asks for, a marker counting only
-  at the start of a line (markdown decoration such as "**Step 2:**", "## Step 2." or "- Step 2)" allowed). Text before the first
-  marker is KEPT with the first step and text after the last marker stays with the last step, so the PRM sees every
-  word the generator wrote (a wrong preamble must be able to cost reward). A response with no marker at all falls back
-  to blank-line steps, the granularity the PRM was trained on. "blank" mode always cuts at blank lines. Pieces are
+  at the start of a line (markdown decoration such as "**Step 2:**", "## Step 2." or "- Step 2)" allowed). Text before
+  the first marker is KEPT with the first step and text after the last marker stays with the last step, so the PRM sees
+  every word the generator wrote (a wrong preamble must be able to cost reward). A response with no marker at all falls
+  back to blank-line steps, the granularity the PRM was trained on. "blank" mode always cuts at blank lines. Pieces are
   stripped; empty pieces are dropped; a blank response has no steps.
 - Separator text already inside a problem or response is removed, so every separator in the input marks one step.
 - Too long for the model: the tokenized chat is cut on the right at `max_length` tokens and only the steps whose
@@ -159,7 +159,8 @@ def _load_model(name: str, *, revision: str | None, dtype: Any, loader: str):
             return auto_class(), "transformers"
         except Exception as exc:  # remote code written for an older transformers; same weights, same maths natively
             warnings.warn(f"PRM remote code failed to load ({type(exc).__name__}: {exc}); "
-                          "loading the same checkpoint with the built-in Qwen2 PRM architecture")
+                          "loading the same checkpoint with the built-in Qwen2 PRM architecture",
+                          stacklevel=3)  # the code that built the PRMScorer, past its __init__
             return native(), "native"
     return auto_class(), "transformers"
 
@@ -242,7 +243,8 @@ class PRMScorer:
         # The chat template already writes every special token the model expects; add none.
         ids = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
         if ids.count(self.sep_id) != len(steps):
-            raise RuntimeError(f"expected {len(steps)} step separators in the PRM input, found {ids.count(self.sep_id)}")
+            raise RuntimeError(f"expected {len(steps)} step separators in the PRM input, "
+                               f"found {ids.count(self.sep_id)}")
         return ids[: self.max_length], len(steps)
 
     def _prepare(self, problems: Sequence[str], responses: Sequence[str]):

@@ -35,7 +35,10 @@ class Template:
     description: str = ""
 
 
-_MATH_FEWSHOT = r"""Solve the math problem. Work in numbered steps, one per line, written as "Step 1: ...", "Step 2: ...", and so on. End with the final answer in \boxed{}.
+# Long first lines are split into adjacent literals in the source only: the text, which pools record, is unchanged.
+_MATH_FEWSHOT = (r'Solve the math problem. Work in numbered steps, one per line, written as "Step 1: ...", '
+                 r'"Step 2: ...", and so on. End with the final answer in \boxed{}.'
+                 r"""
 
 Problem:
 What is the sum of the first five positive odd integers?
@@ -61,16 +64,22 @@ Final answer: \boxed{\frac{2}{3}}
 Problem:
 {problem}
 Solution:
-"""
+""")
 
-_AIME_ZEROSHOT = r"""Solve the competition problem below. Reason step by step, and give the final answer, an integer from 0 to 999, in \boxed{}.
+_AIME_ZEROSHOT = (r"Solve the competition problem below. Reason step by step, and give the final answer, an integer "
+                  r"from 0 to 999, in \boxed{}."
+                  r"""
 
 Problem:
 {problem}
 Solution:
-"""
+""")
 
-_LCB_EXEC_COT = """You are given a Python function and an assertion that calls it on an input. Replace ?? with the literal value the call returns (a literal only: no expressions, no function calls), even if the function looks wrong or unfinished. First trace the execution step by step between [THOUGHT] and [/THOUGHT], then write the completed assertion between [ANSWER] and [/ANSWER].
+_LCB_EXEC_COT = ("You are given a Python function and an assertion that calls it on an input. Replace ?? with the "
+                 "literal value the call returns (a literal only: no expressions, no function calls), even if the "
+                 "function looks wrong or unfinished. First trace the execution step by step between [THOUGHT] and "
+                 "[/THOUGHT], then write the completed assertion between [ANSWER] and [/ANSWER]."
+                 """
 
 [PYTHON]
 def count_vowels(word):
@@ -95,7 +104,7 @@ assert count_vowels(word = "banana") == 6
 assert {input} == ??
 [/PYTHON]
 [THOUGHT]
-"""
+""")
 
 TEMPLATES: dict[str, Template] = {
     t.name: t for t in (

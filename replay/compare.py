@@ -465,7 +465,8 @@ def policy_rows(df: pl.DataFrame) -> tuple[list, list[list[str]]]:
         cells = {r["budget"]: r for r in df.filter(pl.col("policy") == p).iter_rows(named=True)}
         first = next(iter(cells.values()))
         rows.append([f"{p} ({first['role']})"] + [
-            f"{_mse(cells[b]['mean'], cells[b]['se'])}{_dagger(cells[b])}{' *' if cells[b]['is_best_published'] else ''}"
+            f"{_mse(cells[b]['mean'], cells[b]['se'])}{_dagger(cells[b])}"
+            f"{' *' if cells[b]['is_best_published'] else ''}"
             f" {cells[b]['config'].removeprefix(p) or '(default)'}" + (f" [{cells[b]['side']}]" if cells[b]['side']
                                                                       else "")
             for b in budgets])

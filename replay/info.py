@@ -59,10 +59,9 @@ def _agreement(pool: Pool) -> list[dict]:
 
 def plot_curves(info: dict, out: Path):
     matplotlib = require("matplotlib", "ttc info --plot")
-    import matplotlib.ticker
-
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
     cov = info["coverage_at_k"]
@@ -71,7 +70,7 @@ def plot_curves(info: dict, out: Path):
     for col, curve in info["best_of_k"].items():
         ax.plot(k, curve, lw=1.6, label=f"best-of-k by {col}")
     ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.set_xlabel("responses per query, k (log scale)")
     ax.set_ylabel("fraction of queries")
     ax.set_ylim(0, 1)

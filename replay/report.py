@@ -729,7 +729,8 @@ def method_runs(r: Runs) -> MethodRuns:
     metrics = ("accuracy", "coverage", "samples_per_query", "tokens_per_query", "cost")
     summary = runs_df.group_by("method", "unit", "config", "budget", maintain_order=True).agg(
         pl.len().alias("seeds"),
-        *[e for m in metrics for e in (pl.col(m).mean().alias(m), (pl.col(m).std() / pl.len().sqrt()).alias(f"{m}_se"))],
+        *[e for m in metrics
+          for e in (pl.col(m).mean().alias(m), (pl.col(m).std() / pl.len().sqrt()).alias(f"{m}_se"))],
         pl.col("exhausted").mean().alias("exhausted"))
     return MethodRuns(status, configs, runs_df, summary, units, budgets, time.perf_counter() - t0)
 
@@ -812,7 +813,8 @@ def methods_section(r: Runs) -> tuple[list[Table], list[str]]:
             "spent." + (" In brackets: tokens per query." if tokens else "")))
         su = saved.filter(pl.col("unit") == unit)
         for base in su["baseline"].unique(maintain_order=True).to_list():
-            rows_b = {(x["method"], x["budget"]): x for x in su.filter(pl.col("baseline") == base).iter_rows(named=True)}
+            rows_b = {(x["method"], x["budget"]): x
+                      for x in su.filter(pl.col("baseline") == base).iter_rows(named=True)}
             tables.append(Table(
                 f"methods{suffix}_saved_{base}", f"Cost saved at equal accuracy against {base} ({what})",
                 ["method"] + [f"b={_b(b)}: {look[(base, unit, b)]['accuracy']:.3f}" for b in mr.budgets],

@@ -58,8 +58,8 @@ def summarize(df: pl.DataFrame, pool: Pool, select: str, curves: tuple | None = 
 
 def _with_best_two_stage(g: pl.DataFrame) -> pl.DataFrame:
     """The spec reports two-stage at each rho and at the best one: per budget, the two-stage configuration with
-    the highest mean coverage (accuracy without ground truth; ties to the smaller rho), chosen after the fact on the same seeds, so it is
-    an optimistic (oracle-tuned) number and labelled as such."""
+    the highest mean coverage (accuracy without ground truth; ties to the smaller rho), chosen after the fact on the
+    same seeds, so it is an optimistic (oracle-tuned) number and labelled as such."""
     ts = g.filter(pl.col("policy") == "two-stage")
     if ts["config"].n_unique() < 2:
         return g

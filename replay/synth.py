@@ -379,8 +379,9 @@ def _meta(spec: SynthSpec, a: dict) -> dict:
             "answer": "correct -> 'gold'; wrong -> null (invalid) with invalid_rate (solvable query) or "
                       "invalid_rate_unsolvable (p_true = 0), else 'wrong-k' with probability ~ k^-answer_skew",
             **({} if a.get("side") is None else {"score_side": (
-                f"{spec.side_signal}: logistic(N(d, 1)) on a query with a correct response in its pool, logistic(N(0, "
-                f"1)) on one without, d = sqrt(2) Phi^-1(AUC) = {side_shift(parse_side_signal(spec.side_signal)[1][0]):.4f}"
+                f"{spec.side_signal}: logistic(N(d, 1)) on a query with a correct response in its pool, "
+                f"logistic(N(0, 1)) on one without, d = sqrt(2) Phi^-1(AUC) = "
+                f"{side_shift(parse_side_signal(spec.side_signal)[1][0]):.4f}"
                 "; independent of the response's own correctness (replay/synth.py)")}),
             "n_tokens": ("none" if a["tok"] is None else
                          "max(1, round(lognormal)) with mean tokens (correct) or tokens * tokens_wrong (wrong), "

@@ -1,6 +1,6 @@
-"""optscale, marginal-gain and dsc (issue 14): small examples worked by hand from docs/semantics.md, the --prior column's
-validation, and runs on the embedded pools. The engine equals the reference on random pools in test_equivalence.py
-(it draws every policy of the registry) and live equals replay in test_live.py."""
+"""optscale, marginal-gain and dsc (issue 14): small examples worked by hand from docs/semantics.md, the --prior
+column's validation, and runs on the embedded pools. The engine equals the reference on random pools in
+test_equivalence.py (it draws every policy of the registry) and live equals replay in test_live.py."""
 import math
 
 import numpy as np

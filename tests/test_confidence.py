@@ -236,15 +236,16 @@ def test_transformers_harvest_records_signals_that_a_forward_pass_reproduces(tin
 
     pool = tmp_path / "p"
     r = _harvest(tiny, pool, "--confidence", "mean-logprob,mean-conf,lowest-group", "--confidence",
-                 "bottom-10,tail,group-lows", "--confidence-window", "4", "--confidence-top-k", "5", "--confidence-tail",
-                 "3")
+                 "bottom-10,tail,group-lows", "--confidence-window", "4", "--confidence-top-k", "5",
+                 "--confidence-tail", "3")
     assert r.exit_code == 0, r.output
     df = pl.read_parquet(part_files(pool)).sort("query_id", "sample_idx")
     for name in ALL:
         assert load_pool(pool, score=SIGNALS[name].column).n_queries == 3      # replay accepts every score column
     rec = read_meta(pool)["generation"]["confidence"]
     assert rec["signals"] == list(FULL) and (rec["window"], rec["top_k"], rec["tail"]) == (4, 5, 3)
-    assert rec["columns"]["conf_lows_pos"]["values"] == "conf_lows" and "score_" not in str(rec["columns"]["conf_lows_pos"])
+    lows_pos = rec["columns"]["conf_lows_pos"]
+    assert lows_pos["values"] == "conf_lows" and "score_" not in str(lows_pos)
     lows = load_pool(pool, score="tail_conf", lows=True).lows              # the pool contract takes them
     assert lows is not None and len(lows[0]) == df.height + 1
 
@@ -254,7 +255,8 @@ def test_transformers_harvest_records_signals_that_a_forward_pass_reproduces(tin
     prompts = dict(pl.read_parquet(pool / "queries.parquet").select("query_id", "prompt").iter_rows())
     checked = 0
     for row in df.iter_rows(named=True):
-        ids = tok(row["text"], add_special_tokens=False)["input_ids"] + ([tok.eos_token_id] * (row["finish_reason"] == "stop"))
+        ids = (tok(row["text"], add_special_tokens=False)["input_ids"]
+               + [tok.eos_token_id] * (row["finish_reason"] == "stop"))
         assert len(ids) == row["n_tokens"]
         prompt = encode_prompt(tok, prompts[row["query_id"]])
         with torch.inference_mode():
@@ -317,7 +319,10 @@ def test_greedy_and_batched_rows_get_their_own_signals(tiny):
 # ------------------------------------------------------------------------------------- vLLM (stand-in module)
 
 
-from test_harvest_generation import fake_vllm  # noqa: E402,F401  (the stand-in vllm on sys.path, its engine log)
+import test_harvest_generation
+
+# a fixture shared by assignment, not import, so the tests' fake_vllm arguments do not redefine an import
+fake_vllm = test_harvest_generation.fake_vllm  # the stand-in vllm on sys.path; the fixture's value: its engine log
 
 
 def _vllm_reference(out, k, spec):
@@ -505,7 +510,7 @@ def test_record_lows_give_the_filter_stop_for_every_threshold(n, window):
     exactly when its one record low is below s. Eighths keep every sum exact, so the filter's running sum and the
     prefix sums agree to the bit; every threshold between and at the group values is tried."""
     rng = random.Random(f"lows-{n}-{window}")
-    for trial in range(30):
+    for _trial in range(30):
         confs = [rng.randint(8, 120) / 8 for _ in range(n)]
         spec = ConfidenceSpec(("group-lows", "lowest-group"), window=window, top_k=1)
         got = spec.compute([-1.0] * n, confs)

@@ -176,7 +176,10 @@ def test_a_threshold_needs_the_group_lows_and_is_a_number(tiny):
 # ------------------------------------------------------------------------------- backends that cannot stop a trace
 
 
-from test_harvest_generation import fake_vllm  # noqa: E402,F401  (the stand-in vllm on sys.path, its engine log)
+import test_harvest_generation
+
+# a fixture shared by assignment, not import, so the tests' fake_vllm arguments do not redefine an import
+fake_vllm = test_harvest_generation.fake_vllm  # the stand-in vllm on sys.path; the fixture's value: its engine log
 
 
 def test_vllm_and_openai_refuse_a_threshold(fake_vllm, tiny):

@@ -117,10 +117,12 @@ def test_command_line(tmp_path):
     r = runner.invoke(app, ["replay", str(lows), "--policy", "deepconf-online", "--select", "cisc", "--seeds", "1"])
     assert r.exit_code == 2 and "--select cisc votes over every drawn response" in r.output
     # without --policy, a pool with the record lows runs it among every policy it supports; without them, not
-    r = runner.invoke(app, ["replay", str(lows), "--seeds", "1", "--budgets", "4", "--out", str(tmp_path / "a.parquet")])
+    r = runner.invoke(app, ["replay", str(lows), "--seeds", "1", "--budgets", "4",
+                            "--out", str(tmp_path / "a.parquet")])
     assert r.exit_code == 0, r.output
     assert "deepconf-online" in pl.read_parquet(tmp_path / "a.parquet")["policy"].to_list()
-    r = runner.invoke(app, ["replay", str(plain), "--seeds", "1", "--budgets", "4", "--out", str(tmp_path / "b.parquet")])
+    r = runner.invoke(app, ["replay", str(plain), "--seeds", "1", "--budgets", "4",
+                            "--out", str(tmp_path / "b.parquet")])
     assert r.exit_code == 0 and "deepconf-online" not in pl.read_parquet(tmp_path / "b.parquet")["policy"].to_list()
 
 

@@ -142,7 +142,7 @@ def test_esc_in_a_replay_costs_what_the_source_reports():
     assert df["answered"].mean() / len(pool.qkeys) > 0.9
 
 
-# ------------------------------------------------------------------------------------- ac-dirichlet (Adaptive-Consistency)
+# ---------------------------------------------------------------------------------- ac-dirichlet (Adaptive-Consistency)
 
 def _dirichlet_prob(lead_cnt, others, conf=0.0, invalid=0):
     """The engine's ac_dirichlet on one query's answer slots: invalid answers in slot 0, the leading answer (id 0) in
@@ -182,8 +182,10 @@ def test_ac_dirichlet_probability_against_exact_rationals_and_mpmath():
     mp.mp.dps = 20
 
     def integral(a, alphas):
-        f = lambda x: mp.exp((a - 1) * mp.log(x) - x - mp.loggamma(a)) * mp.fprod(
-            [mp.gammainc(b, 0, x, regularized=True) for b in alphas])
+        def f(x):
+            return mp.exp((a - 1) * mp.log(x) - x - mp.loggamma(a)) * mp.fprod(
+                [mp.gammainc(b, 0, x, regularized=True) for b in alphas])
+
         return mp.quad(f, [0] + [a + k * mp.sqrt(a) for k in range(-12, 13) if a + k * mp.sqrt(a) > 0] + [mp.inf])
 
     for lc, o in [(64, (63, 63, 63, 63)), (99, (60, 50)), (999, (990, 500))]:

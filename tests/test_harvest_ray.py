@@ -74,8 +74,11 @@ def assert_same_pool(a, b):
     assert pl.read_parquet(a / "queries.parquet").equals(pl.read_parquet(b / "queries.parquet"))
     ma, mb = read_meta(a), read_meta(b)
     assert ma["generation"] == mb["generation"] and ma["complete"] and mb["complete"]
-    strip = lambda m: {o: {k: v for k, v in r.items() if k not in ("scored", "seconds", "runtime", "versions")}
-                       for o, r in m["oracles"].items()}
+
+    def strip(m):
+        return {o: {k: v for k, v in r.items() if k not in ("scored", "seconds", "runtime", "versions")}
+                for o, r in m["oracles"].items()}
+
     assert strip(ma) == strip(mb)
 
 

@@ -15,8 +15,8 @@ SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "po
 
 
 def _qwen_fixture(path):
-    rows = [{"idx": 0, "gt": "4", "level": "Level 1", "pred": ["4", " 4 ", "5", ""], "score": [True, True, False, False],
-             "pred_score": [[2.0], [0.0], [-1.0], [-3.0]]},
+    rows = [{"idx": 0, "gt": "4", "level": "Level 1", "pred": ["4", " 4 ", "5", ""],
+             "score": [True, True, False, False], "pred_score": [[2.0], [0.0], [-1.0], [-3.0]]},
             {"idx": 7, "gt": "x", "level": "Level 5", "pred": ["$x$", "y"], "score": [True, False],
              "pred_score": [[1.0], [1.0]]}]
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
@@ -44,7 +44,8 @@ def test_import_refuses_bad_input(tmp_path):
         import_pool("qwen-math-rm", src, tmp_path / "full")
     with pytest.raises(PoolError, match="does not look like lastletters-esc"):
         import_pool("lastletters-esc", src, tmp_path / "b")
-    r = CliRunner().invoke(app, ["import", "qwen-math-rm", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "c")])
+    r = CliRunner().invoke(app, ["import", "qwen-math-rm", str(tmp_path / "missing.jsonl"),
+                                 "--out", str(tmp_path / "c")])
     assert r.exit_code == 2 and "is not a file" in r.output
 
 
@@ -68,8 +69,9 @@ def test_shared_dumps_import_into_valid_pools(tmp_path, fmt, rel, queries, per_q
 def test_generic_per_query_lists_and_per_response_csv(tmp_path):
     import polars as pl
 
-    pl.DataFrame({"pid": ["p1", "p2"], "ok": [[True, False, True], [False, False]], "pred": [["4", "5", "4"], ["x", ""]],
-                  "prm": [[0.9, 0.2, 0.8], [0.1, 0.3]], "toks": [[10, 20, 30], [5, 6]]}).write_ndjson(tmp_path / "q.jsonl")
+    pl.DataFrame({"pid": ["p1", "p2"], "ok": [[True, False, True], [False, False]],
+                  "pred": [["4", "5", "4"], ["x", ""]], "prm": [[0.9, 0.2, 0.8], [0.1, 0.3]],
+                  "toks": [[10, 20, 30], [5, 6]]}).write_ndjson(tmp_path / "q.jsonl")
     r = CliRunner().invoke(app, ["import", "generic", str(tmp_path / "q.jsonl"), "--out", str(tmp_path / "a"),
                                  "--query-id", "pid", "--correct", "ok", "--answer", "pred", "--score", "prm=prm",
                                  "--n-tokens", "toks", "--hash-answers"])
@@ -79,7 +81,8 @@ def test_generic_per_query_lists_and_per_response_csv(tmp_path):
     assert p.tok.tolist() == [10, 20, 30, 5, 6] and p.ans[3] >= 0 and p.ans[4] == -1  # "" is invalid
     assert p.ans[0] == p.ans[2] != p.ans[1]
 
-    pl.DataFrame({"q": ["b", "a", "a"], "i": [0, 1, 0], "c": [1, 0, 1], "s": [0.5, 1.5, 0.2]}).write_csv(tmp_path / "r.csv")
+    pl.DataFrame({"q": ["b", "a", "a"], "i": [0, 1, 0], "c": [1, 0, 1],
+                  "s": [0.5, 1.5, 0.2]}).write_csv(tmp_path / "r.csv")
     bad = CliRunner().invoke(app, ["import", "generic", str(tmp_path / "r.csv"), "--out", str(tmp_path / "b"),
                                    "--query-id", "q", "--sample-idx", "i", "--correct", "c", "--score", "rm=s"])
     assert bad.exit_code == 2 and "outside [0, 1]" in bad.output

@@ -99,7 +99,8 @@ def test_sql_keeps_row_order_for_sample_numbers(tmp_path):
     """Without --sample-idx, responses are numbered in the order the query returns them; DISTINCT keeps the first of
     each repeated row in place."""
     src = tmp_path / "r.csv"
-    pl.DataFrame({"q": ["a", "a", "a", "b", "a"], "ok": [1, 0, 0, 1, 1], "s": [0.5, 0.25, 0.25, 1.0, 0.75]}).write_csv(src)
+    pl.DataFrame({"q": ["a", "a", "a", "b", "a"], "ok": [1, 0, 0, 1, 1],
+                  "s": [0.5, 0.25, 0.25, 1.0, 0.75]}).write_csv(src)
     out = import_pool("generic", src, tmp_path / "p", {"query_id": "q", "correct": "ok", "scores": {"s": "s"},
                                                         "sql": "SELECT DISTINCT * FROM source WHERE s > 0.3"})
     df = pl.read_parquet(out / "samples.parquet").sort("query_id", "sample_idx")

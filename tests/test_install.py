@@ -35,7 +35,8 @@ def wheel(tmp_path_factory) -> Path:
             shutil.copy2(path, src / name)
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
                         "-w", str(tmp / "dist"), str(src)], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, f"building the wheel failed (the test extra brings setuptools>=77):\n{r.stdout}\n{r.stderr}"
+    assert r.returncode == 0, (f"building the wheel failed (the test extra brings setuptools>=77):\n"
+                               f"{r.stdout}\n{r.stderr}")
     (whl,) = (tmp / "dist").glob("ttc-*.whl")
     return whl
 
@@ -53,7 +54,8 @@ def test_wheel_has_every_module(wheel):
                    if "__pycache__" not in p.parts}
         assert tracked, pkg
         # a package directory (with an __init__.py) that pyproject.toml does not list would be missing here
-        assert not tracked - names, f"the wheel leaves out {sorted(tracked - names)}; list the package in pyproject.toml"
+        assert not tracked - names, (f"the wheel leaves out {sorted(tracked - names)}; "
+                                     "list the package in pyproject.toml")
     oracles = {n for n in names if n.startswith("ttc/harvest/oracles/") and n.endswith(".py")}
     assert {"ttc/harvest/oracles/__init__.py", "ttc/harvest/oracles/math_answer.py", "ttc/harvest/oracles/code_exec.py",
             "ttc/harvest/oracles/sandbox.py"} <= oracles

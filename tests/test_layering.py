@@ -13,7 +13,8 @@ REPLAY = ROOT / "replay"
 
 
 def _names_harvest(module: str | None) -> bool:
-    return module is not None and (module in ("harvest", "ttc.harvest") or module.startswith(("harvest.", "ttc.harvest.")))
+    return module is not None and (module in ("harvest", "ttc.harvest")
+                                   or module.startswith(("harvest.", "ttc.harvest.")))
 
 
 def harvest_imports(path: Path) -> list[str]:

@@ -74,7 +74,9 @@ def test_a_source_is_asked_again_only_for_what_did_not_fit():
             calls.append((i, k))
             return super().response(i, k)
 
-    off = np.array([0, 3, 6]); tok = np.array([5, 5, 9, 1, 1, 1]); perm = np.arange(6)
+    off = np.array([0, 3, 6])
+    tok = np.array([5, 5, 9, 1, 1, 1])
+    perm = np.arange(6)
     src = Counting(off, np.zeros(6, np.int8), np.zeros(6), np.full(6, -1), tok, perm)
     run_live(src, [3, 3], [0, 1], policy="uniform", unit="tokens", budget_total=12)
     assert len(set(calls[:-4])) == len(calls[:-4])  # during the run each (i, k) once (the tail re-reads results)
@@ -139,7 +141,7 @@ def test_live_generation_equals_replay_of_the_harvested_pool(tmp_path):
                 _assert_same(live, run_once(off, correct, score, ans, tok, perm, rank, cfg, budget), (cfg, budget))
         # the live responses are the harvested ones, text and all (asking for the rest generates them in turn)
         texts = df["text"].to_list()
-        for i, qid in enumerate(ids):
+        for i in range(len(ids)):
             for k in range(n):
                 assert source.response(i, k).n_tokens == tok[i * n + k]
                 assert source.text(i, k) == texts[i * n + k]

@@ -122,7 +122,8 @@ def test_spawning_processes_is_blocked(tmp_path, spawn, sandbox):
 
 def test_scratch_files_inside_may_be_removed():
     src = ("import os, shutil\nos.makedirs('d/e')\nopen('d/e/f', 'w').write('x')\nos.symlink('/etc/hostname', 'l')\n"
-           "os.remove('l')\nos.rename('d/e/f', 'g')\nos.unlink('g')\nshutil.rmtree('d')\nassert os.listdir('.') == ['program.py']\n")
+           "os.remove('l')\nos.rename('d/e/f', 'g')\nos.unlink('g')\nshutil.rmtree('d')\n"
+           "assert os.listdir('.') == ['program.py']\n")
     r = run_program(src, timeout_s=5)
     assert r.passed, r
 
@@ -208,7 +209,10 @@ def test_grade_lcb_on_fixtures():
             preds.append(pred)
             expected.append(ok)
     # an equal literal written differently still passes: the assertion compares values
-    codes.append(LCB[2]["code"]); inputs.append(LCB[2]["input"]); preds.append("[(0,3),(1,2)]"); expected.append(True)
+    codes.append(LCB[2]["code"])
+    inputs.append(LCB[2]["input"])
+    preds.append("[(0,3),(1,2)]")
+    expected.append(True)
     assert grade_lcb(codes, inputs, preds, workers=2, timeout_s=5) == expected
 
 
@@ -229,8 +233,8 @@ def test_humaneval_truncate_at_first_stop():
 
 
 def test_humaneval_program_layout():
-    prog = humaneval_program("def inc(x):\n", "    return x + 1\nprint('junk')", "def check(c):\n    assert c(1) == 2\n",
-                             "inc")
+    prog = humaneval_program("def inc(x):\n", "    return x + 1\nprint('junk')",
+                             "def check(c):\n    assert c(1) == 2\n", "inc")
     assert prog == "def inc(x):\n    return x + 1\ndef check(c):\n    assert c(1) == 2\n\ncheck(inc)\n"
     assert run_program(prog, timeout_s=5).passed
 

@@ -50,7 +50,7 @@ def _ttc(*args, cwd=None, timeout=300) -> subprocess.CompletedProcess:
 def _one_error_line(r: subprocess.CompletedProcess, pattern: str):
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
     assert "Traceback" not in r.stderr, r.stderr
-    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
     import re
     assert re.search(pattern, lines[0]), lines[0]
@@ -229,12 +229,13 @@ def _in_tmpfs(mount: Path, size: str, cmd: list, ro: bool = False, prepare: str 
 
 
 def _left(r) -> list[str]:
-    return [l for l in r.stdout.splitlines() if l.startswith("LEFT:")][-1][5:].split()
+    return [line for line in r.stdout.splitlines() if line.startswith("LEFT:")][-1][5:].split()
 
 
 def _error_line(r) -> str:
     # (progress lines, which a slow machine prints every 10 s, are not the error)
-    lines = [l for l in r.stderr.splitlines() if l.strip() and not re.match(r"[a-z][\w ()-]*: ([\d,]+/|compiling)", l)]
+    lines = [line for line in r.stderr.splitlines()
+             if line.strip() and not re.match(r"[a-z][\w ()-]*: ([\d,]+/|compiling)", line)]
     assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in r.stderr, r.stderr
     return lines[0]
 
@@ -252,12 +253,13 @@ def test_full_disk_replay_out(tmp_path):
 def test_full_disk_keeps_the_earlier_output(tmp_path):
     """The earlier output of the same command survives a failed replacement, byte for byte."""
     mnt = tmp_path / "disk"
-    first = f"{TTC} replay --seeds 2 --budgets 4 --out {mnt}/runs.parquet >/dev/null && sha256sum {mnt}/runs.parquet && "
+    first = (f"{TTC} replay --seeds 2 --budgets 4 --out {mnt}/runs.parquet >/dev/null && "
+             f"sha256sum {mnt}/runs.parquet && ")
     r = _in_tmpfs(mnt, "24k", [TTC, "replay", "--seeds", 400, "--out", mnt / "runs.parquet"], prepare=first,
                   after=f"sha256sum {mnt}/runs.parquet;")
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert "No space left on device" in _error_line(r)
-    digests = [l.split()[0] for l in r.stdout.splitlines() if l.endswith("runs.parquet")]
+    digests = [line.split()[0] for line in r.stdout.splitlines() if line.endswith("runs.parquet")]
     assert len(digests) == 2 and digests[0] == digests[1]
     assert _left(r) == ["runs.parquet"]
 

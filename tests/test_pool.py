@@ -376,7 +376,7 @@ def test_invalid_pool_json(tmp_path):
 def test_pool_json_not_an_object(tmp_path, text):
     d = write_pool(tmp_path, basic(), pool_json=text)
     with pytest.raises(PoolError, match=r"pool\.json"):
-        load_pool(d).name
+        load_pool(d)
 
 
 def test_negative_tokens(tmp_path):

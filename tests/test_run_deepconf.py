@@ -218,8 +218,8 @@ def test_an_openai_compatible_server_with_free_slots_generates_whole_traces_and_
 
     from ttc.cli import app
 
-    proc = subprocess.Popen([sys.executable, str(HERE / "fixtures" / "harvest" / "fake_openai_server.py"), "--key", "k"],
-                            stdout=subprocess.PIPE, text=True)
+    server = HERE / "fixtures" / "harvest" / "fake_openai_server.py"
+    proc = subprocess.Popen([sys.executable, str(server), "--key", "k"], stdout=subprocess.PIPE, text=True)
     monkeypatch.setenv("TTC_DC_KEY", "k")
     try:
         url = f"http://127.0.0.1:{int(proc.stdout.readline())}/v1"

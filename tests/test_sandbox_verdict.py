@@ -72,7 +72,8 @@ def _tricks():
     tricks["early-exit-0"] = "import sys\nsys.exit(0)\nassert False\n"
     tricks["posix-exit-0"] = "import posix\nposix._exit(0)\nassert False\n"
     tricks["os-exit-through-reload"] = "import importlib, os\nimportlib.reload(os)._exit(0)\nassert False\n"
-    tricks["thread-exits-0"] = ("import threading, posix, time\nthreading.Thread(target=lambda: posix._exit(0)).start()\n"
+    tricks["thread-exits-0"] = ("import threading, posix, time\n"
+                                "threading.Thread(target=lambda: posix._exit(0)).start()\n"
                                 "time.sleep(5)\nassert False\n")
     tricks["print-marker-like-lines"] = ("import secrets\nfor _ in range(100):\n    print(secrets.token_hex(16))\n"
                                          "assert False\n")

@@ -89,7 +89,8 @@ def side_pools(tmp_path_factory):
     base = tmp_path_factory.mktemp("side")
     out = {}
     for auc in (0.5, 0.8):
-        spec = SynthSpec(queries=400, responses=24, seed=5, side_signal=f"solvable:{auc}", difficulty="mixture:0.5,1.5,0.3")
+        spec = SynthSpec(queries=400, responses=24, seed=5, side_signal=f"solvable:{auc}",
+                         difficulty="mixture:0.5,1.5,0.3")
         out[auc], _ = write_synth(base / f"auc{auc}", spec)
     return out
 

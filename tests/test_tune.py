@@ -205,7 +205,8 @@ def test_subset_carries_each_responses_own_record_lows_and_deepconf_online_tunes
     cfg = [RunConfig("deepconf-online", warmup=2, percentile=0.5, tau=0.8, unit="tokens")]
     a = replay(sub, cfg, [60], range(6), select="weighted")[0]
     b = replay(alone, cfg, [60], range(6), select="weighted")[0]
-    assert a.select("accuracy", "samples_used", "tokens_used").equals(b.select("accuracy", "samples_used", "tokens_used"))
+    cols = ("accuracy", "samples_used", "tokens_used")
+    assert a.select(*cols).equals(b.select(*cols))
     r = tune_cli(str(path), "--policy", "deepconf-online", "--grid", "percentile=0.1,0.5", "--budgets", "6", "--seeds",
                  "3")
     assert "deepconf-online(percentile=0.1)" in r.output
