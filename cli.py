@@ -154,6 +154,7 @@ POLICY_NAMES = ("uniform", "elimination", "ucb", "gap", "gap-literal", "entropy"
                 "optscale", "marginal-gain", "dsc", "side-eb", "deepconf-online")
 ELIMINATION_RULES = ("threshold", "sc-share", "sc-beta", "esc", "ac-majority", "ac-entropy", "ac-dirichlet",
                      "none")  # replay.policies.ELIMS
+ELIMINATION_RULES = ELIMINATION_RULES + ("boinf",)  # the 2025-26 per-query stops (issue 29)
 SELECTIONS = ("bon", "weighted", "sc", "cisc", "deepconf")  # replay.engine.SELECT
 LIVE_SELECTIONS = ("bon", "weighted", "sc")  # replay.policies.LIVE_SELECTIONS: what `ttc run` can return
 BUDGET_UNITS = ("samples", "tokens", "token-matched")  # replay.policies.UNITS and token-matched (replay/run.py)
@@ -234,6 +235,11 @@ _POLICY_PARAMS = {
                 "active query can still get (budget left / active queries) per draw used (docs/semantics.md)."),
     "dirichlet_conf": (0.95, "ac-dirichlet: the chance that the leading answer is the most likely one (Dirichlet "
                        "posterior over the top 5) needed to stop (the source's conf_thresh)."),
+    "bf": (10.0, "boinf: the Bayes factor at or above which a query stops (Best-of-Infinity's --bayes-threshold; its "
+           "sweep: 2, 5, 7, 10, 30, 100, 300, ...)."),
+    "bf_mc": (1000, "boinf: the Dirichlet draws of the source's Monte Carlo estimate of P, whose random decision "
+              "(its Hoeffding term where every draw favours the mode) the engine draws from the same law "
+              "(docs/semantics.md); 0: the exact Bayes factor, the paper's rule."),
 }
 
 
@@ -289,6 +295,8 @@ def replay_cmd(
     refresh: int = _param_option("refresh"),
     horizon: int = _param_option("horizon"),
     dirichlet_conf: float = _param_option("dirichlet_conf"),
+    bf: float = _param_option("bf"),
+    bf_mc: int = _param_option("bf_mc"),
     invalid_votes: bool = typer.Option(False, "--invalid-votes", help=_INVALID_VOTES_HELP),
     out: Optional[Path] = typer.Option(None, help="Write one row per (configuration, budget, seed) to this Parquet file."),
     per_query: Optional[Path] = typer.Option(None, help="Write the per-query allocation of every run to this Parquet file."),
@@ -308,7 +316,7 @@ def replay_cmd(
         max_samples=_ints(max_samples, "--max-samples"), rhos=_floats(rho, "--rho"), taus=_floats(tau, "--tau"),
         m_min=m_min, share=share, hmax=hmax, conf=conf, out=out, per_query=per_query, curve=curve, threads=threads,
         force=force, warmup=warmup, percentile=percentile, prior=prior, prior_strength=prior_strength, judge=judge,
-        side=side, bins=bins, refresh=refresh, horizon=horizon, dirichlet_conf=dirichlet_conf,
+        side=side, bins=bins, refresh=refresh, horizon=horizon, dirichlet_conf=dirichlet_conf, bf=bf, bf_mc=bf_mc,
         invalid_votes=invalid_votes)
     run_replay(req)
 
@@ -1139,6 +1147,8 @@ def run_cmd(
     refresh: int = _param_option("refresh", rich_help_panel=_RUN_PANEL),
     horizon: int = _param_option("horizon", rich_help_panel=_RUN_PANEL),
     dirichlet_conf: float = _param_option("dirichlet_conf", rich_help_panel=_RUN_PANEL),
+    bf: float = _param_option("bf", rich_help_panel=_RUN_PANEL),
+    bf_mc: int = _param_option("bf_mc", rich_help_panel=_RUN_PANEL),
     max_per_query: int = typer.Option(256, help="Most responses one query may get (the pool size of a replay: a "
                                       "query that wants more is exhausted).", rich_help_panel=_RUN_PANEL),
     lookahead: int = typer.Option(1, help="Responses generated per query per backend call: more means fewer calls "
@@ -1211,7 +1221,8 @@ def run_cmd(
         unit=_value(unit), oracle=_value(oracle), K=k, eliminate=_value(eliminate), gamma=gamma, lam=lam, eps=eps,
         max_samples=max_samples, rho=rho, tau=tau, m_min=m_min, share=share, hmax=hmax, conf=conf,
         warmup=warmup, percentile=percentile, prior=prior, prior_strength=prior_strength, judge=judge, side=side,
-        bins=bins, refresh=refresh, horizon=horizon, dirichlet_conf=dirichlet_conf, select=_value(select),
+        bins=bins, refresh=refresh, horizon=horizon, dirichlet_conf=dirichlet_conf, bf=bf, bf_mc=bf_mc,
+        select=_value(select),
         score=score, scoring=score_options, max_per_query=max_per_query, lookahead=lookahead, free_slots=free_slots,
         retries=retries,
         retry_delay_s=retry_delay,

@@ -127,6 +127,8 @@ class RunRequest:
     refresh: int = 8                        # side-eb
     horizon: int = 0                        # side-eb
     dirichlet_conf: float = 0.95            # ac-dirichlet
+    bf: float = 10.0                        # boinf
+    bf_mc: int = 1000                       # boinf
     prior: str | None = None                # marginal-gain: a field of each query (a --dataset column, a --batch
     #                                         line's top-level key) holding its predicted success probability
     side: str | None = None                 # side-eb: a score column the run records (a --confidence signal's, or

@@ -204,7 +204,8 @@ def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], 
              lam: float | None = None, eps: float = 0.01, max_samples: int = 0, rho: float = 0.5, tau: float = 0.5,
              m_min: int = 3, share: float = 0.8, hmax: float = 0.75, conf: float = 0.95, warmup: int = 3,
              percentile: float = 0.05, prior_strength: float = 2.0, judge: int = 32, prior: Sequence | None = None,
-             bins: int = 3, refresh: int = 8, dirichlet_conf: float = 0.95, horizon: int = 0,
+             bins: int = 3, refresh: int = 8, dirichlet_conf: float = 0.95, horizon: int = 0, bf: float = 10.0,
+             bf_mc: int = 1000,
              on_run: Callable[[dict], None] | None = None) -> dict:
     """Run one policy live. sizes[i] bounds the responses query i may receive (its pool size in replay; beyond it
     the query is exhausted); rank[i] is query i's position in the run's query order. Returns the engine's
@@ -226,7 +227,7 @@ def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], 
         policy, unit=unit, K=K, eliminate=elim, gamma=gamma, lam=lam, eps=eps, max_samples=max_samples, rho=rho,
         tau=tau, m_min=m_min, share=share, hmax=hmax, warmup=warmup, percentile=percentile,
         prior_strength=prior_strength, judge=judge, bins=bins, refresh=refresh, dirichlet_conf=dirichlet_conf,
-        horizon=horizon)
+        horizon=horizon, bf=bf, bf_mc=bf_mc)
     if cfg.policy not in LIVE_POLICIES:
         raise ValueError(f"policy {cfg.policy!r} cannot run live (choose from {', '.join(LIVE_POLICIES)})")
     sizes = np.asarray(sizes, np.int64).reshape(-1)

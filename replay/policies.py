@@ -18,6 +18,7 @@ from .kernel import (CONFIG, DEEPCONF_ONLINE, DSC, ELIM_AC_DIRICHLET, ELIM_AC_EN
                      ELIM_SC_BETA, ELIM_SC_SHARE, ELIM_THRESHOLD, ELIMINATION, ENTROPY, GAP, GAP_LITERAL,
                      MARGINAL_GAIN, OPTSCALE, ORACLE, SIDE_EB, STREAMING, TWO_STAGE, UCB, UNIFORM, UNIT_SAMPLES,
                      UNIT_TOKENS)
+from .kernel import BOINF_ALPHA, ELIM_BOINF
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,11 @@ ELIMINATION_RULES = {r.name: r for r in (
     Rule("ac-dirichlet", ELIM_AC_DIRICHLET, "Adaptive-Consistency's Dirichlet rule: P(leading answer's share is the "
          "largest of the top 5) >= dirichlet_conf, exact", ("dirichlet_conf",), frozenset({"answers"})),
     Rule("none", ELIM_NONE, "never"),
+    # the 2025-26 per-query stops (issue 29)
+    Rule("boinf", ELIM_BOINF, f"Best-of-Infinity's adaptive sampling: (answers + 1) P(leading answer is the mode) / "
+         f"(1 - P) >= bf, P under the Dirichlet posterior of the answer counts with an unknown bucket of {BOINF_ALPHA}, "
+         "estimated as its code does from bf_mc draws (0: exact, the paper's)",
+         ("bf", "bf_mc"), frozenset({"answers"})),
 )}
 # A selection rule's params are the replay() arguments it reads (not RunConfig fields: a selection is computed from
 # what a run drew, so one run serves every selection).
@@ -199,8 +205,15 @@ class RunConfig:
     refresh: int = 8
     dirichlet_conf: float = 0.95
     horizon: int = 0
+    bf: float = 10.0
+    bf_mc: int = 1000
 
     def __post_init__(self):
+        if not 0.0 < self.bf < math.inf:
+            raise ValueError(f"bf must be a finite number > 0 (boinf's Bayes factor threshold), got {self.bf}")
+        if not 0 <= self.bf_mc <= 10**9:
+            raise ValueError(f"bf_mc must be in 0..1e9 (the source's Monte Carlo draws whose Hoeffding branch boinf "
+                             f"follows; 0: the exact Bayes factor), got {self.bf_mc}")
         if self.horizon not in (0, 1):
             raise ValueError(f"horizon must be 0 (side-eb's one-step index) or 1 (its rate over the draws each query "
                              f"can still get), got {self.horizon}")
@@ -272,6 +285,7 @@ class RunConfig:
             self.prior_strength
         r["bins"], r["refresh"] = self.bins, self.refresh
         r["dirichlet_conf"], r["horizon"] = self.dirichlet_conf, self.horizon
+        r["bf"], r["bf_mc"] = self.bf, self.bf_mc
         return r
 
     def used_params(self) -> tuple:
@@ -448,6 +462,11 @@ METHODS = {m.name: m for m in (
            "yet; the highest-scored response", _BANDIT, {"policy": "elimination"}, "bon", frozenset({"score"})),
     Method("ucb", "the next response to the query with the highest mean score + lambda / sqrt(n), until one reaches "
            "gamma; the highest-scored response", _BANDIT, {"policy": "ucb"}, "bon", frozenset({"score"})),
+    # the 2025-26 methods (issue 29)
+    Method("boinf", "one response at a time per query until the Bayes factor of its majority answer (a Dirichlet "
+           "posterior with an unknown bucket) reaches 10, at most 100 (its script's defaults), then the majority",
+           "Komiyama et al. 2025, Best-of-Infinity: Asymptotic Performance of Test-Time Compute (arXiv:2509.21091)",
+           {"policy": "elimination", "K": 1, "eliminate": "boinf", "max_samples": 100}, "sc"),
 )}
 
 

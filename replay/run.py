@@ -60,6 +60,8 @@ class ReplayRequest:
     refresh: int = 8  # side-eb
     horizon: int = 0  # side-eb
     dirichlet_conf: float = 0.95  # ac-dirichlet
+    bf: float = 10.0  # boinf
+    bf_mc: int = 1000  # boinf
     invalid_votes: bool = False  # each query's invalid answers as one answer category (Pool.with_invalid_votes)
 
 
@@ -282,12 +284,13 @@ def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, grow
     set_threads(threads)
     spec = BenchSpec(n=queries, size=responses, budgets=tuple(budgets), seeds=seeds, repeats=repeats,
                      reference_seeds=reference_seeds)
-    with progress(len(spec.policies) * len(budgets), "benchmarking", console=console) as bar:
+    with progress((len(spec.policies) + len(spec.rules)) * len(budgets), "benchmarking", console=console) as bar:
         df, info = bench(spec, progress=bar.advance)
     console.print(f"[bold]ttc bench[/]: synthetic pool {queries} queries x {responses} responses, "
                   f"{get_threads()} threads, median of {repeats} repeats; first call (compile or cache "
                   f"load) {info['warmup_s']:.2f} s", highlight=False)
-    console.print(f"full grid: {len(spec.policies)} policies x {len(budgets)} budgets x {seeds} seeds = "
+    console.print(f"full grid: {len(spec.policies)} policies and {len(spec.rules)} rule(s) under elimination x "
+                  f"{len(budgets)} budgets x {seeds} seeds = "
                   f"{info['configs'] * seeds} runs in {info['full_grid_s']:.3f} s", highlight=False)
     t = Table(title="per policy and budget (a decision = one response handed to one query)", title_style="dim")
     for col in ("pool", "policy", "budget", "runs", "wall s", "decisions", "decisions/s", "reference dec/s",
