@@ -942,16 +942,20 @@ def boinf_stop_prob(si, lo, hi, lead, lc, alpha, bf, mc):
     ratio = pm / (1.0 - pm)
     out = 0.0
     t = t0
-    for x in range(k0, mc + 1):  # upward: terms k0 .. mc
-        if x == mc:
+    for x in range(k0, mc + 1):  # upward: terms k0 .. mc, falling away from the mode (none left to matter below
+        if x == mc:  # 1e-17 of the sum)
             out += t if hoeff else 0.0
         else:
             out += t
         t *= (mc - x) / (x + 1.0) * ratio
+        if t < 1e-17 * out:
+            break
     t = t0
     for x in range(k0 - 1, h - 1, -1):  # downward: terms k0 - 1 .. h
         t *= (x + 1.0) / (mc - x) / ratio
         out += t
+        if t < 1e-17 * out:
+            break
     return min(out, 1.0)
 
 

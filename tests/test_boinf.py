@@ -9,10 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_equivalence import _compare, pools
+from test_live import OneAtATime, Relabelled, _assert_same
 from ttc.replay.engine import run_once
 from ttc.replay.kernel import BOINF_ALPHA, boinf_bayes_factor, boinf_lead_prob, boinf_stop_prob
+from ttc.replay.live import run_live
 from ttc.replay.policies import RunConfig
-from ttc.replay.reference import boinf_bayes_factor as ref_bf
 from ttc.replay.reference import boinf_lead_prob as ref_prob
 from ttc.replay.reference import boinf_stop_prob as ref_stop
 
@@ -104,9 +105,10 @@ def test_stop_probability_is_the_sources_monte_carlo(lead_cnt, others, bf):
 
 
 def test_stop_probability_equals_the_reference_and_the_hoeffding_branch():
-    """Against the reference's binomial sum at 40 digits (P^1000 turns P's 1e-16 into 1e-12 here); the Hoeffding term decides where every draw favours the
-    mode: one answer 30 times gives 2 exp(30 (29.7 / 30.3)^2 / 2) = 3.6e6 (P^1000 = 0.9997), so bf 1e6 stops
-    almost surely and 1e7 almost never, where the paper's Bayes factor (5e8) would stop at both."""
+    """Against the reference's binomial sum at 40 digits (P^1000 turns P's 1e-16 into 1e-12 here); the Hoeffding
+    term decides where every draw favours the mode: one answer 30 times gives 2 exp(30 (29.7 / 30.3)^2 / 2) = 3.6e6
+    (P^1000 = 0.9997), so bf 1e6 stops almost surely and 1e7 almost never, where the paper's Bayes factor (5e8)
+    would stop at both."""
     for lead_cnt, others, bf, mc in [(2, (), 10, 1000), (3, (1,), 10, 1000), (5, (2, 1), 16, 1000),
                                      (12, (5, 4, 3), 30, 1000), (30, (), 1e6, 1000), (4, (2,), 5, 10),
                                      (7, (7,), 2, 50)]:
@@ -126,9 +128,9 @@ def _drawn(answers, bf, mc=0):
 
 
 def test_stops_by_hand():
-    """The paper's rule (--bf-mc 0). 0 0 0 0 1 0 0 0: after one draw BF = 2 P(G_2 > G_1.3) / (1 - P) = 4.06, after two 9.23, after three (P =
-    0.9054) 19.1; a second answer at draw 5 costs its Bayes factor the gain of three draws; invalid answers (-1) cost
-    a draw and do not vote."""
+    """The paper's rule (--bf-mc 0). 0 0 0 0 1 0 0 0: after one draw BF = 2 P(G_2 > G_1.3) / (1 - P) = 4.06, after
+    two 9.23, after three (P = 0.9054) 19.1; a second answer at draw 5 costs its Bayes factor the gain of three
+    draws; invalid answers (-1) cost a draw and do not vote."""
     seq = [0, 0, 0, 0, 1, 0, 0, 0]
     assert _drawn(seq, 4.0) == (1, True)
     assert _drawn(seq, 5.0) == (2, True)
@@ -154,3 +156,20 @@ def test_boinf_equals_the_reference(unit, data):
                     bf_mc=data.draw(st.sampled_from([0, 10, 50])))
     hi = total + 3 if unit == "samples" else int(pool[4].sum()) + 5
     _compare(pool, cfg, data.draw(st.integers(0, hi)))
+
+
+@pytest.mark.parametrize("unit", ["samples", "tokens"])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_live_equals_replay(unit, data):
+    """A live run over a pool-backed source (answers relabelled, so only their equality can matter; responses
+    arriving one at a time) decides as the replay of that pool on the same permutation: the source's Monte Carlo is
+    drawn from the draws' tokens and scores, which both see alike."""
+    off, correct, score, ans, tok, perm, rank = pool = data.draw(pools(max_size=14))
+    cfg = RunConfig(data.draw(st.sampled_from(["elimination", "ucb", "streaming", "two-stage"])), unit=unit,
+                    K=data.draw(st.integers(1, 3)), eliminate="boinf", max_samples=data.draw(st.integers(0, 10)),
+                    bf=data.draw(st.sampled_from([2.0, 4.0, 9.2, 30.0])), bf_mc=data.draw(st.sampled_from([0, 50])))
+    budget = data.draw(st.integers(0, (int(off[-1]) if unit == "samples" else int(tok.sum())) + 3))
+    source = data.draw(st.sampled_from([Relabelled, OneAtATime]))(off, correct, score, ans, tok, perm)
+    live = run_live(source, np.diff(off), rank, budget_total=budget, config=cfg)
+    _assert_same(live, run_once(*pool, cfg, budget), (cfg, budget))
