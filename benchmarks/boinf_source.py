@@ -2,7 +2,7 @@
 of its files.
 
     python benchmarks/boinf_source.py [--file ../shared/data/pools/boinf-80/analysis_aime2025_Qwen3-4B.jsonl]
-        [--trials 40] [--source /tmp/boinf-src] [--source-output saved.txt]
+        [--trials 100] [--source /tmp/boinf-src] [--source-output saved.txt]
 
 The source (jkomiyama/BoInf-code-publish at commit fbcb097) replays a file with `boinf/test_main.py FILE
 --analyze-bayes`: per trial and question, answers drawn with replacement from its all_answers (empty answers dropped
@@ -157,7 +157,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--file", type=Path,
                     default=ROOT.parent / "shared/data/pools/boinf-80/analysis_aime2025_Qwen3-4B.jsonl")
-    ap.add_argument("--trials", type=int, default=40)
+    ap.add_argument("--trials", type=int, default=100)
     ap.add_argument("--source", type=Path, default=Path("/tmp/boinf-src"),
                     help=f"a checkout of jkomiyama/BoInf-code-publish at {COMMIT} (its boinf/ folder)")
     ap.add_argument("--source-output", type=Path, help="the source's saved output instead of running it")
