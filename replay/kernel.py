@@ -973,6 +973,16 @@ def boinf_uniform(tok, score, perm, a0, n, i):
 
 
 @inner
+def boinf_stops(si, lo, hi, lead, lc, bf, mc, tok, score, perm, a0, n, i):
+    """boinf's check on query i (n draws from a0): the paper's Bayes factor with mc = 0, else the source's Monte Carlo
+    decision drawn from its law. One call in run_one's rule check, which is inlined at three call sites (each inlined
+    line costs compile time, as for esc_window)."""
+    if mc == 0:
+        return boinf_bayes_factor(si, lo, hi, lead, lc, BOINF_ALPHA) >= bf
+    return boinf_uniform(tok, score, perm, a0, n, i) < boinf_stop_prob(si, lo, hi, lead, lc, BOINF_ALPHA, bf, mc)
+
+
+@inner
 def dc_threshold(v, m, pct):
     """deepconf-online's stopping threshold from the m lowest group confidences in v[:m] (reordered: scratch): their
     percentile 100 (1 - pct) by numpy's linear interpolation, h = (m - 1) (1 - pct), between the sorted values at
@@ -1293,12 +1303,8 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
             conf = cfg.dirichlet_conf
             return lead >= 0 and ac_dirichlet(si, aoff[i], aoff[i + 1], lead, lc, conf) >= conf
         if rule == ELIM_BOINF:
-            if lead < 0:
-                return False
-            if cfg.bf_mc == 0:
-                return boinf_bayes_factor(si, aoff[i], aoff[i + 1], lead, lc, BOINF_ALPHA) >= cfg.bf
-            return boinf_uniform(tok, score, perm, off[i], n_, i) < boinf_stop_prob(
-                si, aoff[i], aoff[i + 1], lead, lc, BOINF_ALPHA, cfg.bf, cfg.bf_mc)
+            return lead >= 0 and boinf_stops(si, aoff[i], aoff[i + 1], lead, lc, cfg.bf, cfg.bf_mc, tok, score, perm,
+                                             off[i], n_, i)
         return False
 
     def pull(i, want_k, bud, u, cap, rule, reps):
