@@ -18,6 +18,10 @@ from .rng import permutation, query_order
 from .synth import make_pool
 from .tables import make_tables
 
+# the elimination rules timed on rows of their own, under elimination (a policy's row runs its default rule,
+# threshold): the per-query stops of issue 29, whose checks cost more than a count comparison
+RULES = ("boinf",)
+
 
 @dataclass
 class BenchSpec:
@@ -28,6 +32,7 @@ class BenchSpec:
     repeats: int = 3
     policies: tuple = tuple(POLICIES)
     reference_seeds: int = 1  # the reference runs this many seeds per (policy, budget); 0 = skip it
+    rules: tuple = RULES  # elimination rules timed under `elimination` besides the policies at their defaults
 
 
 GROWTH_NS = (500, 5000, 50000)
@@ -73,7 +78,7 @@ def bench(spec: BenchSpec, progress=None) -> tuple[pl.DataFrame, dict]:
     pool = make_pool(n=spec.n, size=spec.size, seed=0)
     tables = make_tables(spec.size, 0.95, sc_beta=False)
     seeds = np.arange(spec.seeds)
-    configs = [RunConfig(p) for p in spec.policies]
+    configs = [RunConfig(p) for p in spec.policies] + [RunConfig("elimination", eliminate=r) for r in spec.rules]
     rows_cfg = [c for c in configs for _ in spec.budgets]
     totals = np.array([[int(b * spec.n)] * spec.seeds for _ in configs for b in spec.budgets], np.int64)
     t0 = time.perf_counter()
@@ -90,18 +95,18 @@ def bench(spec: BenchSpec, progress=None) -> tuple[pl.DataFrame, dict]:
             bt = np.full((1, spec.seeds), int(b * spec.n), np.int64)
             wall, (_, out_i, _, _) = _median_time(lambda: run_grid(pool, [c], bt, seeds, tables), spec.repeats)
             decisions = int(out_i[0, :, 0].sum())
-            rows.append({"pool": f"{spec.n}x{spec.size}", "policy": c.policy, "budget": b, "runs": spec.seeds,
+            rows.append({"pool": f"{spec.n}x{spec.size}", "policy": c.label(), "budget": b, "runs": spec.seeds,
                          "wall_s": wall, "decisions": decisions, "decisions_per_s": decisions / wall,
                          "reference_decisions_per_s": float("nan"), "speedup": float("nan")})
             step("engine", 0.5 * b / sum(spec.budgets) / len(configs))
     runs = [(permutation(pool.off, pool.qkeys, s), query_order(pool.qkeys, s)[0]) for s in range(spec.reference_seeds)]
-    for row in rows:
+    for row, c in zip(rows, [c for c in configs for _ in spec.budgets]):
         if runs:
             rates = []
             for perm, rank in runs:
                 t = time.perf_counter()
                 r = run_reference(pool.off, pool.correct, pool.score, pool.ans, pool.tok, perm, rank,
-                                  policy=row["policy"], budget_total=int(row["budget"] * spec.n))
+                                  policy=c.policy, elim=c.eliminate, budget_total=int(row["budget"] * spec.n))
                 rates.append(r["samples_used"] / (time.perf_counter() - t))
             row["reference_decisions_per_s"] = statistics.median(rates)  # robust to one preempted run
             row["speedup"] = row["decisions_per_s"] / row["reference_decisions_per_s"]

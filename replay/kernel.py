@@ -35,6 +35,12 @@ ELIM_NONE, ELIM_THRESHOLD, ELIM_SC_SHARE, ELIM_SC_BETA, ELIM_ESC, ELIM_AC_MAJORI
 # run_one compiles them in only when its `reading` argument is not None, so that a grid without them (the default
 # replay's) does not pay their compile (engine.reading_flag picks the argument from the configurations).
 READING_RULES = (ELIM_ESC, ELIM_AC_ENTROPY, ELIM_AC_DIRICHLET)
+# The 2025-26 per-query stops (issue 29): codes 8-12, each on its own line.
+ELIM_BOINF = 8
+READING_RULES = READING_RULES + (ELIM_BOINF,)
+# boinf: the weight of the source's "unknown" answer bucket (test_main.py's alpha = 0.3: a pseudo-count always in its
+# Dirichlet, so that one answer seen once does not stop a query at once)
+BOINF_ALPHA = 0.3
 # ac-entropy stops at h <= hmax + AC_ENTROPY_TIE: an entropy exactly equal to hmax (counts 8, 3, 1 give 0.75 exactly)
 # computes a few ulps either side of it in floating point; the margin, far above that error and far below any gap
 # between distinct values of h at the counts a pool holds, makes such a tie stop, as `h <= hmax` says
@@ -62,7 +68,8 @@ CONFIG = np.dtype([("policy", np.int64), ("unit", np.int64), ("K", np.int64), ("
                    ("eps", np.float64), ("rho", np.float64), ("tau", np.float64), ("share", np.float64),
                    ("hmax", np.float64), ("warmup", np.int64), ("judge", np.int64), ("percentile", np.float64),
                    ("prior_strength", np.float64), ("bins", np.int64), ("refresh", np.int64),
-                   ("dirichlet_conf", np.float64), ("horizon", np.int64)], align=True)
+                   ("dirichlet_conf", np.float64), ("horizon", np.int64),
+                   ("bf", np.float64), ("bf_mc", np.int64)], align=True)
 
 # What a run reads (read-only): the pool's per-response arrays grouped by query (off), the answer slots (aoff,
 # answer_offsets), have[i] = how many of query i's responses exist (its pool size in replay; fewer in a live run,
@@ -101,6 +108,7 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 _RANK_SALT = np.uint64(0xD1B54A32D192ED03)
+_BOINF_SALT = np.uint64(0x8BB84B93962EACC9)
 _S30 = np.uint64(30)
 _S27 = np.uint64(27)
 _S31 = np.uint64(31)
@@ -803,6 +811,177 @@ def ac_dirichlet(si, lo, hi, lead, lc, conf):
     return total * c0 * h
 
 
+@jit
+def gamma_cdf(s, x):
+    """The regularised lower incomplete gamma function P(s, x) (the Gamma(s, 1) CDF) for a shape s > 0 of a few
+    units, by its power series e^-x x^s / Gamma(s + 1) sum_k x^k / ((s + 1) .. (s + k)); above x = 60 + 2 s the upper
+    tail is below 1e-20 for the shapes boinf uses (1.3) and it returns 1."""
+    if x <= 0.0:
+        return 0.0
+    if x > 60.0 + 2.0 * s:
+        return 1.0
+    t = 1.0
+    total = 1.0
+    k = 1
+    while t > 1e-17 * total:
+        t *= x / (s + k)
+        total += t
+        k += 1
+    return min(1.0, total * math.exp(s * math.log(x) - x - math.lgamma(s + 1.0)))
+
+
+@jit
+def boinf_lead_prob(si, lo, hi, lead, lc, alpha):
+    """Best-of-Infinity's P(mode | D) (docs/semantics.md, boinf): under the Dirichlet posterior with parameter
+    count + 1 for each valid answer drawn (slots lo + 1 .. hi - 1; slot lo, the invalid answers', does not vote) and
+    alpha + 1 for the source's unknown bucket, the chance that the leading answer's share (parameter a = lc + 1) is
+    the largest: for independent Gamma variables, the integral over x of the Gamma(a) density times each other
+    Gamma CDF (1 - P(Poisson(x) <= c) for parameter c + 1; P(alpha + 1, x) for the bucket), by ac_dirichlet's
+    trapezoid rule in t = log(x / a), over every answer instead of the top five. Every count is <= lc, so the
+    Poisson CDFs at x come from one downward pass over m = a - 1 .. 0."""
+    a = lc + 1
+    fa = float(a)
+    r = math.sqrt(80.0 / fa)
+    lo_t = max(-(1.0 + 40.0 / fa) if a < 65 else -1.5 * r, -40.0 / (fa + 1.0) - math.log(fa))
+    hi_t = min(r, math.log(2.0 + 80.0 / fa))
+    h = min(0.2, 0.3 / math.sqrt(fa))
+    if a < 20:
+        lc0 = fa * math.log(fa) - fa - math.lgamma(fa)
+    else:
+        z2 = 1.0 / (fa * fa)
+        lc0 = 0.5 * math.log(fa / (2.0 * math.pi)) - (1.0 / 12.0 - z2 * (1.0 / 360.0 - z2 * (
+            1.0 / 1260.0 - z2 * (1.0 / 1680.0 - z2 / 1188.0)))) / fa
+    c0 = math.exp(lc0)
+    u = np.empty(a)  # u[c] = P(c < Poisson(x) < a) at the current node
+    lead_slot = lo + 1 + lead
+    total = 0.0
+    for k in range(int((hi_t - lo_t) / h) + 2):
+        t = lo_t + k * h
+        x = fa * math.exp(t)
+        w = math.exp(fa * (t - math.expm1(t)))
+        term = c0 * w / x
+        tail = 0.0
+        for m in range(a - 1, -1, -1):
+            u[m] = tail
+            tail += term
+            term *= m / x
+        f = gamma_cdf(alpha + 1.0, x)
+        for p in range(lo + 1, hi):
+            c = si[p, CNT]
+            if c > 0 and p != lead_slot:
+                f *= 1.0 - tail + u[c]
+        total += w * f
+    return total * c0 * h
+
+
+@jit
+def boinf_counts(si, lo, hi, lead):
+    """(m, drawn, c2) of a query's answer slots: the valid answers drawn, their draws, and the largest count of an
+    answer other than the leading one (0 for none)."""
+    m = 0
+    drawn = 0
+    c2 = 0
+    for p in range(lo + 1, hi):
+        c = si[p, CNT]
+        if c > 0:
+            m += 1
+            drawn += c
+            if p != lo + 1 + lead and c > c2:
+                c2 = c
+    return m, drawn, c2
+
+
+@jit
+def boinf_bayes_factor(si, lo, hi, lead, lc, alpha):
+    """Best-of-Infinity's Bayes factor as its paper states it (docs/semantics.md, boinf; --bf-mc 0): with m valid
+    answers drawn and the unknown bucket, (m + 1) P / (1 - P), P = boinf_lead_prob."""
+    m, _, _ = boinf_counts(si, lo, hi, lead)
+    pm = boinf_lead_prob(si, lo, hi, lead, lc, alpha)
+    q = 1.0 - pm
+    if q <= 0.0:
+        return math.inf
+    return (m + 1) * pm / q
+
+
+@jit
+def boinf_stop_prob(si, lo, hi, lead, lc, alpha, bf, mc):
+    """The chance that the source's check stops the query (boinf/test_main.py calculate_bayes_factor_mc at commit
+    fbcb097, mc Dirichlet draws): its estimate of P is X / mc for X ~ Binomial(mc, P); X = 0 gives a Bayes factor of
+    0, 0 < X < mc gives (m + 1) (X / mc) / (1 - X / mc), in its float form, and X = mc its Hoeffding form (m + 1) /
+    exp(-c1 g^2 / 2), g = max(c1 / S - c2' / S, 1e-4) (S: the draws plus alpha; c2': the second largest count with
+    the bucket). So P(stop) = P(h <= X < mc) + P(X = mc) [Hoeffding >= bf], h the fewest hits whose estimate
+    reaches bf; the binomial terms by recurrence out from the largest one in range (no underflow where it
+    matters)."""
+    m, drawn, c2i = boinf_counts(si, lo, hi, lead)
+    pm = boinf_lead_prob(si, lo, hi, lead, lc, alpha)
+    pm = min(max(pm, 0.0), 1.0)
+    k = m + 1
+    h = mc  # the fewest hits below mc whose estimate reaches bf (mc: none)
+    a, b = 1, mc - 1
+    while a <= b:
+        mid = (a + b) // 2
+        r = mid / mc
+        if k * r / (1.0 - r) >= bf:
+            h = mid
+            b = mid - 1
+        else:
+            a = mid + 1
+    total = drawn + alpha
+    c2 = max(float(c2i), alpha)
+    g = max(lc / total - c2 / total, 0.0001)
+    hoeff = k * 1.0 / math.exp(-lc * g * g / 2) >= bf
+    if pm >= 1.0:
+        return 1.0 if hoeff else 0.0
+    if pm <= 0.0:
+        return 0.0
+    lp = math.log(pm)
+    lq = math.log1p(-pm)
+    k0 = min(max(int(math.floor((mc + 1) * pm)), h), mc)  # the binomial's mode, within [h, mc]
+    t0 = math.exp(math.lgamma(mc + 1.0) - math.lgamma(k0 + 1.0) - math.lgamma(mc - k0 + 1.0) + k0 * lp
+                  + (mc - k0) * lq)
+    ratio = pm / (1.0 - pm)
+    out = 0.0
+    t = t0
+    for x in range(k0, mc + 1):  # upward: terms k0 .. mc, falling away from the mode (none left to matter below
+        if x == mc:  # 1e-17 of the sum)
+            out += t if hoeff else 0.0
+        else:
+            out += t
+        t *= (mc - x) / (x + 1.0) * ratio
+        if t < 1e-17 * out:
+            break
+    t = t0
+    for x in range(k0 - 1, h - 1, -1):  # downward: terms k0 - 1 .. h
+        t *= (x + 1.0) / (mc - x) / ratio
+        out += t
+        if t < 1e-17 * out:
+            break
+    return min(out, 1.0)
+
+
+@inner
+def boinf_uniform(tok, score, perm, a0, n, i):
+    """The uniform that draws the source's Monte Carlo outcome at query i's check after n draws: a hash of the query
+    and of its draws' token counts and scores, in order, so that a replay and a live run of the same draws draw the
+    same (their response indices and answer ids differ), and each check its own."""
+    h = mix64(_BOINF_SALT ^ np.uint64(i))
+    for k in range(a0, a0 + n):
+        j = perm[k]
+        h = mix64(h ^ (np.uint64(tok[j]) * _GOLDEN + _ONE))
+        h = mix64(h ^ np.uint64(score[j] * 4294967296.0))
+    return np.float64(h >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+@inner
+def boinf_stops(si, lo, hi, lead, lc, bf, mc, tok, score, perm, a0, n, i):
+    """boinf's check on query i (n draws from a0): the paper's Bayes factor with mc = 0, else the source's Monte Carlo
+    decision drawn from its law. One call in run_one's rule check, which is inlined at three call sites (each inlined
+    line costs compile time, as for esc_window)."""
+    if mc == 0:
+        return boinf_bayes_factor(si, lo, hi, lead, lc, BOINF_ALPHA) >= bf
+    return boinf_uniform(tok, score, perm, a0, n, i) < boinf_stop_prob(si, lo, hi, lead, lc, BOINF_ALPHA, bf, mc)
+
+
 @inner
 def dc_threshold(v, m, pct):
     """deepconf-online's stopping threshold from the m lowest group confidences in v[:m] (reordered: scratch): their
@@ -1123,6 +1302,9 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
         if rule == ELIM_AC_DIRICHLET:
             conf = cfg.dirichlet_conf
             return lead >= 0 and ac_dirichlet(si, aoff[i], aoff[i + 1], lead, lc, conf) >= conf
+        if rule == ELIM_BOINF:
+            return lead >= 0 and boinf_stops(si, aoff[i], aoff[i + 1], lead, lc, cfg.bf, cfg.bf_mc, tok, score, perm,
+                                             off[i], n_, i)
         return False
 
     def pull(i, want_k, bud, u, cap, rule, reps):

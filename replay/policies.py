@@ -153,6 +153,11 @@ ELIMINATION_RULES = {r.name: r for r in (
     Rule("ac-dirichlet", "ELIM_AC_DIRICHLET", "Adaptive-Consistency's Dirichlet rule: P(leading answer's share is the "
          "largest of the top 5) >= dirichlet_conf, exact", ("dirichlet_conf",), frozenset({"answers"})),
     Rule("none", "ELIM_NONE", "never"),
+    # the 2025-26 per-query stops (issue 29)
+    Rule("boinf", "ELIM_BOINF", "Best-of-Infinity's adaptive sampling: (answers + 1) P(leading answer is the mode) / "
+         "(1 - P) >= bf, P under the Dirichlet posterior of the answer counts with an unknown bucket of 0.3 "
+         "(kernel.BOINF_ALPHA), estimated as its code does from bf_mc draws (0: exact, the paper's)",
+         ("bf", "bf_mc"), frozenset({"answers"})),
 )}
 # A selection rule's params are the replay() arguments it reads (not RunConfig fields: a selection is computed from
 # what a run drew, so one run serves every selection).
@@ -292,8 +297,19 @@ class RunConfig:
     probe_warmup: int = param(15, "parallel-probe: steps before any pruning.", live=False)
     cmc_beta: float = param(0.5, "cmc: its one knob in [0, 1] (0: few traces, easy to stop; 1: up to 64).",
                             live=False)
+    # the 2025-26 per-query stops (issue 29)
+    bf: float = param(10.0, "boinf: the Bayes factor at or above which a query stops (Best-of-Infinity's "
+                      "--bayes-threshold; its sweep: 2, 5, 7, 10, 30, 100, 300, ...).")
+    bf_mc: int = param(1000, "boinf: the Dirichlet draws of the source's Monte Carlo estimate of P, whose random "
+                       "decision (its Hoeffding term where every draw favours the mode) the engine draws from the same "
+                       "law (docs/semantics.md); 0: the exact Bayes factor, the paper's rule.")
 
     def __post_init__(self):
+        if not 0.0 < self.bf < math.inf:
+            raise ValueError(f"bf must be a finite number > 0 (boinf's Bayes factor threshold), got {self.bf}")
+        if not 0 <= self.bf_mc <= 10**9:
+            raise ValueError(f"bf_mc must be in 0..1e9 (the source's Monte Carlo draws whose Hoeffding branch boinf "
+                             f"follows; 0: the exact Bayes factor), got {self.bf_mc}")
         if not 0.0 <= self.cmc_beta <= 1.0:
             raise ValueError(f"cmc_beta must be in [0, 1], got {self.cmc_beta}")
         if self.depth_rule not in DEPTH_RULES:
@@ -572,6 +588,11 @@ METHODS = {m.name: m for m in (
            "yet; the highest-scored response", _BANDIT, {"policy": "elimination"}, "bon", frozenset({"score"})),
     Method("ucb", "the next response to the query with the highest mean score + lambda / sqrt(n), until one reaches "
            "gamma; the highest-scored response", _BANDIT, {"policy": "ucb"}, "bon", frozenset({"score"})),
+    # the 2025-26 methods (issue 29)
+    Method("boinf", "one response at a time per query until the Bayes factor of its majority answer (a Dirichlet "
+           "posterior with an unknown bucket) reaches 10, at most 100 (its script's defaults), then the majority",
+           "Komiyama et al. 2025, Best-of-Infinity: Asymptotic Performance of Test-Time Compute (arXiv:2509.21091)",
+           {"policy": "elimination", "K": 1, "eliminate": "boinf", "max_samples": 100}, "sc"),
 )}
 
 

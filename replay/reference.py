@@ -19,6 +19,8 @@ POLICIES = ("uniform", "elimination", "ucb", "gap", "gap-literal", "entropy", "t
 INDEX_POLICIES = ("ucb", "gap", "gap-literal", "entropy", "marginal-gain")
 UNITS = ("samples", "tokens")
 ELIMS = ("none", "threshold", "sc-share", "sc-beta", "esc", "ac-majority", "ac-entropy", "ac-dirichlet")
+ELIMS = ELIMS + ("boinf",)  # the 2025-26 per-query stops (issue 29)
+BOINF_ALPHA = 0.3  # Best-of-Infinity's unknown bucket (its test_main.py's alpha)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -85,6 +87,105 @@ def ac_dirichlet_stops(lead_cnt, other_counts, conf):
     others = sorted(other_counts, reverse=True)[:4]
     alphas = tuple(c + 1 for c in others) if others else (1,)
     return dirichlet_lead_prob(lead_cnt + 1, alphas) >= Fraction(float(conf))
+
+
+@lru_cache(maxsize=None)
+def boinf_lead_prob(lead_cnt, others, alpha=BOINF_ALPHA):
+    """Best-of-Infinity's P(mode | D): under Dirichlet(lead_cnt + 1, each other count + 1, alpha + 1), the chance
+    that the leading answer's component is the largest, in closed form. For independent Gamma(shape, 1) variables it
+    is the integral over x > 0 of the Gamma(a) density (a = lead_cnt + 1) times each other Gamma CDF: for shape c + 1,
+    1 - e^-x Q_c(x) with Q_c(x) = sum_{m<=c} x^m / m!; for the bucket's s = alpha + 1, P(s, x). Expanding the product
+    over the other answers, the subsets of size k give (-1)^k e^-kx times a polynomial (their Q's products, summed),
+    and int x^N e^-lam x P(s, x) dx = N! / lam^(N+1) sum_{i<=N} lam^i / i! Gamma(s + i) / Gamma(s) (1 + lam)^-(s + i)
+    (P(s, x) as the integral of its density, the x integral first). Everything but (1 + lam)^-s is an exact Fraction;
+    the sum over k is taken at 60 digits (mpmath)."""
+    import mpmath
+    a = int(lead_cnt) + 1
+    s = 1 + Fraction(str(float(alpha)))
+    polys = [[Fraction(1)]]  # polys[k]: sum over the subsets of size k of the product of their Q's (coefficients)
+    for c in others:
+        q = [Fraction(1, math.factorial(m)) for m in range(int(c) + 1)]
+        new = [list(p) for p in polys] + [[]]
+        for k, p in enumerate(polys):
+            prod = [Fraction(0)] * (len(p) + len(q) - 1)
+            for u, x in enumerate(p):
+                for v, y in enumerate(q):
+                    prod[u + v] += x * y
+            t = new[k + 1]
+            t.extend([Fraction(0)] * (len(prod) - len(t)))
+            for u, x in enumerate(prod):
+                t[u] += x
+        polys = new
+    with mpmath.workdps(60):
+        total = mpmath.mpf(0)
+        for k, p in enumerate(polys):
+            lam = 1 + k
+            r = Fraction(0)
+            for n, coef in enumerate(p):
+                if coef == 0:
+                    continue
+                N = a - 1 + n
+                inner, rise = Fraction(0), Fraction(1)  # rise: Gamma(s + i) / Gamma(s)
+                for i in range(N + 1):
+                    inner += Fraction(lam ** i, math.factorial(i)) * rise / Fraction(1 + lam) ** i
+                    rise *= s + i
+                r += coef * Fraction(math.factorial(N), math.factorial(a - 1) * lam ** (N + 1)) * inner
+            term = mpmath.mpf(r.numerator) / r.denominator * mpmath.power(1 + lam, -mpmath.mpf(s.numerator) / s.denominator)
+            total += -term if k % 2 else term
+        return float(total)
+
+
+def boinf_bayes_factor(lead_cnt, other_counts, alpha=BOINF_ALPHA):
+    """Best-of-Infinity's Bayes factor as its paper states it (docs/semantics.md, boinf; bf_mc = 0): with m valid
+    answers and the unknown bucket, (m + 1) P / (1 - P)."""
+    others = tuple(sorted(other_counts, reverse=True))
+    p = boinf_lead_prob(lead_cnt, others, alpha)
+    q = 1.0 - p
+    return math.inf if q <= 0.0 else (1 + len(others) + 1) * p / q
+
+
+def boinf_stop_prob(lead_cnt, other_counts, bf, mc, alpha=BOINF_ALPHA):
+    """The chance that the source's check with mc Monte Carlo draws stops the query (docs/semantics.md, boinf): its
+    estimate of P is X / mc, X ~ Binomial(mc, P); X = 0 never stops, 0 < X < mc stops when (m + 1) (X / mc) / (1 - X /
+    mc) >= bf, X = mc when its Hoeffding form (m + 1) / exp(-c1 g^2 / 2) >= bf. The binomial sum at 40 digits."""
+    import mpmath
+    others = tuple(sorted(other_counts, reverse=True))
+    p = boinf_lead_prob(lead_cnt, others, alpha)
+    p = min(max(p, 0.0), 1.0)
+    k = 1 + len(others) + 1
+    total = (lead_cnt + sum(others)) + alpha
+    c2 = max([alpha, *[float(c) for c in others]])
+    g = max(lead_cnt / total - c2 / total, 0.0001)
+    hoeff = k * 1.0 / math.exp(-lead_cnt * g * g / 2) >= bf
+    with mpmath.workdps(40):
+        P = mpmath.mpf(p)
+        out = mpmath.mpf(0)
+        for x in range(1, mc + 1):
+            r = x / mc
+            stops = hoeff if x == mc else k * r / (1.0 - r) >= bf
+            if stops:
+                out += mpmath.binomial(mc, x) * P ** x * (1 - P) ** (mc - x)
+        return min(float(out), 1.0)
+
+
+_M64 = (1 << 64) - 1
+
+
+def _mix64(z):
+    """splitmix64's finaliser on Python ints (docs/semantics.md, Randomness)."""
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    return z ^ (z >> 31)
+
+
+def boinf_uniform(i, toks, scores):
+    """The uniform that draws the source's Monte Carlo outcome at query i's check: a hash of i and of its draws'
+    token counts and scores, in draw order (docs/semantics.md, boinf)."""
+    h = _mix64(0x8BB84B93962EACC9 ^ i)
+    for t, sc in zip(toks, scores):
+        h = _mix64(h ^ ((t * 0x9E3779B97F4A7C15 + 1) & _M64))
+        h = _mix64(h ^ int(sc * 4294967296.0))
+    return (h >> 11) * (1.0 / 9007199254740992.0)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -165,6 +266,7 @@ class _Run:
         # predate them)
         self.K, self.share, self.hmax = elim_params[4:7] if len(elim_params) > 4 else (1, 0.8, 0.75)
         self.dirichlet_conf = elim_params[7] if len(elim_params) > 7 else 0.95
+        self.bf, self.bf_mc = elim_params[8:10] if len(elim_params) > 9 else (10.0, 1000)
 
     def used(self):
         return self.samples_used if self.unit == "samples" else self.tokens_used
@@ -227,6 +329,16 @@ class _Run:
             # invalid answers do not vote: s.cnt holds the valid answers only
             return s.lead >= 0 and ac_dirichlet_stops(s.lead_cnt, [c for a, c in s.cnt.items() if a != s.lead],
                                                       self.dirichlet_conf)
+        if elim == "boinf":
+            # invalid answers do not vote; a tie for the lead gives the same P whichever of them leads
+            if s.lead < 0:
+                return False
+            others = [c for a, c in s.cnt.items() if a != s.lead]
+            if self.bf_mc == 0:
+                return boinf_bayes_factor(s.lead_cnt, others) >= self.bf
+            drawn = [self.perm[self.off[i] + k] for k in range(s.N)]
+            u = boinf_uniform(i, [self.tok[j] for j in drawn], [self.score[j] for j in drawn])
+            return u < boinf_stop_prob(s.lead_cnt, others, self.bf, self.bf_mc)
         raise ValueError(elim)
 
     # --- a pull: K responses for query i ------------------------------------------------------------
@@ -800,7 +912,7 @@ def run_reference(off, correct, score, ans, tok, perm, rank, *, policy, unit="sa
                   K=1, elim="threshold", gamma=1.0, lam=None, eps=0.01, max_samples=0, rho=0.5,
                   tau=0.5, m_min=3, conf=0.95, share=0.8, hmax=0.75, warmup=3, percentile=0.05,
                   prior_strength=2.0, judge=32, prior=None, bins=3, refresh=8, side=None, dirichlet_conf=0.95,
-                  horizon=0, lows=None):
+                  horizon=0, lows=None, bf=10.0, bf_mc=1000):
     """Replay one run of `policy` on one pool and one seed (perm, rank), exactly as docs/semantics.md. lows:
     deepconf-online's record lows, per response a (positions, values) pair of lists."""
     if policy not in POLICIES:
@@ -819,7 +931,7 @@ def run_reference(off, correct, score, ans, tok, perm, rank, *, policy, unit="sa
     _check_inputs(off, correct, score, ans, tok, perm, rank)
     run = _Run(off, correct, score, ans, tok, perm, unit,
                (float(gamma), float(tau), int(m_min), conf, int(K), float(share), float(hmax),
-                float(dirichlet_conf)))
+                float(dirichlet_conf), float(bf), int(bf_mc)))
     return run_policy(run, rank, policy=policy, budget_total=budget_total, K=K, elim=elim, gamma=gamma, lam=lam,
                       eps=eps, max_samples=max_samples, rho=rho, warmup=warmup, percentile=percentile,
                       prior_strength=prior_strength, judge=judge, prior=prior, bins=bins, refresh=refresh, side=side,

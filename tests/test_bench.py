@@ -2,16 +2,18 @@
 from typer.testing import CliRunner
 
 from ttc.cli import app
-from ttc.replay.bench import BenchSpec, bench, growth
+from ttc.replay.bench import RULES, BenchSpec, bench, growth
 from ttc.replay.policies import REGISTRY
 
 
 def test_bench_rows_and_speedup_on_a_tiny_grid():
     df, info = bench(BenchSpec(n=20, size=8, budgets=(2, 4), seeds=3, repeats=1, reference_seeds=1))
     # every policy of the registry at 2 budgets but deepconf-online and the depth ones (a synthetic pool has no
-    # record lows and no probes)
-    assert df.height == (len(REGISTRY) - 3) * 2 and not {"deepconf-online", "parallel-probe", "cmc"} & set(df["policy"])
-    assert info["configs"] == (len(REGISTRY) - 3) * 2 and info["full_grid_s"] > 0
+    # record lows and no probes), and the rules of bench.RULES under elimination
+    rows = len(REGISTRY) - 3 + len(RULES)
+    assert df.height == rows * 2 and not {"deepconf-online", "parallel-probe", "cmc"} & set(df["policy"])
+    assert info["configs"] == rows * 2 and info["full_grid_s"] > 0
+    assert "elimination(eliminate=boinf)" in df["policy"].to_list()
     # uniform at budget b hands out exactly b responses to each of the 20 queries, in each of the 3 runs
     u = df.filter((df["policy"] == "uniform") & (df["budget"] == 4)).row(0, named=True)
     assert u["decisions"] == 4 * 20 * 3 and u["runs"] == 3

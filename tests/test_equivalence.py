@@ -70,7 +70,7 @@ def configs(draw, total, tokens_total, policy, unit):
     cfg = RunConfig(
         policy, unit=unit, K=draw(st.integers(1, 3)),
         eliminate=draw(st.sampled_from(["none", "threshold", "sc-share", "sc-beta", "esc", "ac-majority",
-                                        "ac-entropy", "ac-dirichlet"])),
+                                        "ac-entropy", "ac-dirichlet", "boinf"])),
         gamma=draw(st.sampled_from([0.5, 0.75, 1.0])), lam=draw(st.sampled_from([None, 0.5, 2.0])),
         eps=draw(st.sampled_from([0.0, 0.01, 0.3])), max_samples=draw(st.integers(0, 6)),
         rho=draw(st.sampled_from([0.25, 0.5, 0.75])), tau=draw(st.sampled_from([0.3, 0.5, 0.7])),
@@ -78,7 +78,8 @@ def configs(draw, total, tokens_total, policy, unit):
         hmax=draw(st.sampled_from([0.0, 0.5, 0.75, 0.9])), warmup=draw(st.integers(1, 4)),
         percentile=draw(st.sampled_from([0.01, 0.05, 0.3, 0.7])), prior_strength=draw(st.sampled_from([0.5, 2.0, 8.0])),
         judge=draw(st.integers(2, 5)), bins=draw(st.integers(1, 5)), refresh=draw(st.integers(1, 4)),
-        dirichlet_conf=draw(st.sampled_from([0.6, 0.8, 0.95])), horizon=draw(st.integers(0, 1)))
+        dirichlet_conf=draw(st.sampled_from([0.6, 0.8, 0.95])), horizon=draw(st.integers(0, 1)),
+        bf=draw(st.sampled_from([2.0, 5.0, 10.0, 100.0])), bf_mc=draw(st.sampled_from([0, 50])))
     hi = total + 3 if unit == "samples" else tokens_total + 5
     return cfg, draw(st.integers(0, hi))
 
@@ -89,7 +90,7 @@ def config_kwargs(cfg):
                 eps=cfg.eps, max_samples=cfg.max_samples, rho=cfg.rho, tau=cfg.tau, m_min=cfg.m_min, share=cfg.share,
                 hmax=cfg.hmax, warmup=cfg.warmup, percentile=cfg.percentile, prior_strength=cfg.prior_strength,
                 judge=cfg.judge, bins=cfg.bins, refresh=cfg.refresh, dirichlet_conf=cfg.dirichlet_conf,
-                horizon=cfg.horizon)
+                horizon=cfg.horizon, bf=cfg.bf, bf_mc=cfg.bf_mc)
 
 
 def _compare(data, cfg, budget, conf=0.95, prior=None, side=None, lows=None):
