@@ -15,16 +15,22 @@ import json
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 CHILD = r"""
-import json, sys, time
+import importlib, json, sys, time
 import numpy as np
-from ttc.replay import engine
-from ttc.replay.engine import run_grid
-from ttc.replay.policies import POLICIES, RunConfig
-from ttc.replay.synth import make_pool
-from ttc.replay.tables import make_tables
+try:  # the package layout (ttc.replay); a checkout from before it (issue 25) had replay/ at the top
+    importlib.import_module("ttc.replay.engine")
+    P = "ttc.replay"
+except ImportError:
+    P = "replay"
+engine = importlib.import_module(P + ".engine")
+run_grid = engine.run_grid
+POLICIES, RunConfig = (getattr(importlib.import_module(P + ".policies"), n) for n in ("POLICIES", "RunConfig"))
+make_pool = importlib.import_module(P + ".synth").make_pool
+make_tables = importlib.import_module(P + ".tables").make_tables
 n, size = int(sys.argv[1]), int(sys.argv[2])
 if hasattr(engine, "set_threads"):
     engine.set_threads(1)
@@ -59,9 +65,21 @@ print(json.dumps(out))
 """
 
 
+def _path(root: Path) -> str:
+    """What to put on PYTHONPATH so that `ttc` is this checkout (the repository root is the package: a directory
+    holding a link named ttc to it), or, for a checkout from before the package, the root itself."""
+    if not (root / "__init__.py").is_file():
+        return str(root)
+    link = Path(tempfile.gettempdir()) / f"compare-engine-{abs(hash(str(root.resolve())))}"
+    link.mkdir(exist_ok=True)
+    if not (link / "ttc").exists():
+        (link / "ttc").symlink_to(root.resolve())
+    return str(link)
+
+
 def run(root: Path, n: int, size: int, policies: str, budgets: str) -> dict:
     r = subprocess.run([sys.executable, "-c", CHILD, str(n), str(size), policies, budgets], cwd=root,
-                       capture_output=True, text=True, env={**__import__("os").environ, "PYTHONPATH": str(root)})
+                       capture_output=True, text=True, env={**__import__("os").environ, "PYTHONPATH": _path(root)})
     if r.returncode:
         sys.exit(f"{root}: {r.stderr[-2000:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
