@@ -22,3 +22,11 @@ def test_every_code_block_of_the_api_page_runs(tmp_path):
                        cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert r.stderr == "", r.stderr[-3000:]  # no printing unless asked: nothing on stderr without progress=True
+
+
+def test_the_readmes_python_block_runs(tmp_path):
+    code = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    assert code, "README lost its Python example"
+    r = subprocess.run([sys.executable, "-c", "\n".join(code)], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
