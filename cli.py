@@ -237,7 +237,8 @@ from ttc.harvest import registry as harvest_registry  # noqa: E402
 from ttc.harvest.datasets import TASKS  # noqa: E402
 from ttc.harvest.oracles.code_exec import VERDICTS as HUMANEVAL_VERDICTS  # noqa: E402
 from ttc.harvest.oracles.sandbox import MODES as SANDBOX_MODES  # noqa: E402
-from ttc.harvest.prm import ENGINES as PRM_ENGINES, STEP_MODES  # noqa: E402
+from ttc.harvest.prm import ENGINES as PRM_ENGINES  # noqa: E402
+from ttc.harvest.prm import STEP_MODES  # noqa: E402
 from ttc.harvest.prompts import TEMPLATES  # noqa: E402
 from ttc.replay import policies as replay_registry  # noqa: E402
 
@@ -339,7 +340,8 @@ def replay_cmd(
         help=f"Policies, repeat or comma-separate: {', '.join(POLICY_NAMES)}. Default: all the pool supports."),
     budgets: str = typer.Option("4,8,16,32", help="Average budgets per query (samples, or tokens with --unit tokens)."),
     seeds: int = typer.Option(100, help="Number of seeds (permutations) per configuration."),
-    seed_start: int = typer.Option(0, min=0, max=_SEED_MAX, help="First seed; seeds are seed_start .. seed_start + seeds - 1."),
+    seed_start: int = typer.Option(0, min=0, max=_SEED_MAX,
+                                   help="First seed; seeds are seed_start .. seed_start + seeds - 1."),
     score: str = typer.Option("gt", help="Score column (score_<name> or <name>), or gt: 1 if correct else 0."),
     eliminate: Eliminate = typer.Option(Eliminate("threshold"), help="Elimination rule."),
     select: Select = typer.Option(Select("bon"), help="Selection for accuracy."),
@@ -353,10 +355,14 @@ def replay_cmd(
     side: Optional[str] = typer.Option(None, metavar="COLUMN", help="side-eb: a column of the pool's responses "
                                        "holding a side signal in [0, 1] (e.g. a confidence; default: none, 0.5)."),
     invalid_votes: bool = typer.Option(False, "--invalid-votes", help=_INVALID_VOTES_HELP),
-    out: Optional[Path] = typer.Option(None, help="Write one row per (configuration, budget, seed) to this Parquet file."),
-    per_query: Optional[Path] = typer.Option(None, help="Write the per-query allocation of every run to this Parquet file."),
-    curve: Optional[Path] = typer.Option(None, help="Write uniform's exact curves (coverage@k, best-of-k) to this Parquet file."),
-    threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores); results do not depend on it."),
+    out: Optional[Path] = typer.Option(None, help="Write one row per (configuration, budget, seed) to this Parquet "
+                                       "file."),
+    per_query: Optional[Path] = typer.Option(None, help="Write the per-query allocation of every run to this Parquet "
+                                             "file."),
+    curve: Optional[Path] = typer.Option(None, help="Write uniform's exact curves (coverage@k, best-of-k) to this "
+                                         "Parquet file."),
+    threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores); results do not depend on "
+                                          "it."),
     force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
     params: dict = None,
     wide: bool = typer.Option(False, "--wide", help="Print every configuration's row with every column (the full "
@@ -389,7 +395,8 @@ def import_cmd(
     query_id: str = typer.Option("query_id", help="generic: the query id column."),
     correct: Optional[str] = typer.Option(None, help="generic: the ground-truth column (bool or 0/1)."),
     answer: Optional[str] = typer.Option(None, help="generic: the final-answer column (empty = invalid)."),
-    score: Optional[List[str]] = typer.Option(None, metavar="NAME=COLUMN", help="generic: a score column in [0, 1] (repeat)."),
+    score: Optional[List[str]] = typer.Option(None, metavar="NAME=COLUMN",
+                                              help="generic: a score column in [0, 1] (repeat)."),
     n_tokens: Optional[str] = typer.Option(None, help="generic: the token-count column."),
     sample_idx: Optional[str] = typer.Option(None, help="generic: the generation-order column (default: row order)."),
     hash_answers: bool = typer.Option(False, help="generic: store answers as hashes (no third-party text)."),
@@ -406,7 +413,8 @@ def import_cmd(
     workers: Optional[int] = typer.Option(None, help=f"{_formats_taking('workers')}: processes that run tests or "
                                           "grade answers (default: all cores)."),
     timeout: Optional[float] = typer.Option(None, help="humaneval: seconds per program (default 10); "
-                                            "search-and-learn, boinf, autotts: seconds per math-verify grade (default 5)."),
+                                            "search-and-learn, boinf, autotts: seconds per math-verify grade "
+                                            "(default 5)."),
     sandbox: Optional[SandboxMode] = typer.Option(None, help=f"{_formats_taking('sandbox')}: isolation of the "
                                                   "programs, as in ttc score (default auto)."),
     gold: Optional[str] = typer.Option(None, metavar="COLUMN", help="generic: a gold-answer column; correct = the "
@@ -424,9 +432,8 @@ def import_cmd(
     Language Monkeys and LiveCodeBench; `generic` maps any table: one row per response, or one row per query with
     list columns (exploded in list order)."""
     from ttc.harvest.importers import import_pool, written_pools
-    from ttc.replay.pool import load_pool
-
     from ttc.replay.outputs import check_new_pool
+    from ttc.replay.pool import load_pool
 
     fmt = _value(fmt)
     check_new_pool(out, reads=[source])  # before reading the dump (and grading it)
@@ -512,7 +519,8 @@ def tune_cmd(
                                          "them)."),
     budgets: str = typer.Option("4,8,16,32", help="Average budgets per query; each is tuned separately."),
     seeds: int = typer.Option(100, help="Number of seeds (permutations) per configuration, on each part."),
-    seed_start: int = typer.Option(0, min=0, max=_SEED_MAX, help="First seed; seeds are seed_start .. seed_start + seeds - 1."),
+    seed_start: int = typer.Option(0, min=0, max=_SEED_MAX,
+                                   help="First seed; seeds are seed_start .. seed_start + seeds - 1."),
     score: str = typer.Option("gt", help="Score column (score_<name> or <name>), or gt: 1 if correct else 0."),
     eliminate: Optional[Eliminate] = typer.Option(None, help="Elimination rule of --policy (default threshold)."),
     select: Optional[Select] = typer.Option(None, help="Selection for accuracy (--policy; default bon; a method has "
@@ -537,7 +545,8 @@ def tune_cmd(
     split_out: Optional[Path] = typer.Option(None, help="Write the split, one row per query (query_id, part, pool), "
                                              "to this Parquet file."),
     invalid_votes: bool = typer.Option(False, "--invalid-votes", help=_INVALID_VOTES_HELP),
-    threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores); results do not depend on it."),
+    threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores); results do not depend on "
+                                          "it."),
     force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
     params: dict = None,
 ):
@@ -572,7 +581,8 @@ def compare_cmd(
                                                  "pool in data/)."),
     budgets: str = typer.Option("4,8,16,32", help="Average budgets per query (samples); each is tuned separately."),
     seeds: int = typer.Option(100, help="Number of seeds (permutations) per configuration, on each part."),
-    seed_start: int = typer.Option(0, min=0, max=_SEED_MAX, help="First seed; seeds are seed_start .. seed_start + seeds - 1."),
+    seed_start: int = typer.Option(0, min=0, max=_SEED_MAX,
+                                   help="First seed; seeds are seed_start .. seed_start + seeds - 1."),
     holdout: float = typer.Option(0.5, help="Share of each pool's queries held out for reporting; the rest tunes. "
                                   "0: tune and report on every query (flagged)."),
     split_seed: int = typer.Option(0, min=0, max=_SEED_MAX, help="Seed of the split of the queries."),
@@ -583,7 +593,8 @@ def compare_cmd(
     side: Optional[str] = typer.Option(None, metavar="COLUMN", help="side-eb's side signal, a column of every pool's "
                                        "responses (default: each score column is tried, chosen on the tuning part)."),
     out: Optional[Path] = typer.Option(None, help="Directory for compare.parquet, compare.md and split.parquet."),
-    threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores); results do not depend on it."),
+    threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores); results do not depend on "
+                                          "it."),
     force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
 ):
     """Every published policy, tuned on held-out queries, against side-eb tuned alike and the hindsight oracle, per
@@ -620,7 +631,8 @@ def leaderboard_cmd(
     out: Optional[Path] = typer.Option(None, help="Directory for leaderboard.parquet, aggregate.parquet, "
                                        "leaderboard.md and figures/."),
     figures: bool = typer.Option(True, "--figures/--no-figures", help="Write the heatmaps and curves (PDF, PNG)."),
-    threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores); results do not depend on it."),
+    threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores); results do not depend on "
+                                          "it."),
     force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
 ):
     """Every policy and rule combination each pool supports, tuned on a seeded half of its queries and reported on
@@ -667,7 +679,8 @@ def report_cmd(
     out: Path = typer.Option(..., "--out", help="Directory for report.md, the figures and tables/*.csv."),
     budgets: str = typer.Option("4,8,16,32", help="Average budgets per query (samples)."),
     seeds: int = typer.Option(100, help="Number of seeds (permutations) per configuration."),
-    seed_start: int = typer.Option(0, min=0, max=_SEED_MAX, help="First seed; seeds are seed_start .. seed_start + seeds - 1."),
+    seed_start: int = typer.Option(0, min=0, max=_SEED_MAX,
+                                   help="First seed; seeds are seed_start .. seed_start + seeds - 1."),
     score: str = typer.Option("gt", help="Score column (score_<name> or <name>), or gt: 1 if correct else 0."),
     select: Select = typer.Option(Select("bon"), help="Selection for accuracy."),
     cisc_temp: float = typer.Option(0.2, help=_CISC_TEMP_HELP),
@@ -678,7 +691,8 @@ def report_cmd(
     fmt: str = typer.Option("png", "--format", help="The figures' formats, comma-separated: png (200 dpi), pdf, "
                             "svg (vector, for a paper); report.md shows png when written, else the first."),
     invalid_votes: bool = typer.Option(False, "--invalid-votes", help=_INVALID_VOTES_HELP),
-    threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores); results do not depend on it."),
+    threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores); results do not depend on "
+                                          "it."),
     force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
 ):
     """The study in one command: curves, policy x budget tables, parameter sweeps, hard subsets and allocation."""
@@ -935,7 +949,8 @@ def harvest_cmd(
                                         "when the tokenizer has one; openai: --chat sends chat requests)."),
     temperature: float = typer.Option(0.6, help="Sampling temperature."),
     top_p: float = typer.Option(1.0, help="Nucleus sampling threshold."),
-    seed: int = typer.Option(0, min=0, max=_SEED_MAX, help="Run seed; each query's seed is derived from it and the query id."),
+    seed: int = typer.Option(0, min=0, max=_SEED_MAX,
+                             help="Run seed; each query's seed is derived from it and the query id."),
     shard: Optional[str] = typer.Option(None, metavar="I/N", help="Only shard I of N (0-based; by hash of query id)."),
     limit: Optional[int] = typer.Option(None, help="Only the first K queries of the data set."),
     shard_size: int = typer.Option(32, help="Queries per part file (a crash loses at most one part)."),
@@ -1040,7 +1055,7 @@ def harvest_cmd(
             typer.echo(f"when every shard is done: ttc merge {out.parent}/<shard dirs> --out POOL")
     except KeyboardInterrupt:
         typer.echo(f"interrupted; finished parts are kept in {out}: rerun the same command to resume", err=True)
-        raise typer.Exit(130)
+        raise typer.Exit(130) from None
 
 
 def _backend_kwargs(backend: str, model: str, revision, chat, backend_options: dict, confidence) -> dict:
@@ -1093,7 +1108,8 @@ def _harvest_ray(engine, plan, backend, model, revision, chat, backend_options, 
 @_with_engine_options
 def score_cmd(
     ctx: typer.Context,
-    pool: Path = typer.Argument(..., metavar="POOL", help="Pool directory with a text column (written by ttc harvest)."),
+    pool: Path = typer.Argument(..., metavar="POOL",
+                                help="Pool directory with a text column (written by ttc harvest)."),
     oracle: List[str] = typer.Option(..., metavar="NAME[,NAME...]", callback=_names("oracle", ORACLES),
                                      help=f"Oracles (repeat or comma-separate; re-scoring replaces an oracle's "
                                      f"columns): {_described(harvest_registry.ORACLES)}."),
@@ -1114,7 +1130,7 @@ def score_cmd(
                 _harvest_print_scores(score_pool(pool, oracle, opts, engine=engine), pool)
     except KeyboardInterrupt:
         typer.echo(f"interrupted; rerun the same command to finish scoring {pool}", err=True)
-        raise typer.Exit(130)
+        raise typer.Exit(130) from None
 
 
 @app.command("merge")
@@ -1166,7 +1182,8 @@ def run_cmd(
                                  "the run spends round(budget x queries) in all, shared across the queries."),
     max_tokens: int = typer.Option(..., help="Most tokens per response (a response cut here has no answer)."),
     dataset: Optional[str] = typer.Option(None, help="The queries: math500, aime24, aime25 (HuggingFace hub), "
-                                          "hf:OWNER/NAME, or a JSONL / JSON / Parquet file, as ttc harvest reads them."),
+                                          "hf:OWNER/NAME, or a JSONL / JSON / Parquet file, as ttc harvest reads "
+                                          "them."),
     batch: Optional[Path] = typer.Option(None, help="The queries as an OpenAI Batch API input file (JSONL of "
                                          "chat-completion requests: custom_id, method, url, body.messages, as vllm "
                                          "run-batch reads): custom_id is the query id, a top-level \"gold\" its gold "
@@ -1225,8 +1242,8 @@ def run_cmd(
                                         "when the tokenizer has one; openai: --chat sends chat requests)."),
     temperature: float = typer.Option(0.6, help="Sampling temperature."),
     top_p: float = typer.Option(1.0, help="Nucleus sampling threshold."),
-    seed: int = typer.Option(0, min=0, max=_SEED_MAX, help="Run seed: each response's seed (as ttc harvest derives it) and the query "
-                             "order (as ttc replay --seed-start derives it)."),
+    seed: int = typer.Option(0, min=0, max=_SEED_MAX, help="Run seed: each response's seed (as ttc harvest derives "
+                             "it) and the query order (as ttc replay --seed-start derives it)."),
     limit: Optional[int] = typer.Option(None, help="Only the first K queries of the data set."),
     revision: Optional[str] = typer.Option(None, help="Model revision (commit, branch or tag)."),
     scoring: dict = None,
@@ -1242,8 +1259,16 @@ def run_cmd(
     to the queries that need it. Writes one result per query (OpenAI Batch output JSONL and Parquet), run.json
     (outcome and cost) and the pool of every response (ttc replay reads it). A killed run resumes when rerun."""
     from ttc.harvest.live import LazyBackend
-    from ttc.harvest.run import (RunRequest, backend_kwargs, effective_chat, execute, execute_stream, load_tokenizer,
-                             plan_run, report_lines)
+    from ttc.harvest.run import (
+        RunRequest,
+        backend_kwargs,
+        effective_chat,
+        execute,
+        execute_stream,
+        load_tokenizer,
+        plan_run,
+        report_lines,
+    )
     from ttc.harvest.types import Sampling
 
     def given(name: str) -> bool:
@@ -1291,7 +1316,7 @@ def run_cmd(
     from ttc.harvest.backends import make_backend
 
     if harvest_registry.BACKENDS[backend].chat == "server":  # ServerUsage: the server's prompt-token counts, and
-        from ttc.harvest.run import ServerUsage, check_access    # a batch request's system message sent as given
+        from ttc.harvest.run import ServerUsage, check_access  # a batch request's system message sent as given
 
         usage = ServerUsage()
         prompt_len = usage.prompt_len
@@ -1313,7 +1338,7 @@ def run_cmd(
     except KeyboardInterrupt:
         typer.echo(f"interrupted; what was generated is kept in {out}/pool: rerun the same command to resume",
                    err=True)
-        raise typer.Exit(130)
+        raise typer.Exit(130) from None
     finally:
         _harvest_release(gen)
     for line in report_lines(outcome):

@@ -77,6 +77,7 @@ def main():
     sys.path.insert(0, str(a.source))
     from data_loader import Question  # the source's
     from method import Parallel_Probe
+
     from ttc.replay.kernel import (
         DEPTH_WHOLE,
         PROBE_COST_AUTOTTS,
@@ -217,6 +218,7 @@ def whole_baselines(a):
     sys.path.insert(0, str(a.source))
     from data_loader import Question  # the source's
     from method import ASCMethod, ESCMethod
+
     from ttc.replay.engine import run_once
     from ttc.replay.policies import RunConfig
 

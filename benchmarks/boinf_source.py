@@ -96,6 +96,7 @@ def engine_own(questions, seeds: int):
     """Per B: per-seed (accuracy, mean draws) of `ttc replay`'s grid on the file as a pool (written with write_pool,
     as `ttc import boinf` would: sample_idx in source order, correct = the answer equals the gold string)."""
     import polars as pl
+
     from ttc.replay.engine import replay
     from ttc.replay.policies import RunConfig
     from ttc.replay.pool import load_pool, samples_frame, write_pool

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import polars as pl
+
 from ttc.replay.engine import replay
 from ttc.replay.policies import RunConfig
 from ttc.replay.pool import load_pool

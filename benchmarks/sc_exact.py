@@ -12,6 +12,7 @@ import argparse
 from pathlib import Path
 
 import numpy as np
+
 from ttc.replay.engine import replay
 from ttc.replay.exact import sc_at_k
 from ttc.replay.policies import RunConfig

@@ -387,7 +387,8 @@ def _math_answer(ma, text) -> tuple[str | None, str | None]:
 
 
 def _query_ids(values: list, fallback_width: int, key: str) -> tuple[list[str], str]:
-    """The dataset's own ids when every record has one and they are unique; row numbers otherwise (said in pool.json)."""
+    """The dataset's own ids when every record has one and they are unique; row numbers otherwise (said in
+    pool.json)."""
     ids = [None if v is None else str(v) for v in values]
     if ids and all(v not in (None, "") for v in ids) and len(set(ids)) == len(ids):
         return ids, f"query_id = upstream '{key}'"
@@ -459,7 +460,8 @@ def import_search_and_learn(src: Path, out: Path, limit: int | None = None, per_
             raise SourceError(f"{where}: 'completions' must be a non-empty list of texts")
         if not isinstance(scores, list) or len(scores) != len(texts):
             raise SourceError(f"{where}: 'scores' must hold one list of step scores per completion "
-                              f"({len(texts)} completions, {len(scores) if isinstance(scores, list) else 'no'} score lists)")
+                              f"({len(texts)} completions, "
+                              f"{len(scores) if isinstance(scores, list) else 'no'} score lists)")
         if gold is None or not str(gold).strip():
             raise SourceError(f"{where}: the gold 'answer' is empty")
         toks = _token_counts(r.get("completion_tokens"), texts, where)
@@ -500,7 +502,8 @@ def import_search_and_learn(src: Path, out: Path, limit: int | None = None, per_
                         f"{len(records)} rows (beam search writes a total or placeholders): the pool has no n_tokens")
     if n_clipped:
         warnings.append(f"{n_clipped} of {n_steps} step scores were outside [0, 1] (raw range {raw_lo:.4g} to "
-                        f"{raw_hi:.4g}) and were clipped; if the scores are logits, map them yourself and use `generic`")
+                        f"{raw_hi:.4g}) and were clipped; if the scores are logits, map them yourself and use "
+                        "`generic`")
     meta = {
         "name": out.name,
         "format": "search-and-learn",
@@ -510,7 +513,8 @@ def import_search_and_learn(src: Path, out: Path, limit: int | None = None, per_
         "derivation": f"{id_rule}; answer = normalize_answer(extract_answer(completion)) from "
                       "harvest/oracles/math_answer.py, hashed (null when no final answer is stated); correct = "
                       f"math-verify {ma.MATH_VERIFY_VERSION} (gold first) of the extracted answer against the gold "
-                      f"'answer', per-grade timeout {timeout} s (a completion without an answer or a timed-out grade is "
+                      f"'answer', per-grade timeout {timeout} s (a completion without an answer or a timed-out "
+                      "grade is "
                       "incorrect); score_prm_min / _last / _prod = min, last and product of the completion's per-step "
                       "PRM scores, each step clipped to [0, 1] first (one number per completion counts as one step; no "
                       "steps gives 0); n_tokens = completion_tokens when it is one count per completion",
@@ -748,7 +752,8 @@ def _humaneval_files(src: Path) -> tuple[Path, Path]:
     if src.is_file():
         completions = [src]
     if len(problems) != 1:
-        raise SourceError(f"{folder} needs exactly one HumanEval problem file (JSONL with task_id, prompt, entry_point, "
+        raise SourceError(f"{folder} needs exactly one HumanEval problem file (JSONL with task_id, prompt, "
+                          "entry_point, "
                           f"test); found {len(problems)}")
     if len(completions) != 1:
         names = ", ".join(f.name for f in completions) or "none"

@@ -83,7 +83,8 @@ ORACLES = {o.name: o for o in (
            options=("prm_model", "prm_engine", "prm_batch_size", "prm_step_mode", "prm_dtype", "prm_device",
                     "prm_max_length"),
            extra="harvest"),
-    Oracle("judge", "ttc.harvest.scoring:JudgeOracle", "an LLM judge's verdict on the final answer against the gold one",
+    Oracle("judge", "ttc.harvest.scoring:JudgeOracle",
+           "an LLM judge's verdict on the final answer against the gold one",
            "a judge model asked whether the response's final answer matches the gold one; the share of yes verdicts "
            "over `--judge-samples`",
            ("score_judge",), needs=frozenset({"gold", "model"}), gives=frozenset({"scores"}),
@@ -281,7 +282,8 @@ def flag(keyword: str) -> str:
 
 _SUBSET = ("limit", "per_query")
 IMPORTERS = {i.name: i for i in (
-    Importer("lastletters-esc", "ttc.harvest.importers:import_lastletters", "ESC's GPT-3.5 last-letter dump (T0.7.jsonl)",
+    Importer("lastletters-esc", "ttc.harvest.importers:import_lastletters",
+             "ESC's GPT-3.5 last-letter dump (T0.7.jsonl)",
              "ESC's `T0.7.jsonl`", "answer after \"The answer is\"; correct = exact match"),
     Importer("math500-ivt", "ttc.harvest.importers:import_math500_llama",
              "MATH-500 x 48 Llama-3.1-8B correctness + logprob (pool.jsonl)",
@@ -293,7 +295,8 @@ IMPORTERS = {i.name: i for i in (
     Importer("humaneval", "ttc.harvest.importers:import_humaneval",
              "HumanEval completions run against the tests (a directory, e.g. CodeT's dump)",
              "a directory with a HumanEval problem file and one completions file (prompt, samples), e.g. CodeT's dump",
-             "each completion truncated at the first `\\nclass`, `\\ndef`, `\\n#`, `\\nif`, `\\nprint`, run as prompt + "
+             "each completion truncated at the first `\\nclass`, `\\ndef`, `\\n#`, `\\nif`, `\\nprint`, run as "
+             "prompt + "
              "completion in a sandboxed process and the prompt + test + `check(entry_point)` in another that calls "
              "it across (`--verdict isolated`; `--verdict source`: HumanEval's own, all in one process) "
              "(`--timeout`, default 10 s); answer = "
@@ -336,7 +339,8 @@ IMPORTERS = {i.name: i for i in (
              "= the trace's total; probes as list columns `probe_answer` (\"ERR\" = null), `probe_tokens` "
              "(500, 1000, ...), `probe_correct` (graded alike)", ("compare", "workers", "timeout"), directory=True,
              extra="grade"),
-    Importer("generic", "ttc.harvest.importers:import_generic", "a CSV / JSONL / Parquet table mapped with the column flags",
+    Importer("generic", "ttc.harvest.importers:import_generic",
+             "a CSV / JSONL / Parquet table mapped with the column flags",
              "any CSV / JSONL / Parquet", "columns mapped by flags (below), after an optional `--sql` query (derived "
              "columns, de-duplication, nulls filled); `--gold COLUMN` grades `--answer` against it (`--compare` "
              "exact, integer or math) when the dump has no correctness",
@@ -442,7 +446,8 @@ def rewrite_tables(text: str, tables) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:  # pragma: no cover - exercised through tests/test_registry.py
-    """`python -m ttc.harvest.registry`: print the tables; with --write, rewrite them in README.md and docs/harvest.md."""
+    """`python -m ttc.harvest.registry`: print the tables; with --write, rewrite them in README.md and
+    docs/harvest.md."""
     import sys
     from pathlib import Path
 

@@ -1695,8 +1695,11 @@ def execute_stream(plan: RunPlan, backend: Any, tokenizer: Any = None, *, lines=
             seen.add(q.query_id)
             one = [q]
 
-            def on_call(records, failures, one=one):
-                writer.on_call(records, failures, one, lambda i: source.ready(i), lambda i, k: source.columns(i, k))
+            made: list = []  # this query's source, built below with on_call as an argument; on_call reads it
+
+            def on_call(records, failures, one=one, made=made):
+                src = made[0]
+                writer.on_call(records, failures, one, lambda i: src.ready(i), lambda i, k: src.columns(i, k))
 
             source = BackendSource(backend, one, lambda _q, text=prompt_text: text, req.sampling,
                                    lookahead=req.lookahead,
@@ -1704,6 +1707,7 @@ def execute_stream(plan: RunPlan, backend: Any, tokenizer: Any = None, *, lines=
                                    retries=req.retries, retry_delay_s=req.retry_delay_s,
                                    grade_timeout_s=req.grade_timeout_s, prompt_len=prompt_len, on_call=on_call,
                                    scorer=scorer, **_signal_options(plan))
+            made.append(source)
             if q.query_id in cache:
                 source.preload(0, cache[q.query_id])
             if q.query_id in meta["failures"]:

@@ -10,13 +10,13 @@ import polars as pl
 
 from .engine import run_grid
 from .policies import REGISTRY, RunConfig
-
-# every policy a synthetic pool (replay/synth.py: no token confidences) can run: all but deepconf-online
-POLICIES = tuple(p for p, e in REGISTRY.items() if not {"lows", "probes"} & e.needs)
 from .reference import run_reference
 from .rng import permutation, query_order
 from .synth import make_pool
 from .tables import make_tables
+
+# every policy a synthetic pool (replay/synth.py: no token confidences) can run: all but deepconf-online
+POLICIES = tuple(p for p, e in REGISTRY.items() if not {"lows", "probes"} & e.needs)
 
 # the elimination rules timed on rows of their own, under elimination (a policy's row runs its default rule,
 # threshold): the per-query stops of issue 29, whose checks cost more than a count comparison
@@ -93,7 +93,8 @@ def bench(spec: BenchSpec, progress=None) -> tuple[pl.DataFrame, dict]:
     for c in configs:
         for b in spec.budgets:
             bt = np.full((1, spec.seeds), int(b * spec.n), np.int64)
-            wall, (_, out_i, _, _) = _median_time(lambda: run_grid(pool, [c], bt, seeds, tables), spec.repeats)
+            wall, (_, out_i, _, _) = _median_time(lambda c=c, bt=bt: run_grid(pool, [c], bt, seeds, tables),
+                                                  spec.repeats)
             decisions = int(out_i[0, :, 0].sum())
             rows.append({"pool": f"{spec.n}x{spec.size}", "policy": c.label(), "budget": b, "runs": spec.seeds,
                          "wall_s": wall, "decisions": decisions, "decisions_per_s": decisions / wall,
@@ -138,8 +139,8 @@ def growth(ns=GROWTH_NS, size=64, budget=8, decisions=GROWTH_DECISIONS, repeats=
         for p in policies:
             bt = np.full((1, len(seeds)), budget * n, np.int64)
             run_grid(pool, [RunConfig(p)], bt[:, :1], seeds[:1], tables)
-            wall, (_, out_i, _, _) = _median_time(lambda: run_grid(pool, [RunConfig(p)], bt, seeds, tables),
-                                                  repeats)
+            wall, (_, out_i, _, _) = _median_time(
+                lambda pool=pool, p=p, bt=bt, seeds=seeds: run_grid(pool, [RunConfig(p)], bt, seeds, tables), repeats)
             d = int(out_i[0, :, 0].sum())
             rows.append({"queries": n, "policy": p, "budget": budget, "runs": len(seeds), "wall_s": wall,
                          "decisions": d, "decisions_per_s": d / wall})

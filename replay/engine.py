@@ -8,20 +8,56 @@ from __future__ import annotations
 
 import dataclasses
 import math
-
 from concurrent.futures import ThreadPoolExecutor, wait
 
 import numba
 import numpy as np
 import polars as pl
 
-from .kernel import (CAPPED, CONFIG, COVERED, DEEPCONF_ONLINE, ELIM, EXH, EXHAUSTED, F_ANSWERED, F_CAPPED, F_COVERED, F_EXHAUSTED,
-                     F_SEL, N, READING_RULES, SAMPLES, TOKENS, PoolArrays, SCHED_SLOTS, Sched, Scratch, _grid, answer_offsets, cisc_weights,
-                     confidence_votes, new_state, run_one, selections)
 from . import kernel
-from .kernel import _cmc_grid, _depth_grid, depth_view
-from .policies import (CISC_TEMP, DEEPCONF_ETA, DEPTH_POLICIES, DEPTH_RULES, PROBE_COSTS, REGISTRY, SELECTION_RULES,
-                       RunConfig, check_selection_params)
+from .kernel import (
+    CAPPED,
+    CONFIG,
+    COVERED,
+    DEEPCONF_ONLINE,
+    ELIM,
+    EXH,
+    EXHAUSTED,
+    F_ANSWERED,
+    F_CAPPED,
+    F_COVERED,
+    F_EXHAUSTED,
+    F_SEL,
+    READING_RULES,
+    SAMPLES,
+    SCHED_SLOTS,
+    TOKENS,
+    N,
+    PoolArrays,
+    Sched,
+    Scratch,
+    _cmc_grid,
+    _depth_grid,
+    _grid,
+    answer_offsets,
+    cisc_weights,
+    confidence_votes,
+    depth_view,
+    new_state,
+    run_one,
+    selections,
+)
+from .policies import (
+    CISC_TEMP,
+    DEEPCONF_ETA,
+    DEPTH_POLICIES,
+    DEPTH_RULES,
+    PROBE_COSTS,
+    REGISTRY,
+    SELECTION_RULES,
+    RunConfig,
+    check_selection_params,
+)
 from .pool import Pool, PoolError
 from .tables import make_tables
 

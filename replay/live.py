@@ -39,8 +39,25 @@ from typing import Callable, Hashable, Protocol, Sequence
 import numpy as np
 
 from .engine import outcome, pool_arrays, scratch
-from .kernel import BEST_J, CAPPED, ELIM, EXH, FIRST_J, LEAD, N, NEED, S_ND, S_RESUME, S_RR_K, S_STAGE, S_WANT, \
-    SAMPLES, TOKENS, WLEAD, run_one
+from .kernel import (
+    BEST_J,
+    CAPPED,
+    ELIM,
+    EXH,
+    FIRST_J,
+    LEAD,
+    NEED,
+    S_ND,
+    S_RESUME,
+    S_RR_K,
+    S_STAGE,
+    S_WANT,
+    SAMPLES,
+    TOKENS,
+    WLEAD,
+    N,
+    run_one,
+)
 from .policies import REGISTRY, RunConfig
 from .tables import make_tables
 

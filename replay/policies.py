@@ -27,10 +27,10 @@ class Policy:
     """One allocation policy. params: the RunConfig fields that change what it does, in label order (the others
     are ignored and dropped from its label; gamma is also read through a threshold rule, and listed here only
     where the policy reads it whatever the rule); needs: what a pool must have ("answers", "gt", "lows": the record
-    lows of each response's group confidence, which replay/pool.py loads only for a policy that needs them); lam: its default exploration
-    bonus; live: whether it can run without hindsight; published: from the literature (False: this project's own,
-    which `ttc compare` measures against the best published policy, tuned alike); grid: the report's parameter
-    sweeps it takes part in;
+    lows of each response's group confidence, which replay/pool.py loads only for a policy that needs them); lam: its
+    default exploration bonus; live: whether it can run without hindsight; published: from the literature (False:
+    this project's own, which `ttc compare` measures against the best published policy, tuned alike); grid: the
+    report's parameter sweeps it takes part in;
     style: (colour, marker, line style) in every figure; inputs: the signals beyond the pool's scores it reads,
     "prior" (a per-query predicted success probability: --prior COLUMN) or "side" (a per-response side signal: --side
     COLUMN), so that `ttc run` can refuse such an option for a policy that would ignore it."""
@@ -58,7 +58,8 @@ REGISTRY = {p.name: p for p in (
            style=("#4d4d4d", "o", "-")),
     Policy("elimination", "ELIMINATION", "round-robin over the queries not yet answered", _ADAPTIVE,
            grid=frozenset({"K", "gamma", "tokens", "cap"}), style=("#1f77b4", "s", "-")),
-    Policy("ucb", "UCB", "highest mean score + lambda / sqrt(n) first", ("K", "eliminate", "lam", "max_samples"), lam=1.0,
+    Policy("ucb", "UCB", "highest mean score + lambda / sqrt(n) first", ("K", "eliminate", "lam", "max_samples"),
+           lam=1.0,
            grid=frozenset({"K", "lambda", "gamma", "tokens"}), style=("#ff7f0e", "^", "--")),
     Policy("gap", "GAP", "smallest sqrt(n) (abs(gamma - mean) + eps) first (APT form)",
            ("K", "eliminate", "eps", "max_samples", "gamma"),
@@ -90,7 +91,8 @@ REGISTRY = {p.name: p for p in (
            ("K", "eliminate", "max_samples", "prior_strength", "bins", "refresh", "horizon"), published=False,
            style=("#ffbb78", "X", "--"),
            inputs=("side",)),
-    Policy("deepconf-online", "DEEPCONF_ONLINE", "DeepConf online: a warm-up of whole traces per query sets its threshold "
+    Policy("deepconf-online", "DEEPCONF_ONLINE",
+           "DeepConf online: a warm-up of whole traces per query sets its threshold "
            "(the percentile of their lowest group confidences keeping the top share percentile); then one trace at a "
            "time, round-robin, until its confidence-weighted vote reaches tau; a trace whose group confidence falls "
            "below the threshold stops there, pays its tokens so far and does not vote",
@@ -102,7 +104,8 @@ REGISTRY = {p.name: p for p in (
            "after `probe_warmup` steps a trace off the majority `patience` steps in a row is pruned; its answer is "
            "that majority", ("chains", "stable", "patience", "probe_warmup"), needs=frozenset({"probes", "answers"}),
            live=False, style=("#393b79", "H", "-")),
-    Policy("cmc", "CMC", "AutoTTS's discovered controller (Confidence Momentum Controller): traces probed in rounds, the "
+    Policy("cmc", "CMC",
+           "AutoTTS's discovered controller (Confidence Momentum Controller): traces probed in rounds, the "
            "most-probed first and those agreeing with the finished traces' majority deeper; it stops when an EMA of "
            "that majority's Beta confidence is high and not falling, widens when it stalls, abandons persistently "
            "deviant traces; every knob from one scalar cmc_beta in [0, 1]", ("cmc_beta",),

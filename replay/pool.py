@@ -22,7 +22,8 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import polars as pl
 
-from .data import DEFAULT_POOL  # noqa: E402  (the embedded default pool, wherever ttc is installed)
+# re-exported (`from ttc.replay.pool import DEFAULT_POOL`): the embedded default pool, wherever ttc is installed
+from .data import DEFAULT_POOL as DEFAULT_POOL  # noqa: E402
 from .errors import InputError, note
 from .outputs import atomic_dir, atomic_file, tmp_name, write_errors  # noqa: F401
 

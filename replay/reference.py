@@ -130,7 +130,8 @@ def boinf_lead_prob(lead_cnt, others, alpha=BOINF_ALPHA):
                     inner += Fraction(lam ** i, math.factorial(i)) * rise / Fraction(1 + lam) ** i
                     rise *= s + i
                 r += coef * Fraction(math.factorial(N), math.factorial(a - 1) * lam ** (N + 1)) * inner
-            term = mpmath.mpf(r.numerator) / r.denominator * mpmath.power(1 + lam, -mpmath.mpf(s.numerator) / s.denominator)
+            term = (mpmath.mpf(r.numerator) / r.denominator
+                    * mpmath.power(1 + lam, -mpmath.mpf(s.numerator) / s.denominator))
             total += -term if k % 2 else term
         return float(total)
 

@@ -1,10 +1,9 @@
 """`ttc replay` behind the command line: build the configuration grid, run it, print and write the results."""
 from __future__ import annotations
 
-import os
-
 import itertools
 import math
+import os
 from dataclasses import field, fields, make_dataclass
 from pathlib import Path
 from typing import Optional
@@ -14,17 +13,33 @@ import polars as pl
 from rich.console import Console
 from rich.table import Table
 
-from .engine import (COMPILE_NOTE, SELECT, check_budgets, check_configs, compile_expected, get_threads, replay,
-                     set_threads)
-from .exact import best_of_k, coverage_at_k
+from .engine import (
+    COMPILE_NOTE,
+    SELECT,
+    check_budgets,
+    check_configs,
+    compile_expected,
+    get_threads,
+    replay,
+    set_threads,
+)
 from .errors import InputError
-from .policies import (CISC_TEMP, DEEPCONF_ETA, DEPTH_POLICIES, POLICIES, SWEPT, RunConfig, check_selection_params,
-                       config_fields, supported)
+from .exact import best_of_k, coverage_at_k
 from .outputs import check_output, parquet_writer, write_set
+from .policies import (
+    CISC_TEMP,
+    DEEPCONF_ETA,
+    DEPTH_POLICIES,
+    POLICIES,
+    SWEPT,
+    RunConfig,
+    check_selection_params,
+    config_fields,
+    supported,
+)
 from .pool import DEFAULT_POOL, Pool, PoolError, load_pool
 from .progress import progress
 from .summary import fmt_gain, fmt_mean_se, summarize
-
 
 ReplayRequest = make_dataclass("ReplayRequest", [
     ("pool", Optional[Path], None),
@@ -365,7 +380,8 @@ def render_table(summary: pl.DataFrame) -> Table:
 
 def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, growth, threads=None,
               console: Console | None = None):
-    from .bench import BenchSpec, bench, estimate_s, growth as growth_table, growth_ratios
+    from .bench import BenchSpec, bench, estimate_s, growth_ratios
+    from .bench import growth as growth_table
     from .progress import _duration
 
     console = console or _console()

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_equivalence import _compare, pools
 from test_live import OneAtATime, Relabelled, _assert_same
+
 from ttc.replay.engine import run_once
 from ttc.replay.kernel import BOINF_ALPHA, boinf_bayes_factor, boinf_lead_prob, boinf_stop_prob
 from ttc.replay.live import run_live

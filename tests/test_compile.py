@@ -24,7 +24,8 @@ off = np.array([0, 3, 5]); correct = np.array([1, 0, 0, 1, 1], np.int8)
 pools.append(Pool.from_arrays(off, correct=correct, score=np.linspace(0, 1, 5), ans=np.array([0, 1, 0, -1, 0]),
                               tok=np.arange(5)))
 for k, pool in enumerate(pools):
-    configs = [RunConfig(p) for p in POLICIES if (p != "entropy" or pool.has_answers) and p not in ("deepconf-online", "parallel-probe", "cmc")]
+    configs = [RunConfig(p) for p in POLICIES
+               if (p != "entropy" or pool.has_answers) and p not in ("deepconf-online", "parallel-probe", "cmc")]
     replay(pool, configs, [2, 3 + k], range(k + 1), per_query=k % 2 == 1)
     replay(pool, [RunConfig("elimination", eliminate="sc-beta" if pool.has_answers else "none")], [4], range(2))
 run_once(off, correct, np.zeros(5), np.zeros(5, np.int64), np.ones(5, np.int64), np.arange(5), [1, 0],

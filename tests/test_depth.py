@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).parent))
 from depth_pools import probed_arrays, probed_pool, traces_of  # noqa: E402
+
 from ttc.replay import reference_depth as ref  # noqa: E402
 from ttc.replay.engine import replay  # noqa: E402
 from ttc.replay.kernel import (  # noqa: E402
@@ -177,6 +178,7 @@ def test_a_pool_without_probes_refuses_a_depth_policy():
 def test_a_probed_pool_replays_from_disk(tmp_path):
     # the pools issue's loader (load_pool(probes=True)) feeds the depth engine: a pool written with probe columns
     import polars as pl
+
     from ttc.replay.pool import load_pool, samples_frame, write_pool
 
     df = samples_frame({"query_id": ["q", "q"], "sample_idx": [0, 1], "correct": [True, False],
@@ -233,6 +235,7 @@ def test_sc_at_k_is_the_enumerated_expectation():
 
 def _disk_pool(tmp_path, probes=True):
     import polars as pl
+
     from ttc.replay.pool import samples_frame, write_pool
 
     rng = np.random.default_rng(11)
@@ -255,8 +258,9 @@ def _disk_pool(tmp_path, probes=True):
 
 def test_cli_replays_a_depth_policy_and_a_pool_without_probes_refuses_in_one_line(tmp_path):
     import polars as pl
-    from ttc.cli import app
     from typer.testing import CliRunner
+
+    from ttc.cli import app
 
     runner = CliRunner()
     pool = _disk_pool(tmp_path)

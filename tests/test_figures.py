@@ -88,8 +88,9 @@ def test_styles_keep_a_policys_colour_and_vary_its_further_configurations():
 
 
 def test_report_format_option_is_checked(tmp_path):
-    from ttc.cli import app
     from typer.testing import CliRunner
+
+    from ttc.cli import app
 
     r = CliRunner().invoke(app, ["report", "lastletters-gpt35-40", "--out", str(tmp_path / "r"), "--format",
                                  "png,bmp"])

@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from typer.testing import CliRunner
+
 from ttc.cli import app
 from ttc.replay.pool import PoolError, load_pool, samples_frame, write_pool
-from typer.testing import CliRunner
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "pools"
 AUTOTTS = SHARED / "autotts-128"

@@ -4,11 +4,12 @@ import numpy as np
 import polars as pl
 import pytest
 
-from ttc.replay.engine import get_threads, set_threads, replay, run_once
+from ttc.replay.engine import get_threads, replay, run_once, set_threads
 from ttc.replay.exact import best_of_k, coverage_at_k
 from ttc.replay.policies import REGISTRY, RunConfig
 
-# every policy these pools can run (deepconf-online needs record lows: tests/test_equivalence.py, test_deepconf_online.py)
+# every policy these pools can run (deepconf-online needs record lows: tests/test_equivalence.py,
+# test_deepconf_online.py)
 POLICIES = [p for p, e in REGISTRY.items() if not {"lows", "probes"} & e.needs]
 from ttc.replay.rng import permutation, query_order
 from ttc.replay.summary import uniform_exact

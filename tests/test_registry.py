@@ -7,8 +7,16 @@ from ttc.replay import kernel
 from ttc.replay.engine import SELECT
 from ttc.replay.figures import STYLE
 from ttc.replay.live import LIVE_POLICIES
-from ttc.replay.policies import (DEPTH_RULES, ELIMINATION_RULES, POLICIES, REGISTRY, SELECTION_RULES, RunConfig,
-                                 markdown_choices, supported)
+from ttc.replay.policies import (
+    DEPTH_RULES,
+    ELIMINATION_RULES,
+    POLICIES,
+    REGISTRY,
+    SELECTION_RULES,
+    RunConfig,
+    markdown_choices,
+    supported,
+)
 from ttc.replay.pool import Pool
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()

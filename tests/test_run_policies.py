@@ -21,6 +21,11 @@ from hypothesis import strategies as st
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from test_equivalence import config_kwargs, configs, pools  # noqa: E402
+from test_run import SEED, SynthPool, assert_equal, request  # noqa: E402
+from test_run import run as run_pool  # noqa: E402
+from test_run_confidence import SPEC, SignalBackend  # noqa: E402
+
 from ttc.harvest.run import RunError, RunRequest, execute, plan_run  # noqa: E402
 from ttc.replay.engine import replay, run_once  # noqa: E402
 from ttc.replay.errors import InputError  # noqa: E402
@@ -28,11 +33,6 @@ from ttc.replay.live import PoolSource, run_live  # noqa: E402
 from ttc.replay.policies import REGISTRY, RunConfig  # noqa: E402
 from ttc.replay.pool import load_pool  # noqa: E402
 from ttc.replay.rng import query_keys, query_order  # noqa: E402
-
-from test_equivalence import config_kwargs, configs, pools  # noqa: E402
-from test_run import SEED, SynthPool, assert_equal, request  # noqa: E402
-from test_run import run as run_pool  # noqa: E402
-from test_run_confidence import SPEC, SignalBackend  # noqa: E402
 
 SIDE = "score_mean_logprob"  # the column --confidence mean-logprob records: the side signal of these tests
 
@@ -126,7 +126,6 @@ def test_every_config_field_reaches_the_run():
     default), which harvest.run._config reads by name; and the command line declares the newer policies' parameters
     with those defaults for ttc replay and ttc run alike."""
     from ttc import cli
-
     from ttc.replay.policies import DEPTH_FIELDS
 
     req = {f.name: f for f in dataclasses.fields(RunRequest)}
@@ -242,8 +241,9 @@ def test_a_killed_side_eb_run_resumes_with_the_side_signal_read_back(sp, tmp_pat
 
 
 def test_a_backend_without_the_side_signal_is_one_error(sp, tmp_path):
-    from ttc.replay.errors import UserError
     from test_run import PoolBackend
+
+    from ttc.replay.errors import UserError
 
     class Silent(SignalBackend):
         def generate(self, prompts, sampling, seeds, stop=None, confidence=None):
@@ -370,7 +370,8 @@ def test_a_resume_with_other_predictions_or_another_side_signal_is_refused(sp, t
 def write_pool(sp: PriorPool, out: Path) -> Path:
     """sp as a pool on disk: answers, correctness, token counts, the confidence as score_mean_logprob, and pred in
     queries.parquet (what ttc replay --prior pred --side score_mean_logprob reads)."""
-    from ttc.replay.pool import samples_frame, write_pool as write
+    from ttc.replay.pool import samples_frame
+    from ttc.replay.pool import write_pool as write
 
     rows = {"query_id": [], "sample_idx": [], "answer": [], "correct": [], "n_tokens": [], SIDE: []}
     for i, q in enumerate(sp.ids):
@@ -399,8 +400,8 @@ def test_the_command_line_run_equals_the_command_line_replay(sp, tmp_path, monke
     its options to the run is the one under test)."""
     from typer.testing import CliRunner
 
-    from ttc import cli
     import ttc.harvest.run as hr
+    from ttc import cli
 
     real = hr.execute
     monkeypatch.setattr(hr, "load_tokenizer", lambda *a, **k: None)
@@ -447,10 +448,14 @@ def test_the_command_line_refuses_in_one_line(sp, tmp_path):
 
 # ------------------------------------------------------------------------------------------ side-eb with a PRM
 
+import test_run_oracles  # noqa: E402
 from test_run_oracles import SEED as TEXT_SEED  # noqa: E402
 from test_run_oracles import PoolBackend as TextBackend  # noqa: E402
-from test_run_oracles import (assert_live_equals_replay, live_run, math_pool, prm_dir, prm_options,  # noqa: E402,F401
-                              with_answers)
+from test_run_oracles import assert_live_equals_replay, live_run, prm_options, with_answers  # noqa: E402
+
+# fixtures shared by assignment, not import, so the tests' prm_dir / math_pool arguments do not redefine an import
+prm_dir = test_run_oracles.prm_dir
+math_pool = test_run_oracles.math_pool
 
 
 def test_side_eb_reads_a_prm_score_as_its_side_signal(prm_dir, math_pool, tmp_path):
