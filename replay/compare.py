@@ -83,7 +83,11 @@ def pool_paths(req: CompareRequest) -> list[Path]:
         if not found:
             raise InputError("no embedded pools were found (the package ttc.data); give POOL directories")
         return found
-    paths = [Path(p) for p in req.pools]
+    return distinct_pools([Path(p) for p in req.pools])
+
+
+def distinct_pools(paths: list[Path]) -> list[Path]:
+    """The pools, refusing one given twice (under any two spellings of its path): its numbers would count twice."""
     seen = {}
     for p in paths:
         r = p.resolve()

@@ -2194,6 +2194,35 @@ def parallel_probe(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, en
         hold(i)
 
 
+@inner
+def depth_tally(off, qi, state_col, right_col, t_ok, tot, per_query, pq_n, pq_flags, out_f, out_i, c, s):
+    """One depth run's outcome into the grid's outputs, as _grid writes a width run's: coverage (some trace's held
+    answer correct), accuracy (the query's answer, qi[i, right_col]), answered (qi[i, state_col] == 2), the totals;
+    qi[i, 0] is the traces query i drew. Shared by parallel-probe's and cmc's grids, whose per-query state keeps these
+    in different columns."""
+    n = qi.shape[0]
+    acc = 0
+    cov = 0
+    answered = 0
+    for i in range(n):
+        acc += qi[i, right_col]
+        answered += 1 if qi[i, state_col] == 2 else 0
+        hit = 0
+        for p in range(off[i], off[i] + qi[i, 0]):
+            if t_ok[p] == 1:
+                hit = 1
+                break
+        cov += hit
+        if per_query:
+            pq_n[c, s, i] = qi[i, 0]
+            pq_flags[c, s, i] = (1 if qi[i, state_col] == 2 else 0) + 2 * hit + 64 * qi[i, right_col]
+    out_f[c, s, 0] = cov / n
+    out_f[c, s, 3] = acc / n
+    out_i[c, s, 0] = tot[SAMPLES]
+    out_i[c, s, 1] = tot[TOKENS]
+    out_i[c, s, 3] = answered
+
+
 @njit(nogil=True, cache=True, no_cfunc_wrapper=True)
 def _depth_grid(off, aoff, qkeys, seeds, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, cfgs, budgets,
                 out_f, out_i, pq_n, pq_flags, s_lo, s_hi):
@@ -2228,26 +2257,7 @@ def _depth_grid(off, aoff, qkeys, seeds, poff, pans, pok, ptok, reach, end_tok, 
             parallel_probe(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order,
                            cfgs[c, 0], cfgs[c, 1], cfgs[c, 2], cfgs[c, 3], cfgs[c, 4], budgets[c, s], t_idx, t_paid,
                            t_st, t_off, t_ans, t_ok, qi, cnt, tot)
-            acc = 0
-            cov = 0
-            answered = 0
-            for i in range(n):
-                acc += qi[i, 6]
-                answered += 1 if qi[i, 4] == 2 else 0
-                hit = 0
-                for p in range(off[i], off[i] + qi[i, 0]):
-                    if t_ok[p] == 1:
-                        hit = 1
-                        break
-                cov += hit
-                if per_query:
-                    pq_n[c, s, i] = qi[i, 0]
-                    pq_flags[c, s, i] = (1 if qi[i, 4] == 2 else 0) + 2 * hit + 64 * qi[i, 6]
-            out_f[c, s, 0] = cov / n
-            out_f[c, s, 3] = acc / n
-            out_i[c, s, 0] = tot[SAMPLES]
-            out_i[c, s, 1] = tot[TOKENS]
-            out_i[c, s, 3] = answered
+            depth_tally(off, qi, 4, 6, t_ok, tot, per_query, pq_n, pq_flags, out_f, out_i, c, s)
 
 
 @jit
@@ -2562,23 +2572,4 @@ def _cmc_grid(off, aoff, qkeys, seeds, poff, pans, pok, ptok, reach, end_tok, en
             cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order, kns[c], kfs[c],
                 units[c], budgets[c, s], t_idx, t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi, qf, hist, cc, fr, cok,
                 pascal, tot)
-            acc = 0
-            cov = 0
-            answered = 0
-            for i in range(n):
-                acc += qi[i, 4]
-                answered += 1 if qi[i, 2] == 2 else 0
-                hit = 0
-                for p in range(off[i], off[i] + qi[i, 0]):
-                    if t_ok[p] == 1:
-                        hit = 1
-                        break
-                cov += hit
-                if per_query:
-                    pq_n[c, s, i] = qi[i, 0]
-                    pq_flags[c, s, i] = (1 if qi[i, 2] == 2 else 0) + 2 * hit + 64 * qi[i, 4]
-            out_f[c, s, 0] = cov / n
-            out_f[c, s, 3] = acc / n
-            out_i[c, s, 0] = tot[SAMPLES]
-            out_i[c, s, 1] = tot[TOKENS]
-            out_i[c, s, 3] = answered
+            depth_tally(off, qi, 2, 4, t_ok, tot, per_query, pq_n, pq_flags, out_f, out_i, c, s)

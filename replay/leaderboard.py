@@ -126,13 +126,9 @@ def find_pools(args, embedded: bool = False) -> list[Path]:
         found += embedded_pools()
     if not found:
         raise InputError("no pools given: name pool directories or directories of pools (or --embedded)")
-    seen = {}
-    for p in found:
-        r = p.resolve()
-        if r in seen:
-            raise InputError(f"pool {p} is given twice (as {seen[r]} too)")
-        seen[r] = p
-    return found
+    from .compare import distinct_pools
+
+    return distinct_pools(found)
 
 
 def validate(req: LeaderboardRequest) -> list[Path]:
