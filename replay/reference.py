@@ -464,6 +464,11 @@ def _index_policy(run, order, budget, K, max_samples, elim, policy, lam, gamma, 
             return                          # budget spent
 
 
+# Work counters of the reference (a test oracle): how many times a rule recomputes an index, so that a test can bound
+# an algorithm's work per decision by counting instead of timing.
+WORK = {"side_eb_index": 0}
+
+
 def _side_eb(run, order, B, K, max_samples, elim, c, nb, refresh, horizon=0):
     """side-eb (docs/semantics.md): keys are stored, as the engine's heap holds them: every query's at the start and
     at each refresh (after `refresh` pulls, or a round of the active queries if there are more), the pulled query's
@@ -502,6 +507,7 @@ def _side_eb(run, order, B, K, max_samples, elim, c, nb, refresh, horizon=0):
         return min(1024, max(1, h))
 
     def index(i, h):
+        WORK["side_eb_index"] += 1     # (counted: how much work the refresh rule makes per pull, tests/test_bench.py)
         nd = run.q[i].N
         ratio = 1.0 if nd == 0 else (succ[bin_of(i, nd)] + a) / (expect[bin_of(i, nd)] + a)
         if horizon == 0:
