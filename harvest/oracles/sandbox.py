@@ -1422,6 +1422,10 @@ def _run_checked(req: dict, work: str, err_path: str, ns: bool, std: tuple[int, 
     call_r, call_w = os.pipe()
     ans_r, ans_w = os.pipe()
     msg = {"work": work, "entry": req["entry"], **{k: req[k] for k in ("memory_mb", "cpu", "fsize_mb")}}
+    # The wall-clock limit is this runner's (_check_here's timer); the program's CPU limit is only a backstop, one
+    # second past it: with both at the same second a busy loop raced them, and a CPU kill, which the runner cannot
+    # tell from a crash (the process just ends without answering), was graded "failed" instead of "timeout".
+    msg["cpu"] = req["cpu"] + 1
     try:
         socket.send_fds(sock, [json.dumps(msg).encode()], [*std, call_r, ans_w])
         reply = sock.recv(1 << 12)
