@@ -179,6 +179,15 @@ def compile_expected(pool: Pool, configs: list[RunConfig]) -> bool:
         return False
 
 
+def grid_outputs(C: int, S: int, n: int, per_query: bool) -> tuple:
+    """The raw outputs of C configurations x S seeds that the grids fill (zeroed): out_f (coverage, accuracy and
+    each selection's), out_i (samples, tokens, exhausted, answered) and, with per_query, each query's draws and flags
+    (else empty arrays): run_grid's, run_rows' and run_probe_grid's alike."""
+    shape = (C, S, n) if per_query else (0, 0, 0)
+    return (np.zeros((C, S, 2 + len(F_SEL))), np.zeros((C, S, 4), np.int64), np.zeros(shape, np.int32),
+            np.zeros(shape, np.uint16))
+
+
 def run_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, seeds, tables,
              per_query: bool = False, votes: tuple | None = None, tick=None):
     """Run configs[c] at total budget budget_totals[c, s] on each seed; raw arrays out. votes = (cisc_temp,
@@ -187,11 +196,7 @@ def run_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, se
     tick(k): called from this thread with the runs (configuration x seed) made since the last call, at most every
     TICK_S while the kernel runs and once at the end, so progress moves per run, not per call."""
     C, S, n = len(configs), len(seeds), pool.n_queries
-    out_f = np.zeros((C, S, 2 + len(F_SEL)))
-    out_i = np.zeros((C, S, 4), np.int64)
-    shape = (C, S, n) if per_query else (0, 0, 0)
-    pq_n = np.zeros(shape, np.int32)
-    pq_flags = np.zeros(shape, np.uint16)
+    out_f, out_i, pq_n, pq_flags = grid_outputs(C, S, n, per_query)
     if C and S:
         cw, eta = vote_weights(pool.score, votes)
         args = (pool_arrays(pool.off, pool.correct, pool.score, pool.ans, pool.tok, tables, prior=pool.prior,
@@ -278,11 +283,7 @@ def run_probe_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarr
     """parallel-probe's and cmc's rows (kernel._depth_grid, _cmc_grid), raw arrays out as run_grid's; configurations
     grouped by their policy and depth key (each group one view of the pool)."""
     C, S, n = len(configs), len(seeds), pool.n_queries
-    out_f = np.zeros((C, S, 2 + len(F_SEL)))
-    out_i = np.zeros((C, S, 4), np.int64)
-    shape = (C, S, n) if per_query else (0, 0, 0)
-    pq_n = np.zeros(shape, np.int32)
-    pq_flags = np.zeros(shape, np.uint16)
+    out_f, out_i, pq_n, pq_flags = grid_outputs(C, S, n, per_query)
     poff, ptok, pans, pok = pool_probes(pool)
     off = frozen(pool.off, np.int64)
     for key in dict.fromkeys((c.policy,) + c.depth_key() for c in configs):
@@ -333,11 +334,7 @@ def run_rows(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, se
     if all(k == ("whole", 0, 0, "tokens") for k in keys):
         return run_grid(pool, configs, budget_totals, seeds, tables, per_query, votes, tick=tick)
     C, S, n = len(configs), len(seeds), pool.n_queries
-    out_f = np.zeros((C, S, 2 + len(F_SEL)))
-    out_i = np.zeros((C, S, 4), np.int64)
-    shape = (C, S, n) if per_query else (0, 0, 0)
-    pq_n = np.zeros(shape, np.int32)
-    pq_flags = np.zeros(shape, np.uint16)
+    out_f, out_i, pq_n, pq_flags = grid_outputs(C, S, n, per_query)
     for key in dict.fromkeys(keys):
         rows = [k for k in range(C) if keys[k] == key]
         sub = [configs[k] for k in rows]
