@@ -94,7 +94,8 @@ def pool_arrays(off, correct, score, ans, tok, tables, have=None, prior=None, si
     """What a run reads, in the one form every kernel is compiled for. have: responses that exist per query
     (default: the whole pool); prior: a per-query predicted success probability (marginal-gain's --prior; default
     none, NaN: an array all the same, so that the kernels keep one signature); side: a per-response side signal in
-    [0, 1] (side-eb's --side; default none, 0.5 everywhere: no information); aoff: the answer slots' layout
+    [0, 1] (side-eb's --side; default none, an empty array that side-eb reads as 0.5 everywhere, no information: a
+    full array of 0.5 cost a pass over the pool per call); aoff: the answer slots' layout
     (default: answer_offsets, as many as the pool's answers need; a live run gives room for more). Arrays already
     in that form are taken as read-only views, not copies: a live run's later responses show through."""
     off = frozen(off, np.int64)
@@ -107,7 +108,7 @@ def pool_arrays(off, correct, score, ans, tok, tables, have=None, prior=None, si
                       frozen(np.diff(off) if have is None else have, np.int64), frozen(T, np.float64),
                       frozen(L, np.float64), frozen(min_a, np.int64),
                       frozen(np.full(n, np.nan) if prior is None else prior, np.float64),
-                      frozen(np.full(len(score), 0.5) if side is None else side, np.float64))
+                      frozen(np.zeros(0) if side is None else side, np.float64))
 
 
 def config_records(configs: list[RunConfig]) -> np.ndarray:

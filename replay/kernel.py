@@ -75,8 +75,8 @@ CONFIG = np.dtype([("policy", np.int64), ("unit", np.int64), ("K", np.int64), ("
 # answer_offsets), have[i] = how many of query i's responses exist (its pool size in replay; fewer in a live run,
 # which stops at the first response it lacks), the lookup tables (replay/tables.py) and prior[i], a per-query
 # predicted success probability in [0, 1] (marginal-gain's --prior; NaN for none: always an array, so that every
-# run has the one compiled signature) and side[j], a per-response side signal in [0, 1] (side-eb's --side; 0.5
-# everywhere for none, likewise always an array).
+# run has the one compiled signature) and side[j], a per-response side signal in [0, 1] (side-eb's --side; an
+# empty array for none, read as 0.5 everywhere: likewise always an array, and no pass over the pool per call).
 PoolArrays = namedtuple("PoolArrays", "off aoff correct score ans tok have T L min_a prior side")
 # What a run writes: the permutation and its lazy-generation state (perm, qgen, hs; qgen has no rows when perm is
 # given whole), the query order, and the state arrays qs, si, sf, tot. The grid allocates one per thread.
@@ -390,6 +390,9 @@ def oracle_candidates(P, W, epoch, unit, cost, first, cand):
         g = 0  # (lazy) the query's Fisher-Yates steps made so far this seed
         if lazy:
             if qgen[i, 1] != epoch:
+                if qgen[i, 1] == 0:  # the grid call's first visit: the block becomes the identity (_grid)
+                    for t in range(a, a + m):
+                        perm[t] = t
                 qgen[i, 1] = epoch
                 qgen[i, 0] = 0
             g = qgen[i, 0]
@@ -536,7 +539,7 @@ def side_eb(hk, hr, hq, size, qs, ex, eb, i, n0, side, tok, perm, off, nb, c0, u
             eb[b, 2] += (nd - n0) * (c0 * ((eb[nb + 1, 0] + 1.0) / (eb[nb + 1, 1] + 2.0)) / (c0 + n0))
         for k in range(n0, nd):
             j = perm[off[i] + k]
-            ex[i, 0] += side[j]
+            ex[i, 0] += side[j] if side.shape[0] > 0 else 0.5
             ex[i, 1] += tok[j]
         for r in range(b, b + 2 if b < nb else b + 1):  # its bin, and row nb + 1 for a failed bin
             rr = nb + 1 if r > b else b
@@ -1036,6 +1039,9 @@ def deepconf_online(P, W, dc, unit, warmup, pct, tau, max_samples, budget, epoch
         k = qs[i].n
         if lazy:
             if qgen[i, 1] != epoch:
+                if qgen[i, 1] == 0:  # the grid call's first visit: the block becomes the identity (_grid)
+                    for t in range(a0, off[i + 1]):
+                        perm[t] = t
                 qgen[i, 1] = epoch
                 qgen[i, 0] = 0
             if k == qgen[i, 0]:
@@ -1232,7 +1238,8 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
 
     The permutation is either given whole (W.qgen has no rows: perm holds it) or generated lazily: the forward
     Fisher-Yates of query i (stream hs[i] = seed_stream(seed, qkeys[i]), filled by the caller) advances only as
-    far as a policy draws, so a seed costs O(draws), not O(pool). Lazily, perm starts as the identity, qgen[i] =
+    far as a policy draws, so a seed costs O(draws), not O(pool). Lazily, perm starts as the identity (each query's
+    block made so at its first visit in a grid call: qgen[i, 1] == 0), qgen[i] =
     (steps made, epoch of the seed they belong to) lets the configurations of one seed share the steps, and
     restore_identity undoes them before the next seed. Both give the same permutation.
 
@@ -1342,10 +1349,14 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
         g = 0  # lazy: the query's Fisher-Yates has made g steps (perm[a0 .. a0 + g - 1] are its first g draws)
         h = np.uint64(0)
         if lazy:
-            if qgen[i, 1] != epoch:
-                qgen[i, 1] = epoch
-            else:
+            e = qgen[i, 1]
+            if e == epoch:
                 g = qgen[i, 0]
+            else:
+                if e == 0:  # the grid call's first visit: the block becomes the identity here (_grid)
+                    for t in range(a0, a0 + size_i):
+                        perm[_ix(t)] = t
+                qgen[i, 1] = epoch
             h = hs[i]
         # The reps pulls as one run of draws: D draws at most (reps pulls of want_k, the cap, the budget left,
         # the pool), a pull ending every want_k draws (the rule is checked there), and the pull that finds
@@ -1935,9 +1946,10 @@ def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags,
     votes = cw.shape[0] > 0
     if s_lo < s_hi:
         qs, si, sf, tot = new_state(n, aoff[n])
+        # perm: each query's block becomes the identity at the first visit of this call (qgen[i, 1] == 0: epochs
+        # start at 1), not all of it here: a pass over the whole pool per call (and its page faults) was 7-15 ms at
+        # 50,000 x 64, as much as two seeds of uniform's decisions (docs/performance.md, "Growth with the pool")
         perm = np.empty(total, np.int64)
-        for j in range(total):
-            perm[j] = j
         qgen = np.zeros((n, 2), np.int64)
         hs = np.empty(n, np.uint64)  # (filled for every seed before it is read)
         order = np.empty(n, np.int64)
