@@ -30,7 +30,7 @@ from .kernel import (
     F_SEL,
     READING_RULES,
     SAMPLES,
-    SCHED_SLOTS,
+    SCHED,
     TOKENS,
     N,
     PoolArrays,
@@ -514,8 +514,8 @@ def sched(n: int, bins: int = 0, live: bool = False) -> Sched:
     s of the first run's compile."""
     e = np.empty
     return Sched(e(n, np.int64), e(n + 1), e(n + 1, np.int64), e(n + 1, np.int64), e((bins + 2, 3)), e((n, 2)),
-                 e(n, np.int64), e(n, np.int64), e(n, np.int64), e(n, np.int64), e(n, np.int64), e(6, np.int64),
-                 np.zeros(SCHED_SLOTS, np.int64), e((n if live else 0, 2), np.int64))
+                 e(n, np.int64), e(n, np.int64), e(n, np.int64), e(n, np.int64), e(n, np.int64),
+                 np.zeros(1, SCHED), e((n if live else 0, 2), np.int64))
 
 
 def outcome(P: PoolArrays, W: Scratch, votes: tuple | None = None) -> dict:

@@ -80,21 +80,38 @@ CONFIG = np.dtype([("policy", np.int64), ("unit", np.int64), ("K", np.int64), ("
 PoolArrays = namedtuple("PoolArrays", "off aoff correct score ans tok have T L min_a prior side")
 # What a run writes: the permutation and its lazy-generation state (perm, qgen, hs; qgen has no rows when perm is
 # given whole), the query order, and the state arrays qs, si, sf, tot. The grid allocates one per thread.
-Scratch = namedtuple("Scratch", "perm qgen hs order qs si sf tot act hk hr hq eb ex U alloc cost first cand ds sch "
-                                 "dfr")
+Scratch = namedtuple("Scratch", "perm qgen hs order qs si sf tot act hk hr hq eb ex U alloc cost first cand sch dfr")
 # ... and the scheduler's, a Sched that engine.sched allocates: its per-query arrays (act: round-robin's active
 # queries; hk, hr, hq: the index rules' heap; eb, ex: side-eb's bins and per-query sums; U, alloc: two-stage's,
-# optscale's and dsc's stage 2; cost, first, cand: the oracle's candidates; ds: dsc's search), sch: its scalars (S_*
-# slots), and dfr: a live run's deferred queries (query, pulls left) inside a block of round-robin rounds (run_one).
+# optscale's and dsc's stage 2; cost, first, cand: the oracle's candidates), sch: its cursors (one SCHED record,
+# sch[0]), and dfr: a live run's deferred queries (query, pulls left) inside a block of round-robin rounds (run_one).
 # (Flat in Scratch: with the Sched nested in it, numba 0.68 compiled run_one without the stores before a live stop;
-# tests/test_live.py caught it.) A live run that stops (tot[NEED]) leaves every one of them where it stopped, with
-# sch[S_RESUME] = 1: the next call goes on from there instead of from the start (replay/live.py), so each live round
-# costs its own decisions only.
-Sched = namedtuple("Sched", "act hk hr hq eb ex U alloc cost first cand ds sch dfr")
-S_RESUME, S_RR_BUDGET, S_RR_K, S_RR_CAP, S_RR_ELIM, S_ONE_PULL, S_RR_ON, S_PER_CAP, S_BLK, S_BY_RANK, S_M, S_P, \
-    S_W, S_STAGE, S_SIZE, S_PULLS, S_N0, S_U, S_Q, S_START, S_C, S_LEFT, S_SP, S_I, S_WANT, S_BUD, S_UU, S_CAP, \
-    S_RULE, S_REPS, S_PAID, S_ND, S_DP, S_ND2 = range(34)
-SCHED_SLOTS = 34
+# tests/test_live.py caught it.) run_one keeps its cursors in the record as it goes, so a live run that stops
+# (tot[NEED]) leaves all of them where it stopped, with resume = 1: the next call goes on from there instead of from
+# the start (replay/live.py), and each live round costs its own decisions only.
+Sched = namedtuple("Sched", "act hk hr hq eb ex U alloc cost first cand sch dfr")
+_I8 = np.int64
+# The scheduler's cursors, by policy: run_one's init / pick / fold blocks read and write them by name (st.m).
+SCHED = np.dtype([
+    ("resume", _I8),  # (live) 0: from the start; 1: make the pending pull (i .. reps) again; 2: sweep the deferred
+    ("stage", _I8),  # the phase of a staged policy: 1, then 2 (two-stage, optscale, dsc), 3 (dsc); deepconf-online's
+    # round-robin (every policy whose phase is one: uniform, elimination, two-stage / optscale stage 1, dsc 1 and 3):
+    # rounds over act[:m], p reads and w keeps; per pull rr_k responses, the budget rr_budget, the cap rr_cap (alloc[i]
+    # when per_cap), the rule rr_elim; blk rounds in a block, paid when the budget pays all of them; one_pull: no rule
+    # between its pulls (the block is one pull); by_rank: act is in rank order; rr_on: a round-robin phase runs
+    ("rr_on", _I8), ("rr_budget", _I8), ("rr_k", _I8), ("rr_cap", _I8), ("rr_elim", _I8), ("one_pull", _I8),
+    ("per_cap", _I8), ("by_rank", _I8), ("blk", _I8), ("paid", _I8), ("m", _I8), ("p", _I8), ("w", _I8),
+    ("nd", _I8), ("dp", _I8), ("nd2", _I8),  # (live) deferred queries in dfr[:nd], the sweep's cursor, still waiting
+    # index policies: the heap's size, the pulled query's draws before the pull; side-eb's pulls since its refresh
+    ("size", _I8), ("n0", _I8), ("pulls", _I8),
+    ("u", _I8), ("q", _I8), ("start", _I8),  # two-stage's stage 2: U[:u], its cursor q, tokens at the turn's start
+    ("c", _I8), ("left", _I8),  # oracle: candidates (its cursor is q), the budget left
+    ("sp", _I8),  # streaming: the current query's position in the order
+    # dsc's partition, a binary search over U (dsc_judge): [lo, hi), its midpoint, the judges [first, end), the next
+    ("ds_lo", _I8), ("ds_hi", _I8), ("ds_mid", _I8), ("ds_first", _I8), ("ds_end", _I8), ("ds_next", _I8),
+    # (live) the pending pull (run_one's pull arguments; reps: its pulls left)
+    ("i", _I8), ("want", _I8), ("bud", _I8), ("uu", _I8), ("cap", _I8), ("rule", _I8), ("reps", _I8),
+], align=True)
 
 
 
@@ -605,52 +622,52 @@ def optscale_caps(qs, score, off, perm, cap, warmup, max_samples, gamma, pct):
 
 
 @inner
-def dsc_judge(qs, off, tot, U, alloc, ds, K, judge):
+def dsc_judge(qs, off, tot, U, alloc, st, K, judge):
     """dsc's partition (docs/semantics.md), the source's binary search over U (the queries easiest first) for the
-    easy prefix: returns the next judge that must draw its first window (the caller pulls K - N for it, then sets
-    alloc[ds[5]] = 1 and moves ds[5] on), or -1 once the search is over. ds = (lo, hi, mid, first judge, end of the
-    judges, next judge), hi = -1 before the first call; alloc[pos] = 1 once position pos is judged. A function of its
-    own: in run_one's loop this code cost ~1 s of compile."""
+    easy prefix, in st's ds_* fields (SCHED): returns the next judge that must draw its first window (the caller pulls
+    K - N for it, then sets alloc[st.ds_next] = 1 and moves ds_next on), or -1 once the search is over. ds_hi = -1
+    before the first call; alloc[pos] = 1 once position pos is judged. A function of its own: in run_one's loop this
+    code cost ~1 s of compile."""
     n = U.shape[0]
-    if ds[1] < 0:
+    if st.ds_hi < 0:
         for t in range(n):
             alloc[t] = 0
-        ds[1] = n
-        ds[2] = n // 2
-        ds[3], ds[4] = max(0, ds[2] - judge // 2), min(ds[2] + judge // 2, n)
-        ds[5] = ds[3]
+        st.ds_hi = n
+        st.ds_mid = n // 2
+        st.ds_first, st.ds_end = max(0, st.ds_mid - judge // 2), min(st.ds_mid + judge // 2, n)
+        st.ds_next = st.ds_first
     while True:
-        jb = ds[5]
-        if jb < ds[4]:
+        jb = st.ds_next
+        if jb < st.ds_end:
             i = U[jb]
             n_i = qs[i].n
             if alloc[jb] or qs[i].elim or qs[i].capped or qs[i].exh or n_i >= K:
                 alloc[jb] = 1  # nothing to draw: easy if answered (its rule was checked on what it holds)
-                ds[5] = jb + 1
+                st.ds_next = jb + 1
                 continue
             if n_i == off[i + 1] - off[i]:  # its pool is used up before its first window is full
                 alloc[jb] = 1
                 qs[i].exh = 1
                 tot[EXHAUSTED] += 1
-                ds[5] = jb + 1
+                st.ds_next = jb + 1
                 continue
             return i
         easy = True
-        for t in range(ds[3], ds[4]):
+        for t in range(st.ds_first, st.ds_end):
             if qs[U[t]].elim == 0:
                 easy = False
                 break
         if easy:  # every query from lo to the midpoint is easy: it draws nothing more
-            for t in range(ds[0], ds[2] + 1):
+            for t in range(st.ds_lo, st.ds_mid + 1):
                 qs[U[t]].elim = 1
-            ds[0] = ds[2] + 1
+            st.ds_lo = st.ds_mid + 1
         else:
-            ds[1] = ds[2]
-        if ds[0] >= ds[1]:
+            st.ds_hi = st.ds_mid
+        if st.ds_lo >= st.ds_hi:
             return -1
-        ds[2] = (ds[0] + ds[1]) // 2
-        ds[3], ds[4] = max(0, ds[2] - judge // 2), min(ds[2] + judge // 2, n)
-        ds[5] = ds[3]
+        st.ds_mid = (st.ds_lo + st.ds_hi) // 2
+        st.ds_first, st.ds_end = max(0, st.ds_mid - judge // 2), min(st.ds_mid + judge // 2, n)
+        st.ds_next = st.ds_first
 
 
 @inner
@@ -1017,21 +1034,22 @@ def deepconf_online(P, W, dc, unit, warmup, pct, tau, max_samples, budget, epoch
     lend[j]): a live run appends them as responses arrive, in any order of the queries.
 
     Live (have[i] below the pool size): the run stops at the first trace that has not arrived (tot[NEED] = 1 + its
-    query, sch[S_RESUME] = 1, sch[S_WANT] = 1) with its place (sch[S_STAGE]: the phase, sch[S_P]: the position in the
-    round), and the next call goes on from there: the live run is the replay's run cut where traces were missing.
+    query, st.resume = 1, st.want = 1) with its place (st.stage: the phase, st.p: the position in the round; st =
+    W.sch[0], SCHED), and the next call goes on from there: the live run is the replay's run cut where traces were
+    missing.
     From phase 1 on, W.ex[i, 0] is query i's threshold: what a backend that stops traces mid-way is given."""
     off, aoff, correct, score, ans, tok, have = P.off, P.aoff, P.correct, P.score, P.ans, P.tok, P.have
     lstart, lend, lpos, lval = dc
     perm, qgen, hs, order, qs, si, sf, tot, ex = W.perm, W.qgen, W.hs, W.order, W.qs, W.si, W.sf, W.tot, W.ex
-    sch = W.sch
+    st = W.sch[0]  # (live) where a stopped run was (SCHED)
     n = off.shape[0] - 1
     lazy = qgen.shape[0] > 0
     w = warmup if max_samples == 0 else min(warmup, max_samples)
     tot[NEED] = 0
     first_phase, first_pos = 0, 0
-    if sch[S_RESUME] != 0:  # (live) where the last call stopped
-        first_phase, first_pos = sch[S_STAGE], sch[S_P]
-        sch[S_RESUME] = 0
+    if st.resume != 0:  # (live) where the last call stopped
+        first_phase, first_pos = st.stage, st.p
+        st.resume = 0
 
     def nxt(i):
         """The next response of query i (the lazy Fisher-Yates step when the permutation is generated lazily)."""
@@ -1139,7 +1157,7 @@ def deepconf_online(P, W, dc, unit, warmup, pct, tau, max_samples, budget, epoch
                     continue
                 if qs[i].n >= have[i]:  # (live) not arrived: stop here, go on from here next call
                     tot[NEED] = i + 1
-                    sch[S_RESUME], sch[S_WANT], sch[S_STAGE], sch[S_P] = 1, 1, phase, pos
+                    st.resume, st.want, st.stage, st.p = 1, 1, phase, pos
                     # (not a return: inlined into run_one by numba, an early return here left tot[NEED] at 0)
                     waits = ended = True
                     break
@@ -1189,46 +1207,47 @@ def live_reach(e, want_k, tokens, room, tok, perm, at):
 
 
 @inner
-def live_fold(dfr, sch, act, qs, tot, i, unmade, w, p, m):
-    """(live) Round-robin's cursor after query i's pull left `unmade` pulls for missing responses, in a block of
-    rounds the budget pays in full (run_one's docstring): such a query is deferred (dfr[:sch[S_ND]]: the query, its
-    pulls left) and stays in act; after the pass over act[:m], a sweep makes the deferred queries' pulls again
-    (cursor sch[S_DP], those still waiting kept in dfr[:sch[S_ND2]]). Returns (w, p, go): go 0 the pass or the sweep
-    goes on, 1 the pass is over (w: the queries still active, compacted in order), 2 every query left waits
-    (tot[NEED] names the first). A function of its own, not in run_one: numba inlines run_one's closures at a cost
-    that grows with run_one's size, in every run (measured: 0.85 s of the first run's compile as part of run_one)."""
-    nd = sch[S_ND]
-    if nd > 0 and p == m:  # a deferred query's pulls, again
-        nd2 = sch[S_ND2]
+def live_fold(dfr, st, act, qs, tot, i, unmade):
+    """(live) Round-robin's cursor (st: SCHED) after query i's pull left `unmade` pulls for missing responses, in a
+    block of rounds the budget pays in full (run_one's docstring): such a query is deferred (dfr[:st.nd]: the query,
+    its pulls left) and stays in act; after the pass over act[:m], a sweep makes the deferred queries' pulls again
+    (cursor st.dp, those still waiting kept in dfr[:st.nd2]). Returns go: 0 the pass or the sweep goes on, 1 the pass
+    is over (act[:w]: the queries still active, compacted in order), 2 every query left waits (tot[NEED] names the
+    first). A function of its own, not in run_one: numba inlines run_one's closures at a cost that grows with
+    run_one's size, in every run (measured: 0.85 s of the first run's compile as part of run_one)."""
+    nd = st.nd
+    if nd > 0 and st.p == st.m:  # a deferred query's pulls, again
+        nd2 = st.nd2
         if unmade > 0:  # still waiting
             dfr[nd2, 0] = i
             dfr[nd2, 1] = unmade
             nd2 += 1
             tot[NEED] = 0
-        dp = sch[S_DP] + 1
+        dp = st.dp + 1
         if dp < nd:
-            sch[S_DP], sch[S_ND2] = dp, nd2
-            return w, p, 0
+            st.dp, st.nd2 = dp, nd2
+            return 0
         nd = nd2
-        sch[S_ND], sch[S_DP], sch[S_ND2] = nd, 0, 0
+        st.nd, st.dp, st.nd2 = nd, 0, 0
     else:
         if unmade > 0:  # its responses are missing: deferred, the block goes on (it stays active)
             dfr[nd, 0] = i
             dfr[nd, 1] = unmade
             nd += 1
-            sch[S_ND] = nd
+            st.nd = nd
             tot[NEED] = 0
         if unmade > 0 or (qs[i].elim == 0 and qs[i].capped == 0 and qs[i].exh == 0):  # still active
-            act[w] = i
-            w += 1
-        p += 1
-        if p < m:
-            return w, p, 0
+            act[st.w] = i
+            st.w += 1
+        st.p += 1
+        if st.p < st.m:
+            return 0
     if nd > 0:  # the pass (and the sweep after it) is over, and some wait
         tot[NEED] = dfr[0, 0] + 1
-        return w, p, 2
+        return 2
     # deferred queries may have left the active set since their pass: act[:w] compacted in place, in its order
-    return active_by_rank(qs, act[:w], act), p, 1
+    st.w = active_by_rank(qs, act[:st.w], act)
+    return 1
 
 
 @jit
@@ -1246,12 +1265,12 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
     A live run (replay/live.py) passes have[i] < pool size for the queries whose later responses do not exist
     yet: a pull makes only its whole pulls whose responses exist (the rule is checked after each; with a token
     budget it goes on into the rest when one of them does not fit, which stops it before the missing ones), keeps
-    them, and the run stops with tot[NEED] = 1 + that query and the scheduler's state in W (sch[S_RESUME] = 1);
+    them, and the run stops with tot[NEED] = 1 + that query and the scheduler's state in W (st.resume = 1);
     called again with the same W once the responses are there, it makes the pulls left and goes on, so a live run
     costs its decisions once, as a replay does, and is the replay's run cut into pieces. Inside a block of
     round-robin rounds the budget pays in full (any order of its queries gives the same outcome), a query lacking a
     response is deferred instead (W.dfr: the query, its pulls left) and the block goes on; the run stops when every
-    query left in the block waits (sch[S_RESUME] = 2) and sweeps them on the next call, so the driver can ask for
+    query left in the block waits (st.resume = 2) and sweeps them on the next call, so the driver can ask for
     all of them at once and a query whose responses come early need not wait for the others. The pool arrays P may
     grow between the calls only where have[i] says (replay/live.py lays the answer slots out with room for as many
     answers as a query may receive, so that new answers move no slot).
@@ -1274,7 +1293,7 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
     n = off.shape[0] - 1
     lazy = qgen.shape[0] > 0  # a runtime bool: one specialisation for lazy and given permutations
     tot[NEED] = 0
-    sch = W.sch
+    st = W.sch[0]  # the scheduler's cursors (SCHED), by name
     live = False
     resume = False
     how = 0
@@ -1283,9 +1302,9 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
             if have[i] < off[i + 1] - off[i]:
                 live = True
                 break
-        how = sch[S_RESUME]  # a live run that stopped for a response: this call goes on from there
+        how = st.resume  # a live run that stopped for a response: this call goes on from there
         resume = how != 0
-        sch[S_RESUME] = 0
+        st.resume = 0
         live = live or resume
 
     def answered(i, rule, n_, best, lead, lc, sc):
@@ -1509,51 +1528,45 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
         or policy == SIDE_EB
 
     act, hk, hr, hq, eb, ex = W.act, W.hk, W.hr, W.hq, W.eb, W.ex
-    U, alloc, cost, first, cand, ds, dfr = W.U, W.alloc, W.cost, W.first, W.cand, W.ds, W.dfr
+    U, alloc, cost, first, cand, dfr = W.U, W.alloc, W.cost, W.first, W.cand, W.dfr
     by_cost = cost
     n_max = off[n] + 1  # more pulls than any query can make
-    if live_run is not None and resume:
-        # (live) where the last call stopped: its scalars back (the arrays are where it left them)
-        rr_budget, rr_k, rr_cap, rr_elim = sch[S_RR_BUDGET], sch[S_RR_K], sch[S_RR_CAP], sch[S_RR_ELIM]
-        one_pull, rr_on, per_cap, by_rank = sch[S_ONE_PULL] != 0, sch[S_RR_ON] != 0, sch[S_PER_CAP] != 0, \
-            sch[S_BY_RANK] != 0
-        blk, m, p, w, stage, size = sch[S_BLK], sch[S_M], sch[S_P], sch[S_W], sch[S_STAGE], sch[S_SIZE]
-        pulls, n0, u, q, start = sch[S_PULLS], sch[S_N0], sch[S_U], sch[S_Q], sch[S_START]
-        c, left, sp = sch[S_C], sch[S_LEFT], sch[S_SP]
-        paid = sch[S_PAID] != 0
-    else:
-        # round-robin (uniform, elimination, two-stage's stage 1): rounds over act[:m] in order; p reads, w keeps.
-        # A block of rounds the budget pays for may run its queries in any order (none can be starved), so act
-        # starts in memory order, which on large pools halves the cache misses of a query's first draws; the first
-        # round the budget may cut short puts act in rank order, which compaction keeps.
-        rr_budget, rr_k, rr_cap, rr_elim = budget, 1, 0, ELIM_NONE
+    if not (live_run is not None and resume):  # (a live run that goes on finds st and the arrays where it stopped)
+        # ==== init: every policy's cursor (SCHED) and scratch ====
+        # round-robin (uniform, elimination, two-stage's stage 1, optscale's warm-up, dsc's first draw): rounds over
+        # act[:m] in order; p reads, w keeps. A block of rounds the budget pays for may run its queries in any order
+        # (none can be starved), so act starts in memory order, which on large pools halves the cache misses of a
+        # query's first draws; the first round the budget may cut short puts act in rank order, which compaction
+        # keeps.
+        st.rr_budget, st.rr_k, st.rr_cap, st.rr_elim = budget, 1, 0, ELIM_NONE
         if policy == ELIMINATION:
-            rr_k, rr_cap, rr_elim = K, max_samples, elim
+            st.rr_k, st.rr_cap, st.rr_elim = K, max_samples, elim
         elif policy == TWO_STAGE:
-            rr_budget = np.int64(math.floor(rho * budget))
+            st.rr_budget = np.int64(math.floor(rho * budget))
         elif policy == OPTSCALE:  # the warm-up: round-robin up to `warmup` responses each
-            rr_cap = warmup if max_samples == 0 else min(warmup, max_samples)
+            st.rr_cap = warmup if max_samples == 0 else min(warmup, max_samples)
         elif policy == DSC:  # the ranking's first draw: one response each
-            rr_cap = 1
-        one_pull = rr_elim == ELIM_NONE and rr_cap == 0
-        rr_on = is_rr  # a round-robin phase is running (two-stage's stage 2 and dsc's partition are not)
-        per_cap = False  # optscale's stage 2: each query's cap is its own N_i, alloc[i]
-        blk = 1  # rounds in the current block
-        paid = False  # the budget pays for the whole block
-        sch[S_ND], sch[S_DP], sch[S_ND2] = 0, 0, 0  # (live) the block's deferred queries: live_fold
-        by_rank = False
-        m = n if is_rr else 0
-        p = 0
-        w = 0
-        stage = 1
+            st.rr_cap = 1
+        st.one_pull = st.rr_elim == ELIM_NONE and st.rr_cap == 0
+        st.rr_on = is_rr  # a round-robin phase is running (two-stage's stage 2 and dsc's partition are not)
+        st.per_cap = False  # optscale's stage 2: each query's cap is its own N_i, alloc[i]
+        st.blk = 1  # rounds in the current block
+        st.paid = False  # the budget pays for the whole block
+        st.nd, st.dp, st.nd2 = 0, 0, 0  # (live) the block's deferred queries: live_fold
+        st.by_rank = False
+        st.m = n if is_rr else 0
+        st.p = 0
+        st.w = 0
+        st.stage = 1
+        for t in range(n):
+            act[t] = t
 
         # index rules: a max-heap by (index desc, rank asc). Every index starts at +inf, so the queries in rank
         # order already form a valid heap; only the pulled query's index changes.
         size = n if is_index else 0
+        st.size = size
         # (loops, not np.arange / np.full / slice assignment: each of those compiles a library function of its own,
         # ~0.1-3 s of the first run's compile, measured)
-        for t in range(n):
-            act[t] = t
         for t in range(size + 1):
             hk[t] = np.inf
             hr[t] = t
@@ -1565,6 +1578,8 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                 hk[t] = gain_index(prior, qs, hq[t], strength, gamma)
             heapify(hk, hr, hq, size)
         # side-eb: per bin (successes, draws), bin nb for the queries not drawn yet; per query (side sum, token sum)
+        st.pulls = 0
+        st.n0 = 0
         if policy == SIDE_EB:
             for r in range(nb + 2):
                 for t in range(3):
@@ -1572,64 +1587,60 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
             for t in range(n):
                 ex[t, 0] = 0.0
                 ex[t, 1] = 0.0
-        pulls = 0
-        n0 = np.int64(0)
-        if policy == SIDE_EB:
-            side_eb(hk, hr, hq, size, qs, ex, eb, REFRESH, n0, side, tok, perm, off, nb, strength, unit, tot, hz,
+            side_eb(hk, hr, hq, size, qs, ex, eb, REFRESH, st.n0, side, tok, perm, off, nb, strength, unit, tot, hz,
                     budget)
 
         # two-stage's stage 2: the unanswered queries U[:u] and their allocations; q is the cursor
         for t in range(n):
             alloc[t] = 0
-        u = np.int64(0)  # (an int64 from the start: a literal 0 compiled stage2_split a second time)
-        q = 0
-        start = 0
+        st.u = 0
+        st.q = 0
+        st.start = 0
 
         # oracle: candidates (queries with a correct response) by (cost, rank)
-        c = oracle_candidates(P, W, epoch, unit, cost, first, cand) if policy == ORACLE else 0
+        st.c = oracle_candidates(P, W, epoch, unit, cost, first, cand) if policy == ORACLE else 0
         if policy == ORACLE:  # in rank order: ties keep smaller rank
-            by_cost = stable_argsort(cost, c)
-        left = budget
+            by_cost = stable_argsort(cost, st.c)
+        st.left = budget
 
-        sp = 0  # streaming: position of the current query in the order
-        for t in range(6):  # dsc's partition: its binary search's state (dsc_judge)
-            ds[t] = 0
-        ds[1] = -1
+        st.sp = 0  # streaming: position of the current query in the order
+        st.ds_lo, st.ds_hi = 0, -1  # dsc's partition: its binary search (dsc_judge; ds_hi = -1: not started)
 
     pending = resume and how == 1
     halt = 0  # (live) the run stops for a response: 1 in a pull, 2 with deferred queries
     i, want, bud, uu, cap, rule, unmade = -1, 0, budget, unit, max_samples, elim, 0
     while True:
         i, want, bud, uu, cap, rule, reps = -1, 0, budget, unit, max_samples, elim, 1
-        # ---- name the next pull ----
+        # ==== pick: the next pull, by the policy's cursor ====
         if live_run is not None and pending:  # (live) the pull the last call could not finish, made again
             pending = False
-            i, want, bud, uu, cap, rule, reps = sch[S_I], sch[S_WANT], sch[S_BUD], sch[S_UU], sch[S_CAP], \
-                sch[S_RULE], sch[S_REPS]
-        elif live_run is not None and rr_on and sch[S_ND] > 0 and p == m:  # (live) a deferred query's pulls left
-            i, want, bud, cap, rule, reps = dfr[sch[S_DP], 0], rr_k, rr_budget, rr_cap, rr_elim, dfr[sch[S_DP], 1]
-            if per_cap:
+            i, want, bud, uu, cap, rule, reps = st.i, st.want, st.bud, st.uu, st.cap, st.rule, st.reps
+        elif live_run is not None and st.rr_on and st.nd > 0 and st.p == st.m:  # (live) a deferred query's pulls
+            i, want, bud, cap, rule, reps = dfr[st.dp, 0], st.rr_k, st.rr_budget, st.rr_cap, st.rr_elim, \
+                dfr[st.dp, 1]
+            if st.per_cap:
                 cap = alloc[i]
-        elif rr_on:
-            if m == 0:
-                if stage != 1 or (policy != TWO_STAGE and policy != OPTSCALE and policy != DSC):
+        elif st.rr_on:  # -- round-robin (uniform, elimination; two-stage, optscale, dsc stage 1; dsc stage 3)
+            if st.m == 0:
+                if st.stage != 1 or (policy != TWO_STAGE and policy != OPTSCALE and policy != DSC):
                     break
                 if policy != TWO_STAGE:  # optscale's and dsc's first round-robin: its cap was its own
                     if tot[STOP]:
                         break
                     for i in range(n):
                         qs[i].capped = 0
-                if policy == OPTSCALE:  # each query's N_i (alloc) from its warm-up; stage 2 draws up to it
+                if policy == OPTSCALE:  # -- optscale, stage 2: each query's N_i (alloc) from its warm-up
                     optscale_caps(qs, score, off, perm, alloc, warmup, max_samples, gamma, pct)
-                    m = active_by_rank(qs, order, act)
-                    by_rank, per_cap, p, w, stage = True, True, 0, 0, 2
+                    st.m = active_by_rank(qs, order, act)
+                    st.by_rank, st.per_cap, st.p, st.w, st.stage = True, True, 0, 0, 2
                     continue
-                # Two-stage's stage 2 and dsc's partition: one check of the elimination rule (dsc: on the first
+                # -- two-stage's stage 2 and dsc's partition: one check of the elimination rule (dsc: on the first
                 # draw); two-stage then splits what is left of the budget over the unanswered queries in proportion
                 # to (sum + 1) / (N + 2), drawn without elimination.
                 tot[STOP] = 0
-                stage = 2
-                rr_on = False
+                st.stage = 2
+                st.rr_on = False
+                u = np.int64(0)
                 for pos in range(n):
                     i = order[pos]
                     if max_samples > 0 and qs[i].n >= max_samples:
@@ -1641,36 +1652,39 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                     else:
                         U[u] = i
                         u += 1
+                st.u = u
                 if policy == DSC:  # the ranking (U: easiest first), then the partition (dsc_judge)
                     difficulty_order(score, off, perm, order, U)
                     continue
                 if u > 0:
                     stage2_split(qs, U, u, alloc, budget - (tot[SAMPLES] if unit == UNIT_SAMPLES else tot[TOKENS]),
                                  unit, n)
-                start = tot[TOKENS]
+                st.start = tot[TOKENS]
                 continue
-            if p == 0:  # a new round: run as many rounds as the budget pays for whatever they draw in one go
-                blk = (rr_budget - tot[SAMPLES]) // (m * rr_k) if unit == UNIT_SAMPLES else 0
-                paid = blk >= 1
-                if blk < 1 and not by_rank and (unit == UNIT_TOKENS or rr_budget > tot[SAMPLES]):
+            if st.p == 0:  # a new round: run as many rounds as the budget pays for whatever they draw in one go
+                m = st.m
+                blk = (st.rr_budget - tot[SAMPLES]) // (m * st.rr_k) if unit == UNIT_SAMPLES else 0
+                st.paid = blk >= 1
+                if blk < 1 and not st.by_rank and (unit == UNIT_TOKENS or st.rr_budget > tot[SAMPLES]):
                     # the budget may run out in this round: rank order from now on (act[:m] holds exactly the
                     # active queries)
-                    m = active_by_rank(qs, order, act)
-                    by_rank = True
-                blk = max(1, blk)
-            i, want, bud, cap, rule, reps = act[p], rr_k, rr_budget, rr_cap, rr_elim, blk
-            if per_cap:
+                    st.m = active_by_rank(qs, order, act)
+                    st.by_rank = True
+                st.blk = max(1, blk)
+            i, want, bud, cap, rule, reps = act[st.p], st.rr_k, st.rr_budget, st.rr_cap, st.rr_elim, st.blk
+            if st.per_cap:
                 cap = alloc[i]
-            if one_pull and not live:  # no rule between its pulls: the block is one pull (live: pulls, which
+            if st.one_pull and not live:  # no rule between its pulls: the block is one pull (live: pulls, which
                 # the query can make as their responses come)
-                want, reps = rr_k * blk, 1
-        elif policy == TWO_STAGE:
-            if q >= u:
+                want, reps = st.rr_k * st.blk, 1
+        elif policy == TWO_STAGE:  # -- two-stage, stage 2: U[q] draws its allocation alloc[q]
+            q = st.q
+            if q >= st.u:
                 break
             i = U[q]
             if unit == UNIT_SAMPLES:  # one pull of alloc[q]
                 if alloc[q] == 0:
-                    q += 1
+                    st.q = q + 1
                     continue
                 want, rule = alloc[q], ELIM_NONE
             else:  # one response at a time while it fits in the allowance
@@ -1679,70 +1693,72 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                     qs[i].capped = 1
                     done = True
                 elif qs[i].n == off[i + 1] - off[i]:
-                    if alloc[q] - (tot[TOKENS] - start) > 0 and qs[i].exh == 0:
+                    if alloc[q] - (tot[TOKENS] - st.start) > 0 and qs[i].exh == 0:
                         qs[i].exh = 1
                         tot[EXHAUSTED] += 1
                     done = True
                 if done:
-                    q += 1
-                    start = tot[TOKENS]
+                    st.q = q + 1
+                    st.start = tot[TOKENS]
                     continue
-                want, bud, cap, rule = 1, start + alloc[q], 0, ELIM_NONE
-        elif policy == DSC:  # stage 2, the partition: dsc_judge names the next judge (-1: the partition is over)
-            i = dsc_judge(qs, off, tot, U, alloc, ds, K, judge)
+                want, bud, cap, rule = 1, st.start + alloc[q], 0, ELIM_NONE
+        elif policy == DSC:  # -- dsc, stage 2, the partition: dsc_judge names the next judge (-1: it is over)
+            i = dsc_judge(qs, off, tot, U, alloc, st, K, judge)
             if i < 0:  # stage 3: windows of K for the others, round-robin easiest first, the rule after each window
-                m = active_by_rank(qs, U, act)
-                rr_k, rr_cap, rr_elim, one_pull = K, max_samples, elim, False
-                rr_on, by_rank, p, w, stage = True, True, 0, 0, 3
+                st.m = active_by_rank(qs, U, act)
+                st.rr_k, st.rr_cap, st.rr_elim, st.one_pull = K, max_samples, elim, False
+                st.rr_on, st.by_rank, st.p, st.w, st.stage = True, True, 0, 0, 3
                 continue
             want = K - qs[i].n  # its first window, then the rule
-        elif is_index:
-            if size == 0:
+        elif is_index:  # -- the index policies (ucb, gap, gap-literal, entropy, marginal-gain, side-eb): the top
+            if st.size == 0:
                 break
             i, want = hq[0], K
-            n0 = qs[i].n
-        elif policy == STREAMING:
+            st.n0 = qs[i].n
+        elif policy == STREAMING:  # -- streaming: the queries in order, each until it stops or meets the reserve
+            sp = st.sp
             if sp >= n:
                 break
             i = order[sp]
             to_come = n - sp - 1
             # (the active test written out at each use: as a closure, each call site was one more inlined copy)
             if qs[i].elim or qs[i].capped or qs[i].exh:  # not active
-                sp += 1
+                st.sp = sp + 1
                 continue
             if unit == UNIT_SAMPLES:
                 room = budget - tot[SAMPLES]
                 if room <= to_come:  # the reserve: one response for each query still to come
-                    sp += 1
+                    st.sp = sp + 1
                     continue
                 want, bud, reps = K, budget - to_come, n_max  # pulls until the query stops or reaches the reserve
             else:
                 su = tot[SAMPLES]
                 reserve = 0 if su == 0 else (to_come * tot[TOKENS] + su - 1) // su
                 if budget - tot[TOKENS] <= reserve:
-                    sp += 1
+                    st.sp = sp + 1
                     continue
                 want, bud = K, budget - reserve
-        else:  # ORACLE: exactly each candidate's first k + 1 responses, cheapest first, while they fit
-            if q >= c or cost[by_cost[q]] > left:
+        else:  # -- oracle: exactly each candidate's first k + 1 responses, cheapest first, while they fit
+            q = st.q
+            if q >= st.c or cost[by_cost[q]] > st.left:
                 break
-            left -= cost[by_cost[q]]
+            st.left -= cost[by_cost[q]]
             i, want, bud, uu, cap, rule = cand[by_cost[q]], first[by_cost[q]] + 1, INT64_MAX, \
                 UNIT_SAMPLES, 0, ELIM_NONE
 
         unmade = pull(i, want, bud, uu, cap, rule, reps)
-        if live_run is not None and unmade > 0 and not (rr_on and paid):  # (live) a response that does not exist
-            # yet: stop here, keeping this pull's rest for the next call
+        if live_run is not None and unmade > 0 and not (st.rr_on and st.paid):  # (live) a response that does not
+            # exist yet: stop here, keeping this pull's rest for the next call
             halt = 1
             break
 
-        # ---- fold the outcome into the rule's cursor ----
-        if rr_on:
+        # ==== fold: the pull's outcome into the policy's cursor ====
+        if st.rr_on:  # -- round-robin
             if tot[STOP]:
-                m = 0  # the (stage's) budget is spent
+                st.m = 0  # the (stage's) budget is spent
                 continue
             if live_run is not None and live:  # (live) with the deferred queries of a block
-                w, p, go = live_fold(dfr, sch, act, qs, tot, i, unmade, w, p, m)
+                go = live_fold(dfr, st, act, qs, tot, i, unmade)
                 if go == 0:  # the pass or the sweep goes on
                     continue
                 if go == 2:  # every query left in the block waits: stop until their responses come
@@ -1750,62 +1766,56 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                     break
             else:
                 if qs[i].elim == 0 and qs[i].capped == 0 and qs[i].exh == 0:  # still active
-                    act[w] = i
-                    w += 1
-                p += 1
-                if p < m:
+                    act[st.w] = i
+                    st.w += 1
+                st.p += 1
+                if st.p < st.m:
                     continue
-            m, p, w = w, 0, 0
-        elif policy == DSC:  # a judge's window was drawn
-            alloc[ds[5]] = 1
-            ds[5] += 1
+            st.m, st.p, st.w = st.w, 0, 0
+        elif policy == DSC:  # -- dsc, stage 2: a judge's window was drawn
+            alloc[st.ds_next] = 1
+            st.ds_next += 1
             if tot[STOP]:
                 break
-        elif policy == TWO_STAGE:
+        elif policy == TWO_STAGE:  # -- two-stage, stage 2
             if unit == UNIT_SAMPLES or tot[STOP]:
                 tot[STOP] = 0
-                q += 1
-                start = tot[TOKENS]
-        elif is_index:
+                st.q += 1
+                st.start = tot[TOKENS]
+        elif is_index:  # -- the index policies: the pulled query's new index, or it leaves the heap
             if tot[STOP]:
                 break
+            size = st.size
             key = 0.0
             if policy == SIDE_EB:  # the pull's outcome into the bins; its new index
-                key = side_eb(hk, hr, hq, size, qs, ex, eb, i, n0, side, tok, perm, off, nb, strength, unit, tot, hz,
-                              budget)
-                pulls += 1
+                key = side_eb(hk, hr, hq, size, qs, ex, eb, i, st.n0, side, tok, perm, off, nb, strength, unit, tot,
+                              hz, budget)
+                st.pulls += 1
             if qs[i].elim == 0 and qs[i].capped == 0 and qs[i].exh == 0:  # active: its new index at the top
                 key, r0, q0 = (gain_index(prior, qs, i, strength, gamma) if policy == MARGINAL_GAIN else
                                key if policy == SIDE_EB else index_of(i)), hr[0], i
             else:  # it leaves the heap: the last entry moves to the top
                 size -= 1
+                st.size = size
                 key, r0, q0 = hk[size], hr[size], hq[size]
                 hk[size] = -np.inf
             sift_down(hk, hr, hq, size, key, r0, q0)
-            if policy == SIDE_EB and pulls >= max(refresh, size):  # every bin's news reaches every query's
+            if policy == SIDE_EB and st.pulls >= max(refresh, size):  # every bin's news reaches every query's
                 # index, once per R pulls or per round of the queries in the heap if more: a refresh is a pass over
                 # the heap, so a fixed R made each decision's cost grow with the pool (docs/semantics.md)
-                side_eb(hk, hr, hq, size, qs, ex, eb, REFRESH, n0, side, tok, perm, off, nb, strength, unit, tot, hz,
-                        budget)
-                pulls = 0
-        elif policy == STREAMING:
+                side_eb(hk, hr, hq, size, qs, ex, eb, REFRESH, st.n0, side, tok, perm, off, nb, strength, unit, tot,
+                        hz, budget)
+                st.pulls = 0
+        elif policy == STREAMING:  # -- streaming
             if tot[STOP]:  # the reserve is reached (tokens: the next response does not fit): the turn ends
                 tot[STOP] = 0
-                sp += 1
-        else:
-            q += 1
-    if live_run is not None and halt > 0:  # (live) the scheduler's state for the next call: sch[S_RESUME] = 1 makes
-        # the pull that stopped again (its pulls left), 2 sweeps the deferred queries
-        sch[S_RR_BUDGET], sch[S_RR_K], sch[S_RR_CAP], sch[S_RR_ELIM] = rr_budget, rr_k, rr_cap, rr_elim
-        sch[S_ONE_PULL], sch[S_RR_ON], sch[S_PER_CAP], sch[S_BY_RANK] = (1 if one_pull else 0), \
-            (1 if rr_on else 0), (1 if per_cap else 0), (1 if by_rank else 0)
-        sch[S_BLK], sch[S_M], sch[S_P], sch[S_W], sch[S_STAGE], sch[S_SIZE] = blk, m, p, w, stage, size
-        sch[S_PULLS], sch[S_N0], sch[S_U], sch[S_Q], sch[S_START] = pulls, n0, u, q, start
-        sch[S_C], sch[S_LEFT], sch[S_SP] = c, left, sp
-        sch[S_PAID] = 1 if paid else 0
-        sch[S_I], sch[S_WANT], sch[S_BUD], sch[S_UU], sch[S_CAP], sch[S_RULE], sch[S_REPS] = i, want, bud, uu, \
-            cap, rule, unmade
-        sch[S_RESUME] = halt
+                st.sp += 1
+        else:  # -- oracle
+            st.q += 1
+    if live_run is not None and halt > 0:  # (live) the pull that stopped, for the next call: st.resume = 1 makes it
+        # again (its pulls left), 2 sweeps the deferred queries; the cursors are in st already
+        st.i, st.want, st.bud, st.uu, st.cap, st.rule, st.reps = i, want, bud, uu, cap, rule, unmade
+        st.resume = halt
 
 
 @jit
@@ -1956,8 +1966,7 @@ def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags,
         rank = np.empty(n, np.int64)
         sel = np.empty(n, np.int64)
         W = Scratch(perm, qgen, hs, order, qs, si, sf, tot, sched.act, sched.hk, sched.hr, sched.hq, sched.eb,
-                    sched.ex, sched.U, sched.alloc, sched.cost, sched.first, sched.cand, sched.ds, sched.sch,
-                    sched.dfr)
+                    sched.ex, sched.U, sched.alloc, sched.cost, sched.first, sched.cand, sched.sch, sched.dfr)
         biggest = 0  # the largest pool: the confidence votes' scratch
         for i in range(n):
             biggest = max(biggest, off[i + 1] - off[i])

@@ -47,11 +47,6 @@ from .kernel import (
     FIRST_J,
     LEAD,
     NEED,
-    S_ND,
-    S_RESUME,
-    S_RR_K,
-    S_STAGE,
-    S_WANT,
     SAMPLES,
     TOKENS,
     WLEAD,
@@ -263,7 +258,7 @@ def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], 
     W = None
 
     def warming() -> bool:  # deepconf-online before its thresholds: a query wants no trace beyond its warm-up
-        return deepconf and W is not None and W.sch[S_STAGE] == 0
+        return deepconf and W is not None and W.sch[0]["stage"] == 0
 
     def next_k(i: int):
         qs = W.qs
@@ -285,7 +280,7 @@ def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], 
         trace mid-way (harvest.live.BackendSource over a backend that `stops`) stops its traces after the warm-up
         there, saving the tokens the run does not pay for; one that cannot generates them whole, and the run pays
         the same either way (the engine cuts each at its first record low below the threshold)."""
-        return float(W.ex[i, 0]) if deepconf and W is not None and W.sch[S_STAGE] == 1 else None
+        return float(W.ex[i, 0]) if deepconf and W is not None and W.sch[0]["stage"] == 1 else None
 
     if hasattr(source, "watch"):
         source.watch(next_k)
@@ -356,12 +351,12 @@ def _wanted(W, got: _Received, order: np.ndarray, nxt: np.ndarray, need: int) ->
     wants (its count drawn + the pull's size): the deferred queries of a block of round-robin rounds
     (kernel.run_one's dfr), or the one query whose pull stopped; then, in rank order, the other active queries that
     have received nothing beyond what they drew (the run is likely to want their next response)."""
-    if W.sch[S_RESUME] == 2:
-        q = W.dfr[:int(W.sch[S_ND]), 0]
-        upto = W.qs[N][q] + W.sch[S_RR_K]
+    if W.sch[0]["resume"] == 2:
+        q = W.dfr[:int(W.sch[0]["nd"]), 0]
+        upto = W.qs[N][q] + W.sch[0]["rr_k"]
     else:
         q = np.array([need - 1])
-        upto = W.qs[N][q] + W.sch[S_WANT]
+        upto = W.qs[N][q] + W.sch[0]["want"]
     ahead = (nxt >= 0) & (nxt >= got.have)
     ahead[q] = False
     return list(zip(q.tolist(), upto.tolist())), order[ahead[order]].tolist()
