@@ -45,5 +45,5 @@ if __name__ == "__main__":
     print(f"ns of CPU per decision, median of {a.rounds} rounds, {a.responses} responses per query, budget 8")
     for p in policies:
         med = [statistics.median(ns[p, n]) for n in sizes]
-        print(f"{p}: " + ", ".join(f"{n:,} {m:.1f}" for n, m in zip(sizes, med))
+        print(f"{p}: " + ", ".join(f"{n:,} {m:.1f}" for n, m in zip(sizes, med, strict=True))
               + (f"; growth {med[-1] / med[0]:.2f}x" if len(sizes) > 1 else ""))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
 from concurrent.futures import ThreadPoolExecutor, wait
 
 import numba
@@ -189,6 +190,30 @@ def grid_outputs(C: int, S: int, n: int, per_query: bool) -> tuple:
             np.zeros(shape, np.uint16))
 
 
+# Identity permutations of the last pool size, free for a grid's threads: each thread's lazy Fisher-Yates leaves its
+# permutation the identity again after each seed, so a finished call hands it back for the next instead of making one
+# anew, a pass over the pool per call with its page faults (7-15 ms at 50,000 x 64, as much as two seeds of uniform's
+# decisions there: docs/performance.md, "Growth with the pool"). Taken and given back under a lock, so calls from
+# several threads never share one.
+_free_perms: list = []
+_perms_lock = threading.Lock()
+
+
+def take_identities(total: int, k: int) -> list:
+    with _perms_lock:
+        if _free_perms and len(_free_perms[0]) != total:
+            _free_perms.clear()
+        got = [_free_perms.pop() for _ in range(min(k, len(_free_perms)))]
+    return got + [np.arange(total, dtype=np.int64) for _ in range(k - len(got))]
+
+
+def give_back_identities(perms: list):
+    """After a call that finished (every seed restored its steps): they are the identity again."""
+    with _perms_lock:
+        if not _free_perms or len(_free_perms[0]) == len(perms[0]):
+            _free_perms.extend(perms[:max(0, numba.config.NUMBA_NUM_THREADS - len(_free_perms))])
+
+
 def run_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, seeds, tables,
              per_query: bool = False, votes: tuple | None = None, tick=None):
     """Run configs[c] at total budget budget_totals[c, s] on each seed; raw arrays out. votes = (cisc_temp,
@@ -209,12 +234,13 @@ def run_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, se
         reading = reading_flag(args[3])
         dc = lows_arg(pool.lows, args[3])
         done = np.zeros(chunks, np.int64)
+        perms = take_identities(int(pool.off[-1]), chunks)
         if chunks == 1 and tick is None:
-            _grid(*args, sched(n, bins), 0, S, reading, dc, done[0:1])
+            _grid(*args, sched(n, bins), perms[0], 0, S, reading, dc, done[0:1])
         else:  # contiguous chunks of seeds; _grid releases the GIL, so this thread can report their progress
             with ThreadPoolExecutor(chunks) as ex:
-                futures = [ex.submit(_grid, *args, sched(n, bins), t * S // chunks, (t + 1) * S // chunks, reading,
-                                     dc, done[t:t + 1]) for t in range(chunks)]
+                futures = [ex.submit(_grid, *args, sched(n, bins), perms[t], t * S // chunks, (t + 1) * S // chunks,
+                                     reading, dc, done[t:t + 1]) for t in range(chunks)]
                 reported = 0
                 while tick is not None and not all(f.done() for f in futures):
                     wait(futures, timeout=TICK_S)
@@ -226,6 +252,7 @@ def run_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, se
                     f.result()
                 if tick is not None and int(done.sum()) > reported:
                     tick(int(done.sum()) - reported)
+        give_back_identities(perms)
     return out_f, out_i, pq_n, pq_flags
 
 

@@ -407,9 +407,6 @@ def oracle_candidates(P, W, epoch, unit, cost, first, cand):
         g = 0  # (lazy) the query's Fisher-Yates steps made so far this seed
         if lazy:
             if qgen[i, 1] != epoch:
-                if qgen[i, 1] == 0:  # the grid call's first visit: the block becomes the identity (_grid)
-                    for t in range(a, a + m):
-                        perm[t] = t
                 qgen[i, 1] = epoch
                 qgen[i, 0] = 0
             g = qgen[i, 0]
@@ -1057,9 +1054,6 @@ def deepconf_online(P, W, dc, unit, warmup, pct, tau, max_samples, budget, epoch
         k = qs[i].n
         if lazy:
             if qgen[i, 1] != epoch:
-                if qgen[i, 1] == 0:  # the grid call's first visit: the block becomes the identity (_grid)
-                    for t in range(a0, off[i + 1]):
-                        perm[t] = t
                 qgen[i, 1] = epoch
                 qgen[i, 0] = 0
             if k == qgen[i, 0]:
@@ -1257,8 +1251,7 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
 
     The permutation is either given whole (W.qgen has no rows: perm holds it) or generated lazily: the forward
     Fisher-Yates of query i (stream hs[i] = seed_stream(seed, qkeys[i]), filled by the caller) advances only as
-    far as a policy draws, so a seed costs O(draws), not O(pool). Lazily, perm starts as the identity (each query's
-    block made so at its first visit in a grid call: qgen[i, 1] == 0), qgen[i] =
+    far as a policy draws, so a seed costs O(draws), not O(pool). Lazily, perm starts as the identity, qgen[i] =
     (steps made, epoch of the seed they belong to) lets the configurations of one seed share the steps, and
     restore_identity undoes them before the next seed. Both give the same permutation.
 
@@ -1368,14 +1361,10 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
         g = 0  # lazy: the query's Fisher-Yates has made g steps (perm[a0 .. a0 + g - 1] are its first g draws)
         h = np.uint64(0)
         if lazy:
-            e = qgen[i, 1]
-            if e == epoch:
-                g = qgen[i, 0]
-            else:
-                if e == 0:  # the grid call's first visit: the block becomes the identity here (_grid)
-                    for t in range(a0, a0 + size_i):
-                        perm[_ix(t)] = t
+            if qgen[i, 1] != epoch:
                 qgen[i, 1] = epoch
+            else:
+                g = qgen[i, 0]
             h = hs[i]
         # The reps pulls as one run of draws: D draws at most (reps pulls of want_k, the cap, the budget left,
         # the pool), a pull ending every want_k draws (the rule is checked there), and the pull that finds
@@ -1938,14 +1927,16 @@ def confidence_votes(off, aoff, correct, score, ans, perm, qs, cw, eta, acc, fir
 
 
 @njit(nogil=True, cache=True, no_cfunc_wrapper=True)
-def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags, sched, s_lo, s_hi, reading, dc,
-          done):
+def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags, sched, perm, s_lo, s_hi, reading,
+          dc, done):
     """Every configuration (cfgs: CONFIG records) at budgets[c, s] on seeds s_lo .. s_hi - 1, with scratch
     allocated once. It releases the GIL: engine.run_grid runs contiguous chunks of seeds on threads, and a
     seed's results depend only on the seed. (Threads rather than prange: numba's parallel compile pipeline
     cost ~8 s of the first run's compile, measured.) cw: cisc's per-response weights (cisc_weights) and eta
     deepconf's kept percentage; with no weights (an empty cw) the confidence votes are skipped (their bits 0). sched:
-    the scheduler's scratch (engine.sched), one per thread. reading, dc: run_one's (None unless a configuration
+    the scheduler's scratch (engine.sched), one per thread; perm: the thread's permutation, the identity (each seed
+    leaves it so again: restore_identity; engine.take_identities keeps it from call to call). reading, dc: run_one's
+    (None unless a configuration
     needs them). done[0] counts the runs made, for progress: one element per thread, which engine.run_grid reads
     while the threads run (a run of a large pool takes long enough that progress per block of seeds fell silent for
     minutes, issue 27)."""
@@ -1956,10 +1947,6 @@ def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags,
     votes = cw.shape[0] > 0
     if s_lo < s_hi:
         qs, si, sf, tot = new_state(n, aoff[n])
-        # perm: each query's block becomes the identity at the first visit of this call (qgen[i, 1] == 0: epochs
-        # start at 1), not all of it here: a pass over the whole pool per call (and its page faults) was 7-15 ms at
-        # 50,000 x 64, as much as two seeds of uniform's decisions (docs/performance.md, "Growth with the pool")
-        perm = np.empty(total, np.int64)
         qgen = np.zeros((n, 2), np.int64)
         hs = np.empty(n, np.uint64)  # (filled for every seed before it is read)
         order = np.empty(n, np.int64)

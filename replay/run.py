@@ -378,6 +378,9 @@ def render_table(summary: pl.DataFrame) -> Table:
     return t
 
 
+GROWTH_BOUND = 3.0  # issue 28: every policy's cost per decision within 3x from 500 to 50,000 queries
+
+
 def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, growth, threads=None,
               console: Console | None = None):
     from .bench import BenchSpec, bench, estimate_s, growth_ratios
@@ -435,9 +438,18 @@ def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, grow
             t.add_column(f"n={n:,}", justify="right")
         if len(growth) > 1:
             t.add_column("growth", justify="right")
-        for p, (rates, ratio) in growth_ratios(g).items():
+        ratios = growth_ratios(g)
+        for p, (rates, ratio) in ratios.items():
             t.add_row(p, *[f"{v:.3g}" for v in rates], *([f"{ratio:.1f}x"] if len(growth) > 1 else []))
         console.print(t)
+        if len(set(growth)) > 1:  # issue 28's check, with what the table cannot say on its own
+            over = {p: r for p, (_, r) in ratios.items() if r > GROWTH_BOUND}
+            console.print(f"growth check: {len(ratios) - len(over)} of {len(ratios)} policies within {GROWTH_BOUND:g}x "
+                          f"from {min(growth):,} to {max(growth):,} queries"
+                          + (f"; beyond: {', '.join(f'{p} {r:.1f}x' for p, r in over.items())} (their decisions "
+                             "read the pool at places the last one did not touch: the memory hierarchy's share, "
+                             "docs/performance.md, 'Why the cost per decision grows')" if over else ""),
+                          highlight=False)
     return df
 
 

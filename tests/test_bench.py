@@ -1,4 +1,6 @@
 """`ttc bench` runs end to end on a tiny grid and reports numbers that add up."""
+import re
+
 from typer.testing import CliRunner
 
 from ttc.cli import app
@@ -32,6 +34,8 @@ def test_bench_command_prints_its_tables():
     assert r.exit_code == 0, r.output
     for word in ("full grid", "speed-up", "growth", "entropy", "oracle"):
         assert word in r.output
+    # issue 28's check in words: how many policies stay within the bound, and which do not
+    assert re.search(r"growth check: \d+ of \d+ policies within 3x from 10 to 20 queries", " ".join(r.output.split()))
     bad = CliRunner().invoke(app, ["bench", "--seeds", "0"])
     assert bad.exit_code == 2
 

@@ -51,3 +51,40 @@ def test_stable_argsort_equals_numpys_stable_sort():
             keys = rng.integers(0, hi, m + 3).astype(np.int64)
             got = stable_argsort(keys, m)
             assert got.tolist() == np.argsort(keys[:m], kind="stable").tolist(), (m, hi)
+
+
+def test_a_grid_hands_its_permutations_back_as_the_identity():
+    """run_grid keeps each thread's permutation from call to call (engine.take_identities) on the promise that every
+    seed undoes its lazy Fisher-Yates steps (restore_identity): every policy, both units, a deepconf-online run, and
+    two threads; a permutation left otherwise would silently change the next call's draws."""
+    from ttc.replay import engine
+    from ttc.replay.policies import POLICIES, RunConfig
+    from ttc.replay.pool import Pool
+    from ttc.replay.synth import make_pool
+    from ttc.replay.tables import make_tables
+
+    pool = make_pool(n=40, size=16, seed=3)
+    tables = make_tables(16, 0.95, sc_beta=False)
+    configs = [RunConfig(p, unit=u) for p in POLICIES if p not in ("deepconf-online", "parallel-probe", "cmc")
+               for u in ("samples", "tokens")]
+    assert len(configs) >= 24
+    budgets = np.array([[b] * 6 for b in (40, 200, 640) for _ in configs], np.int64).reshape(3, len(configs), 6)
+    for threads in (1, 2):
+        engine.set_threads(threads)
+        try:
+            for bt in budgets:
+                engine._free_perms.clear()
+                first = engine.run_grid(pool, configs, bt, np.arange(6), tables)
+                assert engine._free_perms and all((p == np.arange(len(pool.score))).all() for p in engine._free_perms)
+                again = engine.run_grid(pool, configs, bt, np.arange(6), tables)  # with the permutations kept
+                assert all((a == b).all() for a, b in zip(first, again, strict=True))
+        finally:
+            engine.set_threads(None)
+    off = np.array([0, 3, 5])
+    lows = Pool.from_arrays(off, correct=np.array([1, 0, 0, 1, 1], np.int8), score=np.linspace(0, 1, 5),
+                            ans=np.array([0, 1, 0, -1, 0]), tok=np.arange(1, 6))
+    lows.lows = (np.array([0, 1, 2, 2, 3, 4]), np.array([0, 1, 2, 3]), np.array([2.0, 1.0, 3.0, 1.5]))
+    engine._free_perms.clear()
+    engine.run_grid(lows, [RunConfig("deepconf-online", warmup=1)], np.full((1, 3), 4, np.int64), np.arange(3),
+                    make_tables(3, 0.95, sc_beta=False))
+    assert all((p == np.arange(5)).all() for p in engine._free_perms)
