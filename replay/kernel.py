@@ -41,6 +41,12 @@ READING_RULES = READING_RULES + (ELIM_BOINF,)
 # boinf: the weight of the source's "unknown" answer bucket (test_main.py's alpha = 0.3: a pseudo-count always in its
 # Dirichlet, so that one answer seen once does not stop a query at once)
 BOINF_ALPHA = 0.3
+ELIM_MMC = 9
+READING_RULES = READING_RULES + (ELIM_MMC,)
+# mmc: the source's fixed guards (its PluralityEAndDeciderPrior defaults): each e-process needs this many updates
+# before it may certify, and its plug-in bet stays within these bounds
+MMC_MIN_UPDATES = 2
+MMC_Q_LO, MMC_Q_HI = 0.50001, 0.99999
 # ac-entropy stops at h <= hmax + AC_ENTROPY_TIE: an entropy exactly equal to hmax (counts 8, 3, 1 give 0.75 exactly)
 # computes a few ulps either side of it in floating point; the margin, far above that error and far below any gap
 # between distinct values of h at the counts a pool holds, makes such a tie stop, as `h <= hmax` says
@@ -69,7 +75,8 @@ CONFIG = np.dtype([("policy", np.int64), ("unit", np.int64), ("K", np.int64), ("
                    ("hmax", np.float64), ("warmup", np.int64), ("judge", np.int64), ("percentile", np.float64),
                    ("prior_strength", np.float64), ("bins", np.int64), ("refresh", np.int64),
                    ("dirichlet_conf", np.float64), ("horizon", np.int64),
-                   ("bf", np.float64), ("bf_mc", np.int64)], align=True)
+                   ("bf", np.float64), ("bf_mc", np.int64), ("mmc_delta", np.float64), ("mmc_m", np.int64)],
+                  align=True)
 
 # What a run reads (read-only): the pool's per-response arrays grouped by query (off), the answer slots (aoff,
 # answer_offsets), have[i] = how many of query i's responses exist (its pool size in replay; fewer in a live run,
@@ -982,6 +989,92 @@ def boinf_stops(si, lo, hi, lead, lc, bf, mc, tok, score, perm, a0, n, i):
     return boinf_uniform(tok, score, perm, a0, n, i) < boinf_stop_prob(si, lo, hi, lead, lc, BOINF_ALPHA, bf, mc)
 
 
+@jit
+def mmc_bet(s, f):
+    """The source's plug-in bet of one e-process before its next update (BernoulliMixtureEProcess.update): (s + 1/2)
+    / (s + f + 1), clipped to [MMC_Q_LO, MMC_Q_HI]."""
+    return min(max((s + 0.5) / (s + f + 1), MMC_Q_LO), MMC_Q_HI)
+
+
+@jit
+def mmc_log_e(s, f, q):
+    """One e-process's log e-value after s successes and f failures at bet q, as the source writes it: (s + f) log 2
+    + s log q + f log(1 - q) (the bet of its latest update applied to all of its past)."""
+    return (s + f) * math.log(2.0) + s * math.log(q) + f * math.log1p(-q)
+
+
+@jit
+def mmc_state(ans, perm, a0, n, na, m_top):
+    """MMC's two e-processes after query i's first n draws (perm[a0 .. a0 + n - 1]; its answers are 0 .. na - 1),
+    replayed vote by vote as its source does (docs/semantics.md, mmc): before each valid vote, the leader i and
+    runner-up j and the top m_top answers C from the counts so far (ties: the answer drawn first); the vote then
+    updates the pair e-process (i: a success, j: a failure) and the other one (i: a success, an answer outside C: a
+    failure). Invalid answers do not vote. Returns (pair log e, its updates, other log e, its updates, whether the
+    leader after the last vote is the i chosen before it)."""
+    cnt = np.zeros(na, np.int64)
+    pos = np.full(na, -1, np.int64)  # first-appearance rank of each answer (-1: not drawn yet)
+    seen = np.empty(na, np.int64)
+    d = 0
+    s1 = f1 = s2 = f2 = 0
+    l1 = l2 = 0.0
+    last_i = -1
+    for k in range(a0, a0 + n):
+        a = ans[perm[k]]
+        if a < 0:
+            continue
+        i1, c1, i2, c2 = -1, -1, -1, -1
+        for t in range(d):
+            b = seen[t]
+            c = cnt[b]
+            if c > c1:
+                i2, c2 = i1, c1
+                i1, c1 = b, c
+            elif c > c2:
+                i2, c2 = b, c
+        in_c = False
+        if pos[a] >= 0:
+            ahead = 0  # answers ranked before a
+            for t in range(d):
+                b = seen[t]
+                if cnt[b] > cnt[a] or (cnt[b] == cnt[a] and t < pos[a]):
+                    ahead += 1
+            in_c = ahead < m_top
+        if i1 >= 0 and i2 >= 0 and (a == i1 or a == i2):
+            q = mmc_bet(s1, f1)
+            if a == i1:
+                s1 += 1
+            else:
+                f1 += 1
+            l1 = mmc_log_e(s1, f1, q)
+        if i1 >= 0 and (a == i1 or not in_c):
+            q = mmc_bet(s2, f2)
+            if a == i1:
+                s2 += 1
+            else:
+                f2 += 1
+            l2 = mmc_log_e(s2, f2, q)
+        last_i = i1
+        cnt[a] += 1
+        if pos[a] < 0:
+            pos[a] = d
+            seen[d] = a
+            d += 1
+    lead, cl = -1, -1
+    for t in range(d):
+        if cnt[seen[t]] > cl:
+            lead, cl = seen[t], cnt[seen[t]]
+    return l1, s1 + f1, l2, s2 + f2, last_i >= 0 and lead == last_i
+
+
+@inner
+def mmc_stops(ans, perm, a0, n, na, m_top, delta):
+    """MMC's certificate on a query's n draws: both e-processes at or above log(1 / delta), each after at least
+    MMC_MIN_UPDATES updates, and the leader unchanged by the last vote. One call in run_one's rule check."""
+    l1, u1, l2, u2, same = mmc_state(ans, perm, a0, n, na, m_top)
+    bar = math.log(1.0 / delta)
+    return same and l1 >= bar and u1 >= MMC_MIN_UPDATES and l2 >= bar and u2 >= MMC_MIN_UPDATES
+
+
 @inner
 def dc_threshold(v, m, pct):
     """deepconf-online's stopping threshold from the m lowest group confidences in v[:m] (reordered: scratch): their
@@ -1305,6 +1398,8 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
         if rule == ELIM_BOINF:
             return lead >= 0 and boinf_stops(si, aoff[i], aoff[i + 1], lead, lc, cfg.bf, cfg.bf_mc, tok, score, perm,
                                              off[i], n_, i)
+        if rule == ELIM_MMC:
+            return mmc_stops(ans, perm, off[i], n_, aoff[i + 1] - aoff[i] - 1, cfg.mmc_m, cfg.mmc_delta)
         return False
 
     def pull(i, want_k, bud, u, cap, rule, reps):

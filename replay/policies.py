@@ -161,6 +161,9 @@ ELIMINATION_RULES = {r.name: r for r in (
          "(1 - P) >= bf, P under the Dirichlet posterior of the answer counts with an unknown bucket of 0.3 "
          "(kernel.BOINF_ALPHA), estimated as its code does from bf_mc draws (0: exact, the paper's)",
          ("bf", "bf_mc"), frozenset({"answers"})),
+    Rule("mmc", "ELIM_MMC", "the martingale majority certificate (MMC): two e-processes, leader vs runner-up and "
+         "leader vs the answers outside the top mmc_m, each >= 1 / mmc_delta after >= 2 updates, the leader unchanged "
+         "by the last vote", ("mmc_delta", "mmc_m"), frozenset({"answers"})),
 )}
 # A selection rule's params are the replay() arguments it reads (not RunConfig fields: a selection is computed from
 # what a run drew, so one run serves every selection).
@@ -306,6 +309,10 @@ class RunConfig:
     bf_mc: int = param(1000, "boinf: the Dirichlet draws of the source's Monte Carlo estimate of P, whose random "
                        "decision (its Hoeffding term where every draw favours the mode) the engine draws from the same "
                        "law (docs/semantics.md); 0: the exact Bayes factor, the paper's rule.")
+    mmc_delta: float = param(0.05, "mmc: the error level delta; a query stops when both e-processes reach 1 / delta (the "
+                             "source's delta).")
+    mmc_m: int = param(3, "mmc: the contender set's size (the source's M): votes outside the top mmc_m answers count "
+                       "against the leader in the leader-vs-others e-process.")
 
     def __post_init__(self):
         if not 0.0 < self.bf < math.inf:
@@ -313,6 +320,11 @@ class RunConfig:
         if not 0 <= self.bf_mc <= 10**9:
             raise ValueError(f"bf_mc must be in 0..1e9 (the source's Monte Carlo draws whose Hoeffding branch boinf "
                              f"follows; 0: the exact Bayes factor), got {self.bf_mc}")
+        if not 0.0 < self.mmc_delta < 1.0:
+            raise ValueError(f"mmc_delta must be in (0, 1) (mmc's error level), got {self.mmc_delta}")
+        if not 1 <= self.mmc_m <= MAX_COUNT:
+            raise ValueError(f"mmc_m must be in 1..{MAX_COUNT:,} (mmc's contender set of top answers), got "
+                             f"{self.mmc_m}")
         if not 0.0 <= self.cmc_beta <= 1.0:
             raise ValueError(f"cmc_beta must be in [0, 1], got {self.cmc_beta}")
         if self.depth_rule not in DEPTH_RULES:
@@ -596,6 +608,11 @@ METHODS = {m.name: m for m in (
            "posterior with an unknown bucket) reaches 10, at most 100 (its script's defaults), then the majority",
            "Komiyama et al. 2025, Best-of-Infinity: Asymptotic Performance of Test-Time Compute (arXiv:2509.21091)",
            {"policy": "elimination", "K": 1, "eliminate": "boinf", "max_samples": 100}, "sc"),
+    Method("mmc", "one response at a time per query until the martingale majority certificate holds at delta 0.05 "
+           "(leader vs runner-up and vs the rest, anytime-valid), at most 32 (its code's defaults), then the majority",
+           "Cordero-Encinar & Duncan 2025, Certified Self-Consistency: Statistical Guarantees and Test-Time Training "
+           "for Reliable Reasoning in LLMs (arXiv:2510.17472)",
+           {"policy": "elimination", "K": 1, "eliminate": "mmc", "max_samples": 32}, "sc"),
 )}
 
 

@@ -70,7 +70,7 @@ def configs(draw, total, tokens_total, policy, unit):
     cfg = RunConfig(
         policy, unit=unit, K=draw(st.integers(1, 3)),
         eliminate=draw(st.sampled_from(["none", "threshold", "sc-share", "sc-beta", "esc", "ac-majority",
-                                        "ac-entropy", "ac-dirichlet", "boinf"])),
+                                        "ac-entropy", "ac-dirichlet", "boinf", "mmc"])),
         gamma=draw(st.sampled_from([0.5, 0.75, 1.0])), lam=draw(st.sampled_from([None, 0.5, 2.0])),
         eps=draw(st.sampled_from([0.0, 0.01, 0.3])), max_samples=draw(st.integers(0, 6)),
         rho=draw(st.sampled_from([0.25, 0.5, 0.75])), tau=draw(st.sampled_from([0.3, 0.5, 0.7])),
