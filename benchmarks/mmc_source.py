@@ -113,10 +113,12 @@ def main():
             per["none_acc"].append(w not in (None, "None") and int(w) in gold)
         for key in keys:
             rows[key].append(float(np.mean(per[key])))
-    print(f"{args.pool.name}: {n} questions, {args.seeds} seeds; delta {DELTA}, M {M}, N_max {CAP}; mean ± SE over seeds")
+    print(f"{args.pool.name}: {n} questions, {args.seeds} seeds; delta {DELTA}, M {M}, N_max {CAP}; "
+          f"mean ± SE over seeds")
     print(f"labels in first-appearance order (valid answers only): {mismatch} of {total} (question, seed) decisions "
           f"differ between the source and the engine")
-    print(f"{'':44} {'draws / question':>16} {'accuracy':>16} {'z draws':>8} {'z acc':>6}  (z: paired, engine - source)")
+    print(f"{'':44} {'draws / question':>16} {'accuracy':>16} {'z draws':>8} {'z acc':>6}  "
+          f"(z: paired, engine - source)")
     for name, eng, src in (("valid answers only: engine", "valid", None),
                            ("  source, labels = the pool's answer ids", "valid", "ids"),
                            ("every response: engine (invalid: no vote)", "full", None),

@@ -309,8 +309,8 @@ class RunConfig:
     bf_mc: int = param(1000, "boinf: the Dirichlet draws of the source's Monte Carlo estimate of P, whose random "
                        "decision (its Hoeffding term where every draw favours the mode) the engine draws from the same "
                        "law (docs/semantics.md); 0: the exact Bayes factor, the paper's rule.")
-    mmc_delta: float = param(0.05, "mmc: the error level delta; a query stops when both e-processes reach 1 / delta (the "
-                             "source's delta).")
+    mmc_delta: float = param(0.05, "mmc: the error level delta; a query stops when both e-processes reach 1 / delta "
+                             "(the source's delta).")
     mmc_m: int = param(3, "mmc: the contender set's size (the source's M): votes outside the top mmc_m answers count "
                        "against the leader in the leader-vs-others e-process.")
 
