@@ -123,6 +123,7 @@ class Rule:
     doc: str
     params: tuple = ()
     needs: frozenset = frozenset()
+    live: bool = True  # an elimination rule that reads hindsight (the query's whole pool) cannot run live
 
     @property
     def code(self) -> int:
@@ -164,6 +165,9 @@ ELIMINATION_RULES = {r.name: r for r in (
     Rule("mmc", "ELIM_MMC", "the martingale majority certificate (MMC): two e-processes, leader vs runner-up and "
          "leader vs the answers outside the top mmc_m, each >= 1 / mmc_delta after >= 2 updates, the leader unchanged "
          "by the last vote", ("mmc_delta", "mmc_m"), frozenset({"answers"})),
+    Rule("lbayes", "ELIM_LBAYES", "the L-aggregated Bayesian stop (known prior): P(leading answer is the mode) >= "
+         "lb_thre, from the head counts (lb_l - 1 of them) and the query's own answer shares in its pool as the "
+         "prior (hindsight: replay only)", ("lb_thre", "lb_l"), frozenset({"answers"}), live=False),
 )}
 # A selection rule's params are the replay() arguments it reads (not RunConfig fields: a selection is computed from
 # what a run drew, so one run serves every selection).
@@ -313,6 +317,10 @@ class RunConfig:
                              "(the source's delta).")
     mmc_m: int = param(3, "mmc: the contender set's size (the source's M): votes outside the top mmc_m answers count "
                        "against the leader in the leader-vs-others e-process.")
+    lb_thre: float = param(0.95, "lbayes: the posterior probability that the leading answer is the mode needed to "
+                           "stop (the source's prob_thre: 0.95, 0.975, 0.99).")
+    lb_l: int = param(2, "lbayes: L, the head counts the posterior keeps plus one (2: the leader's; 3: also the "
+                      "runner-up's).")
 
     def __post_init__(self):
         if not 0.0 < self.bf < math.inf:
@@ -325,6 +333,10 @@ class RunConfig:
         if not 1 <= self.mmc_m <= MAX_COUNT:
             raise ValueError(f"mmc_m must be in 1..{MAX_COUNT:,} (mmc's contender set of top answers), got "
                              f"{self.mmc_m}")
+        if not 0.0 < self.lb_thre <= 1.0:
+            raise ValueError(f"lb_thre must be in (0, 1] (lbayes's posterior threshold), got {self.lb_thre}")
+        if self.lb_l not in (2, 3):
+            raise ValueError(f"lb_l must be 2 or 3 (lbayes's L; the source's L = 4 is not built), got {self.lb_l}")
         if not 0.0 <= self.cmc_beta <= 1.0:
             raise ValueError(f"cmc_beta must be in [0, 1], got {self.cmc_beta}")
         if self.depth_rule not in DEPTH_RULES:
@@ -613,6 +625,11 @@ METHODS = {m.name: m for m in (
            "Cordero-Encinar & Duncan 2025, Certified Self-Consistency: Statistical Guarantees and Test-Time Training "
            "for Reliable Reasoning in LLMs (arXiv:2510.17472)",
            {"policy": "elimination", "K": 1, "eliminate": "mmc", "max_samples": 32}, "sc"),
+    Method("lbayes", "one response at a time per query until the posterior that its leading answer is the mode "
+           "reaches 0.95 (L = 2: the leader's count and the query's own answer shares as the prior, hindsight), at "
+           "most 100, then the majority", "Optimal Bayesian Stopping for Efficient Inference of Consistent LLM "
+           "Answers, 2026 (arXiv:2602.05395; code github.com/jh9959-afk/Paper)",
+           {"policy": "elimination", "K": 1, "eliminate": "lbayes", "max_samples": 100}, "sc"),
 )}
 
 
