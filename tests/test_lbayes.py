@@ -39,8 +39,8 @@ def test_posterior_by_hand():
 
 
 @settings(max_examples=300, deadline=None)
-@given(counts=st.lists(st.integers(1, 9), min_size=1, max_size=5), draws=st.lists(st.integers(0, 4), min_size=1,
-                                                                                    max_size=12), L=st.sampled_from([2, 3]))
+@given(counts=st.lists(st.integers(1, 9), min_size=1, max_size=5),
+       draws=st.lists(st.integers(0, 4), min_size=1, max_size=12), L=st.sampled_from([2, 3]))
 def test_posterior_equals_the_exact_one(counts, draws, L):
     """The engine's log-space recursion (the source's Algorithm 2) against the reference's exact rationals."""
     seen = {}
@@ -86,7 +86,8 @@ def test_lbayes_equals_the_reference(unit, data):
                                                "marginal-gain", "side-eb"])),
                     unit=unit, K=data.draw(st.integers(1, 4)), eliminate="lbayes",
                     max_samples=data.draw(st.integers(0, 12)),
-                    lb_thre=data.draw(st.sampled_from([0.62, 0.83, 0.953, 0.991])), lb_l=data.draw(st.sampled_from([2, 3])))
+                    lb_thre=data.draw(st.sampled_from([0.62, 0.83, 0.953, 0.991])),
+                    lb_l=data.draw(st.sampled_from([2, 3])))
     budget = data.draw(st.integers(0, int(off[-1]) + 3 if unit == "samples" else int(tok.sum()) + 5))
     ref = run_reference(off, correct, score, ans, tok, perm, rank, budget_total=budget, lb_thre=cfg.lb_thre,
                         lb_l=cfg.lb_l, **config_kwargs(cfg))
