@@ -117,3 +117,14 @@ def test_the_reference_is_exact():
     """One case in rationals: shares 1/2, 1/2 and a 1-1 draw: both hypotheses alike, the posterior exactly 1/2."""
     assert ref_posterior([4, 4], 2, 1, 1, 2, 2) == Fraction(1, 2)
     assert math.isclose(_post([4, 4], 2, 1, 1, 2, 2), 0.5)
+
+
+def test_ttc_run_refuses_it():
+    """`ttc run --eliminate lbayes` is one `error:` line (a RunError), before any model is loaded."""
+    from types import SimpleNamespace
+
+    from ttc.harvest.run import RunError, check_oracle
+
+    req = SimpleNamespace(oracle="sc", confidence=None, out="out")
+    with pytest.raises(RunError, match="--eliminate lbayes needs hindsight"):
+        check_oracle(req, RunConfig("elimination", eliminate="lbayes"), "sc")
