@@ -1013,10 +1013,14 @@ def mmc_state(ans, perm, a0, n, na, m_top):
     runner-up j and the top m_top answers C from the counts so far (ties: the answer drawn first); the vote then
     updates the pair e-process (i: a success, j: a failure) and the other one (i: a success, an answer outside C: a
     failure). Invalid answers do not vote. Returns (pair log e, its updates, other log e, its updates, whether the
-    leader after the last vote is the i chosen before it)."""
-    cnt = np.zeros(na, np.int64)
-    pos = np.full(na, -1, np.int64)  # first-appearance rank of each answer (-1: not drawn yet)
-    seen = np.empty(na, np.int64)
+    leader after the last vote is the i chosen before it).
+
+    The answers drawn are kept ranked (order[r], rank[a]: by count, ties to the first drawn), so that a vote costs
+    its rank's move up rather than a scan of every answer."""
+    w = np.empty((4, max(na, 1)), np.int64)  # one allocation for the four per-answer arrays
+    cnt, first, order, rank = w[0], w[1], w[2], w[3]
+    for a in range(na):
+        cnt[a] = 0
     d = 0
     s1 = f1 = s2 = f2 = 0
     l1 = l2 = 0.0
@@ -1025,23 +1029,9 @@ def mmc_state(ans, perm, a0, n, na, m_top):
         a = ans[perm[k]]
         if a < 0:
             continue
-        i1, c1, i2, c2 = -1, -1, -1, -1
-        for t in range(d):
-            b = seen[t]
-            c = cnt[b]
-            if c > c1:
-                i2, c2 = i1, c1
-                i1, c1 = b, c
-            elif c > c2:
-                i2, c2 = b, c
-        in_c = False
-        if pos[a] >= 0:
-            ahead = 0  # answers ranked before a
-            for t in range(d):
-                b = seen[t]
-                if cnt[b] > cnt[a] or (cnt[b] == cnt[a] and t < pos[a]):
-                    ahead += 1
-            in_c = ahead < m_top
+        i1 = order[0] if d > 0 else -1
+        i2 = order[1] if d > 1 else -1
+        in_c = cnt[a] > 0 and rank[a] < m_top
         if i1 >= 0 and i2 >= 0 and (a == i1 or a == i2):
             q = mmc_bet(s1, f1)
             if a == i1:
@@ -1057,16 +1047,24 @@ def mmc_state(ans, perm, a0, n, na, m_top):
                 f2 += 1
             l2 = mmc_log_e(s2, f2, q)
         last_i = i1
-        cnt[a] += 1
-        if pos[a] < 0:
-            pos[a] = d
-            seen[d] = a
+        if cnt[a] == 0:
+            first[a] = d
+            order[d] = a
+            rank[a] = d
             d += 1
-    lead, cl = -1, -1
-    for t in range(d):
-        if cnt[seen[t]] > cl:
-            lead, cl = seen[t], cnt[seen[t]]
-    return l1, s1 + f1, l2, s2 + f2, last_i >= 0 and lead == last_i
+        c = cnt[a] + 1
+        cnt[a] = c
+        r = rank[a]
+        while r > 0:
+            b = order[r - 1]
+            if cnt[b] > c or (cnt[b] == c and first[b] < first[a]):
+                break
+            order[r] = b
+            rank[b] = r
+            r -= 1
+        order[r] = a
+        rank[a] = r
+    return l1, s1 + f1, l2, s2 + f2, last_i >= 0 and d > 0 and order[0] == last_i
 
 
 @inner
@@ -1091,7 +1089,7 @@ def log_add(x, y):
 
 
 @jit
-def lbayes_log_s(p, skip1, skip2, nl, vd, cp):
+def lbayes_log_s(p, skip1, skip2, nl, vd, cp, work):
     """log S of the L-aggregated Bayesian stop's Algorithm 2 (the source's _compute_log_S_psi_algo2_strict,
     docs/semantics.md, lbayes) over the prior p without its entries skip1 and skip2 (-1: none): the nl draws outside
     the head spread over the remaining categories, each below vd (or at vd: a tie, m of them), summed as
@@ -1103,13 +1101,15 @@ def lbayes_log_s(p, skip1, skip2, nl, vd, cp):
         if nl > 0:
             return -math.inf
         mmin = size
-    A = np.full((mmin + 1, nl + 1), -math.inf)
-    B = np.empty((mmin + 1, nl + 1))
+    A = work[0, :mmin + 1, :nl + 1]  # (work: scratch of at least (4, mmin + 1, max(nl, vd) + 1), one per posterior)
+    B = work[1, :mmin + 1, :nl + 1]
+    A[:, :] = -math.inf
     A[0, 0] = 0.0
-    lf = np.zeros(vd + 1)
+    lf = work[2, 0, :vd + 1]
+    lf[:] = 0.0
     for r in range(2, vd + 1):
         lf[r] = math.lgamma(r + 1)
-    lg = np.empty(vd + 1)
+    lg = work[3, 0, :vd + 1]
     for j in range(p.shape[0]):
         if j == skip1 or j == skip2:
             continue
@@ -1182,9 +1182,10 @@ def lbayes_posterior(p, n, n1, n2, uniq, L):
     if n == 0:
         return 0.0
     terms = np.empty(K)
+    work = np.empty((4, K + 1, n + 1))  # the recursion's scratch, shared by its K (L = 3: K^2) runs
     if L == 2 or uniq < 2:
         for i in range(K):
-            ls = lbayes_log_s(p, i, -1, n - n1, n1, 1)
+            ls = lbayes_log_s(p, i, -1, n - n1, n1, 1, work)
             terms[i] = n1 * math.log(p[i]) + ls if p[i] > 0 and ls != -math.inf else -math.inf
     else:
         cp = 2 if n1 == n2 else 1
@@ -1197,7 +1198,7 @@ def lbayes_posterior(p, n, n1, n2, uniq, L):
             for j in range(K):
                 if i == j or p[j] <= 0:
                     continue
-                ls = lbayes_log_s(p, i, j, n - n1 - n2, n2, cp)
+                ls = lbayes_log_s(p, i, j, n - n1 - n2, n2, cp, work)
                 if ls != -math.inf:
                     tj[nt] = n1 * math.log(p[i]) + n2 * math.log(p[j]) + ls
                     nt += 1
