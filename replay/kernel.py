@@ -1070,7 +1070,8 @@ def mmc_state(ans, perm, a0, n, na, m_top):
 @inner
 def mmc_stops(ans, perm, a0, n, na, m_top, delta):
     """MMC's certificate on a query's n draws: both e-processes at or above log(1 / delta), each after at least
-    MMC_MIN_UPDATES updates, and the leader unchanged by the last vote. One call in run_one's rule check."""
+    MMC_MIN_UPDATES updates, and the leader unchanged by the last vote. One call in run_one's rule check, which
+    skips it while a single answer has been drawn (no runner-up yet: the pair e-process has not moved)."""
     l1, u1, l2, u2, same = mmc_state(ans, perm, a0, n, na, m_top)
     bar = math.log(1.0 / delta)
     return same and l1 >= bar and u1 >= MMC_MIN_UPDATES and l2 >= bar and u2 >= MMC_MIN_UPDATES
@@ -1554,7 +1555,7 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
             return lead >= 0 and boinf_stops(si, aoff[i], aoff[i + 1], lead, lc, cfg.bf, cfg.bf_mc, tok, score, perm,
                                              off[i], n_, i)
         if rule == ELIM_MMC:
-            return mmc_stops(ans, perm, off[i], n_, aoff[i + 1] - aoff[i] - 1, cfg.mmc_m, cfg.mmc_delta)
+            return sc > 0 and mmc_stops(ans, perm, off[i], n_, aoff[i + 1] - aoff[i] - 1, cfg.mmc_m, cfg.mmc_delta)
         if rule == ELIM_LBAYES:
             return lead >= 0 and lbayes_stops(si, aoff[i], aoff[i + 1], lead, lc, ans, off[i], off[i + 1], cfg.lb_l,
                                               cfg.lb_thre)
