@@ -905,3 +905,17 @@ def make_backend(name: str, **kw: Any):
     except KeyError:
         raise InputError(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}") from None
     return entry.load()(**kw)
+
+def release_backend(backend) -> None:
+    """Free what a backend holds when its run ends: its close(), and the GPU memory torch cached for it (so that a
+    PRM or judge loading next, or the next run in a notebook, finds it)."""
+    import gc
+    import sys
+
+    close = getattr(backend, "close", None)
+    if callable(close):
+        close()
+    gc.collect()
+    torch = sys.modules.get("torch")  # only when a backend imported it
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.empty_cache()

@@ -7,7 +7,7 @@ generation can run ahead in batches without changing a decision: `lookahead` res
 (batch=True) one call for every active query whose cached responses are used up, so a round-robin round is one
 backend call, not one per query.
 
-Faults (`ttc run`, harvest/run.py): a backend call that raises is retried `retries` times with exponential backoff
+Faults (`ttc run`, harvest/run/): a backend call that raises is retried `retries` times with exponential backoff
 (the openai backend's client also retries each HTTP request itself). A call that still fails is then examined: one
 prompt that worked before is tried again (a probe; before anything has worked, up to three of the call's prompts
 alone, kept when they work): if that fails too the backend is down, and the run stops (BackendError; a rerun
@@ -69,7 +69,7 @@ class BackendSource:
     `prompt_tokens` (with `prompt_len`, the prompt's length in tokens, counted once per response generated),
     `backend_s` and `score_s` (wall seconds in the backend and in scoring). on_call(records, failures), when given,
     is called after every call with [(query index, first sample index, [(Response, Observed), ...]), ...] and the
-    queries marked failed in it ({index: message}), before the driver sees them (harvest/run.py writes them to
+    queries marked failed in it ({index: message}), before the driver sees them (harvest/run/ writes them to
     disk there). `fail` holds the queries known to have failed (a resumed run's), as {index: message}."""
 
     def __init__(self, backend: Backend, queries: Sequence[Query], prompt: Callable[[Query], str], sampling: Sampling,

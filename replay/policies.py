@@ -231,7 +231,7 @@ def param(default, doc: str, *, flag: str | None = None, short: str | None = Non
     rule reads it first), its command-line flag (default `--name-with-dashes`; `short`: an alias), whether `ttc
     replay` sweeps it as a comma list (`sweep`, with `replay_default` its list default where it is not the field's)
     and so whether a replay's results carry it per configuration. cli.py builds the options of ttc replay, tune and
-    run from these; ReplayRequest and RunRequest take their fields from RunConfig's (replay/run.py, harvest/run.py);
+    run from these; ReplayRequest and RunRequest take their fields from RunConfig's (replay/run.py, harvest/run/);
     ttc.replay's keywords are the field names; the kernel reads the record fields of the same names (record()).
     choices: a string parameter's values; scope: who reads it when no registry entry lists it (depth's, read by
     every policy through the pool's depth view); live: whether `ttc run` takes it (depth's are replay only until a

@@ -214,3 +214,23 @@ def test_batch_refusals_that_need_the_options(tiny, tmp_path):
     clean_error(runner.invoke(app, [*base, "--oracle", "sc", "--base-url", "http://x/v1"]), "--base-url applies to")
     clean_error(runner.invoke(app, [*base, "--oracle", "judge"]), "--oracle judge needs a gold answer")
     assert not (tmp_path / "o").exists()
+
+
+def test_ttc_run_in_python_is_the_command(tiny, tmp_path, capsys):
+    """ttc.run with the transformers backend takes the command line's path (harvest.run.run_command: the backend
+    built from its options, the tokenizer counting prompts): the same responses, results and outcome as `ttc run`,
+    and nothing printed."""
+    import ttc
+
+    ok(runner.invoke(app, run_args(tiny, tmp_path / "cli", "--policy", "entropy", "--budget", "3", "--device",
+                                   "cpu")))
+    capsys.readouterr()
+    got = ttc.run(str(tiny), out=tmp_path / "api", dataset=str(MATH), backend="transformers", max_tokens=12, seed=3,
+                  max_per_query=8, policy="entropy", budget=3, backend_options={"device": "cpu"})
+    assert capsys.readouterr() == ("", "")
+    cli = json.loads((tmp_path / "cli" / "run.json").read_text())
+    assert got.summary["outcome"] == cli["outcome"] and got.summary["spent"] == cli["spent"]
+    assert got.summary["cost"]["prompt_tokens"] == cli["cost"]["prompt_tokens"] > 0
+    assert got.frame().equals(pl.read_parquet(tmp_path / "cli" / "results.parquet"))
+    assert samples(tmp_path / "api" / "pool").drop("text").equals(samples(tmp_path / "cli" / "pool").drop("text"))
+
