@@ -78,7 +78,7 @@ class BackendSource:
                  prompt_len: Callable[[str], int] | None = None,
                  on_call: Callable[[list, dict], None] | None = None, scorer: Any = None,
                  confidence: Any = None, score_signal: str | None = None, side_column: str | None = None,
-                 slots: int = 0, stops: bool = False):
+                 slots: int = 0, stops: bool = False, token_cap: int = 0):
         if lookahead < 1:
             raise InputError(f"lookahead must be >= 1, got {lookahead}")
         if scorer is not None:
@@ -124,6 +124,9 @@ class BackendSource:
         # stops: the backend stops a trace mid-way at a group-confidence threshold (the registry's `stops`: generate
         # takes conf_stop); the driver then gives each query's threshold (confidence_stop)
         self.stops = stops
+        # token_cap: each trace stops at this many tokens and answers its probe there (ttc run --trace-cap: a backend
+        # whose generate takes trace_cap, the registry's `probes`); 0: whole traces
+        self.token_cap = token_cap
         self._threshold: Callable[[int], float | None] | None = None
         self._warm = 0
 
@@ -299,6 +302,8 @@ class BackendSource:
         kw: dict[str, Any] = {"stop": list(self.stop)} if self.stop else {}
         if self.confidence is not None:  # (only then: a backend without signals need not take the keyword)
             kw["confidence"] = self.confidence
+        if self.token_cap:
+            kw["trace_cap"] = self.token_cap
         if self._threshold is not None:  # a request's responses after the warm-up stop at the query's threshold
             floors = [self._threshold(q) if len(self._cache[q]) >= self._warm else None for q in todo]
             if any(f is not None for f in floors):

@@ -55,7 +55,7 @@ class Executor:
                              retry_delay_s=req.retry_delay_s, grade_timeout_s=req.grade_timeout_s,
                              prompt_len=self.prompt_len, on_call=on_call, scorer=self.scorer,
                              side_column=plan.side_column, slots=slots, stops=package.backend_stops(req),
-                             **_signal_options(plan))
+                             token_cap=plan.config.trace_cap, **_signal_options(plan))
 
     def preload(self, source, index: dict[str, int]) -> None:
         """What an earlier process left for these queries: their responses, prompt counts and failures."""

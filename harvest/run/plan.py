@@ -74,6 +74,7 @@ def plan_run(req: RunRequest) -> RunPlan:
     if select not in LIVE_SELECTIONS:  # (the command line offers only these; a RunRequest built in Python may not)
         raise RunError(f"--select {select} is computed by replay only; ttc run returns {', '.join(LIVE_SELECTIONS)}")
     cfg = run_config(req, eliminate)
+    check_trace_cap(req, cfg)
     check_oracle(req, cfg, select)
     check_inputs(req, cfg)
     score_column, scoring, scorer_config = oracle_settings(req)
@@ -109,6 +110,28 @@ def plan_run(req: RunRequest) -> RunPlan:
                    template=template, template_info=info, generation=generation, allocation=allocation, meta=meta,
                    inputs=inputs, score_column=score_column, scoring=scoring, oracle_config=scorer_config,
                    prior=prior, side_column=side)
+
+
+def check_trace_cap(req: RunRequest, cfg) -> None:
+    """--trace-cap live: only a backend that can stop a trace at the cap and probe it (the registry's `probes`), for
+    math answers (the probe asks for a \\boxed{} one), below --max-tokens (a trace never runs past that), and not
+    with deepconf-online (which stops traces its own way)."""
+    from ..registry import BACKENDS
+
+    cap = cfg.trace_cap
+    if not cap:
+        return
+    able = [name for name, b in BACKENDS.items() if b.probes]
+    if req.backend in BACKENDS and not BACKENDS[req.backend].probes:
+        raise RunError(f"--trace-cap needs a backend that can stop a trace at the cap and ask it for its answer so "
+                       f"far ({', '.join(able)}); --backend {req.backend} cannot (docs/run.md, \"Depth\")")
+    if cap >= req.sampling.max_tokens:
+        raise RunError(f"--trace-cap {cap} is not below --max-tokens {req.sampling.max_tokens}: no trace runs past "
+                       "--max-tokens, so the cap would stop none")
+    if req.oracle in ("exec", "prm", "judge", "confidence") or cfg.policy == "deepconf-online":
+        what = f"--policy {cfg.policy}" if cfg.policy == "deepconf-online" else f"--oracle {req.oracle}"
+        raise RunError(f"--trace-cap with {what} is replay only for now: a live trace stopped at the cap answers "
+                       "a \\boxed{} probe, read by --oracle gt or sc")
 
 
 def check_request(req: RunRequest) -> None:
@@ -259,6 +282,12 @@ def run_records(req: RunRequest, cfg, queries: Sequence[Query], info: dict, data
                                                                       for q, v in zip(queries, prior))}
     if side is not None:
         allocation["side"] = side
+    if cfg.trace_cap:  # (only then: the allocation of a run without it reads as before, for its resume)
+        from ..backends import PROBE_PROMPT, PROBE_TOKENS
+
+        allocation["trace_cap"] = {"tokens": cfg.trace_cap, "probe": PROBE_PROMPT, "probe_max_tokens": PROBE_TOKENS,
+                                   "cost": "a trace stopped at the cap pays the cap; its probe is not charged"}
+
     return generation, allocation
 
 
