@@ -914,18 +914,6 @@ def _harvest_print_scores(results, pool):
                 load_pool(pool, score="gt" if col == "correct" else col)  # replay must accept what was written
 
 
-def _harvest_release(backend):
-    import gc
-
-    close = getattr(backend, "close", None)
-    if callable(close):
-        close()
-    gc.collect()
-    torch = sys.modules.get("torch")  # only when a backend imported it
-    if torch is not None and torch.cuda.is_available():
-        torch.cuda.empty_cache()
-
-
 @app.command("harvest")
 @_with_dataset_options
 @_with_backend_options
@@ -1047,7 +1035,9 @@ def harvest_cmd(
             typer.echo(f"wrote {res.written_now} queries, {res.responses:,} responses, {res.tokens:,} tokens in "
                        f"{res.seconds:,.1f} s ({res.responses / max(res.seconds, 1e-9):,.1f} responses/s, "
                        f"{res.tokens / max(res.seconds, 1e-9):,.0f} tokens/s)")
-            _harvest_release(gen)  # give the GPU back before a PRM or judge loads (best effort)
+            from ttc.harvest.backends import release_backend
+
+            release_backend(gen)  # give the GPU back before a PRM or judge loads (best effort)
             del gen
         if oracles and ray_engine is None:
             _harvest_print_scores(score_pool(out, oracles, opts, skip_scored=True), out)
@@ -1155,8 +1145,8 @@ def merge_cmd(
 
 
 # ------------------------------------------------------------------------------------------------------------- run
-# `ttc run`: live allocation against a model (harvest/run.py). Its choices: the live policies (replay/live.py
-# LIVE_POLICIES: every policy but the hindsight oracle), the oracles it scores with live (harvest/run.py LIVE_ORACLES)
+# `ttc run`: live allocation against a model (harvest/run/). Its choices: the live policies (replay/live.py
+# LIVE_POLICIES: every policy but the hindsight oracle), the oracles it scores with live (harvest/run/ LIVE_ORACLES)
 # and the registry's others, which it refuses with the reason; tests/test_run_cli.py holds them to those lists.
 LIVE_POLICY_NAMES = tuple(p for p in POLICY_NAMES if p not in ("oracle", "parallel-probe", "cmc"))  # (replay only)
 RUN_ORACLES = ("gt", "sc") + tuple(o for o in ORACLES if o != "gt") + ("confidence",)
@@ -1258,91 +1248,53 @@ def run_cmd(
     the run wants it, --concurrency in flight), each response is scored as it comes, and the policy moves the budget
     to the queries that need it. Writes one result per query (OpenAI Batch output JSONL and Parquet), run.json
     (outcome and cost) and the pool of every response (ttc replay reads it). A killed run resumes when rerun."""
-    from ttc.harvest.live import LazyBackend
-    from ttc.harvest.run import (
-        RunRequest,
-        backend_kwargs,
-        effective_chat,
-        execute,
-        execute_stream,
-        load_tokenizer,
-        plan_run,
-        report_lines,
-    )
+    from ttc.harvest.run import RunRequest, report_lines, run_command
     from ttc.harvest.types import Sampling
 
-    def given(name: str) -> bool:
-        src = ctx.get_parameter_source(name)
-        return src is not None and src.name == "COMMANDLINE"
-
-    # the scoring options ttc run reads: --progress, --timeout (gt: per grade), and those of the oracle (exec, prm,
-    # judge: harvest/registry.py ORACLES[...].options)
-    from ttc.harvest.run import SCORER_ORACLES
-
-    reads = {"progress"} | (set(harvest_registry.ORACLES[_value(oracle)].options)
-                            if _value(oracle) in SCORER_ORACLES else {"timeout"})
-    for name in scoring:
-        if name not in reads and given(name):
-            flag = next(p.opts[0] for p in ctx.command.params if p.name == name)
-            takes = [o for o in SCORER_ORACLES if name in harvest_registry.ORACLES[o].options]
-            _fail(f"{flag} applies to ttc run --oracle {' or '.join(takes)}, not {_value(oracle)}" if takes else
-                  f"{flag} does not apply to ttc run")
-    score_options = _score_options(scoring) if _value(oracle) in SCORER_ORACLES else None
-    backend = _value(backend)
-    chat = effective_chat(backend, chat, batch)
-    kw = backend_kwargs(backend, model, revision, chat, backend_options,
-                        {p for p in backend_options if given(p)})
+    given = {name for name in {**scoring, **backend_options} if _given(ctx, name)}
     req = RunRequest(
-        out=out, model=model, backend=backend, budget=budget, dataset=dataset, batch=batch, policy=_value(policy),
-        unit=_value(unit), oracle=_value(oracle), eliminate=_value(eliminate), conf=conf, prior=prior, side=side,
-        select=_value(select), **_config_values(params, "run"),
-        score=score, scoring=score_options, max_per_query=max_per_query, lookahead=lookahead, free_slots=free_slots,
-        retries=retries,
-        retry_delay_s=retry_delay,
+        out=out, model=model, backend=_value(backend), budget=budget, dataset=dataset, batch=batch,
+        policy=_value(policy), unit=_value(unit), oracle=_value(oracle), eliminate=_value(eliminate), conf=conf,
+        prior=prior, side=side, select=_value(select), **_config_values(params, "run"), score=score,
+        scoring=_run_score_options(ctx, scoring, _value(oracle), given), max_per_query=max_per_query,
+        lookahead=lookahead, free_slots=free_slots, retries=retries, retry_delay_s=retry_delay,
         grade_timeout_s=scoring["timeout"] if scoring["timeout"] is not None else 5.0,
         sampling=Sampling(n=1, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed),
         template=_value(template), chat=chat, revision=revision, limit=limit, task=_value(data["task"]),
         id_column=data["id_column"], problem_column=data["problem_column"], answer_column=data["answer_column"],
-        split=data["split"], confidence=_confidence_spec(ctx, signals),
-        backend_options={k2: v for k2, v in backend_options.items()}, progress=scoring["progress"], stream=stream,
-        stream_idle_s=stream_idle)
-    plan = plan_run(req)
-    tok = load_tokenizer(backend, model, revision, kw)
-    prompt_len = None
-    if tok is not None:
-        from ttc.harvest.backends import encode_prompt
-
-        prompt_len = lambda p: len(encode_prompt(tok, p))  # noqa: E731
-    from ttc.harvest.backends import make_backend
-
-    if harvest_registry.BACKENDS[backend].chat == "server":  # ServerUsage: the server's prompt-token counts, and
-        from ttc.harvest.run import ServerUsage, check_access  # a batch request's system message sent as given
-
-        usage = ServerUsage()
-        prompt_len = usage.prompt_len
-        server = usage.attach(make_backend(backend, **kw))  # a client, no model: built now to ask about the key
-        check_access(server)  # before --out is created or a request sent
-        gen = LazyBackend(lambda: server)
-    else:
-        gen = LazyBackend(lambda: make_backend(backend, **kw))
-    if stream:
-        typer.echo(f"{out}: requests from {batch} as they come, {plan.config.label()} with --oracle {req.oracle}, a "
-                   f"budget rate of {budget:g} {req.unit}/query, {backend} {model}", err=True)
-    else:
-        typer.echo(f"{out}: {len(plan.queries):,} queries, {plan.config.label()} with --oracle {req.oracle}, budget "
-                   f"{budget:g} {req.unit}/query ({plan.budget_total:,} in all), {backend} {model}")
+        split=data["split"], confidence=_confidence_spec(ctx, signals), backend_options=dict(backend_options),
+        progress=scoring["progress"], stream=stream, stream_idle_s=stream_idle)
     try:
-        run = execute_stream if stream else execute
-        outcome = run(plan, gen, tok, prompt_len=prompt_len, argv=["ttc", *ctx.meta.get("ttc.argv", [])],
-                      echo=typer.echo)
+        outcome = run_command(req, given=given, argv=["ttc", *ctx.meta.get("ttc.argv", [])], echo=typer.echo)
     except KeyboardInterrupt:
         typer.echo(f"interrupted; what was generated is kept in {out}/pool: rerun the same command to resume",
                    err=True)
         raise typer.Exit(130) from None
-    finally:
-        _harvest_release(gen)
     for line in report_lines(outcome):
         typer.echo(line)
+
+
+def _given(ctx: typer.Context, name: str) -> bool:
+    """Whether option `name` was given on the command line (not its default)."""
+    src = ctx.get_parameter_source(name)
+    return src is not None and src.name == "COMMANDLINE"
+
+
+def _run_score_options(ctx: typer.Context, scoring: dict, oracle: str, given: set):
+    """The scoring options ttc run reads: --progress, --timeout (gt: per grade), and those of the oracle (exec, prm,
+    judge: harvest/registry.py ORACLES[...].options); one given for another oracle is refused. Returns the
+    ScoreOptions of exec / prm / judge (None for the others)."""
+    from ttc.harvest.run import SCORER_ORACLES
+
+    reads = {"progress"} | (set(harvest_registry.ORACLES[oracle].options) if oracle in SCORER_ORACLES
+                            else {"timeout"})
+    for name in scoring:
+        if name not in reads and name in given:
+            flag = next(p.opts[0] for p in ctx.command.params if p.name == name)
+            takes = [o for o in SCORER_ORACLES if name in harvest_registry.ORACLES[o].options]
+            _fail(f"{flag} applies to ttc run --oracle {' or '.join(takes)}, not {oracle}" if takes else
+                  f"{flag} does not apply to ttc run")
+    return _score_options(scoring) if oracle in SCORER_ORACLES else None
 
 
 @app.command("synth")

@@ -238,7 +238,7 @@ def param(default, doc: str, *, flag: str | None = None, short: str | None = Non
     rule reads it first), its command-line flag (default `--name-with-dashes`; `short`: an alias), whether `ttc
     replay` sweeps it as a comma list (`sweep`, with `replay_default` its list default where it is not the field's)
     and so whether a replay's results carry it per configuration. cli.py builds the options of ttc replay, tune and
-    run from these; ReplayRequest and RunRequest take their fields from RunConfig's (replay/run.py, harvest/run.py);
+    run from these; ReplayRequest and RunRequest take their fields from RunConfig's (replay/run.py, harvest/run/);
     ttc.replay's keywords are the field names; the kernel reads the record fields of the same names (record()).
     choices: a string parameter's values; scope: who reads it when no registry entry lists it (depth's, read by
     every policy through the pool's depth view); live: whether `ttc run` takes it (depth's are replay only until a
@@ -297,7 +297,8 @@ class RunConfig:
     depth_m: int = param(3, "stability: agreeing valid probe answers in a row that stop a trace.",
                          scope="the stability depth rule", live=False)
     trace_cap: int = param(0, "Depth, every policy: each trace stops at this many tokens and answers its last probe "
-                           "there (0: none; needs the pool's probes).", scope="every policy (depth)", live=False)
+                           "there (0: none; replay: needs the pool's probes; ttc run: a backend that can stop a trace "
+                           "and probe it, transformers).", scope="every policy (depth)")
     probe_cost: str = param("tokens", "Depth: tokens (a probe costs its offset; probes at or past a trace's end are "
                             "not reached) or autotts (AutoTTS's replay: every probe paid, finishing pays max(total, "
                             "last offset)).", choices=("tokens", "autotts"), scope="every policy (depth)", live=False)
@@ -647,7 +648,8 @@ def markdown_methods() -> str:
 
 
 PARAMS = tuple(f for f in fields(RunConfig) if "doc" in f.metadata)  # the parameters, in declaration order
-# The parameters `ttc run` leaves at their defaults (replay only: depth's, until a backend can stop a trace part-way)
+# The parameters `ttc run` leaves at their defaults (replay only: depth's but the trace cap, which a backend that can
+# stop a trace and probe it takes live)
 DEPTH_FIELDS = tuple(f.name for f in PARAMS if not f.metadata["live"])
 SWEPT = tuple(f.name for f in PARAMS if f.metadata["sweep"])  # what ttc replay takes as comma lists
 

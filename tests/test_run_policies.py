@@ -122,20 +122,35 @@ def test_the_parameters_change_the_run(sp, tmp_path):
 
 
 def test_every_config_field_reaches_the_run():
-    """RunRequest holds every RunConfig field under its name with RunConfig's default (eliminate: None, the oracle's
-    default), which harvest.run._config reads by name; and the command line declares the newer policies' parameters
-    with those defaults for ttc replay and ttc run alike."""
+    """RunRequest holds the policy's RunConfig (`config`) and re-lists none of its fields: every RunConfig field given
+    to RunRequest under its own name lands in the config, RunConfig's default otherwise (eliminate stays the
+    request's: None, the oracle's default); a depth field (replay only) is refused in one line when planned; and the
+    command line declares the newer policies' parameters for ttc replay and ttc run alike."""
     from ttc import cli
+    from ttc.harvest.types import Sampling
     from ttc.replay.policies import DEPTH_FIELDS
 
     req = {f.name: f for f in dataclasses.fields(RunRequest)}
-    for f in dataclasses.fields(RunConfig)[1:]:
-        if f.name in DEPTH_FIELDS:  # depth: replay only (harvest.run._config leaves them at their defaults)
-            assert f.name not in req, f.name
+    assert "config" in req and not set(req) & ({f.name for f in dataclasses.fields(RunConfig)} - {"eliminate"})
+    base = dict(out=Path("/nonexistent/unused"), model="m", backend="transformers", dataset="x", budget=2.0,
+                sampling=Sampling(n=1, max_tokens=8))
+    r = RunRequest(**base, policy="ucb")
+    assert r.config == RunConfig("ucb") and r.eliminate is None and r.policy == "ucb" and r.unit == "samples"
+    other = dataclasses.asdict(RunConfig("elimination", unit="tokens", K=2, gamma=0.5, lam=2.0, eps=0.02,
+                                         max_samples=5, rho=0.25, tau=0.6, m_min=4, share=0.7, hmax=0.5, warmup=4,
+                                         percentile=0.1, prior_strength=3.0, judge=8, bins=2, refresh=3,
+                                         dirichlet_conf=0.9, horizon=1, depth_rule="stability", depth_m=2,
+                                         trace_cap=100, probe_cost="autotts", chains=8, stable=5, patience=3,
+                                         probe_warmup=2, cmc_beta=0.25, bf=5.0, bf_mc=10))
+    for name, value in other.items():
+        if name in ("policy", "eliminate"):
             continue
-        assert f.name in req, f.name
-        if f.name != "eliminate":
-            assert req[f.name].default == f.default, f.name
+        assert value != getattr(RunConfig("elimination"), name), f"give {name} a value other than its default"
+        got = RunRequest(**base, policy="elimination", **{name: value})
+        assert getattr(got.config, name) == value, name
+        if name in DEPTH_FIELDS:
+            with pytest.raises(RunError, match="replay only"):
+                plan_run(got)
     import typer.main
 
     group = typer.main.get_command(cli.app)
@@ -400,7 +415,7 @@ def test_the_command_line_run_equals_the_command_line_replay(sp, tmp_path, monke
     its options to the run is the one under test)."""
     from typer.testing import CliRunner
 
-    import ttc.harvest.run as hr
+    import ttc.harvest.run.command as hr  # (the command's path: run_command)
     from ttc import cli
 
     real = hr.execute
