@@ -123,7 +123,7 @@ def test_ttc_run_refuses_it():
     """`ttc run --eliminate lbayes` is one `error:` line (a RunError), before any model is loaded."""
     from types import SimpleNamespace
 
-    from ttc.harvest.run import RunError, check_oracle
+    from ttc.harvest.run.request import RunError, check_oracle
 
     req = SimpleNamespace(oracle="sc", confidence=None, out="out")
     with pytest.raises(RunError, match="--eliminate lbayes needs hindsight"):
