@@ -953,7 +953,7 @@ def harvest_cmd(
     engine_options: dict = None,
 ):
     """Generate N responses per query and write them as a pool (resumable part files), optionally scored."""
-    from ttc.harvest.pipeline import HarvestSpec, ShardSpec, plan_harvest, run_harvest
+    from ttc.harvest.pipeline import HarvestSpec, ShardSpec, plan_harvest
     from ttc.harvest.scoring import check_applicable, parse_oracles, score_pool
     from ttc.harvest.types import Sampling
 
@@ -962,16 +962,7 @@ def harvest_cmd(
     if n is None:
         _fail("missing option --responses (-n): the number of responses per query")
     progress = scoring["progress"]
-    entry = harvest_registry.BACKENDS[backend]
-    for param, o in harvest_registry.BACKEND_OPTIONS.items():  # an option that does not apply is refused, not ignored
-        src = ctx.get_parameter_source(param)
-        if param not in entry.options and src is not None and src.name == "COMMANDLINE":
-            applies = harvest_registry.taking(harvest_registry.BACKENDS, param)
-            _fail(f"{o.flag.split('/')[0]} applies to --backend {' or '.join(applies)}, not {backend}")
-    for param in entry.required:
-        if backend_options[param] is None:
-            o = harvest_registry.BACKEND_OPTIONS[param]
-            _fail(f"--backend {backend} needs {o.flag} ({o.help.rstrip('.')})")
+    _harvest_check_backend_options(ctx, backend, backend_options)
     for name, v in (("--responses", n), ("--max-tokens", max_tokens), ("--shard-size", shard_size)):
         if v < 1:
             _fail(f"{name} must be at least 1, got {v}")
@@ -980,7 +971,7 @@ def harvest_cmd(
     ray_engine = _ray_engine(ctx, engine_options)
     try:
         from ttc.harvest.datasets import load_queries
-        from ttc.harvest.prompts import default_template, render, template_info
+        from ttc.harvest.prompts import default_template, template_info
 
         shard_spec = ShardSpec.parse(shard) if shard is not None else None
         confidence = _confidence_spec(ctx, signals)
@@ -996,17 +987,9 @@ def harvest_cmd(
             _fail(f"template {name!r} is for {info['task']} queries; this data set holds {', '.join(tasks)}")
         for o in oracles:
             check_applicable(queries, o, opts)
-        ds = {"source": dataset, "task": task, "limit": limit, "split": data["split"],
-              "columns": {"id": data["id_column"], "problem": data["problem_column"], "answer": data["answer_column"]}}
-        if Path(dataset).expanduser().is_file():
-            ds["path"] = str(Path(dataset).expanduser().resolve())
-        device = backend_options.get("device")
-        if device and str(device).startswith("cuda") and ray_engine is None:  # with ray: the workers' GPUs
-            import torch
-
-            if not torch.cuda.is_available():
-                _fail(f"--device {device}: torch {torch.__version__} sees no CUDA device on this machine; use "
-                      "--device cpu, or install a CUDA build of torch")
+        ds = _harvest_dataset_record(dataset, task, limit, data)
+        if ray_engine is None:  # with ray: the workers' GPUs
+            _check_cuda(backend_options.get("device"))
         from ttc.harvest.fingerprint import model_fingerprint
 
         spec = HarvestSpec(model=model, backend=backend, revision=revision, dataset=ds,
@@ -1025,20 +1008,8 @@ def harvest_cmd(
             _harvest_ray(ray_engine, plan, backend, model, revision, chat, backend_options, confidence, name, info,
                          shard_size, progress, oracles, opts, out)
         elif pending:
-            from ttc.harvest.backends import make_backend
-
-            gen = make_backend(backend, **_backend_kwargs(backend, model, revision, chat, backend_options, confidence))
-            tok = getattr(gen, "tokenizer", None)
-            render_chat = False if entry.chat == "server" else chat
-            res = run_harvest(plan, gen, lambda q: render(name, q, tok, chat=render_chat), shard_size=shard_size,
-                              progress=progress, stop=info.get("stop") or ())
-            typer.echo(f"wrote {res.written_now} queries, {res.responses:,} responses, {res.tokens:,} tokens in "
-                       f"{res.seconds:,.1f} s ({res.responses / max(res.seconds, 1e-9):,.1f} responses/s, "
-                       f"{res.tokens / max(res.seconds, 1e-9):,.0f} tokens/s)")
-            from ttc.harvest.backends import release_backend
-
-            release_backend(gen)  # give the GPU back before a PRM or judge loads (best effort)
-            del gen
+            _harvest_local(plan, backend, model, revision, chat, backend_options, confidence, name, info, shard_size,
+                           progress)
         if oracles and ray_engine is None:
             _harvest_print_scores(score_pool(out, oracles, opts, skip_scored=True), out)
         if shard_spec:
@@ -1046,6 +1017,61 @@ def harvest_cmd(
     except KeyboardInterrupt:
         typer.echo(f"interrupted; finished parts are kept in {out}: rerun the same command to resume", err=True)
         raise typer.Exit(130) from None
+
+
+def _harvest_check_backend_options(ctx: typer.Context, backend: str, backend_options: dict) -> None:
+    """A backend option given on the command line that --backend does not take is refused, not ignored; the ones it
+    requires must be given."""
+    entry = harvest_registry.BACKENDS[backend]
+    for param, o in harvest_registry.BACKEND_OPTIONS.items():
+        src = ctx.get_parameter_source(param)
+        if param not in entry.options and src is not None and src.name == "COMMANDLINE":
+            applies = harvest_registry.taking(harvest_registry.BACKENDS, param)
+            _fail(f"{o.flag.split('/')[0]} applies to --backend {' or '.join(applies)}, not {backend}")
+    for param in entry.required:
+        if backend_options[param] is None:
+            o = harvest_registry.BACKEND_OPTIONS[param]
+            _fail(f"--backend {backend} needs {o.flag} ({o.help.rstrip('.')})")
+
+
+def _harvest_dataset_record(dataset: str, task, limit, data: dict) -> dict:
+    """The data set as pool.json's generation block records it (a local file also by its resolved path)."""
+    ds = {"source": dataset, "task": task, "limit": limit, "split": data["split"],
+          "columns": {"id": data["id_column"], "problem": data["problem_column"], "answer": data["answer_column"]}}
+    if Path(dataset).expanduser().is_file():
+        ds["path"] = str(Path(dataset).expanduser().resolve())
+    return ds
+
+
+def _check_cuda(device) -> None:
+    """--device cuda... on a machine whose torch sees no CUDA device: one error line before a model loads."""
+    if device and str(device).startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            _fail(f"--device {device}: torch {torch.__version__} sees no CUDA device on this machine; use "
+                  "--device cpu, or install a CUDA build of torch")
+
+
+def _harvest_local(plan, backend: str, model: str, revision, chat, backend_options: dict, confidence, name: str,
+                   info: dict, shard_size: int, progress: bool) -> None:
+    """`--engine local`: generate the plan's pending queries in this process, print the rates, and release the
+    backend (its GPU memory) before an oracle loads."""
+    from ttc.harvest.backends import make_backend
+    from ttc.harvest.pipeline import run_harvest
+    from ttc.harvest.prompts import render
+
+    gen = make_backend(backend, **_backend_kwargs(backend, model, revision, chat, backend_options, confidence))
+    tok = getattr(gen, "tokenizer", None)
+    render_chat = False if harvest_registry.BACKENDS[backend].chat == "server" else chat
+    res = run_harvest(plan, gen, lambda q: render(name, q, tok, chat=render_chat), shard_size=shard_size,
+                      progress=progress, stop=info.get("stop") or ())
+    typer.echo(f"wrote {res.written_now} queries, {res.responses:,} responses, {res.tokens:,} tokens in "
+               f"{res.seconds:,.1f} s ({res.responses / max(res.seconds, 1e-9):,.1f} responses/s, "
+               f"{res.tokens / max(res.seconds, 1e-9):,.0f} tokens/s)")
+    from ttc.harvest.backends import release_backend
+
+    release_backend(gen)  # give the GPU back before a PRM or judge loads (best effort)
 
 
 def _backend_kwargs(backend: str, model: str, revision, chat, backend_options: dict, confidence) -> dict:
@@ -1148,7 +1174,7 @@ def merge_cmd(
 # `ttc run`: live allocation against a model (harvest/run/). Its choices: the live policies (replay/live.py
 # LIVE_POLICIES: every policy but the hindsight oracle), the oracles it scores with live (harvest/run/ LIVE_ORACLES)
 # and the registry's others, which it refuses with the reason; tests/test_run_cli.py holds them to those lists.
-LIVE_POLICY_NAMES = tuple(p for p in POLICY_NAMES if p not in ("oracle", "parallel-probe", "cmc"))  # (replay only)
+LIVE_POLICY_NAMES = tuple(name for name, p in replay_registry.REGISTRY.items() if p.live)  # (others: replay only)
 RUN_ORACLES = ("gt", "sc") + tuple(o for o in ORACLES if o != "gt") + ("confidence",)
 RunPolicy = _choice("RunPolicy", LIVE_POLICY_NAMES)
 RunSelect = _choice("RunSelect", LIVE_SELECTIONS)  # cisc and deepconf are computed by replay only

@@ -9,8 +9,6 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_equivalence import config_kwargs, pools
-from test_live import Relabelled
 
 from ttc.replay.engine import run_once
 from ttc.replay.kernel import lbayes_posterior
@@ -18,6 +16,9 @@ from ttc.replay.live import run_live
 from ttc.replay.policies import RunConfig
 from ttc.replay.reference import lbayes_posterior as ref_posterior
 from ttc.replay.reference import run_reference
+
+from support.equivalence import config_kwargs, pools
+from support.live_sources import Relabelled
 
 
 def _post(counts, n, n1, n2, uniq, L):

@@ -8,8 +8,6 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_equivalence import config_kwargs, pools
-from test_live import OneAtATime, Relabelled, _assert_same
 
 from ttc.replay.engine import run_once
 from ttc.replay.kernel import mmc_state
@@ -17,6 +15,9 @@ from ttc.replay.live import run_live
 from ttc.replay.policies import RunConfig
 from ttc.replay.reference import mmc_state as ref_state
 from ttc.replay.reference import run_reference
+
+from support.equivalence import config_kwargs, pools
+from support.live_sources import OneAtATime, Relabelled, _assert_same
 
 
 def _state(votes, m_top=3):

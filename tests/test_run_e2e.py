@@ -27,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 MATH = HERE / "fixtures" / "harvest_pipeline" / "math_small.jsonl"
 sys.path.insert(0, str(HERE))
-from tiny_model import make_tiny_model  # noqa: E402
+from support.tiny_model import make_tiny_model  # noqa: E402
 
 runner = CliRunner()
 

@@ -21,11 +21,6 @@ from hypothesis import strategies as st
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from test_equivalence import config_kwargs, configs, pools  # noqa: E402
-from test_run import SEED, SynthPool, assert_equal, request  # noqa: E402
-from test_run import run as run_pool  # noqa: E402
-from test_run_confidence import SPEC, SignalBackend  # noqa: E402
-
 from ttc.harvest.run import RunError, RunRequest, execute, plan_run  # noqa: E402
 from ttc.replay.engine import replay, run_once  # noqa: E402
 from ttc.replay.errors import InputError  # noqa: E402
@@ -33,6 +28,10 @@ from ttc.replay.live import PoolSource, run_live  # noqa: E402
 from ttc.replay.policies import REGISTRY, RunConfig  # noqa: E402
 from ttc.replay.pool import load_pool  # noqa: E402
 from ttc.replay.rng import query_keys, query_order  # noqa: E402
+
+from support.equivalence import config_kwargs, configs, pools  # noqa: E402
+from support.synth_run import SEED, SPEC, SignalBackend, SynthPool, assert_equal, request  # noqa: E402  # noqa: E402
+from support.synth_run import run as run_pool  # noqa: E402
 
 SIDE = "score_mean_logprob"  # the column --confidence mean-logprob records: the side signal of these tests
 
@@ -257,9 +256,9 @@ def test_a_killed_side_eb_run_resumes_with_the_side_signal_read_back(sp, tmp_pat
 
 
 def test_a_backend_without_the_side_signal_is_one_error(sp, tmp_path):
-    from test_run import PoolBackend
-
     from ttc.replay.errors import UserError
+
+    from support.synth_run import PoolBackend
 
     class Silent(SignalBackend):
         def generate(self, prompts, sampling, seeds, stop=None, confidence=None):
@@ -284,7 +283,7 @@ def test_live_with_prior_and_side_equals_the_engine(unit, data):
     side = np.array(data.draw(st.lists(st.sampled_from([0.0, 0.25, 0.5, 0.75, 1.0]), min_size=total,
                                        max_size=total)))
     for policy in ("marginal-gain", "side-eb"):
-        cfg, budget = data.draw(configs(total, int(tok.sum()), policy, unit))
+        cfg, budget = data.draw(configs(total, int(tok.sum()), policy, unit, live=True))
         src = PoolSource(off, correct, score, ans, tok, perm, side=side)
         live = run_live(src, np.diff(off), rank, budget_total=budget, prior=prior, **config_kwargs(cfg))
         want = run_once(*pool, cfg, budget, prior=prior, side=side)
@@ -464,14 +463,11 @@ def test_the_command_line_refuses_in_one_line(sp, tmp_path):
 
 # ------------------------------------------------------------------------------------------ side-eb with a PRM
 
-import test_run_oracles  # noqa: E402
-from test_run_oracles import SEED as TEXT_SEED  # noqa: E402
-from test_run_oracles import PoolBackend as TextBackend  # noqa: E402
-from test_run_oracles import assert_live_equals_replay, live_run, prm_options, with_answers  # noqa: E402
+from support.text_run import SEED as TEXT_SEED  # noqa: E402
+from support.text_run import PoolBackend as TextBackend  # noqa: E402
+from support.text_run import assert_live_equals_replay, live_run, prm_options, with_answers  # noqa: E402
 
-# fixtures shared by assignment, not import, so the tests' prm_dir / math_pool arguments do not redefine an import
-prm_dir = test_run_oracles.prm_dir
-math_pool = test_run_oracles.math_pool
+# (prm_dir and math_pool: tests/conftest.py)
 
 
 def test_side_eb_reads_a_prm_score_as_its_side_signal(prm_dir, math_pool, tmp_path):
