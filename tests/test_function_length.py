@@ -25,10 +25,6 @@ ALLOWED = {
     "replay/kernel.py:parallel_probe": SPLITTING,
     "replay/kernel.py:cmc": SPLITTING,
     "replay/live.py:run_live": SPLITTING,
-    "replay/pool.py:load_pool": SPLITTING,
-    "harvest/run.py:plan_run": SPLITTING,
-    "harvest/run.py:execute_stream": SPLITTING,
-    "cli.py:run_cmd": SPLITTING,
     "docs/make_results.py:render": SPLITTING,
 }
 
