@@ -16,6 +16,7 @@ _API = {
     "summarize": "ttc.replay.api:summarize",
     "tune": "ttc.replay.api:tune",
     "compare": "ttc.replay.api:compare",
+    "run": "ttc.harvest.run.api:run",  # the whole `ttc run` command; run_live: the driver under it
     "run_live": "ttc.replay.live:run_live",
     "Observed": "ttc.replay.live:Observed",
     "Pool": "ttc.replay.pool:Pool",

@@ -914,18 +914,6 @@ def _harvest_print_scores(results, pool):
                 load_pool(pool, score="gt" if col == "correct" else col)  # replay must accept what was written
 
 
-def _harvest_release(backend):
-    import gc
-
-    close = getattr(backend, "close", None)
-    if callable(close):
-        close()
-    gc.collect()
-    torch = sys.modules.get("torch")  # only when a backend imported it
-    if torch is not None and torch.cuda.is_available():
-        torch.cuda.empty_cache()
-
-
 @app.command("harvest")
 @_with_dataset_options
 @_with_backend_options
@@ -965,7 +953,7 @@ def harvest_cmd(
     engine_options: dict = None,
 ):
     """Generate N responses per query and write them as a pool (resumable part files), optionally scored."""
-    from ttc.harvest.pipeline import HarvestSpec, ShardSpec, plan_harvest, run_harvest
+    from ttc.harvest.pipeline import HarvestSpec, ShardSpec, plan_harvest
     from ttc.harvest.scoring import check_applicable, parse_oracles, score_pool
     from ttc.harvest.types import Sampling
 
@@ -974,16 +962,7 @@ def harvest_cmd(
     if n is None:
         _fail("missing option --responses (-n): the number of responses per query")
     progress = scoring["progress"]
-    entry = harvest_registry.BACKENDS[backend]
-    for param, o in harvest_registry.BACKEND_OPTIONS.items():  # an option that does not apply is refused, not ignored
-        src = ctx.get_parameter_source(param)
-        if param not in entry.options and src is not None and src.name == "COMMANDLINE":
-            applies = harvest_registry.taking(harvest_registry.BACKENDS, param)
-            _fail(f"{o.flag.split('/')[0]} applies to --backend {' or '.join(applies)}, not {backend}")
-    for param in entry.required:
-        if backend_options[param] is None:
-            o = harvest_registry.BACKEND_OPTIONS[param]
-            _fail(f"--backend {backend} needs {o.flag} ({o.help.rstrip('.')})")
+    _harvest_check_backend_options(ctx, backend, backend_options)
     for name, v in (("--responses", n), ("--max-tokens", max_tokens), ("--shard-size", shard_size)):
         if v < 1:
             _fail(f"{name} must be at least 1, got {v}")
@@ -992,7 +971,7 @@ def harvest_cmd(
     ray_engine = _ray_engine(ctx, engine_options)
     try:
         from ttc.harvest.datasets import load_queries
-        from ttc.harvest.prompts import default_template, render, template_info
+        from ttc.harvest.prompts import default_template, template_info
 
         shard_spec = ShardSpec.parse(shard) if shard is not None else None
         confidence = _confidence_spec(ctx, signals)
@@ -1008,17 +987,9 @@ def harvest_cmd(
             _fail(f"template {name!r} is for {info['task']} queries; this data set holds {', '.join(tasks)}")
         for o in oracles:
             check_applicable(queries, o, opts)
-        ds = {"source": dataset, "task": task, "limit": limit, "split": data["split"],
-              "columns": {"id": data["id_column"], "problem": data["problem_column"], "answer": data["answer_column"]}}
-        if Path(dataset).expanduser().is_file():
-            ds["path"] = str(Path(dataset).expanduser().resolve())
-        device = backend_options.get("device")
-        if device and str(device).startswith("cuda") and ray_engine is None:  # with ray: the workers' GPUs
-            import torch
-
-            if not torch.cuda.is_available():
-                _fail(f"--device {device}: torch {torch.__version__} sees no CUDA device on this machine; use "
-                      "--device cpu, or install a CUDA build of torch")
+        ds = _harvest_dataset_record(dataset, task, limit, data)
+        if ray_engine is None:  # with ray: the workers' GPUs
+            _check_cuda(backend_options.get("device"))
         from ttc.harvest.fingerprint import model_fingerprint
 
         spec = HarvestSpec(model=model, backend=backend, revision=revision, dataset=ds,
@@ -1037,18 +1008,8 @@ def harvest_cmd(
             _harvest_ray(ray_engine, plan, backend, model, revision, chat, backend_options, confidence, name, info,
                          shard_size, progress, oracles, opts, out)
         elif pending:
-            from ttc.harvest.backends import make_backend
-
-            gen = make_backend(backend, **_backend_kwargs(backend, model, revision, chat, backend_options, confidence))
-            tok = getattr(gen, "tokenizer", None)
-            render_chat = False if entry.chat == "server" else chat
-            res = run_harvest(plan, gen, lambda q: render(name, q, tok, chat=render_chat), shard_size=shard_size,
-                              progress=progress, stop=info.get("stop") or ())
-            typer.echo(f"wrote {res.written_now} queries, {res.responses:,} responses, {res.tokens:,} tokens in "
-                       f"{res.seconds:,.1f} s ({res.responses / max(res.seconds, 1e-9):,.1f} responses/s, "
-                       f"{res.tokens / max(res.seconds, 1e-9):,.0f} tokens/s)")
-            _harvest_release(gen)  # give the GPU back before a PRM or judge loads (best effort)
-            del gen
+            _harvest_local(plan, backend, model, revision, chat, backend_options, confidence, name, info, shard_size,
+                           progress)
         if oracles and ray_engine is None:
             _harvest_print_scores(score_pool(out, oracles, opts, skip_scored=True), out)
         if shard_spec:
@@ -1056,6 +1017,61 @@ def harvest_cmd(
     except KeyboardInterrupt:
         typer.echo(f"interrupted; finished parts are kept in {out}: rerun the same command to resume", err=True)
         raise typer.Exit(130) from None
+
+
+def _harvest_check_backend_options(ctx: typer.Context, backend: str, backend_options: dict) -> None:
+    """A backend option given on the command line that --backend does not take is refused, not ignored; the ones it
+    requires must be given."""
+    entry = harvest_registry.BACKENDS[backend]
+    for param, o in harvest_registry.BACKEND_OPTIONS.items():
+        src = ctx.get_parameter_source(param)
+        if param not in entry.options and src is not None and src.name == "COMMANDLINE":
+            applies = harvest_registry.taking(harvest_registry.BACKENDS, param)
+            _fail(f"{o.flag.split('/')[0]} applies to --backend {' or '.join(applies)}, not {backend}")
+    for param in entry.required:
+        if backend_options[param] is None:
+            o = harvest_registry.BACKEND_OPTIONS[param]
+            _fail(f"--backend {backend} needs {o.flag} ({o.help.rstrip('.')})")
+
+
+def _harvest_dataset_record(dataset: str, task, limit, data: dict) -> dict:
+    """The data set as pool.json's generation block records it (a local file also by its resolved path)."""
+    ds = {"source": dataset, "task": task, "limit": limit, "split": data["split"],
+          "columns": {"id": data["id_column"], "problem": data["problem_column"], "answer": data["answer_column"]}}
+    if Path(dataset).expanduser().is_file():
+        ds["path"] = str(Path(dataset).expanduser().resolve())
+    return ds
+
+
+def _check_cuda(device) -> None:
+    """--device cuda... on a machine whose torch sees no CUDA device: one error line before a model loads."""
+    if device and str(device).startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            _fail(f"--device {device}: torch {torch.__version__} sees no CUDA device on this machine; use "
+                  "--device cpu, or install a CUDA build of torch")
+
+
+def _harvest_local(plan, backend: str, model: str, revision, chat, backend_options: dict, confidence, name: str,
+                   info: dict, shard_size: int, progress: bool) -> None:
+    """`--engine local`: generate the plan's pending queries in this process, print the rates, and release the
+    backend (its GPU memory) before an oracle loads."""
+    from ttc.harvest.backends import make_backend
+    from ttc.harvest.pipeline import run_harvest
+    from ttc.harvest.prompts import render
+
+    gen = make_backend(backend, **_backend_kwargs(backend, model, revision, chat, backend_options, confidence))
+    tok = getattr(gen, "tokenizer", None)
+    render_chat = False if harvest_registry.BACKENDS[backend].chat == "server" else chat
+    res = run_harvest(plan, gen, lambda q: render(name, q, tok, chat=render_chat), shard_size=shard_size,
+                      progress=progress, stop=info.get("stop") or ())
+    typer.echo(f"wrote {res.written_now} queries, {res.responses:,} responses, {res.tokens:,} tokens in "
+               f"{res.seconds:,.1f} s ({res.responses / max(res.seconds, 1e-9):,.1f} responses/s, "
+               f"{res.tokens / max(res.seconds, 1e-9):,.0f} tokens/s)")
+    from ttc.harvest.backends import release_backend
+
+    release_backend(gen)  # give the GPU back before a PRM or judge loads (best effort)
 
 
 def _backend_kwargs(backend: str, model: str, revision, chat, backend_options: dict, confidence) -> dict:
@@ -1155,10 +1171,10 @@ def merge_cmd(
 
 
 # ------------------------------------------------------------------------------------------------------------- run
-# `ttc run`: live allocation against a model (harvest/run.py). Its choices: the live policies (replay/live.py
-# LIVE_POLICIES: every policy but the hindsight oracle), the oracles it scores with live (harvest/run.py LIVE_ORACLES)
+# `ttc run`: live allocation against a model (harvest/run/). Its choices: the live policies (replay/live.py
+# LIVE_POLICIES: every policy but the hindsight oracle), the oracles it scores with live (harvest/run/ LIVE_ORACLES)
 # and the registry's others, which it refuses with the reason; tests/test_run_cli.py holds them to those lists.
-LIVE_POLICY_NAMES = tuple(p for p in POLICY_NAMES if p not in ("oracle", "parallel-probe", "cmc"))  # (replay only)
+LIVE_POLICY_NAMES = tuple(name for name, p in replay_registry.REGISTRY.items() if p.live)  # (others: replay only)
 RUN_ORACLES = ("gt", "sc") + tuple(o for o in ORACLES if o != "gt") + ("confidence",)
 RunPolicy = _choice("RunPolicy", LIVE_POLICY_NAMES)
 RunSelect = _choice("RunSelect", LIVE_SELECTIONS)  # cisc and deepconf are computed by replay only
@@ -1258,91 +1274,53 @@ def run_cmd(
     the run wants it, --concurrency in flight), each response is scored as it comes, and the policy moves the budget
     to the queries that need it. Writes one result per query (OpenAI Batch output JSONL and Parquet), run.json
     (outcome and cost) and the pool of every response (ttc replay reads it). A killed run resumes when rerun."""
-    from ttc.harvest.live import LazyBackend
-    from ttc.harvest.run import (
-        RunRequest,
-        backend_kwargs,
-        effective_chat,
-        execute,
-        execute_stream,
-        load_tokenizer,
-        plan_run,
-        report_lines,
-    )
+    from ttc.harvest.run import RunRequest, report_lines, run_command
     from ttc.harvest.types import Sampling
 
-    def given(name: str) -> bool:
-        src = ctx.get_parameter_source(name)
-        return src is not None and src.name == "COMMANDLINE"
-
-    # the scoring options ttc run reads: --progress, --timeout (gt: per grade), and those of the oracle (exec, prm,
-    # judge: harvest/registry.py ORACLES[...].options)
-    from ttc.harvest.run import SCORER_ORACLES
-
-    reads = {"progress"} | (set(harvest_registry.ORACLES[_value(oracle)].options)
-                            if _value(oracle) in SCORER_ORACLES else {"timeout"})
-    for name in scoring:
-        if name not in reads and given(name):
-            flag = next(p.opts[0] for p in ctx.command.params if p.name == name)
-            takes = [o for o in SCORER_ORACLES if name in harvest_registry.ORACLES[o].options]
-            _fail(f"{flag} applies to ttc run --oracle {' or '.join(takes)}, not {_value(oracle)}" if takes else
-                  f"{flag} does not apply to ttc run")
-    score_options = _score_options(scoring) if _value(oracle) in SCORER_ORACLES else None
-    backend = _value(backend)
-    chat = effective_chat(backend, chat, batch)
-    kw = backend_kwargs(backend, model, revision, chat, backend_options,
-                        {p for p in backend_options if given(p)})
+    given = {name for name in {**scoring, **backend_options} if _given(ctx, name)}
     req = RunRequest(
-        out=out, model=model, backend=backend, budget=budget, dataset=dataset, batch=batch, policy=_value(policy),
-        unit=_value(unit), oracle=_value(oracle), eliminate=_value(eliminate), conf=conf, prior=prior, side=side,
-        select=_value(select), **_config_values(params, "run"),
-        score=score, scoring=score_options, max_per_query=max_per_query, lookahead=lookahead, free_slots=free_slots,
-        retries=retries,
-        retry_delay_s=retry_delay,
+        out=out, model=model, backend=_value(backend), budget=budget, dataset=dataset, batch=batch,
+        policy=_value(policy), unit=_value(unit), oracle=_value(oracle), eliminate=_value(eliminate), conf=conf,
+        prior=prior, side=side, select=_value(select), **_config_values(params, "run"), score=score,
+        scoring=_run_score_options(ctx, scoring, _value(oracle), given), max_per_query=max_per_query,
+        lookahead=lookahead, free_slots=free_slots, retries=retries, retry_delay_s=retry_delay,
         grade_timeout_s=scoring["timeout"] if scoring["timeout"] is not None else 5.0,
         sampling=Sampling(n=1, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed),
         template=_value(template), chat=chat, revision=revision, limit=limit, task=_value(data["task"]),
         id_column=data["id_column"], problem_column=data["problem_column"], answer_column=data["answer_column"],
-        split=data["split"], confidence=_confidence_spec(ctx, signals),
-        backend_options={k2: v for k2, v in backend_options.items()}, progress=scoring["progress"], stream=stream,
-        stream_idle_s=stream_idle)
-    plan = plan_run(req)
-    tok = load_tokenizer(backend, model, revision, kw)
-    prompt_len = None
-    if tok is not None:
-        from ttc.harvest.backends import encode_prompt
-
-        prompt_len = lambda p: len(encode_prompt(tok, p))  # noqa: E731
-    from ttc.harvest.backends import make_backend
-
-    if harvest_registry.BACKENDS[backend].chat == "server":  # ServerUsage: the server's prompt-token counts, and
-        from ttc.harvest.run import ServerUsage, check_access  # a batch request's system message sent as given
-
-        usage = ServerUsage()
-        prompt_len = usage.prompt_len
-        server = usage.attach(make_backend(backend, **kw))  # a client, no model: built now to ask about the key
-        check_access(server)  # before --out is created or a request sent
-        gen = LazyBackend(lambda: server)
-    else:
-        gen = LazyBackend(lambda: make_backend(backend, **kw))
-    if stream:
-        typer.echo(f"{out}: requests from {batch} as they come, {plan.config.label()} with --oracle {req.oracle}, a "
-                   f"budget rate of {budget:g} {req.unit}/query, {backend} {model}", err=True)
-    else:
-        typer.echo(f"{out}: {len(plan.queries):,} queries, {plan.config.label()} with --oracle {req.oracle}, budget "
-                   f"{budget:g} {req.unit}/query ({plan.budget_total:,} in all), {backend} {model}")
+        split=data["split"], confidence=_confidence_spec(ctx, signals), backend_options=dict(backend_options),
+        progress=scoring["progress"], stream=stream, stream_idle_s=stream_idle)
     try:
-        run = execute_stream if stream else execute
-        outcome = run(plan, gen, tok, prompt_len=prompt_len, argv=["ttc", *ctx.meta.get("ttc.argv", [])],
-                      echo=typer.echo)
+        outcome = run_command(req, given=given, argv=["ttc", *ctx.meta.get("ttc.argv", [])], echo=typer.echo)
     except KeyboardInterrupt:
         typer.echo(f"interrupted; what was generated is kept in {out}/pool: rerun the same command to resume",
                    err=True)
         raise typer.Exit(130) from None
-    finally:
-        _harvest_release(gen)
     for line in report_lines(outcome):
         typer.echo(line)
+
+
+def _given(ctx: typer.Context, name: str) -> bool:
+    """Whether option `name` was given on the command line (not its default)."""
+    src = ctx.get_parameter_source(name)
+    return src is not None and src.name == "COMMANDLINE"
+
+
+def _run_score_options(ctx: typer.Context, scoring: dict, oracle: str, given: set):
+    """The scoring options ttc run reads: --progress, --timeout (gt: per grade), and those of the oracle (exec, prm,
+    judge: harvest/registry.py ORACLES[...].options); one given for another oracle is refused. Returns the
+    ScoreOptions of exec / prm / judge (None for the others)."""
+    from ttc.harvest.run import SCORER_ORACLES
+
+    reads = {"progress"} | (set(harvest_registry.ORACLES[oracle].options) if oracle in SCORER_ORACLES
+                            else {"timeout"})
+    for name in scoring:
+        if name not in reads and name in given:
+            flag = next(p.opts[0] for p in ctx.command.params if p.name == name)
+            takes = [o for o in SCORER_ORACLES if name in harvest_registry.ORACLES[o].options]
+            _fail(f"{flag} applies to ttc run --oracle {' or '.join(takes)}, not {oracle}" if takes else
+                  f"{flag} does not apply to ttc run")
+    return _score_options(scoring) if oracle in SCORER_ORACLES else None
 
 
 @app.command("synth")

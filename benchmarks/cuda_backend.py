@@ -10,7 +10,7 @@ and the other rows do not move. It also reports how many sampled responses CUDA 
     python benchmarks/cuda_backend.py [--device cuda] [--out result.json]
 
 Needs torch and transformers (and numpy), nothing else of ttc's dependencies: it imports ttc.harvest.backends and
-tests/tiny_model.py only. Prints one JSON object; exit status 1 if a check fails."""
+tests/support/tiny_model.py only. Prints one JSON object; exit status 1 if a check fails."""
 from __future__ import annotations
 
 import argparse
@@ -34,11 +34,12 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     import torch
-    from tiny_model import make_tiny_model
 
     from ttc.harvest.backends import TransformersBackend
     from ttc.harvest.confidence import ConfidenceSpec
     from ttc.harvest.types import Sampling
+
+    from support.tiny_model import make_tiny_model
 
     spec = ConfidenceSpec(("group-lows", "mean-logprob"), window=WINDOW, top_k=5)
     sampling = Sampling(n=8, temperature=1.0, max_tokens=48)

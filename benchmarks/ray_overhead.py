@@ -6,8 +6,8 @@ End to end (each the command a user runs, in a fresh process, median of --repeat
                      how the local engine uses W cores today
   ray, W workers     `ttc harvest --engine ray --ray-workers W`: a local cluster of W CPUs started by the command,
                      W generation actors (one CPU, one torch thread each); the job alone is pool.json's job seconds
-Both write the same pool (checked). The workload is the tiny random model of tests/tiny_model.py, so generation is
-cheap and the numbers are the engines' overheads.
+Both write the same pool (checked). The workload is the tiny random model of tests/support/tiny_model.py, so generation
+is cheap and the numbers are the engines' overheads.
 
 Components (in this process, on one local cluster of max(W) CPUs):
   cluster start      ray.init of a local cluster
@@ -174,7 +174,7 @@ def main():
     ap.add_argument("--skip-end-to-end", action="store_true")
     a = ap.parse_args()
     workers = [int(w) for w in a.workers.split(",")]
-    from tiny_model import make_tiny_model
+    from support.tiny_model import make_tiny_model
 
     tmp = Path(tempfile.mkdtemp(prefix="ray-overhead-"))
     try:

@@ -44,6 +44,14 @@ from ttc.harvest.types import Response, Sampling
 from ttc.replay.errors import InputError, UserError
 
 MAX_SEED = 2**63 - 1
+# --trace-cap (ttc run, the depth view of docs/semantics.md): a trace still running at the cap stops there and is asked
+# for its answer so far by this continuation of it, decoded greedily for at most PROBE_TOKENS tokens (until its box
+# closes or EOS). AutoTTS's release (3cd98d1) does not ship the prompt its probes were made with (its README: a
+# probe response per trace prefix, costing nothing: kappa_probe = 0), so this is the project's: the forced-answer
+# form its answer extraction reads (the last closed \boxed{}). The trace pays the cap; the probe is not charged.
+PROBE_PROMPT = ("\n\nConsidering the limited time, I have to give the solution based on the thinking so far. The "
+                "final answer is \\boxed{")
+PROBE_TOKENS = 24
 
 
 class BackendError(UserError, RuntimeError):
@@ -209,23 +217,71 @@ class TransformersBackend:
 
     def generate(self, prompts: Sequence[str], sampling: Sampling, seeds: Sequence[int], *,
                  stop: Sequence[str] | None = None, confidence: ConfidenceSpec | None = None,
-                 conf_stop: Sequence[float | None] | None = None) -> list[list[Response]]:
+                 conf_stop: Sequence[float | None] | None = None, trace_cap: int = 0) -> list[list[Response]]:
+        """trace_cap > 0: a trace still running after trace_cap tokens stops there (finish_reason "cap", n_tokens
+        the cap) and is asked for its answer so far (probe_answer): its text is the trace, PROBE_PROMPT and the
+        probe's continuation."""
         check_sampling(prompts, sampling, seeds)
         thresholds = check_conf_stop(prompts, conf_stop, confidence)
+        if not isinstance(trace_cap, numbers.Integral) or isinstance(trace_cap, bool) or trace_cap < 0:
+            raise InputError(f"trace_cap must be a whole number of tokens >= 0, got {trace_cap!r}")
         stop = [s for s in (stop or ()) if s]
+        capped = sampling if not 0 < trace_cap < sampling.max_tokens else Sampling(
+            n=sampling.n, temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=int(trace_cap),
+            seed=sampling.seed)
         out = []
         for text, seed, floor in zip(prompts, seeds, thresholds):
             ids = encode_prompt(self.tokenizer, text)
             if sampling.temperature == 0:
-                row = self._decode(ids, [seed], sampling, stop, confidence, floor)[0]
-                out.append([row] * sampling.n)
-                continue
-            rows: list[Response] = []
-            for start in range(0, sampling.n, self.batch_size):
-                chunk = [seed + j for j in range(start, min(sampling.n, start + self.batch_size))]
-                rows.extend(self._decode(ids, chunk, sampling, stop, confidence, floor))
+                rows = self._decode(ids, [seed], capped, stop, confidence, floor) * sampling.n
+            else:
+                rows = []
+                for start in range(0, sampling.n, self.batch_size):
+                    chunk = [seed + j for j in range(start, min(sampling.n, start + self.batch_size))]
+                    rows.extend(self._decode(ids, chunk, capped, stop, confidence, floor))
+            if capped is not sampling:  # the traces still running at the cap: stopped there, and probed
+                probes: dict[str, str] = {}
+                rows = [self._at_cap(ids, r, probes) if r.finish_reason == "length" else r for r in rows]
             out.append(rows)
         return out
+
+    def _at_cap(self, ids: list[int], r: Response, probes: dict[str, str]) -> Response:
+        """A trace stopped by the cap, with its answer so far: the probe's greedy continuation of the prompt, the
+        trace's text and PROBE_PROMPT (one probe per distinct trace text of a prompt: greedy, so the same)."""
+        if r.text not in probes:
+            probes[r.text] = self.probe_answer(ids, r.text)
+        return Response(text=r.text + PROBE_PROMPT + probes[r.text], n_tokens=r.n_tokens, finish_reason="cap",
+                        signals=r.signals)
+
+    def probe_answer(self, ids: list[int], trace: str) -> str:
+        """The continuation of prompt `ids` + `trace` + PROBE_PROMPT, greedy, at most PROBE_TOKENS tokens: until EOS
+        or the \\boxed{ the prompt opened closes (its text up to and including that brace)."""
+        import torch
+
+        body = self.tokenizer.encode(trace + PROBE_PROMPT, add_special_tokens=False)
+        got: list[int] = []
+        with torch.inference_mode():
+            full = torch.tensor([ids + body], device=self.device)
+            try:  # the last position's logits only, as in _decode
+                out = self.model(input_ids=full, use_cache=True, logits_to_keep=1)
+            except TypeError:
+                out = self.model(input_ids=full, use_cache=True)
+            past = _kv_cache(out)
+            for _ in range(PROBE_TOKENS):
+                t = int(out.logits[0, -1, :].argmax())
+                if t in self.eos_ids:
+                    break
+                got.append(t)
+                text = self.tokenizer.decode(got, skip_special_tokens=True)
+                depth = 1
+                for k, ch in enumerate(text):
+                    depth += {"{": 1, "}": -1}.get(ch, 0)
+                    if depth == 0:
+                        return text[:k + 1]
+                out = self.model(input_ids=torch.tensor([[t]], device=self.device), use_cache=True,
+                                 **{self._cache_kw: past})
+                past = _kv_cache(out)
+        return self.tokenizer.decode(got, skip_special_tokens=True)
 
     def _decode(self, ids: list[int], row_seeds: list[int], sampling: Sampling, stop: list[str],
                 confidence: ConfidenceSpec | None = None, threshold: float | None = None) -> list[Response]:
@@ -905,3 +961,18 @@ def make_backend(name: str, **kw: Any):
     except KeyError:
         raise InputError(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}") from None
     return entry.load()(**kw)
+
+
+def release_backend(backend) -> None:
+    """Free what a backend holds when its run ends: its close(), and the GPU memory torch cached for it (so that a
+    PRM or judge loading next, or the next run in a notebook, finds it)."""
+    import gc
+    import sys
+
+    close = getattr(backend, "close", None)
+    if callable(close):
+        close()
+    gc.collect()
+    torch = sys.modules.get("torch")  # only when a backend imported it
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.empty_cache()

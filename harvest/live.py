@@ -7,7 +7,7 @@ generation can run ahead in batches without changing a decision: `lookahead` res
 (batch=True) one call for every active query whose cached responses are used up, so a round-robin round is one
 backend call, not one per query.
 
-Faults (`ttc run`, harvest/run.py): a backend call that raises is retried `retries` times with exponential backoff
+Faults (`ttc run`, harvest/run/): a backend call that raises is retried `retries` times with exponential backoff
 (the openai backend's client also retries each HTTP request itself). A call that still fails is then examined: one
 prompt that worked before is tried again (a probe; before anything has worked, up to three of the call's prompts
 alone, kept when they work): if that fails too the backend is down, and the run stops (BackendError; a rerun
@@ -69,7 +69,7 @@ class BackendSource:
     `prompt_tokens` (with `prompt_len`, the prompt's length in tokens, counted once per response generated),
     `backend_s` and `score_s` (wall seconds in the backend and in scoring). on_call(records, failures), when given,
     is called after every call with [(query index, first sample index, [(Response, Observed), ...]), ...] and the
-    queries marked failed in it ({index: message}), before the driver sees them (harvest/run.py writes them to
+    queries marked failed in it ({index: message}), before the driver sees them (harvest/run/ writes them to
     disk there). `fail` holds the queries known to have failed (a resumed run's), as {index: message}."""
 
     def __init__(self, backend: Backend, queries: Sequence[Query], prompt: Callable[[Query], str], sampling: Sampling,
@@ -78,7 +78,7 @@ class BackendSource:
                  prompt_len: Callable[[str], int] | None = None,
                  on_call: Callable[[list, dict], None] | None = None, scorer: Any = None,
                  confidence: Any = None, score_signal: str | None = None, side_column: str | None = None,
-                 slots: int = 0, stops: bool = False):
+                 slots: int = 0, stops: bool = False, token_cap: int = 0):
         if lookahead < 1:
             raise InputError(f"lookahead must be >= 1, got {lookahead}")
         if scorer is not None:
@@ -124,6 +124,9 @@ class BackendSource:
         # stops: the backend stops a trace mid-way at a group-confidence threshold (the registry's `stops`: generate
         # takes conf_stop); the driver then gives each query's threshold (confidence_stop)
         self.stops = stops
+        # token_cap: each trace stops at this many tokens and answers its probe there (ttc run --trace-cap: a backend
+        # whose generate takes trace_cap, the registry's `probes`); 0: whole traces
+        self.token_cap = token_cap
         self._threshold: Callable[[int], float | None] | None = None
         self._warm = 0
 
@@ -299,6 +302,8 @@ class BackendSource:
         kw: dict[str, Any] = {"stop": list(self.stop)} if self.stop else {}
         if self.confidence is not None:  # (only then: a backend without signals need not take the keyword)
             kw["confidence"] = self.confidence
+        if self.token_cap:
+            kw["trace_cap"] = self.token_cap
         if self._threshold is not None:  # a request's responses after the warm-up stop at the query's threshold
             floors = [self._threshold(q) if len(self._cache[q]) >= self._warm else None for q in todo]
             if any(f is not None for f in floors):

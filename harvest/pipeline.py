@@ -621,9 +621,28 @@ def merge_pools(inputs: Sequence[Path], out: Path, *, allow_missing: bool = Fals
     shard count, oracle configurations, sample columns), a query in two inputs, and, unless allow_missing,
     any query of the data set that no input holds (the report names them and the absent shards). The pool is
     built in a temporary directory, checked with replay's loader, then renamed into place (the pool format's
-    writer, replay.pool.new_pool_dir)."""
+    writer, replay.pool.new_pool_dir). Every check runs before anything is written."""
     inputs = [Path(p) for p in inputs]
     out = Path(out)
+    metas = _shard_metas(inputs, out)
+    count, indexes = _check_one_configuration(inputs, metas)
+    schema = _check_parts(inputs)
+    owner, expected = _query_owners(inputs, metas)
+    missing = [q for q in expected if q not in owner]
+    missing_shards = sorted(set(range(count)) - set(indexes)) if count is not None else []
+    if (missing or missing_shards) and not allow_missing:
+        _refuse_incomplete(metas[0], owner, count, missing, missing_shards)
+    try:
+        _write_merged(out, inputs, metas, owner, schema, missing, missing_shards)
+    except PoolError as e:
+        raise HarvestError(f"the merged pool does not load: {e}") from None
+    responses = pl.scan_parquet(part_files(out)).select(pl.len()).collect().item()
+    return MergeReport(out=out, queries=len(owner), responses=responses, missing=missing,
+                       missing_shards=missing_shards)
+
+
+def _shard_metas(inputs: list[Path], out: Path) -> list[dict]:
+    """Each input's pool.json, once the arguments make sense and every input is a harvest directory with parts."""
     if not inputs:
         raise HarvestError("give at least one shard directory")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -640,6 +659,12 @@ def merge_pools(inputs: Sequence[Path], out: Path, *, allow_missing: bool = Fals
         if not part_files(p):
             raise HarvestError(f"{p} holds no samples/part-*.parquet")
         metas.append(m)
+    return metas
+
+
+def _check_one_configuration(inputs: list[Path], metas: list[dict]) -> tuple[int | None, list[int | None]]:
+    """(shard count, each input's shard index) once the inputs are shards of one run: the same generation, shard
+    count and oracle configurations as the first, and no shard given twice."""
     ref, ref_path = metas[0], inputs[0]
     for p, m in zip(inputs[1:], metas[1:]):
         diffs = _diff(comparable_generation(ref["generation"], m["generation"]),
@@ -663,6 +688,11 @@ def merge_pools(inputs: Sequence[Path], out: Path, *, allow_missing: bool = Fals
             if i in seen:
                 raise HarvestError(f"{p} and {seen[i]} are both shard {i}/{count}")
             seen[i] = p
+    return count, indexes
+
+
+def _check_parts(inputs: list[Path]) -> dict:
+    """The one sample schema of every part, once each part is whole."""
     # a damaged part (a flipped bit, a truncated copy, a FIFO in its place) is refused first, in one line naming it,
     # before its schema or ids are read and before anything is copied (score would trip on it later)
     for p in inputs:
@@ -679,7 +709,11 @@ def merge_pools(inputs: Sequence[Path], out: Path, *, allow_missing: bool = Fals
                 d = sorted(set(s) ^ set(schema)) or [c for c in s if s[c] != schema.get(c)]
                 raise HarvestError(f"{f} and {first} have different columns ({', '.join(map(str, d))}); score "
                                    "every shard with the same oracles before merging")
-    # query coverage
+    return schema
+
+
+def _query_owners(inputs: list[Path], metas: list[dict]) -> tuple[dict[str, Path], list[str]]:
+    """(the input holding each query, the queries the inputs were to generate); a query in two inputs is refused."""
     owner: dict[str, Path] = {}
     expected: list[str] = []
     for p, m in zip(inputs, metas):
@@ -689,59 +723,62 @@ def merge_pools(inputs: Sequence[Path], out: Path, *, allow_missing: bool = Fals
                 if qid in owner:
                     raise HarvestError(f"query {qid!r} is in both {owner[qid]} and {p}: duplicate queries")
                 owner[qid] = p
-    missing = [q for q in expected if q not in owner]
-    missing_shards = sorted(set(range(count)) - set(indexes)) if count is not None else []
-    n_data = ref["generation"]["dataset"].get("n_queries")
-    if (missing or missing_shards) and not allow_missing:
-        parts = []
-        if missing_shards:
-            parts.append(f"shard{'s' if len(missing_shards) > 1 else ''} "
-                         f"{', '.join(f'{i}/{count}' for i in missing_shards)} not given")
-        if missing:
-            shown = ", ".join(repr(q) for q in missing[:8])
-            parts.append(f"{len(missing)} queries of the given shards not generated yet ({shown}"
-                         + (", ..." if len(missing) > 8 else "") + ")"
-                         + "; rerun those shards' ttc harvest to finish them")
-        total = f" (data set: {n_data} queries, merged: {len(owner)})" if n_data is not None else ""
-        raise HarvestError("incomplete: " + "; ".join(parts) + total + "; --allow-missing merges anyway")
+    return owner, expected
 
-    try:
-        with new_pool_dir(out) as tmp, write_errors(out):  # a full disk while copying: one error line
-            (tmp / "samples").mkdir()
-            k = 0
-            queries = []
-            for p in inputs:
-                for f in part_files(p):
-                    shutil.copyfile(f, tmp / "samples" / f"{PART_PREFIX}{k:05d}.parquet")
-                    k += 1
-                qf = p / "queries.parquet"
-                if qf.exists():
-                    ids = list({q for q, o in owner.items() if o == p})
-                    queries.append(pl.read_parquet(qf).filter(pl.col("query_id").is_in(ids)))
-            if queries:
-                pl.concat(queries, how="diagonal_relaxed").sort("query_id").write_parquet(
-                    tmp / "queries.parquet", compression="zstd")
-            per_shard = ("shard", "runs", "queries_expected", "queries_written", "expected_query_ids",
-                         "scoring_in_progress", "created", "finished", "failures")
-            meta = {k2: v for k2, v in ref.items() if k2 not in per_shard}
-            meta.update({
-                "name": out.name, "created": now(), "complete": not (missing or missing_shards),
-                "queries_written": len(owner),
-                "merged_from": [{"path": str(p), "shard": m.get("shard") and str(ShardSpec(m["shard"]["index"],
-                                                                                             m["shard"]["count"])),
-                                 "created": m.get("created"), "finished": m.get("finished"),
-                                 "backend": m.get("backend"), "versions": m.get("versions"), "runs": m.get("runs")}
-                                for p, m in zip(inputs, metas)],
-            })
-            if missing or missing_shards:
-                meta["missing"] = {"shards": missing_shards, "queries": missing}
-            (tmp / "pool.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
-            _check_loads(tmp, schema)
-    except PoolError as e:
-        raise HarvestError(f"the merged pool does not load: {e}") from None
-    responses = pl.scan_parquet(part_files(out)).select(pl.len()).collect().item()
-    return MergeReport(out=out, queries=len(owner), responses=responses, missing=missing,
-                       missing_shards=missing_shards)
+
+def _refuse_incomplete(ref: dict, owner: dict, count: int | None, missing: list[str], missing_shards: list[int]):
+    """The error naming the absent shards and the queries not generated yet."""
+    n_data = ref["generation"]["dataset"].get("n_queries")
+    parts = []
+    if missing_shards:
+        parts.append(f"shard{'s' if len(missing_shards) > 1 else ''} "
+                     f"{', '.join(f'{i}/{count}' for i in missing_shards)} not given")
+    if missing:
+        shown = ", ".join(repr(q) for q in missing[:8])
+        parts.append(f"{len(missing)} queries of the given shards not generated yet ({shown}"
+                     + (", ..." if len(missing) > 8 else "") + ")"
+                     + "; rerun those shards' ttc harvest to finish them")
+    total = f" (data set: {n_data} queries, merged: {len(owner)})" if n_data is not None else ""
+    raise HarvestError("incomplete: " + "; ".join(parts) + total + "; --allow-missing merges anyway")
+
+
+def _write_merged(out: Path, inputs: list[Path], metas: list[dict], owner: dict[str, Path], schema: dict,
+                  missing: list[str], missing_shards: list[int]) -> None:
+    """The merged pool at out: every part copied under a new number, the queries each input owns, and the first
+    input's pool.json less what belongs to one shard, plus where each input came from; checked with replay's loader
+    before it is renamed into place."""
+    ref = metas[0]
+    with new_pool_dir(out) as tmp, write_errors(out):  # a full disk while copying: one error line
+        (tmp / "samples").mkdir()
+        k = 0
+        queries = []
+        for p in inputs:
+            for f in part_files(p):
+                shutil.copyfile(f, tmp / "samples" / f"{PART_PREFIX}{k:05d}.parquet")
+                k += 1
+            qf = p / "queries.parquet"
+            if qf.exists():
+                ids = list({q for q, o in owner.items() if o == p})
+                queries.append(pl.read_parquet(qf).filter(pl.col("query_id").is_in(ids)))
+        if queries:
+            pl.concat(queries, how="diagonal_relaxed").sort("query_id").write_parquet(
+                tmp / "queries.parquet", compression="zstd")
+        per_shard = ("shard", "runs", "queries_expected", "queries_written", "expected_query_ids",
+                     "scoring_in_progress", "created", "finished", "failures")
+        meta = {k2: v for k2, v in ref.items() if k2 not in per_shard}
+        meta.update({
+            "name": out.name, "created": now(), "complete": not (missing or missing_shards),
+            "queries_written": len(owner),
+            "merged_from": [{"path": str(p), "shard": m.get("shard") and str(ShardSpec(m["shard"]["index"],
+                                                                                         m["shard"]["count"])),
+                             "created": m.get("created"), "finished": m.get("finished"),
+                             "backend": m.get("backend"), "versions": m.get("versions"), "runs": m.get("runs")}
+                            for p, m in zip(inputs, metas)],
+        })
+        if missing or missing_shards:
+            meta["missing"] = {"shards": missing_shards, "queries": missing}
+        (tmp / "pool.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+        _check_loads(tmp, schema)
 
 
 RUNTIME_KEYS = ("runtime", "scored", "seconds", "versions")  # how an oracle run went, not what its scores mean

@@ -148,7 +148,8 @@ class Backend:
     for each query's next response as soon as the run wants it, instead of a call per round: harvest.live.BackendSource
     slots); stops: generate takes conf_stop: it can stop a trace mid-way on its group confidence (deepconf-online
     under ttc run; a backend that cannot generates each trace whole and the run pays it up to where the filter would
-    have stopped it); doc: one line for --help and the docs table."""
+    have stopped it); probes: generate takes trace_cap: it can stop a trace at a token cap and ask it for its answer
+    so far (ttc run --trace-cap; a backend that cannot is refused it); doc: one line for --help and the docs table."""
 
     name: str
     impl: str
@@ -160,6 +161,7 @@ class Backend:
     extra: str | None = None
     concurrent: bool = False
     stops: bool = False
+    probes: bool = False
 
     def load(self):
         return _load(self.impl)
@@ -168,7 +170,7 @@ class Backend:
 BACKENDS = {b.name: b for b in (
     Backend("transformers", "ttc.harvest.backends:TransformersBackend", "a transformers causal LM on CPU or one GPU, "
             "with its own seeded sampling loop (small models, tests)",
-            ("dtype", "device", "batch_size", "trust_remote_code"), extra="harvest", stops=True),
+            ("dtype", "device", "batch_size", "trust_remote_code"), extra="harvest", stops=True, probes=True),
     Backend("vllm", "ttc.harvest.backends:VLLMBackend", "vLLM's offline engine (continuous batching, prefix caching): "
             "the GPU path", ("dtype", "tensor_parallel_size", "data_parallel_size", "gpu_memory_utilization",
                              "prefix_caching", "max_model_len", "trust_remote_code"),

@@ -264,7 +264,7 @@ class _Recorder:
 
 class OracleSession:
     """An oracle ready to score responses held in memory, its model (PRM, judge backend) loaded once when the
-    session opens. Both `ttc score` (a pool's parts) and `ttc run` (each backend call's new responses, harvest/run.py)
+    session opens. Both `ttc score` (a pool's parts) and `ttc run` (each backend call's new responses, harvest/run/)
     score through a session, so a live run's columns are the ones `ttc score` writes, computed by the same code.
     columns(queries, texts, finish_reasons): the oracle's columns for these responses, in one batched call; stats:
     counts for pool.json's runtime record; info(): the scorer's provenance."""
@@ -683,7 +683,7 @@ LIVE_ANSWER_RULES = {"math": "gt", "custom": "gt", "lcb-exec": "exec"}
 
 
 class LiveScorer:
-    """`ttc run`'s oracle beyond gt and sc (harvest/run.py, harvest.live.BackendSource): an OracleSession opened once
+    """`ttc run`'s oracle beyond gt and sc (harvest/run/, harvest.live.BackendSource): an OracleSession opened once
     (the PRM or judge loads here, so a model that cannot load fails before any generation), plus what the policy
     reads from the session's columns. score(queries, responses) -> (Observed per response, {column: values}), one
     oracle call for all of them.

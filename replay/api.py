@@ -178,3 +178,4 @@ def _quiet(progress: bool) -> Console:
     """The commands print to a console: a notebook gets the DataFrame instead, and with progress=True the command's
     own lines (progress, its table) on stderr."""
     return Console(stderr=True) if progress else Console(file=io.StringIO())
+

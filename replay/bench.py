@@ -20,7 +20,7 @@ POLICIES = tuple(p for p, e in REGISTRY.items() if not {"lows", "probes"} & e.ne
 
 # the elimination rules timed on rows of their own, under elimination (a policy's row runs its default rule,
 # threshold): the per-query stops of issue 29, whose checks cost more than a count comparison
-RULES = ("boinf",)
+RULES = ("boinf", "mmc", "lbayes")
 
 
 @dataclass

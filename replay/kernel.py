@@ -41,6 +41,14 @@ READING_RULES = READING_RULES + (ELIM_BOINF,)
 # boinf: the weight of the source's "unknown" answer bucket (test_main.py's alpha = 0.3: a pseudo-count always in its
 # Dirichlet, so that one answer seen once does not stop a query at once)
 BOINF_ALPHA = 0.3
+ELIM_MMC = 9
+READING_RULES = READING_RULES + (ELIM_MMC,)
+# mmc: the source's fixed guards (its PluralityEAndDeciderPrior defaults): each e-process needs this many updates
+# before it may certify, and its plug-in bet stays within these bounds
+MMC_MIN_UPDATES = 2
+MMC_Q_LO, MMC_Q_HI = 0.50001, 0.99999
+ELIM_LBAYES = 10
+READING_RULES = READING_RULES + (ELIM_LBAYES,)
 # ac-entropy stops at h <= hmax + AC_ENTROPY_TIE: an entropy exactly equal to hmax (counts 8, 3, 1 give 0.75 exactly)
 # computes a few ulps either side of it in floating point; the margin, far above that error and far below any gap
 # between distinct values of h at the counts a pool holds, makes such a tie stop, as `h <= hmax` says
@@ -69,7 +77,9 @@ CONFIG = np.dtype([("policy", np.int64), ("unit", np.int64), ("K", np.int64), ("
                    ("hmax", np.float64), ("warmup", np.int64), ("judge", np.int64), ("percentile", np.float64),
                    ("prior_strength", np.float64), ("bins", np.int64), ("refresh", np.int64),
                    ("dirichlet_conf", np.float64), ("horizon", np.int64),
-                   ("bf", np.float64), ("bf_mc", np.int64)], align=True)
+                   ("bf", np.float64), ("bf_mc", np.int64), ("mmc_delta", np.float64), ("mmc_m", np.int64),
+                   ("lb_thre", np.float64), ("lb_l", np.int64)],
+                  align=True)
 
 # What a run reads (read-only): the pool's per-response arrays grouped by query (off), the answer slots (aoff,
 # answer_offsets), have[i] = how many of query i's responses exist (its pool size in replay; fewer in a live run,
@@ -999,6 +1009,245 @@ def boinf_stops(si, lo, hi, lead, lc, bf, mc, tok, score, perm, a0, n, i):
     return boinf_uniform(tok, score, perm, a0, n, i) < boinf_stop_prob(si, lo, hi, lead, lc, BOINF_ALPHA, bf, mc)
 
 
+@jit
+def mmc_bet(s, f):
+    """The source's plug-in bet of one e-process before its next update (BernoulliMixtureEProcess.update): (s + 1/2)
+    / (s + f + 1), clipped to [MMC_Q_LO, MMC_Q_HI]."""
+    return min(max((s + 0.5) / (s + f + 1), MMC_Q_LO), MMC_Q_HI)
+
+
+@jit
+def mmc_log_e(s, f, q):
+    """One e-process's log e-value after s successes and f failures at bet q, as the source writes it: (s + f) log 2
+    + s log q + f log(1 - q) (the bet of its latest update applied to all of its past)."""
+    return (s + f) * math.log(2.0) + s * math.log(q) + f * math.log1p(-q)
+
+
+@jit
+def mmc_state(ans, perm, a0, n, na, m_top):
+    """MMC's two e-processes after query i's first n draws (perm[a0 .. a0 + n - 1]; its answers are 0 .. na - 1),
+    replayed vote by vote as its source does (docs/semantics.md, mmc): before each valid vote, the leader i and
+    runner-up j and the top m_top answers C from the counts so far (ties: the answer drawn first); the vote then
+    updates the pair e-process (i: a success, j: a failure) and the other one (i: a success, an answer outside C: a
+    failure). Invalid answers do not vote. Returns (pair log e, its updates, other log e, its updates, whether the
+    leader after the last vote is the i chosen before it).
+
+    The answers drawn are kept ranked (order[r], rank[a]: by count, ties to the first drawn), so that a vote costs
+    its rank's move up rather than a scan of every answer."""
+    w = np.empty((4, max(na, 1)), np.int64)  # one allocation for the four per-answer arrays
+    cnt, first, order, rank = w[0], w[1], w[2], w[3]
+    for a in range(na):
+        cnt[a] = 0
+    d = 0
+    s1 = f1 = s2 = f2 = 0
+    l1 = l2 = 0.0
+    last_i = -1
+    for k in range(a0, a0 + n):
+        a = ans[perm[k]]
+        if a < 0:
+            continue
+        i1 = order[0] if d > 0 else -1
+        i2 = order[1] if d > 1 else -1
+        in_c = cnt[a] > 0 and rank[a] < m_top
+        if i1 >= 0 and i2 >= 0 and (a == i1 or a == i2):
+            q = mmc_bet(s1, f1)
+            if a == i1:
+                s1 += 1
+            else:
+                f1 += 1
+            l1 = mmc_log_e(s1, f1, q)
+        if i1 >= 0 and (a == i1 or not in_c):
+            q = mmc_bet(s2, f2)
+            if a == i1:
+                s2 += 1
+            else:
+                f2 += 1
+            l2 = mmc_log_e(s2, f2, q)
+        last_i = i1
+        if cnt[a] == 0:
+            first[a] = d
+            order[d] = a
+            rank[a] = d
+            d += 1
+        c = cnt[a] + 1
+        cnt[a] = c
+        r = rank[a]
+        while r > 0:
+            b = order[r - 1]
+            if cnt[b] > c or (cnt[b] == c and first[b] < first[a]):
+                break
+            order[r] = b
+            rank[b] = r
+            r -= 1
+        order[r] = a
+        rank[a] = r
+    return l1, s1 + f1, l2, s2 + f2, last_i >= 0 and d > 0 and order[0] == last_i
+
+
+@inner
+def mmc_stops(ans, perm, a0, n, na, m_top, delta):
+    """MMC's certificate on a query's n draws: both e-processes at or above log(1 / delta), each after at least
+    MMC_MIN_UPDATES updates, and the leader unchanged by the last vote. One call in run_one's rule check, which
+    skips it while a single answer has been drawn (no runner-up yet: the pair e-process has not moved)."""
+    l1, u1, l2, u2, same = mmc_state(ans, perm, a0, n, na, m_top)
+    bar = math.log(1.0 / delta)
+    return same and l1 >= bar and u1 >= MMC_MIN_UPDATES and l2 >= bar and u2 >= MMC_MIN_UPDATES
+
+
+@jit
+def log_add(x, y):
+    """log(e^x + e^y) as the lbayes source's log_add computes it (-inf: a zero)."""
+    if x == -math.inf:
+        return y
+    if y == -math.inf:
+        return x
+    if x > y:
+        return x + math.log1p(math.exp(y - x))
+    return y + math.log1p(math.exp(x - y))
+
+
+@jit
+def lbayes_log_s(p, skip1, skip2, nl, vd, cp, work):
+    """log S of the L-aggregated Bayesian stop's Algorithm 2 (the source's _compute_log_S_psi_algo2_strict,
+    docs/semantics.md, lbayes) over the prior p without its entries skip1 and skip2 (-1: none): the nl draws outside
+    the head spread over the remaining categories, each below vd (or at vd: a tie, m of them), summed as
+    nl! sum prod p_j^r_j / r_j!, each tie count m weighted 1 / binom(cp + m, cp)."""
+    size = p.shape[0] - (skip1 >= 0) - (skip2 >= 0)
+    if vd > 0:
+        mmin = min(size, nl // vd)
+    else:
+        if nl > 0:
+            return -math.inf
+        mmin = size
+    A = work[0, :mmin + 1, :nl + 1]  # (work: scratch of at least (4, mmin + 1, max(nl, vd) + 1), one per posterior)
+    B = work[1, :mmin + 1, :nl + 1]
+    A[:, :] = -math.inf
+    A[0, 0] = 0.0
+    lf = work[2, 0, :vd + 1]
+    lf[:] = 0.0
+    for r in range(2, vd + 1):
+        lf[r] = math.lgamma(r + 1)
+    lg = work[3, 0, :vd + 1]
+    for j in range(p.shape[0]):
+        if j == skip1 or j == skip2:
+            continue
+        B[:, :] = -math.inf
+        if p[j] <= 0:
+            lg[:] = -math.inf
+            lg[0] = 0.0
+        else:
+            lp = math.log(p[j])
+            for r in range(vd + 1):
+                lg[r] = r * lp - lf[r]
+        for m in range(mmin + 1):
+            for t in range(nl + 1):
+                la = A[m, t]
+                if la == -math.inf:
+                    continue
+                for r in range(min(vd - 1, nl - t) + 1):
+                    B[m, t + r] = log_add(B[m, t + r], la + lg[r])
+                if t + vd <= nl and m + 1 <= mmin:
+                    B[m + 1, t + vd] = log_add(B[m + 1, t + vd], la + lg[vd])
+        A, B = B, A
+    out = -math.inf
+    for m in range(mmin + 1):
+        lv = A[m, nl]
+        if lv == -math.inf:
+            continue
+        c = 1.0  # binom(cp + m, cp), exactly
+        for k in range(1, cp + 1):
+            c = c * (m + k) / k
+        out = log_add(out, lv + -math.log(c))
+    if out != -math.inf:
+        out += math.lgamma(nl + 1)
+    return out
+
+
+@jit
+def lbayes_prior(ans, a0, a1, na):
+    """The known prior of the source's LLM_known_prior notebook for one query: the shares of its answers among its
+    pool's valid responses ans[a0:a1], sorted largest first and renormalised as the source does (p / sum(p))."""
+    cnt = np.zeros(na, np.int64)
+    total = 0
+    for j in range(a0, a1):
+        if ans[j] >= 0:
+            cnt[ans[j]] += 1
+            total += 1
+    k = 0
+    for a in range(na):
+        if cnt[a] > 0:
+            k += 1
+    p = np.empty(k)
+    k = 0
+    for a in range(na):
+        if cnt[a] > 0:
+            p[k] = cnt[a] / total
+            k += 1
+    p = -np.sort(-p)
+    s = 0.0
+    for x in p:
+        s += x
+    return p / s
+
+
+@jit
+def lbayes_posterior(p, n, n1, n2, uniq, L):
+    """The source's posterior that the leading answer drawn is the mode (L2_posterior_tilde, L3_posterior_tilde of
+    LLM_known_prior_final.ipynb): n valid draws, the largest count n1, the second n2 and uniq distinct answers drawn;
+    L = 2 keeps the head count only, L = 3 also the runner-up's (back to L = 2 below two distinct answers). The
+    largest hypothesis's share of their sum, clipped to [0, 1]."""
+    K = p.shape[0]
+    if n == 0:
+        return 0.0
+    terms = np.empty(K)
+    work = np.empty((4, K + 1, n + 1))  # the recursion's scratch, shared by its K (L = 3: K^2) runs
+    if L == 2 or uniq < 2:
+        for i in range(K):
+            ls = lbayes_log_s(p, i, -1, n - n1, n1, 1, work)
+            terms[i] = n1 * math.log(p[i]) + ls if p[i] > 0 and ls != -math.inf else -math.inf
+    else:
+        cp = 2 if n1 == n2 else 1
+        tj = np.empty(K)
+        for i in range(K):
+            terms[i] = -math.inf
+            if p[i] <= 0:
+                continue
+            nt = 0
+            for j in range(K):
+                if i == j or p[j] <= 0:
+                    continue
+                ls = lbayes_log_s(p, i, j, n - n1 - n2, n2, cp, work)
+                if ls != -math.inf:
+                    tj[nt] = n1 * math.log(p[i]) + n2 * math.log(p[j]) + ls
+                    nt += 1
+            if nt > 0:
+                mx = tj[0]
+                for u in range(1, nt):
+                    mx = max(mx, tj[u])
+                e = 0.0
+                for u in range(nt):
+                    e += math.exp(tj[u] - mx)
+                terms[i] = mx + math.log(e)
+    mx = terms[0]
+    for i in range(1, K):
+        mx = max(mx, terms[i])
+    if mx == -math.inf:
+        return 0.0
+    d = 0.0
+    for i in range(K):
+        d += math.exp(terms[i] - mx)
+    return max(0.0, min(1.0, math.exp(mx - (mx + math.log(d)))))
+
+
+@inner
+def lbayes_stops(si, lo, hi, lead, lc, ans, a0, a1, L, thre):
+    """lbayes's check on a query (answer slots lo .. hi - 1, pool responses a0 .. a1 - 1): its posterior >= thre.
+    One call in run_one's rule check."""
+    m, drawn, c2 = boinf_counts(si, lo, hi, lead)
+    p = lbayes_prior(ans, a0, a1, hi - lo - 1)
+    return lbayes_posterior(p, drawn, lc, c2, m, L) >= thre
+
+
 @inner
 def dc_threshold(v, m, pct):
     """deepconf-online's stopping threshold from the m lowest group confidences in v[:m] (reordered: scratch): their
@@ -1324,6 +1573,11 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
         if rule == ELIM_BOINF:
             return lead >= 0 and boinf_stops(si, aoff[i], aoff[i + 1], lead, lc, cfg.bf, cfg.bf_mc, tok, score, perm,
                                              off[i], n_, i)
+        if rule == ELIM_MMC:
+            return sc > 0 and mmc_stops(ans, perm, off[i], n_, aoff[i + 1] - aoff[i] - 1, cfg.mmc_m, cfg.mmc_delta)
+        if rule == ELIM_LBAYES:
+            return lead >= 0 and lbayes_stops(si, aoff[i], aoff[i + 1], lead, lc, ans, off[i], off[i + 1], cfg.lb_l,
+                                              cfg.lb_thre)
         return False
 
     def pull(i, want_k, bud, u, cap, rule, reps):

@@ -53,7 +53,7 @@ from .kernel import (
     N,
     run_one,
 )
-from .policies import REGISTRY, RunConfig
+from .policies import ELIMINATION_RULES, REGISTRY, RunConfig
 from .tables import make_tables
 
 LIVE_POLICIES = tuple(name for name, p in REGISTRY.items() if p.live)  # the oracle needs hindsight
@@ -235,6 +235,9 @@ def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], 
     cfg = config if config is not None else RunConfig(policy, **params)
     if cfg.policy not in LIVE_POLICIES:
         raise ValueError(f"policy {cfg.policy!r} cannot run live (choose from {', '.join(LIVE_POLICIES)})")
+    if not ELIMINATION_RULES[cfg.eliminate].live:
+        raise ValueError(f"elimination rule {cfg.eliminate!r} reads the query's whole pool (hindsight) and cannot run "
+                         f"live")
     sizes = np.asarray(sizes, np.int64).reshape(-1)
     n = len(sizes)
     if len(rank) != n or sorted(int(r) for r in rank) != list(range(n)):

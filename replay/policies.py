@@ -123,6 +123,7 @@ class Rule:
     doc: str
     params: tuple = ()
     needs: frozenset = frozenset()
+    live: bool = True  # an elimination rule that reads hindsight (the query's whole pool) cannot run live
 
     @property
     def code(self) -> int:
@@ -161,6 +162,12 @@ ELIMINATION_RULES = {r.name: r for r in (
          "(1 - P) >= bf, P under the Dirichlet posterior of the answer counts with an unknown bucket of 0.3 "
          "(kernel.BOINF_ALPHA), estimated as its code does from bf_mc draws (0: exact, the paper's)",
          ("bf", "bf_mc"), frozenset({"answers"})),
+    Rule("mmc", "ELIM_MMC", "the martingale majority certificate (MMC): two e-processes, leader vs runner-up and "
+         "leader vs the answers outside the top mmc_m, each >= 1 / mmc_delta after >= 2 updates, the leader unchanged "
+         "by the last vote", ("mmc_delta", "mmc_m"), frozenset({"answers"})),
+    Rule("lbayes", "ELIM_LBAYES", "the L-aggregated Bayesian stop (known prior): P(leading answer is the mode) >= "
+         "lb_thre, from the head counts (lb_l - 1 of them) and the query's own answer shares in its pool as the "
+         "prior (hindsight: replay only)", ("lb_thre", "lb_l"), frozenset({"answers"}), live=False),
 )}
 # A selection rule's params are the replay() arguments it reads (not RunConfig fields: a selection is computed from
 # what a run drew, so one run serves every selection).
@@ -231,7 +238,7 @@ def param(default, doc: str, *, flag: str | None = None, short: str | None = Non
     rule reads it first), its command-line flag (default `--name-with-dashes`; `short`: an alias), whether `ttc
     replay` sweeps it as a comma list (`sweep`, with `replay_default` its list default where it is not the field's)
     and so whether a replay's results carry it per configuration. cli.py builds the options of ttc replay, tune and
-    run from these; ReplayRequest and RunRequest take their fields from RunConfig's (replay/run.py, harvest/run.py);
+    run from these; ReplayRequest and RunRequest take their fields from RunConfig's (replay/run.py, harvest/run/);
     ttc.replay's keywords are the field names; the kernel reads the record fields of the same names (record()).
     choices: a string parameter's values; scope: who reads it when no registry entry lists it (depth's, read by
     every policy through the pool's depth view); live: whether `ttc run` takes it (depth's are replay only until a
@@ -290,7 +297,8 @@ class RunConfig:
     depth_m: int = param(3, "stability: agreeing valid probe answers in a row that stop a trace.",
                          scope="the stability depth rule", live=False)
     trace_cap: int = param(0, "Depth, every policy: each trace stops at this many tokens and answers its last probe "
-                           "there (0: none; needs the pool's probes).", scope="every policy (depth)", live=False)
+                           "there (0: none; replay: needs the pool's probes; ttc run: a backend that can stop a trace "
+                           "and probe it, transformers).", scope="every policy (depth)")
     probe_cost: str = param("tokens", "Depth: tokens (a probe costs its offset; probes at or past a trace's end are "
                             "not reached) or autotts (AutoTTS's replay: every probe paid, finishing pays max(total, "
                             "last offset)).", choices=("tokens", "autotts"), scope="every policy (depth)", live=False)
@@ -306,6 +314,14 @@ class RunConfig:
     bf_mc: int = param(1000, "boinf: the Dirichlet draws of the source's Monte Carlo estimate of P, whose random "
                        "decision (its Hoeffding term where every draw favours the mode) the engine draws from the same "
                        "law (docs/semantics.md); 0: the exact Bayes factor, the paper's rule.")
+    mmc_delta: float = param(0.05, "mmc: the error level delta; a query stops when both e-processes reach 1 / delta "
+                             "(the source's delta).")
+    mmc_m: int = param(3, "mmc: the contender set's size (the source's M): votes outside the top mmc_m answers count "
+                       "against the leader in the leader-vs-others e-process.")
+    lb_thre: float = param(0.95, "lbayes: the posterior probability that the leading answer is the mode needed to "
+                           "stop (the source's prob_thre: 0.95, 0.975, 0.99).")
+    lb_l: int = param(2, "lbayes: L, the head counts the posterior keeps plus one (2: the leader's; 3: also the "
+                      "runner-up's).")
 
     def __post_init__(self):
         if not 0.0 < self.bf < math.inf:
@@ -313,6 +329,15 @@ class RunConfig:
         if not 0 <= self.bf_mc <= 10**9:
             raise ValueError(f"bf_mc must be in 0..1e9 (the source's Monte Carlo draws whose Hoeffding branch boinf "
                              f"follows; 0: the exact Bayes factor), got {self.bf_mc}")
+        if not 0.0 < self.mmc_delta < 1.0:
+            raise ValueError(f"mmc_delta must be in (0, 1) (mmc's error level), got {self.mmc_delta}")
+        if not 1 <= self.mmc_m <= MAX_COUNT:
+            raise ValueError(f"mmc_m must be in 1..{MAX_COUNT:,} (mmc's contender set of top answers), got "
+                             f"{self.mmc_m}")
+        if not 0.0 < self.lb_thre <= 1.0:
+            raise ValueError(f"lb_thre must be in (0, 1] (lbayes's posterior threshold), got {self.lb_thre}")
+        if self.lb_l not in (2, 3):
+            raise ValueError(f"lb_l must be 2 or 3 (lbayes's L; the source's L = 4 is not built), got {self.lb_l}")
         if not 0.0 <= self.cmc_beta <= 1.0:
             raise ValueError(f"cmc_beta must be in [0, 1], got {self.cmc_beta}")
         if self.depth_rule not in DEPTH_RULES:
@@ -596,6 +621,16 @@ METHODS = {m.name: m for m in (
            "posterior with an unknown bucket) reaches 10, at most 100 (its script's defaults), then the majority",
            "Komiyama et al. 2025, Best-of-Infinity: Asymptotic Performance of Test-Time Compute (arXiv:2509.21091)",
            {"policy": "elimination", "K": 1, "eliminate": "boinf", "max_samples": 100}, "sc"),
+    Method("mmc", "one response at a time per query until the martingale majority certificate holds at delta 0.05 "
+           "(leader vs runner-up and vs the rest, anytime-valid), at most 32 (its code's defaults), then the majority",
+           "Cordero-Encinar & Duncan 2025, Certified Self-Consistency: Statistical Guarantees and Test-Time Training "
+           "for Reliable Reasoning in LLMs (arXiv:2510.17472)",
+           {"policy": "elimination", "K": 1, "eliminate": "mmc", "max_samples": 32}, "sc"),
+    Method("lbayes", "one response at a time per query until the posterior that its leading answer is the mode "
+           "reaches 0.95 (L = 2: the leader's count and the query's own answer shares as the prior, hindsight), at "
+           "most 100, then the majority", "Optimal Bayesian Stopping for Efficient Inference of Consistent LLM "
+           "Answers, 2026 (arXiv:2602.05395; code github.com/jh9959-afk/Paper)",
+           {"policy": "elimination", "K": 1, "eliminate": "lbayes", "max_samples": 100}, "sc"),
 )}
 
 
@@ -613,7 +648,8 @@ def markdown_methods() -> str:
 
 
 PARAMS = tuple(f for f in fields(RunConfig) if "doc" in f.metadata)  # the parameters, in declaration order
-# The parameters `ttc run` leaves at their defaults (replay only: depth's, until a backend can stop a trace part-way)
+# The parameters `ttc run` leaves at their defaults (replay only: depth's but the trace cap, which a backend that can
+# stop a trace and probe it takes live)
 DEPTH_FIELDS = tuple(f.name for f in PARAMS if not f.metadata["live"])
 SWEPT = tuple(f.name for f in PARAMS if f.metadata["sweep"])  # what ttc replay takes as comma lists
 

@@ -703,10 +703,32 @@ def load_pool(path, score: str = "gt", need_tokens: bool = False, prior: str | N
     response's side signal (side-eb: numbers in [0, 1], no null or NaN); lows: deepconf-online's record lows (LOWS,
     check_lows), True: read them (a pool without them is refused), None: read them when the pool has them, False:
     not read; invalid_votes: each query's invalid answers as one answer category (Pool.with_invalid_votes); probes:
-    read and check the probe columns (PROBES, check_probes: a pool without them is refused), False: not read."""
+    read and check the probe columns (PROBES, check_probes: a pool without them is refused), False: not read.
+
+    Three steps: read (the part files' one schema, then the columns asked for), validate (the schema against what
+    was asked, then the rows, queries.parquet and pool.json), derive (the engine's flat arrays)."""
     path = Path(path)
     files = sample_files(path)
     where = "samples.parquet" if files[0].name == "samples.parquet" else "samples/*.parquet"
+    schema = read_schema(path, files, where)
+    layout = check_schema(schema, where, score=score, need_tokens=need_tokens, side=side, lows=lows, probes=probes)
+    unchecked: list = []
+    df = read_checked(files, layout.cols, path, note=unchecked)
+    has_gt = check_rows(df, layout, files, where)
+    df = df.sort("query_id", "sample_idx")
+    qids = df["query_id"].unique(maintain_order=True)
+    queries_file = path / "queries.parquet"
+    if queries_file.exists():
+        check_queries_file(queries_file, set(qids.to_list()), path, unchecked)
+    pool = derive_pool(df, layout, path, qids.to_list(), where, has_gt=has_gt, meta=read_pool_json(path), side=side,
+                       prior=prior)
+    note_unchecked(unchecked, path)  # only for a pool that loads: a refusal stays one line
+    return pool.with_invalid_votes() if invalid_votes else pool
+
+
+def read_schema(path: Path, files: list[Path], where: str) -> pl.Schema:
+    """The one schema every part file shares (read from their footers alone); a file that is not Parquet, or whose
+    columns or types differ from the first's, is refused."""
     schema = None
     for f in files:
         regular_file(f)
@@ -730,14 +752,36 @@ def load_pool(path, score: str = "gt", need_tokens: bool = False, prior: str | N
         extra = [c for c in this if c not in schema]
         if extra:
             _fail(where, f"{f.relative_to(path)} has column '{extra[0]}' that {first.relative_to(path)} lacks")
-    schema = pl.Schema(schema)
+    return pl.Schema(schema)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What a pool's schema holds and what a load reads from it (check_schema)."""
+
+    names: list
+    cols: list              # the columns read into memory
+    score_col: str          # "gt" or a score column
+    scores: list            # every score column (each validated)
+    has_answers: bool
+    has_tokens: bool
+    need_tokens: bool
+    has_lows: bool
+    read_lows: bool
+    has_probes: bool
+    read_probes: bool
+
+
+def check_schema(schema: pl.Schema, where: str, *, score: str, need_tokens: bool, side: str | None,
+                 lows: bool | None, probes: bool) -> Layout:
+    """The schema against the format and against what the load asks for: the required columns, every read
+    column's type, the columns that come in sets (record lows, probes), and the columns to read."""
     names = schema.names()
     for col in REQUIRED:
         if col not in names:
             _fail(where, f"missing required column '{col}' (columns: {', '.join(names)})")
     score_col = resolve_score(names, score)
-    has_answers = "answer" in names
-    has_tokens = "n_tokens" in names
+    has_answers, has_tokens = "answer" in names, "n_tokens" in names
     if need_tokens and not has_tokens:
         _fail(where, "a token budget needs an 'n_tokens' column, and this pool has none")
     # types, from the schema alone: every column of the format replay reads, and every score column
@@ -778,12 +822,17 @@ def load_pool(path, score: str = "gt", need_tokens: bool = False, prior: str | N
             _fail(where, "the record lows need an 'n_tokens' column (a stopped trace pays its tokens so far), and "
                          "this pool has none")
         cols += [c for c in LOWS if c not in cols]
-    unchecked: list = []
-    df = read_checked(files, cols, path, note=unchecked)
+    return Layout(names=names, cols=cols, score_col=score_col, scores=scores, has_answers=has_answers,
+                  has_tokens=has_tokens, need_tokens=need_tokens, has_lows=has_lows, read_lows=read_lows,
+                  has_probes=has_probes, read_probes=probes)
+
+
+def check_rows(df: pl.DataFrame, layout: Layout, files: list[Path], where: str) -> bool:
+    """The rows read: no nulls where the format has none, one row per (query_id, sample_idx), ground truth whole or
+    absent, every score column in range (_check_scores reads them from `files`), token counts. Returns has_gt."""
     if df.height == 0:
         _fail(where, "no rows")
-
-    for col in [c for c in cols if c in SAMPLE_COLUMNS and SAMPLE_COLUMNS[c].nulls == "never"]:
+    for col in [c for c in layout.cols if c in SAMPLE_COLUMNS and SAMPLE_COLUMNS[c].nulls == "never"]:
         nulls = df[col].null_count()
         if nulls:
             _fail(where, f"column '{col}' has {nulls} null values")
@@ -791,9 +840,8 @@ def load_pool(path, score: str = "gt", need_tokens: bool = False, prior: str | N
     if dup:
         ex = df.filter(pl.struct("query_id", "sample_idx").is_duplicated()).row(0, named=True)
         _fail(where, f"{dup} rows share a (query_id, sample_idx), e.g. ({ex['query_id']!r}, {ex['sample_idx']})")
-
     has_gt = False
-    if "correct" in names:
+    if "correct" in layout.names:
         c = df["correct"]
         if c.dtype != pl.Boolean and not c.drop_nulls().is_in([0, 1]).all():
             _fail(where, f"column 'correct' must be {SAMPLE_COLUMNS['correct'].expect}, found {c.dtype}")
@@ -802,44 +850,42 @@ def load_pool(path, score: str = "gt", need_tokens: bool = False, prior: str | N
             _fail(where, f"column 'correct' has {nulls} null values out of {df.height}: ground truth must be "
                          "complete (or entirely null for a pool without it)")
         has_gt = nulls == 0
-    if score_col == "gt" and not has_gt:
+    if layout.score_col == "gt" and not has_gt:
         _fail(where, "--score gt needs ground truth, but column 'correct' is entirely null")
-    _check_scores(files, scores, where)
-    if has_tokens:
+    _check_scores(files, layout.scores, where)
+    if layout.has_tokens:
         t = df["n_tokens"]
-        if need_tokens and t.null_count():
+        if layout.need_tokens and t.null_count():
             _fail(where, f"column 'n_tokens' has {t.null_count()} null values; a token budget needs them all")
         if (t.min() or 0) < SAMPLE_COLUMNS["n_tokens"].lo:
             _fail(where, "column 'n_tokens' has negative values")
+    return has_gt
 
-    df = df.sort("query_id", "sample_idx")
-    qids = df["query_id"].unique(maintain_order=True)
-    sizes = df.group_by("query_id", maintain_order=True).len()["len"].to_numpy()
-    off = np.zeros(len(qids) + 1, np.int64)
-    np.cumsum(sizes, out=off[1:])
 
-    queries_file = path / "queries.parquet"
-    if queries_file.exists():
-        try:
-            q = read_checked([queries_file], ["query_id"], path, note=unchecked)["query_id"]
-        except (KeyboardInterrupt, SystemExit, MemoryError):
-            raise
-        except BaseException as e:  # noqa: B036
-            first = (str(e).splitlines() or [type(e).__name__])[0][:200]
-            _fail("queries.parquet", f"cannot read a 'query_id' column ({first})")
-        if q.null_count():
-            _fail("queries.parquet", f"column 'query_id' has {q.null_count()} null values")
-        if q.is_duplicated().any():
-            _fail("queries.parquet", f"query_id {q.filter(q.is_duplicated())[0]!r} is listed more than once")
-        listed = set(q.to_list())
-        have = set(qids.to_list())
-        empty = sorted(listed - have)
-        if empty:
-            _fail("queries.parquet", f"{len(empty)} queries have no samples, e.g. {empty[0]!r}")
-        extra = sorted(have - listed)
-        if extra:
-            _fail("queries.parquet", f"{len(extra)} query_ids in the samples are not listed, e.g. {extra[0]!r}")
+def check_queries_file(queries_file: Path, have: set, path: Path, unchecked: list) -> None:
+    """queries.parquet lists every query with samples, once, and no other."""
+    try:
+        q = read_checked([queries_file], ["query_id"], path, note=unchecked)["query_id"]
+    except (KeyboardInterrupt, SystemExit, MemoryError):
+        raise
+    except BaseException as e:  # noqa: B036
+        first = (str(e).splitlines() or [type(e).__name__])[0][:200]
+        _fail("queries.parquet", f"cannot read a 'query_id' column ({first})")
+    if q.null_count():
+        _fail("queries.parquet", f"column 'query_id' has {q.null_count()} null values")
+    if q.is_duplicated().any():
+        _fail("queries.parquet", f"query_id {q.filter(q.is_duplicated())[0]!r} is listed more than once")
+    listed = set(q.to_list())
+    empty = sorted(listed - have)
+    if empty:
+        _fail("queries.parquet", f"{len(empty)} queries have no samples, e.g. {empty[0]!r}")
+    extra = sorted(have - listed)
+    if extra:
+        _fail("queries.parquet", f"{len(extra)} query_ids in the samples are not listed, e.g. {extra[0]!r}")
 
+
+def read_pool_json(path: Path) -> dict:
+    """pool.json's provenance ({} when there is none); a file that is not a JSON object is refused."""
     meta = {}
     if (path / "pool.json").exists():
         regular_file(path / "pool.json")
@@ -849,18 +895,29 @@ def load_pool(path, score: str = "gt", need_tokens: bool = False, prior: str | N
             _fail("pool.json", f"not valid JSON ({e})")
         if not isinstance(meta, dict):
             _fail("pool.json", f"must hold a JSON object (provenance fields), found {type(meta).__name__}")
+    return meta
 
+
+def derive_pool(df: pl.DataFrame, layout: Layout, path: Path, query_ids: list, where: str, *, has_gt: bool,
+                meta: dict, side: str | None, prior: str | None) -> Pool:
+    """The engine's flat arrays from the checked rows (sorted by query, then sample): offsets per query, correctness,
+    the score read, answers coded per query (dense ranks, -1 for none), tokens, the side signal (checked in [0, 1]),
+    record lows, probes, and the --prior column of queries.parquet."""
+    sizes = df.group_by("query_id", maintain_order=True).len()["len"].to_numpy()
+    off = np.zeros(len(query_ids) + 1, np.int64)
+    np.cumsum(sizes, out=off[1:])
     correct = (df["correct"].cast(pl.Int8).to_numpy() if has_gt else np.zeros(df.height, np.int8))
-    if score_col == "gt":
+    if layout.score_col == "gt":
         score = correct.astype(np.float64)
     else:
-        score = df[score_col].cast(pl.Float64).to_numpy().copy()
-    if has_answers:
+        score = df[layout.score_col].cast(pl.Float64).to_numpy().copy()
+    if layout.has_answers:
         ans = (df.select((pl.col("answer").rank("dense").over("query_id") - 1).fill_null(-1).cast(pl.Int64))
                .to_series().to_numpy())
     else:
         ans = np.full(df.height, -1, np.int64)
-    tok = (df["n_tokens"].fill_null(0).cast(pl.Int64).to_numpy() if has_tokens else np.zeros(df.height, np.int64))
+    tok = (df["n_tokens"].fill_null(0).cast(pl.Int64).to_numpy() if layout.has_tokens
+           else np.zeros(df.height, np.int64))
     side_v = None
     if side is not None:
         try:
@@ -871,14 +928,14 @@ def load_pool(path, score: str = "gt", need_tokens: bool = False, prior: str | N
         if bad.any():
             _fail(where, f"--side: column '{side}' has {int(bad.sum())} null, NaN or out-of-[0, 1] values (e.g. "
                   f"{side_v[bad][0]}); a side signal is a number in [0, 1]")
-    lows_v = check_lows(df, where) if read_lows else None
-    probes_v = check_probes(df, where) if probes else (None,) * 4
-    pool = Pool(path=path, query_ids=qids.to_list(), off=off, correct=np.ascontiguousarray(correct, np.int8),
+    lows_v = check_lows(df, where) if layout.read_lows else None
+    probes_v = check_probes(df, where) if layout.read_probes else (None,) * 4
+    return Pool(path=path, query_ids=query_ids, off=off, correct=np.ascontiguousarray(correct, np.int8),
                 score=np.ascontiguousarray(score, np.float64), ans=np.ascontiguousarray(ans, np.int64),
-                tok=np.ascontiguousarray(tok, np.int64), score_name=score_col, has_gt=has_gt,
-                has_answers=has_answers, has_tokens=has_tokens, meta=meta, side=side_v,
-                score_columns=scores, prior=None if prior is None else load_prior(queries_file, prior, qids.to_list()),
-                lows=lows_v, has_lows=has_lows, probe_off=probes_v[0], probe_tok=probes_v[1], probe_ans=probes_v[2],
-                probe_ok=probes_v[3], has_probes=has_probes)
-    note_unchecked(unchecked, path)  # only for a pool that loads: a refusal stays one line
-    return pool.with_invalid_votes() if invalid_votes else pool
+                tok=np.ascontiguousarray(tok, np.int64), score_name=layout.score_col, has_gt=has_gt,
+                has_answers=layout.has_answers, has_tokens=layout.has_tokens, meta=meta, side=side_v,
+                score_columns=layout.scores, lows=lows_v, has_lows=layout.has_lows,
+                prior=None if prior is None else load_prior(path / "queries.parquet", prior, query_ids),
+                probe_off=probes_v[0], probe_tok=probes_v[1], probe_ans=probes_v[2], probe_ok=probes_v[3],
+                has_probes=layout.has_probes)
+

@@ -19,7 +19,7 @@ POLICIES = ("uniform", "elimination", "ucb", "gap", "gap-literal", "entropy", "t
 INDEX_POLICIES = ("ucb", "gap", "gap-literal", "entropy", "marginal-gain")
 UNITS = ("samples", "tokens")
 ELIMS = ("none", "threshold", "sc-share", "sc-beta", "esc", "ac-majority", "ac-entropy", "ac-dirichlet")
-ELIMS = ELIMS + ("boinf",)  # the 2025-26 per-query stops (issue 29)
+ELIMS = ELIMS + ("boinf", "mmc", "lbayes")  # the 2025-26 per-query stops (issue 29)
 BOINF_ALPHA = 0.3  # Best-of-Infinity's unknown bucket (its test_main.py's alpha)
 
 
@@ -169,6 +169,94 @@ def boinf_stop_prob(lead_cnt, other_counts, bf, mc, alpha=BOINF_ALPHA):
         return min(float(out), 1.0)
 
 
+def mmc_state(votes, m_top):
+    """MMC's two e-processes over a query's votes in draw order (valid answer ids; invalid ones left out), as its
+    source's on_vote does (docs/semantics.md, mmc): before each vote the leader i, the runner-up j and the top m_top
+    answers C by count, ties to the answer drawn first; the vote is a success of the pair e-process when it is i, a
+    failure when j; a success of the other e-process when i, a failure when outside C. Each update bets q = (s + 1/2)
+    / (s + f + 1) clipped to [0.50001, 0.99999] from its counts before it, then log e = (s + f) log 2 + s log q + f
+    log(1 - q). Returns (pair log e, pair updates, other log e, other updates, leader after the last vote == i)."""
+    counts = {}   # answer -> count, in order of first appearance (dicts keep insertion order)
+    proc = {"pair": [0, 0, 0.0], "other": [0, 0, 0.0]}   # s, f, log e
+
+    def update(name, y):
+        e = proc[name]
+        q = min(max((e[0] + 0.5) / (e[0] + e[1] + 1), 0.50001), 0.99999)
+        e[0] += y
+        e[1] += 1 - y
+        e[2] = (e[0] + e[1]) * math.log(2.0) + e[0] * math.log(q) + e[1] * math.log1p(-q)
+
+    last_i = None
+    for a in votes:
+        ranked = sorted(counts, key=lambda b: -counts[b])   # stable: ties keep first appearance
+        top = ranked[:m_top]
+        i = ranked[0] if ranked else None
+        j = ranked[1] if len(ranked) > 1 else None
+        if i is not None and j is not None:
+            if a == i:
+                update("pair", 1)
+            elif a == j:
+                update("pair", 0)
+        if i is not None:
+            if a == i:
+                update("other", 1)
+            elif a not in top:
+                update("other", 0)
+        last_i = i
+        counts[a] = counts.get(a, 0) + 1
+    lead = sorted(counts, key=lambda b: -counts[b])[0] if counts else None
+    p, o = proc["pair"], proc["other"]
+    return p[2], p[0] + p[1], o[2], o[0] + o[1], last_i is not None and lead == last_i
+
+
+def mmc_stops(votes, m_top, delta):
+    """Both e-processes >= log(1 / delta) after >= 2 updates each, the leader unchanged by the last vote."""
+    l1, u1, l2, u2, same = mmc_state(votes, m_top)
+    bar = math.log(1.0 / delta)
+    return same and l1 >= bar and u1 >= 2 and l2 >= bar and u2 >= 2
+
+
+def _lbayes_s(tail, nl, vd, cp):
+    """The source's S (docs/semantics.md, lbayes) in exact rationals: nl! times the sum, over the ways to spread nl
+    draws over the categories of `tail` with each at most vd, of prod p^r / r!, a spread with m categories at vd (ties
+    with the head) weighted 1 / binom(cp + m, cp)."""
+    A = {(0, 0): Fraction(1)}
+    for pj in tail:
+        B = {}
+        for (t, m), v in A.items():
+            for r in range(min(vd, nl - t) + 1):
+                key = (t + r, m + (r == vd))
+                B[key] = B.get(key, 0) + v * pj ** r / math.factorial(r)
+        A = B
+    return math.factorial(nl) * sum((v / math.comb(cp + m, cp) for (t, m), v in A.items() if t == nl), Fraction(0))
+
+
+def lbayes_posterior(prior_counts, n, n1, n2, uniq, L):
+    """The L-aggregated Bayesian stop's posterior that the leading answer drawn is the mode, EXACTLY (a Fraction):
+    the prior p the shares prior_counts / their sum, largest first; n valid draws, head counts n1 >= n2, uniq
+    distinct answers drawn. Hypothesis i (the leader is category i) has likelihood p_i^n1 S(p without i; n - n1, n1,
+    1) for L = 2; for L = 3 (two or more distinct answers drawn) sum_{j != i} p_i^n1 p_j^n2 S(p without i, j; n - n1
+    - n2, n2, 2 if n1 == n2 else 1). The posterior is the largest likelihood over their sum (the source's known-prior
+    notebook takes the largest, not hypothesis 0's)."""
+    if n == 0:
+        return Fraction(0)
+    total = sum(prior_counts)
+    p = sorted((Fraction(c, total) for c in prior_counts), reverse=True)
+    K = len(p)
+    like = []
+    for i in range(K):
+        rest = p[:i] + p[i + 1:]
+        if L == 2 or uniq < 2:
+            like.append(p[i] ** n1 * _lbayes_s(rest, n - n1, n1, 1))
+        else:
+            cp = 2 if n1 == n2 else 1
+            like.append(sum((p[i] ** n1 * p[j] ** n2 * _lbayes_s([p[k] for k in range(K) if k not in (i, j)],
+                                                                  n - n1 - n2, n2, cp)
+                             for j in range(K) if j != i), Fraction(0)))
+    total_like = sum(like, Fraction(0))
+    return Fraction(0) if total_like == 0 else max(like) / total_like
+
+
 _M64 = (1 << 64) - 1
 
 
@@ -268,6 +356,8 @@ class _Run:
         self.K, self.share, self.hmax = elim_params[4:7] if len(elim_params) > 4 else (1, 0.8, 0.75)
         self.dirichlet_conf = elim_params[7] if len(elim_params) > 7 else 0.95
         self.bf, self.bf_mc = elim_params[8:10] if len(elim_params) > 9 else (10.0, 1000)
+        self.mmc_delta, self.mmc_m = elim_params[10:12] if len(elim_params) > 11 else (0.05, 3)
+        self.lb_thre, self.lb_l = elim_params[12:14] if len(elim_params) > 13 else (0.95, 2)
 
     def used(self):
         return self.samples_used if self.unit == "samples" else self.tokens_used
@@ -340,6 +430,20 @@ class _Run:
             drawn = [self.perm[self.off[i] + k] for k in range(s.N)]
             u = boinf_uniform(i, [self.tok[j] for j in drawn], [self.score[j] for j in drawn])
             return u < boinf_stop_prob(s.lead_cnt, others, self.bf, self.bf_mc)
+        if elim == "mmc":
+            return mmc_stops([a for a in s.drawn if a >= 0], self.mmc_m, self.mmc_delta)
+        if elim == "lbayes":
+            # the prior: the query's own answer shares over its whole pool (valid answers; hindsight)
+            if s.lead < 0:
+                return False
+            pool = {}
+            for j in range(self.off[i], self.off[i + 1]):
+                if self.ans[j] >= 0:
+                    pool[self.ans[j]] = pool.get(self.ans[j], 0) + 1
+            counts = sorted(s.cnt.values(), reverse=True)
+            post = lbayes_posterior(list(pool.values()), sum(counts), counts[0], counts[1] if len(counts) > 1 else 0,
+                                    len(counts), self.lb_l)
+            return post >= Fraction(float(self.lb_thre))
         raise ValueError(elim)
 
     # --- a pull: K responses for query i ------------------------------------------------------------
@@ -919,7 +1023,8 @@ def run_reference(off, correct, score, ans, tok, perm, rank, *, policy, unit="sa
                   K=1, elim="threshold", gamma=1.0, lam=None, eps=0.01, max_samples=0, rho=0.5,
                   tau=0.5, m_min=3, conf=0.95, share=0.8, hmax=0.75, warmup=3, percentile=0.05,
                   prior_strength=2.0, judge=32, prior=None, bins=3, refresh=8, side=None, dirichlet_conf=0.95,
-                  horizon=0, lows=None, bf=10.0, bf_mc=1000):
+                  horizon=0, lows=None, bf=10.0, bf_mc=1000, mmc_delta=0.05, mmc_m=3,
+                  lb_thre=0.95, lb_l=2):
     """Replay one run of `policy` on one pool and one seed (perm, rank), exactly as docs/semantics.md. lows:
     deepconf-online's record lows, per response a (positions, values) pair of lists."""
     if policy not in POLICIES:
@@ -938,7 +1043,8 @@ def run_reference(off, correct, score, ans, tok, perm, rank, *, policy, unit="sa
     _check_inputs(off, correct, score, ans, tok, perm, rank)
     run = _Run(off, correct, score, ans, tok, perm, unit,
                (float(gamma), float(tau), int(m_min), conf, int(K), float(share), float(hmax),
-                float(dirichlet_conf), float(bf), int(bf_mc)))
+                float(dirichlet_conf), float(bf), int(bf_mc), float(mmc_delta), int(mmc_m),
+                float(lb_thre), int(lb_l)))
     return run_policy(run, rank, policy=policy, budget_total=budget_total, K=K, elim=elim, gamma=gamma, lam=lam,
                       eps=eps, max_samples=max_samples, rho=rho, warmup=warmup, percentile=percentile,
                       prior_strength=prior_strength, judge=judge, prior=prior, bins=bins, refresh=refresh, side=side,

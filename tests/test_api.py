@@ -91,3 +91,49 @@ def test_summarize_matches_what_ttc_replay_prints():
     assert abs(row["accuracy"] - runs["accuracy"].mean()) < 1e-12
     # uniform against its own exact expectation: within a few SE, and its gain about 1
     assert abs(row["accuracy"] - row["uniform_accuracy"]) < 4 * row["accuracy_se"] + 1e-9
+
+
+class _Coin:
+    """A generator for ttc.run: answers 7 with probability 0.6 per sample seed, 12 tokens each."""
+
+    def generate(self, prompts, sampling, seeds):
+        import numpy as np
+
+        from ttc.harvest.types import Response
+
+        draw = lambda s: 7 if np.random.default_rng(s).random() < 0.6 else 3  # noqa: E731
+        return [[Response(f"so the final answer is \\boxed{{{draw(s)}}}", 12, "stop")] * sampling.n for s in seeds]
+
+
+def _queries(tmp_path):
+    path = tmp_path / "q.jsonl"
+    path.write_text("".join(json.dumps({"id": f"q{i}", "problem": f"problem {i}", "answer": "7"}) + "\n"
+                            for i in range(5)))
+    return path
+
+
+def test_run_is_the_command_as_a_function(tmp_path, capsys):
+    """ttc.run plans and executes as `ttc run` does (harvest.run.plan_run + execute on the same request: the same
+    results and run.json outcome), prints nothing unless asked, and refuses a bad option as a UserError."""
+    from ttc.harvest.run import RunRequest, execute, plan_run
+    from ttc.harvest.types import Sampling
+
+    data = _queries(tmp_path)
+    kw = dict(dataset=str(data), template="plain", budget=3, max_tokens=64, backend="transformers", oracle="sc",
+              policy="elimination", max_per_query=8, seed=5, K=2)
+    got = ttc.run("coin", out=tmp_path / "api", generator=_Coin(), **kw)
+    assert capsys.readouterr() == ("", "")
+    plan = plan_run(RunRequest(out=tmp_path / "direct", model="coin", backend="transformers", dataset=str(data),
+                               template="plain", budget=3.0, oracle="sc", policy="elimination", max_per_query=8, K=2,
+                               sampling=Sampling(n=1, max_tokens=64, seed=5), progress=False))
+    direct = execute(plan, _Coin(), None, echo=lambda s: None)
+    assert got.results == direct.results and got.summary["outcome"] == direct.summary["outcome"]
+    assert got.summary["config"] == "elimination(K=2, eliminate=sc-share)" and got.frame().height == 5
+    assert json.loads((tmp_path / "api" / "pool" / "pool.json").read_text())["runs"][0]["argv"] == ["ttc.run"]
+    ttc.run("coin", out=tmp_path / "api", generator=_Coin(), echo=True, **kw)  # a finished run: read back, echoed
+    assert "resuming" in capsys.readouterr().out
+    with pytest.raises(UserError, match="unknown option 'bogus'"):
+        ttc.run("coin", out=tmp_path / "x", generator=_Coin(), bogus=1, **kw)
+    with pytest.raises(UserError, match="K must be >= 1"):
+        ttc.run("coin", out=tmp_path / "x", generator=_Coin(), **{**kw, "K": 0})
+    assert not (tmp_path / "x").exists()

@@ -8,8 +8,6 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_equivalence import _compare, pools
-from test_live import OneAtATime, Relabelled, _assert_same
 
 from ttc.replay.engine import run_once
 from ttc.replay.kernel import BOINF_ALPHA, boinf_bayes_factor, boinf_lead_prob, boinf_stop_prob
@@ -17,6 +15,9 @@ from ttc.replay.live import run_live
 from ttc.replay.policies import RunConfig
 from ttc.replay.reference import boinf_lead_prob as ref_prob
 from ttc.replay.reference import boinf_stop_prob as ref_stop
+
+from support.equivalence import _compare, pools
+from support.live_sources import OneAtATime, Relabelled, _assert_same
 
 
 def _slots(lead_cnt, others, invalid=0):

@@ -4,7 +4,6 @@ synthetic pool with an informative side signal the side column is chosen on the 
 published policy beyond 2 standard errors, and the gap share is (side-eb - best) / (oracle - best) of direct
 replays on the held-out queries; a pool without a side signal runs side-eb without one (its control); bad input is one
 `error:` line."""
-from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -197,14 +196,11 @@ def test_deepconf_online_takes_part_on_a_pool_with_record_lows(tmp_path):
     """A pool with record lows: deepconf-online is one of the published policies, tuned over its own grid
     (tune.POLICY_GRID: its percentile is the share kept, not optscale's), and its number is a direct replay of the
     chosen configuration on the held-out part."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from test_deepconf_online import _pool_dir
-
     from ttc.replay.tune import POLICY_GRID
 
-    path = _pool_dir(tmp_path)
+    from support.pools import lows_pool_dir
+
+    path = lows_pool_dir(tmp_path)
     req = CompareRequest(pools=[path], budgets=[4], seeds=2, policies=["deepconf-online", "uniform"])
     plan = plan_pool(path, req)
     assert plan.roles["published"] == ["uniform", "deepconf-online"]

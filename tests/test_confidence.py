@@ -204,7 +204,7 @@ def tiny(tmp_path_factory):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     sys.path.insert(0, str(HERE))
-    from tiny_model import make_tiny_model
+    from support.tiny_model import make_tiny_model
 
     return make_tiny_model(tmp_path_factory.mktemp("models") / "tiny-llama")
 
@@ -215,7 +215,7 @@ def _harvest(tiny, out, *extra):
     from ttc.cli import app
 
     sys.path.insert(0, str(HERE))
-    from tiny_model import single_thread_torch
+    from support.tiny_model import single_thread_torch
 
     data = HERE / "fixtures" / "harvest_pipeline" / "math_small.jsonl"
     args = ["harvest", "--dataset", str(data), "--limit", "3", "--model", str(tiny), "--backend", "transformers",
@@ -299,7 +299,7 @@ def test_greedy_and_batched_rows_get_their_own_signals(tiny):
     from ttc.harvest.types import Sampling
 
     sys.path.insert(0, str(HERE))
-    from tiny_model import single_thread_torch
+    from support.tiny_model import single_thread_torch
 
     spec = ConfidenceSpec(ALL, window=3, top_k=4, tail=2)
     with single_thread_torch():
@@ -319,10 +319,7 @@ def test_greedy_and_batched_rows_get_their_own_signals(tiny):
 # ------------------------------------------------------------------------------------- vLLM (stand-in module)
 
 
-import test_harvest_generation
 
-# a fixture shared by assignment, not import, so the tests' fake_vllm arguments do not redefine an import
-fake_vllm = test_harvest_generation.fake_vllm  # the stand-in vllm on sys.path; the fixture's value: its engine log
 
 
 def _vllm_reference(out, k, spec):

@@ -82,7 +82,7 @@ def test_a_window_holding_an_infinite_confidence_never_stops():
 def tiny(tmp_path_factory):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from tiny_model import make_tiny_model
+    from support.tiny_model import make_tiny_model
 
     # EOS no likelier than any other token: traces of tens of tokens, several record lows each
     return make_tiny_model(tmp_path_factory.mktemp("models") / "tiny-llama", eos_logit=0.0)
@@ -93,7 +93,7 @@ PROMPTS = ["the sum of", "what is the answer ?"]
 
 
 def _run(backend, sampling, seeds, conf_stop=None, spec=SPEC, prompts=PROMPTS):
-    from tiny_model import single_thread_torch
+    from support.tiny_model import single_thread_torch
 
     with single_thread_torch():
         return backend.generate(prompts[:len(seeds)], sampling, seeds, confidence=spec, conf_stop=conf_stop)
@@ -176,10 +176,7 @@ def test_a_threshold_needs_the_group_lows_and_is_a_number(tiny):
 # ------------------------------------------------------------------------------- backends that cannot stop a trace
 
 
-import test_harvest_generation
 
-# a fixture shared by assignment, not import, so the tests' fake_vllm arguments do not redefine an import
-fake_vllm = test_harvest_generation.fake_vllm  # the stand-in vllm on sys.path; the fixture's value: its engine log
 
 
 def test_vllm_and_openai_refuse_a_threshold(fake_vllm, tiny):

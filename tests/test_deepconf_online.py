@@ -10,8 +10,10 @@ from typer.testing import CliRunner
 from ttc.cli import app
 from ttc.replay.engine import replay, run_once
 from ttc.replay.policies import RunConfig
-from ttc.replay.pool import load_pool, samples_frame, write_pool
+from ttc.replay.pool import load_pool
 from ttc.replay.reference import deepconf_threshold, run_reference
+
+from support.pools import lows_pool_dir
 
 # one query of 6 responses, drawn in sample order; lowest group confidences 5, 3, 4 in the warm-up
 TOK = [10, 20, 30, 40, 50, 60]
@@ -82,30 +84,13 @@ def test_threshold_is_numpys_percentile(keep):
             assert deepconf_threshold(v, keep / 100) == pytest.approx(want, rel=1e-13, abs=0), (m, v)
 
 
-def _pool_dir(tmp_path, with_lows=True):
-    rng = np.random.default_rng(3)
-    rows = []
-    for q in range(6):
-        for k in range(8):
-            t = int(rng.integers(5, 40))
-            pos = sorted(rng.choice(t, size=2, replace=False).tolist())
-            val = sorted(rng.uniform(1, 10, 2).tolist(), reverse=True)
-            rows.append({"query_id": f"q{q}", "sample_idx": k, "correct": bool(rng.random() < 0.5),
-                         "answer": str(int(rng.integers(0, 3))), "n_tokens": t, "conf_lows_pos": pos,
-                         "conf_lows": val})
-    df = samples_frame(rows)
-    if not with_lows:
-        df = df.drop("conf_lows_pos", "conf_lows")
-    return write_pool(tmp_path / ("lows" if with_lows else "plain"), df, meta={"name": "t"})
-
-
 def test_command_line(tmp_path):
     runner = CliRunner()
-    plain = _pool_dir(tmp_path, with_lows=False)
+    plain = lows_pool_dir(tmp_path, with_lows=False)
     r = runner.invoke(app, ["replay", str(plain), "--policy", "deepconf-online", "--seeds", "2", "--budgets", "4"])
     assert r.exit_code == 2 and "Traceback" not in r.output
     assert r.output.count("\n") == 1 and "deepconf-online needs each response's record lows" in r.output
-    lows = _pool_dir(tmp_path)
+    lows = lows_pool_dir(tmp_path)
     r = runner.invoke(app, ["replay", str(lows), "--policy", "deepconf-online,uniform", "--seeds", "3", "--budgets",
                             "4,8", "--warmup", "2", "--percentile", "0.1", "--tau", "0.95", "--select", "weighted",
                             "--unit", "tokens", "--out", str(tmp_path / "r.parquet")])
@@ -127,7 +112,7 @@ def test_command_line(tmp_path):
 
 
 def test_grid_equals_run_once_and_refuses_without_lows(tmp_path):
-    pool = load_pool(_pool_dir(tmp_path), lows=True)
+    pool = load_pool(lows_pool_dir(tmp_path), lows=True)
     cfg = RunConfig("deepconf-online", warmup=3, percentile=0.5, tau=0.8)
     df, _ = replay(pool, [cfg], [5], range(4), select="weighted")
     assert df.height == 4 and (df["samples_used"] <= 30).all()

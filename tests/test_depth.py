@@ -10,8 +10,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).parent))
-from depth_pools import probed_arrays, probed_pool, traces_of  # noqa: E402
-
 from ttc.replay import reference_depth as ref  # noqa: E402
 from ttc.replay.engine import replay  # noqa: E402
 from ttc.replay.kernel import (  # noqa: E402
@@ -29,6 +27,8 @@ from ttc.replay.kernel import (  # noqa: E402
 )
 from ttc.replay.policies import RunConfig  # noqa: E402
 from ttc.replay.pool import PoolError  # noqa: E402
+
+from support.depth_pools import probed_arrays, probed_pool, traces_of  # noqa: E402
 
 COSTS = {"tokens": PROBE_COST_TOKENS, "autotts": PROBE_COST_AUTOTTS}
 

@@ -1,112 +1,24 @@
 """The numba engine against the plain-Python reference (replay/reference.py): identical outcomes on the same
 permutations, over random ragged pools with ties, invalid answers, tiny and exhausted pools."""
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ttc.replay.engine import run_grid, run_once
+from ttc.replay.engine import run_grid
 from ttc.replay.kernel import F_ANSWERED, F_COVERED, F_EXHAUSTED, F_SEL
-from ttc.replay.policies import POLICIES, RunConfig
+from ttc.replay.policies import DEPTH_POLICIES, POLICIES, RunConfig
 from ttc.replay.pool import Pool
 from ttc.replay.reference import run_reference
 from ttc.replay.rng import permutation, query_order
 from ttc.replay.tables import make_tables
 
-SCORES = [0.0, 0.25, 0.5, 0.75, 0.9, 1.0]
-
-
-def gt_or_graded(draw, correct):
-    """The score of pools(): the ground truth itself, or graded scores with ties."""
-    if draw(st.booleans()):
-        return correct.astype(float)
-    return np.array(draw(st.lists(st.sampled_from(SCORES), min_size=len(correct), max_size=len(correct))))
-
-
-@st.composite
-def pools(draw, max_size=12, scores=gt_or_graded):
-    """(off, correct, score, ans, tok, perm, rank) of a random ragged pool: up to 8 queries of 1..max_size responses,
-    invalid answers, ties; scores(draw, correct) draws the score column."""
-    n = draw(st.integers(1, 8))
-    sizes = draw(st.lists(st.integers(1, max_size), min_size=n, max_size=n))
-    off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    total = int(off[-1])
-    correct = np.array(draw(st.lists(st.integers(0, 1), min_size=total, max_size=total)), np.int8)
-    score = scores(draw, correct)
-    ans, perm = [], []
-    for i, m in enumerate(sizes):
-        ans += draw(st.lists(st.integers(-1, min(m - 1, 3)), min_size=m, max_size=m))
-        perm += list(off[i] + np.array(draw(st.permutations(range(m)))))
-    tok = np.array(draw(st.lists(st.integers(0, 6), min_size=total, max_size=total)), np.int64)
-    rank = np.array(draw(st.permutations(range(n))), np.int64)
-    return off, correct, score, np.array(ans, np.int64), tok, np.array(perm, np.int64), rank
-
-
-LOW_VALUES = [4.0, 3.0, 2.5, 2.0, 1.5, 1.0]  # few values: thresholds land on them and between them
-
-
-@st.composite
-def record_lows(draw, tok):
-    """deepconf-online's record lows of a pool whose responses have tok tokens: per response up to 3 increasing
-    positions below its length and strictly decreasing values (none for a response without tokens), as the lists
-    (the reference's form) and as (loff, lpos, lval) (the engine's)."""
-    lists, loff, lpos, lval = [], [0], [], []
-    for t in tok:
-        k = draw(st.integers(0 if t == 0 else 1, min(3, int(t))))
-        pos = sorted(draw(st.lists(st.integers(0, max(0, int(t) - 1)), min_size=k, max_size=k, unique=True)))
-        val = sorted(draw(st.lists(st.sampled_from(LOW_VALUES), min_size=k, max_size=k, unique=True)), reverse=True)
-        lists.append((pos, val))
-        lpos += pos
-        lval += val
-        loff.append(len(lpos))
-    return lists, (np.array(loff, np.int64), np.array(lpos, np.int64), np.array(lval, np.float64))
-
+from support.equivalence import _compare, config_kwargs, configs, pools, record_lows
 
 # the width policies (the depth ones have their twins and tests in tests/test_depth.py)
-WIDTH = sorted(p for p in POLICIES if p not in ("parallel-probe", "cmc"))
-
-@st.composite
-def configs(draw, total, tokens_total, policy, unit):
-    cfg = RunConfig(
-        policy, unit=unit, K=draw(st.integers(1, 3)),
-        eliminate=draw(st.sampled_from(["none", "threshold", "sc-share", "sc-beta", "esc", "ac-majority",
-                                        "ac-entropy", "ac-dirichlet", "boinf"])),
-        gamma=draw(st.sampled_from([0.5, 0.75, 1.0])), lam=draw(st.sampled_from([None, 0.5, 2.0])),
-        eps=draw(st.sampled_from([0.0, 0.01, 0.3])), max_samples=draw(st.integers(0, 6)),
-        rho=draw(st.sampled_from([0.25, 0.5, 0.75])), tau=draw(st.sampled_from([0.3, 0.5, 0.7])),
-        m_min=draw(st.integers(1, 4)), share=draw(st.sampled_from([0.5, 0.6, 0.8, 1.0])),
-        hmax=draw(st.sampled_from([0.0, 0.5, 0.75, 0.9])), warmup=draw(st.integers(1, 4)),
-        percentile=draw(st.sampled_from([0.01, 0.05, 0.3, 0.7])), prior_strength=draw(st.sampled_from([0.5, 2.0, 8.0])),
-        judge=draw(st.integers(2, 5)), bins=draw(st.integers(1, 5)), refresh=draw(st.integers(1, 4)),
-        dirichlet_conf=draw(st.sampled_from([0.6, 0.8, 0.95])), horizon=draw(st.integers(0, 1)),
-        bf=draw(st.sampled_from([2.0, 5.0, 10.0, 100.0])), bf_mc=draw(st.sampled_from([0, 50])))
-    hi = total + 3 if unit == "samples" else tokens_total + 5
-    return cfg, draw(st.integers(0, hi))
-
-
-def config_kwargs(cfg):
-    """A RunConfig as the keywords run_reference and run_live take (they are independent of RunConfig)."""
-    return dict(policy=cfg.policy, unit=cfg.unit, K=cfg.K, elim=cfg.eliminate, gamma=cfg.gamma, lam=cfg.lam,
-                eps=cfg.eps, max_samples=cfg.max_samples, rho=cfg.rho, tau=cfg.tau, m_min=cfg.m_min, share=cfg.share,
-                hmax=cfg.hmax, warmup=cfg.warmup, percentile=cfg.percentile, prior_strength=cfg.prior_strength,
-                judge=cfg.judge, bins=cfg.bins, refresh=cfg.refresh, dirichlet_conf=cfg.dirichlet_conf,
-                horizon=cfg.horizon, bf=cfg.bf, bf_mc=cfg.bf_mc)
-
-
-def _compare(data, cfg, budget, conf=0.95, prior=None, side=None, lows=None):
-    off, correct, score, ans, tok, perm, rank = data
-    ref = run_reference(off, correct, score, ans, tok, perm, rank, budget_total=budget, conf=conf, prior=prior,
-                        side=side, lows=None if lows is None else lows[0], **config_kwargs(cfg))
-    got = run_once(off, correct, score, ans, tok, perm, rank, cfg, budget, conf=conf, prior=prior, side=side,
-                   lows=None if lows is None else lows[1])
-    for key in ("n_drawn", "answered", "covered", "exhausted_q", "sel_bon", "sel_weighted", "sel_sc"):
-        assert list(np.asarray(got[key]).astype(int)) == [int(v) for v in ref[key]], (key, cfg, budget)
-    for key in ("samples_used", "tokens_used", "exhausted"):
-        assert got[key] == ref[key], (key, cfg, budget)
-    # Budgets are never exceeded.
-    spent = got["samples_used"] if cfg.unit == "samples" else got["tokens_used"]
-    assert spent <= budget
-    return got
+WIDTH = sorted(p for p in POLICIES if p not in DEPTH_POLICIES)
 
 
 @pytest.mark.parametrize("unit", ["samples", "tokens"])
@@ -185,13 +97,17 @@ def test_side_eb_with_a_side_signal_equals_reference(unit, data):
     _compare(pool, cfg, budget, side=side)
 
 
-def test_config_kwargs_carries_every_runconfig_field():
-    """A RunConfig field config_kwargs forgot would reach the reference and run_live as its default, and the equality
-    tests would compare the engine against another configuration without noticing (as share and hmax once did live)."""
-    import dataclasses
+def test_the_reference_takes_every_runconfig_field_with_its_default():
+    """config_kwargs hands run_reference every RunConfig field but the depth ones (read by their own twins,
+    replay/reference_depth.py, on the pool's depth view): the reference must take each under that name, with the
+    field's default, or the equality tests would compare the engine against another configuration unnoticed (as
+    share and hmax once did live)."""
+    import inspect
 
     from ttc.replay.policies import DEPTH_FIELDS
 
-    # (depth's fields are read by its own twins, replay/reference_depth.py, on the pool's depth view)
     want = {f.name for f in dataclasses.fields(RunConfig)} - set(DEPTH_FIELDS) - {"eliminate"} | {"elim"}
-    assert set(config_kwargs(RunConfig("uniform"))) == want
+    kw = config_kwargs(RunConfig("uniform"))
+    assert set(kw) == want
+    takes = inspect.signature(run_reference).parameters
+    assert {k: takes[k].default for k in kw if k != "policy"} == {k: v for k, v in kw.items() if k != "policy"}

@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_equivalence import _compare, pools
 
 from ttc.replay.engine import replay, run_once
 from ttc.replay.policies import RunConfig
 from ttc.replay.pool import Pool, load_pool
 from ttc.replay.rng import permutation, query_order
+
+from support.equivalence import _compare, pools
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 

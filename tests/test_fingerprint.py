@@ -6,11 +6,12 @@ import os
 import time
 
 import pytest
-from test_harvest_pipeline import FakeBackend, make_queries, prompt
 
 from ttc.harvest.fingerprint import directory_fingerprint, file_digest, model_fingerprint
 from ttc.harvest.pipeline import HarvestError, HarvestSpec, plan_harvest, read_meta, run_harvest
 from ttc.harvest.types import Sampling
+
+from support.fake_harvest import FakeBackend, make_queries, prompt
 
 
 @pytest.fixture(autouse=True)

@@ -26,7 +26,7 @@ REPO = HERE.parent
 FIX = HERE / "fixtures" / "harvest_pipeline"
 MATH500 = REPO.parent / "shared" / "data" / "benchmarks" / "math500.jsonl"
 sys.path.insert(0, str(HERE))
-from tiny_model import make_tiny_model  # noqa: E402
+from support.tiny_model import make_tiny_model  # noqa: E402
 
 runner = CliRunner()
 
@@ -49,7 +49,7 @@ def tiny(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tiny_prm_dir(tmp_path_factory):
-    from test_prm import tiny_prm
+    from support.tiny_prm import tiny_prm
 
     return tiny_prm(tmp_path_factory.mktemp("prm"))
 
@@ -319,7 +319,7 @@ def test_resume_refuses_another_dtype_or_other_weights_and_checks_before_loading
 
 
 def test_score_refuses_a_damaged_part(tiny, tmp_path):
-    from test_harvest_pipeline import _flip_until_silent
+    from support.fake_harvest import _flip_until_silent
 
     out = tmp_path / "pool"
     ok(runner.invoke(app, harvest_args(tiny, out)))

@@ -18,7 +18,7 @@ HERE = Path(__file__).parent
 FIX = HERE / "fixtures" / "harvest"
 BENCH = HERE.parent.parent / "shared" / "data" / "benchmarks"
 sys.path.insert(0, str(HERE))
-from tiny_model import make_tiny_model, single_thread_torch
+from support.tiny_model import make_tiny_model, single_thread_torch
 
 
 def bench(name: str) -> Path:
@@ -357,15 +357,6 @@ def test_in_memory_model_and_info(tiny_dir, tf):
 
 
 # ------------------------------------------------------------------------------------- vLLM backend plumbing
-
-
-@pytest.fixture
-def fake_vllm(monkeypatch, tmp_path):
-    monkeypatch.syspath_prepend(str(FIX / "fake_vllm"))
-    monkeypatch.delitem(sys.modules, "vllm", raising=False)
-    log = tmp_path / "engines.jsonl"
-    monkeypatch.setenv("FAKE_VLLM_LOG", str(log))
-    return log
 
 
 def test_vllm_backend_passes_engine_options_and_per_prompt_seeds(fake_vllm, tiny_dir):

@@ -38,7 +38,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 FIX = HERE / "fixtures" / "harvest_pipeline"
 sys.path.insert(0, str(HERE))
-from tiny_model import make_tiny_model, single_thread_torch  # noqa: E402
+from support.tiny_model import make_tiny_model, single_thread_torch  # noqa: E402
 
 runner = CliRunner()
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])

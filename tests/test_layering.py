@@ -1,9 +1,14 @@
 """Two phases, one direction: harvest/ produces pools and may import replay/; replay/ consumes pools and never
 imports harvest/ (a laptop replaying pools needs none of the generation stack, and the pool format is the only thing
 the two sides share). Checked twice: statically over every replay/*.py, and by importing every replay module in a
-fresh interpreter."""
+fresh interpreter.
+
+The tests have one direction too: a test module imports the shared helpers from tests/support (and fixtures come
+from tests/conftest.py), never from a sibling test module, which would run that module's import-time setup, tie
+the two files' names together, and collect nothing the reader can see."""
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -65,3 +70,48 @@ def test_importing_every_replay_module_loads_no_harvest_module():
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert "ttc.replay.pool" in out["modules"] and "ttc.replay.run" in out["modules"]  # the walk found the package
     assert out["harvest"] == [], f"importing replay's modules loaded {out['harvest']}"
+
+
+# --- tests import helpers from tests/support, never from a sibling test module ----------------------------------
+
+TESTS = ROOT / "tests"
+# an import statement at the start of a line of a string: the code a test runs in a subprocess
+_CODE_IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import|import\s+([\w.]+))", re.M)
+
+
+def sibling_imports(path: Path, test_modules: set[str]) -> list[str]:
+    """'line N: module' for every import of one of test_modules in one file: import statements anywhere (a function's
+    own included), and import lines inside string constants (code a test hands to a subprocess)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names = [m.group(1) or m.group(2) for m in _CODE_IMPORT.finditer(node.value)]
+        found += [f"line {node.lineno}: {n}" for n in names if n.split(".")[0] in test_modules]
+    return found
+
+
+def _test_modules(folder: Path) -> set[str]:
+    return {f.stem for f in folder.glob("*.py") if f.stem.startswith("test_") or f.stem == "conftest"}
+
+
+def test_no_test_imports_a_sibling_test_module():
+    modules = _test_modules(TESTS)
+    assert "test_layering" in modules and (TESTS / "support" / "__init__.py").exists()
+    files = sorted(TESTS.glob("*.py")) + sorted((TESTS / "support").rglob("*.py"))
+    bad = {str(f.relative_to(ROOT)): hits for f in files if (hits := sibling_imports(f, modules))}
+    assert not bad, f"import shared test helpers from tests/support (fixtures: tests/conftest.py): {bad}"
+
+
+def test_sibling_import_check_catches_each_form(tmp_path):
+    (tmp_path / "test_a.py").write_text("")
+    f = tmp_path / "test_b.py"
+    f.write_text("import os\nimport test_a\nfrom test_a import x\nfrom support.pools import y\nimport test_a.sub\n"
+                 "def f():\n    from test_a import z\n"
+                 "CHILD = \"\"\"\nimport sys\nfrom test_a import w\n\"\"\"\nTEXT = 'from tests import test_a'\n")
+    hits = sibling_imports(f, _test_modules(tmp_path))
+    assert [h.split(":")[0] for h in hits] == ["line 2", "line 3", "line 5", "line 7", "line 8"]

@@ -6,39 +6,17 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_equivalence import config_kwargs, configs, pools, record_lows
 
 from ttc.replay.engine import run_once
 from ttc.replay.live import LIVE_POLICIES, Observed, PoolSource, run_live
 from ttc.replay.policies import RunConfig
 
-KEYS = ("n_drawn", "answered", "covered", "exhausted_q", "sel_bon", "sel_weighted", "sel_sc")
-
-
-def _assert_same(live, got, what):
-    for key in KEYS:
-        assert [int(v) for v in live[key]] == list(np.asarray(got[key]).astype(int)), (key, what)
-    for key in ("samples_used", "tokens_used", "exhausted"):
-        assert live[key] == got[key], (key, what)
+from support.equivalence import config_kwargs, configs, pools, record_lows
+from support.live_sources import OneAtATime, Relabelled, _assert_same
 
 
 def _live(source, sizes, rank, cfg, budget):
     return run_live(source, sizes, rank, budget_total=budget, **config_kwargs(cfg))
-
-
-class Relabelled(PoolSource):
-    """Answers as strings of another alphabet: only their equality may matter."""
-
-    def response(self, i, k):
-        r = super().response(i, k)
-        return Observed(r.correct, r.score, None if r.answer is None else f"ans-{7 * r.answer + 3}", r.n_tokens,
-                        lows=r.lows)
-
-
-class OneAtATime(Relabelled):
-    """A source with nothing ready: the engine run stops at every response it lacks and starts again."""
-
-    ready = None
 
 
 @pytest.mark.parametrize("source_kind", [Relabelled, OneAtATime])
@@ -48,7 +26,7 @@ class OneAtATime(Relabelled):
 @given(data=st.data())
 def test_live_over_a_pool_equals_replay(policy, unit, source_kind, data):
     off, correct, score, ans, tok, perm, rank = pool = data.draw(pools())
-    cfg, budget = data.draw(configs(int(off[-1]), int(tok.sum()), policy, unit))
+    cfg, budget = data.draw(configs(int(off[-1]), int(tok.sum()), policy, unit, live=True))
     lows = data.draw(record_lows(tok))[1] if policy == "deepconf-online" else None
     source = source_kind(off, correct, score, ans, tok, perm, lows=lows)
     live = _live(source, np.diff(off), rank, cfg, budget)
@@ -101,14 +79,14 @@ def test_live_generation_equals_replay_of_the_harvested_pool(tmp_path):
     """A tiny model: harvest a pool, then run policies live with the same model, template and seed; each live
     run must equal the replay of the harvested pool taken in sample order (token budgets make the decisions
     depend on every response's length)."""
-    from tiny_model import make_tiny_model, single_thread_torch
-
     from ttc.harvest.backends import TransformersBackend
     from ttc.harvest.datasets import load_queries
     from ttc.harvest.live import BackendSource
     from ttc.harvest.pipeline import HarvestSpec, plan_harvest, run_harvest
     from ttc.harvest.prompts import render, template_info
     from ttc.harvest.types import Sampling
+
+    from support.tiny_model import make_tiny_model, single_thread_torch
 
     data = tmp_path / "q.jsonl"
     data.write_text("".join(f'{{"id": "q{i}", "problem": "problem {i}", "answer": "{i}"}}\n' for i in range(5)))
@@ -344,7 +322,7 @@ def test_responses_arriving_in_any_order_change_nothing(policy, unit, data, slot
     Inside a block of round-robin rounds the budget pays in full, a query whose responses come early goes on to its
     next pulls while others wait (docs/run.md); everywhere else the run waits for the response it stopped at."""
     off, correct, score, ans, tok, perm, rank = pool = data.draw(pools())
-    cfg, budget = data.draw(configs(int(off[-1]), int(tok.sum()), policy, unit))
+    cfg, budget = data.draw(configs(int(off[-1]), int(tok.sum()), policy, unit, live=True))
     lows = data.draw(record_lows(tok))[1] if policy == "deepconf-online" else None
     source = Arriving(off, correct, score, ans, tok, perm, slots=slots, seed=seed, lows=lows)
     live = _live(source, np.diff(off), rank, cfg, budget)

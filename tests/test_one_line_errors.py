@@ -57,8 +57,7 @@ def test_negative_or_too_large_seeds_are_refused(args):
 
 def test_run_base_url_not_a_url(tmp_path):
     pytest.importorskip("openai")
-    from test_run import SynthPool
-    from test_run_http import run_args
+    from support.synth_run import SynthPool, run_args
 
     sp = SynthPool(tmp_path, n=4, size=4, seed=3)
     for url in ("notaurl", "http://host:port/v1", "ftp://host/v1"):
@@ -67,7 +66,7 @@ def test_run_base_url_not_a_url(tmp_path):
 
 
 def test_merge_with_a_truncated_part(tmp_path):
-    from test_harvest_pipeline import shards
+    from support.fake_harvest import shards
 
     dirs = shards(tmp_path / "shards", count=2)
     part = sorted((dirs[1] / "samples").glob("*.parquet"))[0]
@@ -87,7 +86,7 @@ def test_a_fifo_as_samples_parquet_is_refused_not_waited_on(tmp_path):
 
 
 def test_a_fifo_as_a_part_file_is_refused(tmp_path):
-    from test_harvest_pipeline import shards
+    from support.fake_harvest import shards
 
     dirs = shards(tmp_path / "shards", count=2)
     part = sorted((dirs[1] / "samples").glob("*.parquet"))[0]
@@ -98,7 +97,7 @@ def test_a_fifo_as_a_part_file_is_refused(tmp_path):
 
 
 def test_a_fifo_part_is_refused_by_score(tmp_path):
-    from test_harvest_pipeline import shards
+    from support.fake_harvest import shards
 
     d = shards(tmp_path / "shards", count=1)[0]
     part = sorted((d / "samples").glob("*.parquet"))[0]

@@ -57,17 +57,14 @@ def test_a_regular_file_and_a_link_to_one_are_still_replaced_with_force(tmp_path
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Full disks (a small tmpfs in a mount namespace: tests/test_outputs.py's helpers)
+# Full disks (a small tmpfs in a mount namespace: tests/support/tmpfs.py)
 
 def _tmpfs_helpers():
-    import sys
+    from support import tmpfs
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import test_outputs
-
-    if not test_outputs._namespaces():
+    if not tmpfs._namespaces():
         pytest.skip("needs unprivileged user and mount namespaces (unshare -rm) to mount a small tmpfs")
-    return test_outputs
+    return tmpfs
 
 
 def test_full_disk_compare_out_is_one_line(tmp_path):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import re
 import shutil
 import signal
 import subprocess
@@ -30,6 +29,8 @@ from ttc.replay.outputs import (
 )
 from ttc.replay.policies import RunConfig
 from ttc.replay.pool import DEFAULT_POOL
+
+from support.tmpfs import _error_line, _in_tmpfs, _left, needs_ns
 
 TTC = shutil.which("ttc")
 
@@ -204,42 +205,6 @@ def test_progress_lines_when_not_a_terminal():
 # Faults: a full disk, a read-only file system, a kill in the middle of a write
 
 
-def _namespaces() -> bool:
-    if shutil.which("unshare") is None or sys.platform != "linux":
-        return False
-    r = subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt && true"],
-                       capture_output=True)
-    return r.returncode == 0
-
-
-needs_ns = pytest.mark.skipif(not _namespaces(), reason="needs unprivileged user and mount namespaces (unshare -rm) "
-                              "to mount a small tmpfs as a full or read-only disk")
-
-
-def _in_tmpfs(mount: Path, size: str, cmd: list, ro: bool = False, prepare: str = "",
-              after: str = "") -> subprocess.CompletedProcess:
-    """Run `cmd` with a fresh tmpfs of `size` at `mount` (read-only with ro), in its own mount namespace; the
-    shell prints the tmpfs's listing after the command, so the test sees what was left there."""
-    mount.mkdir(parents=True, exist_ok=True)
-    script = (f"mount -t tmpfs -o size={size} tmpfs {mount} && {prepare} "
-              + (f"mount -o remount,ro {mount} && " if ro else "")
-              + '"$@"; rc=$?; ' + after + ' echo "LEFT:$(ls -A ' + str(mount) + ' | tr "\\n" " ")"; exit $rc')
-    return subprocess.run(["unshare", "-rm", "sh", "-c", script, "sh", *map(str, cmd)], capture_output=True,
-                          text=True, timeout=600)
-
-
-def _left(r) -> list[str]:
-    return [line for line in r.stdout.splitlines() if line.startswith("LEFT:")][-1][5:].split()
-
-
-def _error_line(r) -> str:
-    # (progress lines, which a slow machine prints every 10 s, are not the error)
-    lines = [line for line in r.stderr.splitlines()
-             if line.strip() and not re.match(r"[a-z][\w ()-]*: ([\d,]+/|compiling)", line)]
-    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in r.stderr, r.stderr
-    return lines[0]
-
-
 @needs_ns
 def test_full_disk_replay_out(tmp_path):
     mnt = tmp_path / "disk"
@@ -398,7 +363,7 @@ def test_harvest_sampling_refused_before_the_model_loads(tmp_path, args, message
 
 @needs_ns
 def test_full_disk_merge(tmp_path):
-    from test_harvest_pipeline import shards
+    from support.fake_harvest import shards
 
     dirs = shards(tmp_path / "shards", count=2)
     mnt = tmp_path / "disk"
@@ -412,7 +377,7 @@ def test_full_disk_merge(tmp_path):
 def test_full_disk_while_scoring_leaves_every_part_whole(tmp_path):
     """ttc score rewrites the pool's parts in place (its job): on a full disk, one error line, every part whole
     (each is replaced only by a rename of a complete file), no temporary left, so a rerun resumes."""
-    from test_harvest_pipeline import harvest
+    from support.fake_harvest import harvest
 
     pool = tmp_path / "src"
     harvest(pool, shard_size=2)

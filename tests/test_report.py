@@ -1,6 +1,5 @@
 """`ttc report`: its tables equal direct `ttc replay` runs of the same configurations and seeds, the hard-subset
 definition holds on a hand-built pool, the figures are real PNGs, and the command line fails cleanly."""
-import io
 import json
 import math
 import re
@@ -8,7 +7,6 @@ import re
 import numpy as np
 import polars as pl
 import pytest
-from rich.console import Console
 from typer.testing import CliRunner
 
 from ttc.cli import app
@@ -29,45 +27,13 @@ from ttc.replay.report import (
 from ttc.replay.run import ReplayRequest, run_replay
 from ttc.replay.summary import fmt_mean_se
 
+from support.pools import quiet, synthetic, write_pool
+
 BUDGETS = [2.0, 4.0]
 SEEDS = 3
 SUMMARY_COLS = ["coverage", "coverage_se", "accuracy", "accuracy_se", "samples_per_query", "exhausted",
                 "uniform_coverage", "gain_coverage"]
 runner = CliRunner()
-quiet = Console(file=io.StringIO(), width=200)
-
-
-def write_pool(d, sizes, correct, answer=None, tokens=None, scores=None, name=None):
-    """A pool directory from per-response lists grouped by query (query ids q00, q01, ...)."""
-    d.mkdir(parents=True)
-    qid = [f"q{i:02d}" for i, s in enumerate(sizes) for _ in range(s)]
-    cols = {"query_id": qid, "sample_idx": [k for s in sizes for k in range(s)],
-            "correct": [bool(c) for c in correct]}
-    if answer is not None:
-        cols["answer"] = answer
-    if tokens is not None:
-        cols["n_tokens"] = tokens
-    for k, v in (scores or {}).items():
-        cols[f"score_{k}"] = v
-    pl.DataFrame(cols).write_parquet(d / "samples.parquet")
-    (d / "pool.json").write_text(json.dumps({"name": name or d.name, "model": "test fixture"}))
-    return d
-
-
-def synthetic(d, n=40, seed=4, tokens=True, scores=True):
-    """Ragged pool: Beta success rates with a share of unsolvable queries, repeating wrong answers, invalid
-    outputs, a noisy score with ties, token counts."""
-    rng = np.random.default_rng(seed)
-    sizes = rng.integers(12, 49, n)
-    p = rng.beta(0.3, 1.0, n)
-    p[rng.random(n) < 0.15] = 0.0
-    correct = rng.random(sizes.sum()) < np.repeat(p, sizes)
-    ans = np.where(correct, "right", np.array(["w1", "w2", "w3"])[rng.integers(0, 3, sizes.sum())]).astype(object)
-    ans[(~correct) & (rng.random(sizes.sum()) < 0.3)] = None
-    score = np.clip(0.3 + 0.6 * correct + rng.normal(0, 0.2, sizes.sum()), 0, 1).round(2)
-    return write_pool(d, sizes.tolist(), correct.tolist(), ans.tolist(),
-                      rng.integers(20, 300, sizes.sum()).tolist() if tokens else None,
-                      {"prm": score.tolist()} if scores else None)
 
 
 @pytest.fixture(scope="module")

@@ -8,13 +8,14 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from test_report import quiet, synthetic
 
 from ttc.replay import figures
 from ttc.replay.engine import replay
 from ttc.replay.policies import METHODS, Method, RunConfig, markdown_methods
 from ttc.replay.pool import load_pool
 from ttc.replay.report import ReportRequest, cost_at_accuracy, cost_saved, method_budgets, pareto_front, run_report
+
+from support.pools import quiet, synthetic
 
 BUDGETS = [2.0, 4.0]
 SEEDS = 4

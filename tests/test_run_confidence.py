@@ -5,70 +5,22 @@ live must equal replay of that pool with the confidence as the score."""
 from __future__ import annotations
 
 import json
-import math
-from dataclasses import replace
 
 import numpy as np
 import polars as pl
 import pytest
-from test_run import SEED, PoolBackend, SynthPool, request
 
 from ttc.harvest.confidence import ConfidenceSpec
-from ttc.harvest.pipeline import query_seed
 from ttc.harvest.run import RunError, execute, plan_run
 from ttc.replay.engine import replay
 from ttc.replay.policies import RunConfig
-from ttc.replay.pool import Pool
 
-
-class SignalPool(SynthPool):
-    """A SynthPool whose responses carry a confidence in (0, 1]: higher on correct responses on average, with ties."""
-
-    def __init__(self, tmp):
-        super().__init__(tmp, n=12, size=10, seed=3)
-        rng = np.random.default_rng(7)
-        self.conf = [[float(np.round(min(1.0, max(0.05, rng.uniform(0.1, 0.7) + (0.3 if a == g else 0.0))), 2))
-                      for a in row] for row, g in zip(self.answers, self.gold)]
-
-    def conf_pool(self) -> Pool:
-        """The pool as replay sees it with the confidence as the score (no ground truth: --oracle confidence)."""
-        base = self.pool(gt=False)
-        return Pool.from_arrays(base.off, score=[c for row in self.conf for c in row], ans=base.ans, tok=base.tok,
-                                query_ids=self.ids)
-
-
-class SignalBackend(PoolBackend):
-    """PoolBackend whose responses carry mean-logprob signals (raw = log of the pool's confidence); `asked` records
-    the ConfidenceSpec each call asked for."""
-
-    def __init__(self, sp: SignalPool):
-        super().__init__(sp)
-        self.asked = []
-
-    def generate(self, prompts, sampling, seeds, stop=None, confidence=None):
-        self.asked.append(confidence)
-        out = super().generate(prompts, sampling, seeds, stop)
-        if confidence is None:
-            return out
-        signed = []
-        for p, s, rows in zip(prompts, seeds, out):
-            i = self.by_prompt[p]
-            k0 = s - query_seed(self.seed, self.sp.ids[i])
-            signed.append([])
-            for m, r in enumerate(rows):
-                k = k0 + m
-                j = int(self.perm[i * self.sp.size + k]) - i * self.sp.size if k < self.sp.size else 0
-                c = self.sp.conf[i][j]
-                signed[-1].append(replace(r, signals={"score_mean_logprob": c, "mean_logprob": math.log(c)}))
-        return signed
+from support.synth_run import SEED, SPEC, PoolBackend, SignalBackend, SignalPool, request
 
 
 @pytest.fixture(scope="module")
 def sp(tmp_path_factory):
     return SignalPool(tmp_path_factory.mktemp("signals"))
-
-
-SPEC = ConfidenceSpec(("mean-logprob",))
 
 
 def run(sp, out, backend=None, **kw):

@@ -14,8 +14,6 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from test_run import SEED, PoolBackend, SynthPool, request  # noqa: E402
-
 from ttc.harvest.confidence import ConfidenceSpec  # noqa: E402
 from ttc.harvest.pipeline import query_seed  # noqa: E402
 from ttc.harvest.run import RunError, execute, plan_run  # noqa: E402
@@ -23,6 +21,8 @@ from ttc.harvest.types import Response  # noqa: E402
 from ttc.replay.engine import replay  # noqa: E402
 from ttc.replay.policies import RunConfig  # noqa: E402
 from ttc.replay.pool import load_pool  # noqa: E402
+
+from support.synth_run import SEED, PoolBackend, SynthPool, request  # noqa: E402
 
 WINDOW = 4
 SPEC = ConfidenceSpec(("group-lows",), window=WINDOW)
@@ -187,10 +187,11 @@ def test_the_command_line_stops_traces_with_a_tiny_model_and_its_pool_replays_th
     query order, gives the run's allocation and spend again."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from tiny_model import make_tiny_model
     from typer.testing import CliRunner
 
     from ttc.cli import app
+
+    from support.tiny_model import make_tiny_model
 
     model = make_tiny_model(tmp_path / "tiny", chat=True, eos_logit=0.0)
     out = tmp_path / "run"

@@ -27,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 MATH = HERE / "fixtures" / "harvest_pipeline" / "math_small.jsonl"
 sys.path.insert(0, str(HERE))
-from tiny_model import make_tiny_model  # noqa: E402
+from support.tiny_model import make_tiny_model  # noqa: E402
 
 runner = CliRunner()
 
@@ -214,3 +214,55 @@ def test_batch_refusals_that_need_the_options(tiny, tmp_path):
     clean_error(runner.invoke(app, [*base, "--oracle", "sc", "--base-url", "http://x/v1"]), "--base-url applies to")
     clean_error(runner.invoke(app, [*base, "--oracle", "judge"]), "--oracle judge needs a gold answer")
     assert not (tmp_path / "o").exists()
+
+
+def test_ttc_run_in_python_is_the_command(tiny, tmp_path, capsys):
+    """ttc.run with the transformers backend takes the command line's path (harvest.run.run_command: the backend
+    built from its options, the tokenizer counting prompts): the same responses, results and outcome as `ttc run`,
+    and nothing printed."""
+    import ttc
+
+    ok(runner.invoke(app, run_args(tiny, tmp_path / "cli", "--policy", "entropy", "--budget", "3", "--device",
+                                   "cpu")))
+    capsys.readouterr()
+    got = ttc.run(str(tiny), out=tmp_path / "api", dataset=str(MATH), backend="transformers", max_tokens=12, seed=3,
+                  max_per_query=8, policy="entropy", budget=3, backend_options={"device": "cpu"})
+    assert capsys.readouterr() == ("", "")
+    cli = json.loads((tmp_path / "cli" / "run.json").read_text())
+    assert got.summary["outcome"] == cli["outcome"] and got.summary["spent"] == cli["spent"]
+    assert got.summary["cost"]["prompt_tokens"] == cli["cost"]["prompt_tokens"] > 0
+    assert got.frame().equals(pl.read_parquet(tmp_path / "cli" / "results.parquet"))
+    assert samples(tmp_path / "api" / "pool").drop("text").equals(samples(tmp_path / "cli" / "pool").drop("text"))
+
+
+def test_trace_cap_stops_each_trace_there_and_probes_it(tiny, tmp_path):
+    """--trace-cap with the transformers backend: a trace still running at the cap is the whole trace's first `cap`
+    tokens (the same seeded draws), stops there (finish_reason cap, n_tokens the cap, what the run pays) and holds
+    the greedy continuation of PROBE_PROMPT; a trace that ends before the cap is the same as without one."""
+    from transformers import AutoTokenizer
+
+    from ttc.harvest.backends import PROBE_PROMPT
+
+    cap = 6
+    ok(runner.invoke(app, run_args(tiny, tmp_path / "whole", "--policy", "uniform", "--budget", "3")))
+    r = ok(runner.invoke(app, run_args(tiny, tmp_path / "capped", "--policy", "uniform", "--budget", "3",
+                                       "--trace-cap", str(cap))))
+    assert "trace_cap=6" in r.output
+    whole, capped = samples(tmp_path / "whole" / "pool"), samples(tmp_path / "capped" / "pool")
+    assert whole.select("query_id", "sample_idx").equals(capped.select("query_id", "sample_idx"))
+    tok = AutoTokenizer.from_pretrained(str(tiny))
+    n_capped = 0
+    for w, c in zip(whole.iter_rows(named=True), capped.iter_rows(named=True)):
+        if w["n_tokens"] <= cap:
+            assert (c["text"], c["n_tokens"], c["finish_reason"]) == (w["text"], w["n_tokens"], w["finish_reason"])
+            continue
+        n_capped += 1
+        assert c["finish_reason"] == "cap" and c["n_tokens"] == cap, c
+        trace, probe = c["text"].split(PROBE_PROMPT)
+        assert trace == tok.decode(tok.encode(w["text"], add_special_tokens=False)[:cap], skip_special_tokens=True)
+        assert len(tok.encode(probe, add_special_tokens=False)) <= 24
+    assert n_capped > 0
+    summary = json.loads((tmp_path / "capped" / "run.json").read_text())
+    assert summary["spent"]["tokens"] == int(capped["n_tokens"].sum()) < int(whole["n_tokens"].sum())
+    assert json.loads((tmp_path / "capped" / "pool" / "pool.json").read_text())["allocation"]["trace_cap"][
+        "tokens"] == cap

@@ -21,9 +21,8 @@ from ttc.cli import app  # noqa: E402
 HERE = Path(__file__).resolve().parent
 SERVER = HERE / "fixtures" / "harvest" / "pool_openai_server.py"
 sys.path.insert(0, str(HERE))
-from test_run import SynthPool  # noqa: E402
+from support.synth_run import HTTP_SEED, SynthPool, run_args  # noqa: E402
 
-SEED = 5
 KEY = "test-key-run"
 runner = CliRunner()
 
@@ -47,7 +46,7 @@ def write_pool(sp: SynthPool, out: Path) -> Path:
 
 class Server:
     def __init__(self, pool: Path, *faults: str):
-        self.proc = subprocess.Popen([sys.executable, str(SERVER), "--pool", str(pool), "--seed", str(SEED),
+        self.proc = subprocess.Popen([sys.executable, str(SERVER), "--pool", str(pool), "--seed", str(HTTP_SEED),
                                       "--key", KEY, *faults], stdout=subprocess.PIPE, text=True)
         self.port = int(self.proc.stdout.readline())
         self.url = f"http://127.0.0.1:{self.port}/v1"
@@ -74,12 +73,6 @@ def ok(r):
     return r
 
 
-def run_args(sp, url, out, *extra):
-    return ["run", "--dataset", str(sp.path), "--template", "plain", "--backend", "openai", "--base-url", url,
-            "--model", "pool-model", "--api-key-env", "TTC_RUN_TEST_KEY", "--max-tokens", "64", "--seed", str(SEED),
-            "--max-per-query", str(sp.size), "--retry-delay", "0", "--no-progress", "--out", str(out), *extra]
-
-
 @pytest.mark.parametrize("policy, unit, budget, extra", [
     ("elimination", "samples", "3", []),
     ("elimination", "samples", "3", ["--no-free-slots"]),
@@ -99,7 +92,7 @@ def test_run_over_http_equals_replay_despite_faults(setup, tmp_path, policy, uni
         server.close()
     assert stats["failed"] > 0 and stats["dropped"] > 0, stats  # the faults happened and were retried
     ok(runner.invoke(app, ["replay", str(pool), "--policy", policy, "--unit", unit, "--budgets", budget, "--seeds",
-                           "1", "--seed-start", str(SEED), "--per-query", str(tmp_path / "pq.parquet"), "--out",
+                           "1", "--seed-start", str(HTTP_SEED), "--per-query", str(tmp_path / "pq.parquet"), "--out",
                            str(tmp_path / "r.parquet"), *(e for e in extra if e != "--no-free-slots")]))
     got = pl.read_parquet(tmp_path / "run" / "results.parquet").sort("query_id")
     want = pl.read_parquet(tmp_path / "pq.parquet").sort("query_id")
@@ -295,7 +288,7 @@ def test_a_request_that_finishes_early_frees_its_slot(setup, tmp_path, free):
     freed = _freed(log)
     assert bool(freed) == free, freed[:5]
     ok(runner.invoke(app, ["replay", str(pool), "--policy", "elimination", "--budgets", "4", "--seeds", "1",
-                           "--seed-start", str(SEED), "--per-query", str(tmp_path / "pq.parquet"), "--out",
+                           "--seed-start", str(HTTP_SEED), "--per-query", str(tmp_path / "pq.parquet"), "--out",
                            str(tmp_path / "r.parquet")]))
     got = pl.read_parquet(tmp_path / "run" / "results.parquet").sort("query_id")
     want = pl.read_parquet(tmp_path / "pq.parquet").sort("query_id")

@@ -21,11 +21,6 @@ from hypothesis import strategies as st
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from test_equivalence import config_kwargs, configs, pools  # noqa: E402
-from test_run import SEED, SynthPool, assert_equal, request  # noqa: E402
-from test_run import run as run_pool  # noqa: E402
-from test_run_confidence import SPEC, SignalBackend  # noqa: E402
-
 from ttc.harvest.run import RunError, RunRequest, execute, plan_run  # noqa: E402
 from ttc.replay.engine import replay, run_once  # noqa: E402
 from ttc.replay.errors import InputError  # noqa: E402
@@ -33,6 +28,10 @@ from ttc.replay.live import PoolSource, run_live  # noqa: E402
 from ttc.replay.policies import REGISTRY, RunConfig  # noqa: E402
 from ttc.replay.pool import load_pool  # noqa: E402
 from ttc.replay.rng import query_keys, query_order  # noqa: E402
+
+from support.equivalence import config_kwargs, configs, pools  # noqa: E402
+from support.synth_run import SEED, SPEC, SignalBackend, SynthPool, assert_equal, request  # noqa: E402  # noqa: E402
+from support.synth_run import run as run_pool  # noqa: E402
 
 SIDE = "score_mean_logprob"  # the column --confidence mean-logprob records: the side signal of these tests
 
@@ -122,20 +121,36 @@ def test_the_parameters_change_the_run(sp, tmp_path):
 
 
 def test_every_config_field_reaches_the_run():
-    """RunRequest holds every RunConfig field under its name with RunConfig's default (eliminate: None, the oracle's
-    default), which harvest.run._config reads by name; and the command line declares the newer policies' parameters
-    with those defaults for ttc replay and ttc run alike."""
+    """RunRequest holds the policy's RunConfig (`config`) and re-lists none of its fields: every RunConfig field given
+    to RunRequest under its own name lands in the config, RunConfig's default otherwise (eliminate stays the
+    request's: None, the oracle's default); a depth field (replay only) is refused in one line when planned; and the
+    command line declares the newer policies' parameters for ttc replay and ttc run alike."""
     from ttc import cli
+    from ttc.harvest.types import Sampling
     from ttc.replay.policies import DEPTH_FIELDS
 
     req = {f.name: f for f in dataclasses.fields(RunRequest)}
-    for f in dataclasses.fields(RunConfig)[1:]:
-        if f.name in DEPTH_FIELDS:  # depth: replay only (harvest.run._config leaves them at their defaults)
-            assert f.name not in req, f.name
+    assert "config" in req and not set(req) & ({f.name for f in dataclasses.fields(RunConfig)} - {"eliminate"})
+    base = dict(out=Path("/nonexistent/unused"), model="m", backend="transformers", dataset="x", budget=2.0,
+                sampling=Sampling(n=1, max_tokens=8))
+    r = RunRequest(**base, policy="ucb")
+    assert r.config == RunConfig("ucb") and r.eliminate is None and r.policy == "ucb" and r.unit == "samples"
+    other = dataclasses.asdict(RunConfig("elimination", unit="tokens", K=2, gamma=0.5, lam=2.0, eps=0.02,
+                                         max_samples=5, rho=0.25, tau=0.6, m_min=4, share=0.7, hmax=0.5, warmup=4,
+                                         percentile=0.1, prior_strength=3.0, judge=8, bins=2, refresh=3,
+                                         dirichlet_conf=0.9, horizon=1, depth_rule="stability", depth_m=2,
+                                         trace_cap=100, probe_cost="autotts", chains=8, stable=5, patience=3,
+                                         probe_warmup=2, cmc_beta=0.25, bf=5.0, bf_mc=10, mmc_delta=0.1,
+                                         mmc_m=4, lb_thre=0.99, lb_l=3))
+    for name, value in other.items():
+        if name in ("policy", "eliminate"):
             continue
-        assert f.name in req, f.name
-        if f.name != "eliminate":
-            assert req[f.name].default == f.default, f.name
+        assert value != getattr(RunConfig("elimination"), name), f"give {name} a value other than its default"
+        got = RunRequest(**base, policy="elimination", **{name: value})
+        assert getattr(got.config, name) == value, name
+        if name in DEPTH_FIELDS:
+            with pytest.raises(RunError, match="replay only"):
+                plan_run(got)
     import typer.main
 
     group = typer.main.get_command(cli.app)
@@ -241,9 +256,9 @@ def test_a_killed_side_eb_run_resumes_with_the_side_signal_read_back(sp, tmp_pat
 
 
 def test_a_backend_without_the_side_signal_is_one_error(sp, tmp_path):
-    from test_run import PoolBackend
-
     from ttc.replay.errors import UserError
+
+    from support.synth_run import PoolBackend
 
     class Silent(SignalBackend):
         def generate(self, prompts, sampling, seeds, stop=None, confidence=None):
@@ -268,7 +283,7 @@ def test_live_with_prior_and_side_equals_the_engine(unit, data):
     side = np.array(data.draw(st.lists(st.sampled_from([0.0, 0.25, 0.5, 0.75, 1.0]), min_size=total,
                                        max_size=total)))
     for policy in ("marginal-gain", "side-eb"):
-        cfg, budget = data.draw(configs(total, int(tok.sum()), policy, unit))
+        cfg, budget = data.draw(configs(total, int(tok.sum()), policy, unit, live=True))
         src = PoolSource(off, correct, score, ans, tok, perm, side=side)
         live = run_live(src, np.diff(off), rank, budget_total=budget, prior=prior, **config_kwargs(cfg))
         want = run_once(*pool, cfg, budget, prior=prior, side=side)
@@ -400,7 +415,7 @@ def test_the_command_line_run_equals_the_command_line_replay(sp, tmp_path, monke
     its options to the run is the one under test)."""
     from typer.testing import CliRunner
 
-    import ttc.harvest.run as hr
+    import ttc.harvest.run.command as hr  # (the command's path: run_command)
     from ttc import cli
 
     real = hr.execute
@@ -448,14 +463,11 @@ def test_the_command_line_refuses_in_one_line(sp, tmp_path):
 
 # ------------------------------------------------------------------------------------------ side-eb with a PRM
 
-import test_run_oracles  # noqa: E402
-from test_run_oracles import SEED as TEXT_SEED  # noqa: E402
-from test_run_oracles import PoolBackend as TextBackend  # noqa: E402
-from test_run_oracles import assert_live_equals_replay, live_run, prm_options, with_answers  # noqa: E402
+from support.text_run import SEED as TEXT_SEED  # noqa: E402
+from support.text_run import PoolBackend as TextBackend  # noqa: E402
+from support.text_run import assert_live_equals_replay, live_run, prm_options, with_answers  # noqa: E402
 
-# fixtures shared by assignment, not import, so the tests' prm_dir / math_pool arguments do not redefine an import
-prm_dir = test_run_oracles.prm_dir
-math_pool = test_run_oracles.math_pool
+# (prm_dir and math_pool: tests/conftest.py)
 
 
 def test_side_eb_reads_a_prm_score_as_its_side_signal(prm_dir, math_pool, tmp_path):

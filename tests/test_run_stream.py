@@ -14,13 +14,13 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from test_run import SEED, PoolBackend, SynthPool, _dense  # noqa: E402
-
 from ttc.harvest.run import RunError, RunRequest, execute_stream, plan_run, stream_lines  # noqa: E402
 from ttc.harvest.types import Sampling  # noqa: E402
 from ttc.replay.engine import run_once  # noqa: E402
 from ttc.replay.policies import RunConfig  # noqa: E402
 from ttc.replay.rng import permutation  # noqa: E402
+
+from support.synth_run import SEED, PoolBackend, SynthPool, _dense  # noqa: E402
 
 
 def line(q: str, gold: str | None = None, **body) -> str:
@@ -180,10 +180,11 @@ def test_stream_refusals(sp, tmp_path, kw, message):
 
 def test_stream_from_stdin_through_the_command_line(tmp_path):
     pytest.importorskip("torch")
-    from tiny_model import make_tiny_model
     from typer.testing import CliRunner
 
     from ttc.cli import app
+
+    from support.tiny_model import make_tiny_model
 
     tiny = make_tiny_model(tmp_path / "tiny", chat=True)
     text = "\n".join([line("a"), line("b"), "not json", line("c")]) + "\n"

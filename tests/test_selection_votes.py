@@ -19,14 +19,14 @@ from ttc.replay.policies import POLICIES, RunConfig
 
 # the policies whose draws cisc and deepconf vote over (deepconf-online's stopped traces have no answer: refused there)
 VOTED = sorted(p for p in POLICIES if p not in ("deepconf-online", "parallel-probe", "cmc"))
-from test_equivalence import config_kwargs
-from test_equivalence import pools as equivalence_pools
-
 from ttc.replay.pool import DEFAULT_POOL, Pool, load_pool
 from ttc.replay.reference import run_reference, select_cisc, select_deepconf
 from ttc.replay.rng import permutation, query_order
 from ttc.replay.synth import make_pool
 from ttc.replay.tables import make_tables
+
+from support.equivalence import config_kwargs
+from support.equivalence import pools as equivalence_pools
 
 SCORES = [0.0, 0.1, 0.25, 0.5, 0.5, 0.75, 0.9, 1.0]  # ties on purpose
 TEMPS = [1 / 700, 0.05, 0.2, 1.0, 10.0, math.inf]

@@ -2,7 +2,6 @@
 configuration on the held-out queries alone; `tuned_on_reported` set exactly when tuning and reporting data
 overlap; one-line refusals."""
 import math
-from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -189,12 +188,9 @@ def test_the_vote_parameters_reach_the_runs(tmp_path):
 def test_subset_carries_each_responses_own_record_lows_and_deepconf_online_tunes(tmp_path):
     """deepconf-online reads each response's record lows: a sub-pool keeps its queries' own (replaying it equals
     replaying a pool of those queries alone), and `ttc tune --policy deepconf-online` loads them."""
-    import sys
+    from support.pools import lows_pool_dir
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from test_deepconf_online import _pool_dir
-
-    path = _pool_dir(tmp_path)
+    path = lows_pool_dir(tmp_path)
     pool = load_pool(path, lows=True)
     idx = np.array([1, 4, 5])
     sub = subset(pool, idx, "x")

@@ -1,0 +1,139 @@
+"""The martingale majority certificate (mmc; Cordero-Encinar & Duncan, arXiv 2510.17472) against the source's own
+decider, on a pool.
+
+    python benchmarks/mmc_source.py --source /tmp/mmc_source.py [--pool data/lastletters-gpt35-40] [--seeds 20]
+
+The source is the file whose docstring opens "Martingale Majority Certificate (MMC) stopping rule", class
+PluralityEAndDeciderPrior (docs/semantics.md, mmc, says where it was found; never committed here): one on_vote per
+answer, stop when both e-processes cross log(1 / delta), abstain at N_max votes. Per seed, each question's responses
+in a fresh random order, its valid answers voted one by one (delta 0.05, M 3, N_max 32, its defaults), against the
+engine (elimination, --eliminate mmc, --max-samples 32) on the same order:
+
+- labels in order of first appearance ("0000", "0001", ...): the source's ties (alphabetical for its top M, the first
+  character then the first seen for its final leader check) then fall as the engine's (the answer drawn first), so
+  every decision must agree: the script counts the (question, seed) pairs that stop at another draw (0 expected);
+- labels the pool's answer ids as strings: the source's own tie-breaking on labels that carry no order, mean draws
+  and majority accuracy per seed against the engine's, mean ± SE over seeds and z (within 2: no difference shown);
+- invalid answers voted as one more label ("None"), as the source would count an unparsed answer, against the engine
+  (where they cost a draw and do not vote), likewise.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import math
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+CAP, DELTA, M = 32, 0.05, 3  # the source's N_max, delta, M defaults
+
+
+def load_source(path: Path):
+    spec = importlib.util.spec_from_file_location("mmc_source", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def source_run(mod, labels):
+    """(votes used, stopped, winner) of the source's decider on these labels in order."""
+    d = mod.PluralityEAndDeciderPrior(M=M, delta=DELTA, N_max=CAP)
+    st = None
+    for lab in labels:
+        st = d.on_vote(lab)
+        if st["stopped"] or st["abstained"]:
+            break
+    if st is None:
+        return 0, False, None
+    winner = st["winner"] if st["stopped"] else Counter(labels[:st["n"]]).most_common(1)[0][0]
+    return st["n"], bool(st["stopped"]), winner
+
+
+def mean_se(x):
+    x = np.asarray(x, float)
+    return float(x.mean()), float(x.std(ddof=1) / math.sqrt(len(x))) if len(x) > 1 else 0.0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--source", type=Path, required=True, help="the source's file (PluralityEAndDeciderPrior)")
+    ap.add_argument("--pool", type=Path, default=ROOT / "data/lastletters-gpt35-40")
+    ap.add_argument("--seeds", type=int, default=20)
+    args = ap.parse_args()
+    from ttc.replay.engine import run_once
+    from ttc.replay.policies import RunConfig
+    from ttc.replay.pool import load_pool
+
+    mod = load_source(args.source)
+    pool = load_pool(args.pool)
+    off, ans, correct = pool.off, pool.ans, pool.correct
+    n = pool.n_queries
+    rng = np.random.default_rng(0)
+    mismatch = total = 0
+    keys = ("valid_n", "valid_acc", "full_n", "full_acc", "ids_n", "ids_acc", "none_n", "none_acc")
+    rows = {k: [] for k in keys}
+    cfg = RunConfig("elimination", eliminate="mmc", mmc_delta=DELTA, mmc_m=M, max_samples=CAP)
+    for _ in range(args.seeds):
+        orders = [rng.permutation(np.arange(off[i], off[i + 1])) for i in range(n)]
+        # the engine on the valid answers only (so that a draw is a vote, as in the first comparison)
+        vidx = [o[ans[o] >= 0] for o in orders]
+        voff = np.concatenate([[0], np.cumsum([len(v) for v in vidx])]).astype(np.int64)
+        flat = np.concatenate(vidx).astype(np.int64)
+        vans, vcor = ans[flat], correct[flat]
+        got = run_once(voff, vcor, vcor.astype(float), vans, np.ones(len(flat), np.int64), np.arange(len(flat)),
+                       np.arange(n), cfg, CAP * n)
+        # the engine on every response (invalid ones cost a draw, do not vote)
+        aidx = np.concatenate(orders).astype(np.int64)
+        full = run_once(off, correct[aidx], correct[aidx].astype(float), ans[aidx], np.ones(len(aidx), np.int64),
+                        np.arange(len(aidx)), np.arange(n), cfg, CAP * n)
+        per = {k: [] for k in keys}
+        for i in range(n):
+            v = vidx[i]
+            first = {}
+            for a in ans[v]:
+                first.setdefault(int(a), len(first))
+            k, stopped, _ = source_run(mod, [f"{first[int(a)]:04d}" for a in ans[v]])
+            total += 1
+            mismatch += (k, stopped) != (int(got["n_drawn"][i]), bool(got["answered"][i]))
+            per["valid_n"].append(int(got["n_drawn"][i]))
+            per["valid_acc"].append(int(got["sel_sc"][i]))
+            per["full_n"].append(int(full["n_drawn"][i]))
+            per["full_acc"].append(int(full["sel_sc"][i]))
+            gold = {int(a) for a, c in zip(ans[off[i]:off[i + 1]], correct[off[i]:off[i + 1]], strict=True)
+                    if c and a >= 0}
+            k, _, w = source_run(mod, [str(int(a)) for a in ans[v]])
+            per["ids_n"].append(k)
+            per["ids_acc"].append(w is not None and int(w) in gold)
+            labs = ["None" if a < 0 else str(int(a)) for a in ans[orders[i]]]
+            k, _, w = source_run(mod, labs)
+            per["none_n"].append(k)
+            per["none_acc"].append(w not in (None, "None") and int(w) in gold)
+        for key in keys:
+            rows[key].append(float(np.mean(per[key])))
+    print(f"{args.pool.name}: {n} questions, {args.seeds} seeds; delta {DELTA}, M {M}, N_max {CAP}; "
+          f"mean ± SE over seeds")
+    print(f"labels in first-appearance order (valid answers only): {mismatch} of {total} (question, seed) decisions "
+          f"differ between the source and the engine")
+    print(f"{'':44} {'draws / question':>16} {'accuracy':>16} {'z draws':>8} {'z acc':>6}  "
+          f"(z: paired, engine - source)")
+    for name, eng, src in (("valid answers only: engine", "valid", None),
+                           ("  source, labels = the pool's answer ids", "valid", "ids"),
+                           ("every response: engine (invalid: no vote)", "full", None),
+                           ("  source, invalid answers voted as 'None'", "full", "none")):
+        who = src or eng
+        dn, dns = mean_se(rows[who + "_n"])
+        da, das = mean_se(rows[who + "_acc"])
+        line = f"{name:44} {dn:8.3f} ± {dns:5.3f} {da:8.4f} ± {das:6.4f}"
+        if src:
+            zs = []
+            for part in ("_n", "_acc"):
+                m, se = mean_se(np.subtract(rows[eng + part], rows[src + part]))
+                zs.append(m / se if se > 0 else (0.0 if m == 0 else math.inf))
+            line += f" {zs[0]:8.2f} {zs[1]:6.2f}"
+        print(line)
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""Random pools and configurations for the engine-against-reference tests, and the comparison itself: the engine
+(replay/engine.py run_once) and the plain-Python reference (replay/reference.py) must give the same outcome on the same
+permutations. Used by tests/test_equivalence.py and every test that checks a policy or rule against its twin."""
+import dataclasses
+
+import numpy as np
+from hypothesis import strategies as st
+
+from ttc.replay.engine import run_once
+from ttc.replay.policies import DEPTH_FIELDS, ELIMINATION_RULES, RunConfig
+from ttc.replay.reference import run_reference
+
+SCORES = [0.0, 0.25, 0.5, 0.75, 0.9, 1.0]
+
+
+def gt_or_graded(draw, correct):
+    """The score of pools(): the ground truth itself, or graded scores with ties."""
+    if draw(st.booleans()):
+        return correct.astype(float)
+    return np.array(draw(st.lists(st.sampled_from(SCORES), min_size=len(correct), max_size=len(correct))))
+
+
+@st.composite
+def pools(draw, max_size=12, scores=gt_or_graded):
+    """(off, correct, score, ans, tok, perm, rank) of a random ragged pool: up to 8 queries of 1..max_size responses,
+    invalid answers, ties; scores(draw, correct) draws the score column."""
+    n = draw(st.integers(1, 8))
+    sizes = draw(st.lists(st.integers(1, max_size), min_size=n, max_size=n))
+    off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    total = int(off[-1])
+    correct = np.array(draw(st.lists(st.integers(0, 1), min_size=total, max_size=total)), np.int8)
+    score = scores(draw, correct)
+    ans, perm = [], []
+    for i, m in enumerate(sizes):
+        ans += draw(st.lists(st.integers(-1, min(m - 1, 3)), min_size=m, max_size=m))
+        perm += list(off[i] + np.array(draw(st.permutations(range(m)))))
+    tok = np.array(draw(st.lists(st.integers(0, 6), min_size=total, max_size=total)), np.int64)
+    rank = np.array(draw(st.permutations(range(n))), np.int64)
+    return off, correct, score, np.array(ans, np.int64), tok, np.array(perm, np.int64), rank
+
+
+LOW_VALUES = [4.0, 3.0, 2.5, 2.0, 1.5, 1.0]  # few values: thresholds land on them and between them
+
+
+@st.composite
+def record_lows(draw, tok):
+    """deepconf-online's record lows of a pool whose responses have tok tokens: per response up to 3 increasing
+    positions below its length and strictly decreasing values (none for a response without tokens), as the lists
+    (the reference's form) and as (loff, lpos, lval) (the engine's)."""
+    lists, loff, lpos, lval = [], [0], [], []
+    for t in tok:
+        k = draw(st.integers(0 if t == 0 else 1, min(3, int(t))))
+        pos = sorted(draw(st.lists(st.integers(0, max(0, int(t) - 1)), min_size=k, max_size=k, unique=True)))
+        val = sorted(draw(st.lists(st.sampled_from(LOW_VALUES), min_size=k, max_size=k, unique=True)), reverse=True)
+        lists.append((pos, val))
+        lpos += pos
+        lval += val
+        loff.append(len(lpos))
+    return lists, (np.array(loff, np.int64), np.array(lpos, np.int64), np.array(lval, np.float64))
+
+
+@st.composite
+def configs(draw, total, tokens_total, policy, unit, live=False):
+    """A random configuration of policy and a budget; live=True draws only the rules that need no hindsight (run_live
+    refuses the others)."""
+    rules = [name for name, rule in ELIMINATION_RULES.items() if rule.live or not live]  # every rule of the registry
+    cfg = RunConfig(
+        policy, unit=unit, K=draw(st.integers(1, 3)),
+        eliminate=draw(st.sampled_from(rules)),
+        gamma=draw(st.sampled_from([0.5, 0.75, 1.0])), lam=draw(st.sampled_from([None, 0.5, 2.0])),
+        eps=draw(st.sampled_from([0.0, 0.01, 0.3])), max_samples=draw(st.integers(0, 6)),
+        rho=draw(st.sampled_from([0.25, 0.5, 0.75])), tau=draw(st.sampled_from([0.3, 0.5, 0.7])),
+        m_min=draw(st.integers(1, 4)), share=draw(st.sampled_from([0.5, 0.6, 0.8, 1.0])),
+        hmax=draw(st.sampled_from([0.0, 0.5, 0.75, 0.9])), warmup=draw(st.integers(1, 4)),
+        percentile=draw(st.sampled_from([0.01, 0.05, 0.3, 0.7])), prior_strength=draw(st.sampled_from([0.5, 2.0, 8.0])),
+        judge=draw(st.integers(2, 5)), bins=draw(st.integers(1, 5)), refresh=draw(st.integers(1, 4)),
+        dirichlet_conf=draw(st.sampled_from([0.6, 0.8, 0.95])), horizon=draw(st.integers(0, 1)),
+        bf=draw(st.sampled_from([2.0, 5.0, 10.0, 100.0])), bf_mc=draw(st.sampled_from([0, 50])),
+        mmc_delta=draw(st.sampled_from([0.05, 0.2, 0.5])), mmc_m=draw(st.integers(1, 3)),
+        lb_thre=draw(st.sampled_from([0.6, 0.9, 0.95])), lb_l=draw(st.integers(2, 3)))
+    hi = total + 3 if unit == "samples" else tokens_total + 5
+    return cfg, draw(st.integers(0, hi))
+
+
+def config_kwargs(cfg):
+    """A RunConfig as the keywords run_reference and run_live take (they are independent of RunConfig): every field
+    but the depth ones (read by replay/reference_depth.py on the pool's depth view), eliminate under its reference
+    name elim."""
+    kw = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(RunConfig) if f.name not in DEPTH_FIELDS}
+    kw["elim"] = kw.pop("eliminate")
+    return kw
+
+
+def _compare(data, cfg, budget, conf=0.95, prior=None, side=None, lows=None):
+    off, correct, score, ans, tok, perm, rank = data
+    ref = run_reference(off, correct, score, ans, tok, perm, rank, budget_total=budget, conf=conf, prior=prior,
+                        side=side, lows=None if lows is None else lows[0], **config_kwargs(cfg))
+    got = run_once(off, correct, score, ans, tok, perm, rank, cfg, budget, conf=conf, prior=prior, side=side,
+                   lows=None if lows is None else lows[1])
+    for key in ("n_drawn", "answered", "covered", "exhausted_q", "sel_bon", "sel_weighted", "sel_sc"):
+        assert list(np.asarray(got[key]).astype(int)) == [int(v) for v in ref[key]], (key, cfg, budget)
+    for key in ("samples_used", "tokens_used", "exhausted"):
+        assert got[key] == ref[key], (key, cfg, budget)
+    # Budgets are never exceeded.
+    spent = got["samples_used"] if cfg.unit == "samples" else got["tokens_used"]
+    assert spent <= budget
+    return got
+

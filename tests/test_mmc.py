@@ -1,0 +1,138 @@
+"""The martingale majority certificate (mmc, arXiv 2510.17472) as an elimination rule: its two e-processes against
+the reference vote by vote, hand-computed stops, and the engine against the reference on random pools under every
+policy that takes a rule (both units), and live against replay. benchmarks/mmc_source.py runs the source's own
+decider beside the engine."""
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ttc.replay.engine import run_once
+from ttc.replay.kernel import mmc_state
+from ttc.replay.live import run_live
+from ttc.replay.policies import RunConfig
+from ttc.replay.reference import mmc_state as ref_state
+from ttc.replay.reference import run_reference
+
+from support.equivalence import config_kwargs, pools
+from support.live_sources import OneAtATime, Relabelled, _assert_same
+
+
+def _state(votes, m_top=3):
+    ans = np.array(votes, np.int64)
+    na = max([a for a in votes if a >= 0], default=-1) + 1
+    return mmc_state(ans, np.arange(len(votes)), np.int64(0), np.int64(len(votes)), np.int64(na), np.int64(m_top))
+
+
+def _drawn(answers, delta=0.05, m_top=3, cap=0):
+    m = len(answers)
+    correct = np.zeros(m, np.int8)
+    got = run_once(np.array([0, m]), correct, correct.astype(float), np.array(answers, np.int64),
+                   np.ones(m, np.int64), np.arange(m), np.zeros(1, np.int64),
+                   RunConfig("elimination", eliminate="mmc", mmc_delta=delta, mmc_m=m_top, max_samples=cap), m)
+    return int(got["n_drawn"][0]), bool(got["answered"][0])
+
+
+# A, then B, then A nine times: the pair e-process (A vs B) bets q = (s + 1/2) / (s + 1) from its third vote on,
+# the other one (A vs answers outside the top 3) saw B as a failure at the second vote
+SEQ = [0, 1] + [0] * 9
+
+
+def test_e_processes_by_hand():
+    """After A B A A A A A A (8 votes) the pair process has 6 successes at q = 5.5 / 6: log(2^6 (11 / 12)^6) =
+    3.637; the other has 6 successes and 1 failure at q = 5.5 / 7. After ten votes the other is log(2^9 (5 / 6)^8
+    (1 / 6)) = 2.98797, just under log 20 = 2.99573; after eleven log(2^10 0.85^9 0.15) = 3.5717."""
+    l1, u1, l2, u2, same = _state(SEQ[:8])
+    assert u1 == 6 and u2 == 7 and same
+    assert abs(l1 - 6 * math.log(2 * 11 / 12)) < 1e-12
+    q = 5.5 / 7
+    assert abs(l2 - (7 * math.log(2) + 6 * math.log(q) + math.log(1 - q))) < 1e-12
+    l1, u1, l2, u2, _ = _state(SEQ[:10])
+    assert abs(l2 - math.log(2 ** 9 * (5 / 6) ** 8 / 6)) < 1e-12 and l2 < math.log(20)
+    l1, u1, l2, u2, _ = _state(SEQ[:11])
+    assert abs(l2 - math.log(2 ** 10 * 0.85 ** 9 * 0.15)) < 1e-12 and l2 > math.log(20)
+
+
+def test_stops_by_hand():
+    """delta 0.05 stops that sequence at its eleventh draw (log 20 = 2.9957); delta 0.0505 (log 19.8 = 2.9857) at
+    its tenth; a query whose draws all agree never has a runner-up, so its pair process never moves and it runs to
+    its cap (as the source's decider, which knows no labels in advance, does); invalid answers cost a draw and do
+    not vote."""
+    assert _drawn(SEQ) == (11, True)
+    assert _drawn(SEQ, delta=0.0505) == (10, True)
+    assert _drawn([0] * 20) == (20, False)
+    assert _drawn([0] * 20, cap=7) == (7, False)
+    assert _drawn([-1, 0, -1, 1] + [0] * 9) == (13, True)
+    assert _drawn([-1, 0, -1, 1] + [0] * 8) == (12, False)
+
+
+def test_the_contender_set():
+    """With C the top 2 (mmc_m = 2), a vote for a third answer counts against the leader in the other process; with
+    the top 3 it does not. A B C: C is outside the top 2 before its vote either way (unseen); C again: in the top 3
+    (third), not in the top 2."""
+    l1, u1, l2, u2, _ = _state([0, 1, 2, 0, 2], m_top=3)
+    l1b, u1b, l2b, u2b, _ = _state([0, 1, 2, 0, 2], m_top=2)
+    assert (u1, u2) == (1, 3) and (u1b, u2b) == (1, 4)
+
+
+def test_leader_must_survive_the_last_vote():
+    """A B B: before the third vote A leads (first drawn among the tied), after it B does: not certified."""
+    assert _state([0, 1, 1])[4] is False
+    assert _state([0, 1, 0])[4] is True
+    assert _state([])[4] is False
+
+
+@settings(max_examples=400, deadline=None)
+@given(votes=st.lists(st.integers(-1, 4), max_size=40), m_top=st.integers(1, 4))
+def test_state_equals_the_reference(votes, m_top):
+    """The kernel's e-processes equal the reference's on the same votes, exactly (invalid answers left out there)."""
+    got = _state(votes, m_top)
+    want = ref_state([a for a in votes if a >= 0], m_top)
+    assert tuple(got[:4]) == tuple(want[:4]) and bool(got[4]) == want[4]
+
+
+@pytest.mark.parametrize("unit", ["samples", "tokens"])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_mmc_equals_the_reference(unit, data):
+    """Engine and reference on the same permutations: every policy that takes a rule, pulls of 1 to 4, caps."""
+    pool = data.draw(pools(max_size=14))
+    off, correct, score, ans, tok, perm, rank = pool
+    cfg = RunConfig(data.draw(st.sampled_from(["elimination", "ucb", "gap", "entropy", "two-stage", "streaming", "dsc",
+                                               "marginal-gain", "side-eb"])),
+                    unit=unit, K=data.draw(st.integers(1, 4)), eliminate="mmc",
+                    max_samples=data.draw(st.integers(0, 12)),
+                    mmc_delta=data.draw(st.sampled_from([0.05, 0.2, 0.5, 0.9])), mmc_m=data.draw(st.integers(1, 3)))
+    budget = data.draw(st.integers(0, int(off[-1]) + 3 if unit == "samples" else int(tok.sum()) + 5))
+    ref = run_reference(off, correct, score, ans, tok, perm, rank, budget_total=budget, mmc_delta=cfg.mmc_delta,
+                        mmc_m=cfg.mmc_m, **config_kwargs(cfg))
+    got = run_once(off, correct, score, ans, tok, perm, rank, cfg, budget)
+    for key in ("n_drawn", "answered", "covered", "exhausted_q", "sel_bon", "sel_weighted", "sel_sc"):
+        assert list(np.asarray(got[key]).astype(int)) == [int(v) for v in ref[key]], (key, cfg, budget)
+    for key in ("samples_used", "tokens_used", "exhausted"):
+        assert got[key] == ref[key], (key, cfg, budget)
+
+
+@pytest.mark.parametrize("unit", ["samples", "tokens"])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_live_equals_replay(unit, data):
+    """A live run over a pool-backed source (answers relabelled, so only their equality can matter; responses
+    arriving one at a time) decides as the replay of that pool on the same permutation: the certificate's ties go
+    to the answer drawn first, which both see alike."""
+    off, correct, score, ans, tok, perm, rank = pool = data.draw(pools(max_size=14))
+    cfg = RunConfig(data.draw(st.sampled_from(["elimination", "ucb", "streaming", "two-stage"])), unit=unit,
+                    K=data.draw(st.integers(1, 3)), eliminate="mmc", max_samples=data.draw(st.integers(0, 10)),
+                    mmc_delta=data.draw(st.sampled_from([0.05, 0.3, 0.8])), mmc_m=data.draw(st.integers(1, 3)))
+    budget = data.draw(st.integers(0, (int(off[-1]) if unit == "samples" else int(tok.sum())) + 3))
+    source = data.draw(st.sampled_from([Relabelled, OneAtATime]))(off, correct, score, ans, tok, perm)
+    live = run_live(source, np.diff(off), rank, budget_total=budget, config=cfg)
+    _assert_same(live, run_once(*pool, cfg, budget), (cfg, budget))
+
+
+@pytest.mark.parametrize("bad", [{"mmc_delta": 0.0}, {"mmc_delta": 1.0}, {"mmc_m": 0}])
+def test_bad_parameters_are_refused(bad):
+    with pytest.raises(ValueError, match="mmc_"):
+        RunConfig("elimination", eliminate="mmc", **bad)

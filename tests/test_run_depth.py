@@ -1,0 +1,179 @@
+"""`ttc run --trace-cap` (issue 30, live depth): every trace stops at the cap and answers its probe there, the
+depth view replay gives a probed pool (kernel.depth_view). Against a backend that answers from a probed pool (each
+trace cut at the cap answers its probe at that offset, as the transformers backend answers its probe prompt there),
+the run equals `ttc replay POOL --trace-cap C` on the same seed, query by query and in what it pays; a backend that
+cannot stop and probe a trace is refused in one line. The transformers backend's own cap and probe are exercised on
+a tiny model in tests/test_run_e2e.py."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from ttc.harvest.pipeline import query_seed  # noqa: E402
+from ttc.harvest.run import RunError, RunRequest, execute, plan_run  # noqa: E402
+from ttc.harvest.types import Response, Sampling  # noqa: E402
+from ttc.replay.engine import replay  # noqa: E402
+from ttc.replay.policies import RunConfig  # noqa: E402
+from ttc.replay.pool import Pool  # noqa: E402
+from ttc.replay.rng import permutation  # noqa: E402
+
+SEED, STEP, CAP = 5, 500, 1000
+
+
+class ProbedPool:
+    """n queries x size traces with a probe every STEP tokens (answer ids 0..2, -1 none; 0 is the gold answer), as
+    AutoTTS's files hold them; `path` a JSONL data set naming the queries."""
+
+    def __init__(self, tmp: Path, n: int = 10, size: int = 8, seed: int = 0):
+        rng = np.random.default_rng(seed)
+        self.n, self.size = n, size
+        self.ids = [f"q{i:02d}" for i in range(n)]
+        self.tok, self.ans, self.probes = [], [], []  # per trace: tokens, final answer, [(offset, answer)]
+        for _ in range(n * size):
+            k = int(rng.integers(0, 6))
+            t = int(STEP * k + rng.integers(1, STEP)) if rng.random() > 0.1 else STEP * max(k, 1)
+            a = int(rng.integers(-1, 3))
+            self.tok.append(t)
+            self.ans.append(a)
+            self.probes.append([(STEP * (m + 1), a if rng.random() < 0.5 else int(rng.integers(-1, 3)))
+                                for m in range(k + (rng.random() < 0.3))])
+        self.path = tmp / "queries.jsonl"
+        self.path.write_text("".join(json.dumps({"id": q, "problem": f"problem {q}", "answer": "0"}) + "\n"
+                                     for q in self.ids))
+
+    def pool(self) -> Pool:
+        off = np.arange(0, self.n * self.size + 1, self.size)
+        ans = np.array(self.ans, np.int64)
+        p = Pool.from_arrays(off, correct=(ans == 0), tok=self.tok, query_ids=self.ids)
+        poff = np.concatenate([[0], np.cumsum([len(p_) for p_ in self.probes])]).astype(np.int64)
+        ptok = np.array([o for p_ in self.probes for o, _ in p_], np.int64)
+        pans = np.array([a for p_ in self.probes for _, a in p_], np.int64)
+        return dataclasses.replace(p, ans=ans, has_answers=True, probe_off=poff, probe_tok=ptok, probe_ans=pans,
+                                   probe_ok=pans == 0, has_probes=True)
+
+
+def _text(a: int, lead: str = "so the final answer is") -> str:
+    return "no answer here" if a < 0 else f"{lead} \\boxed{{{a}}}"
+
+
+class ProbedBackend:
+    """Answers sample k of a query (seed = query_seed + k) with the trace at position k of replay's permutation for
+    SEED; with trace_cap, a trace longer than the cap stops there (finish_reason "cap", the cap's tokens) and answers
+    its probe at that offset, as TransformersBackend does with its probe prompt."""
+
+    def __init__(self, pp: ProbedPool):
+        pool = pp.pool()
+        self.pp, self.perm = pp, permutation(pool.off, pool.qkeys, SEED)
+        self.by_prompt = {f"problem {q}": i for i, q in enumerate(pp.ids)}
+        self.caps: list[int] = []
+
+    def info(self):
+        return {"backend": "probed-pool"}
+
+    def generate(self, prompts, sampling, seeds, stop=None, trace_cap=0):
+        self.caps.append(trace_cap)
+        out = []
+        for p, s in zip(prompts, seeds):
+            i = self.by_prompt[p]
+            rows = []
+            for k in range(s - query_seed(SEED, self.pp.ids[i]), s - query_seed(SEED, self.pp.ids[i]) + sampling.n):
+                j = int(self.perm[i * self.pp.size + k]) if k < self.pp.size else None
+                if j is None:  # beyond the pool: never used (--max-per-query is the pool size)
+                    rows.append(Response("beyond the pool", 1, "stop"))
+                elif trace_cap and self.pp.tok[j] > trace_cap:
+                    probe = dict(self.pp.probes[j])[trace_cap]  # (the pool holds a probe at every STEP before its end)
+                    rows.append(Response("thinking ... " + _text(probe, "the answer so far is"), trace_cap, "cap"))
+                else:
+                    rows.append(Response(_text(self.pp.ans[j]), self.pp.tok[j], "stop"))
+            out.append(rows)
+        return out
+
+
+@pytest.fixture(scope="module")
+def pp(tmp_path_factory):
+    return ProbedPool(tmp_path_factory.mktemp("probed"))
+
+
+def request(pp: ProbedPool, out: Path, **kw) -> RunRequest:
+    base = dict(out=out, model="pool-model", backend="transformers", dataset=str(pp.path), template="plain",
+                sampling=Sampling(n=1, max_tokens=4 * STEP * 4, seed=SEED), budget=3.0, max_per_query=pp.size,
+                retry_delay_s=0.0, progress=False, trace_cap=CAP)
+    base.update(kw)
+    return RunRequest(**base)
+
+
+@pytest.mark.parametrize("unit, budget", [("samples", 3.0), ("tokens", 2500.0)])
+@pytest.mark.parametrize("policy", ["uniform", "elimination", "entropy"])
+def test_a_capped_run_equals_the_replay_with_the_cap(pp, tmp_path, policy, unit, budget):
+    backend = ProbedBackend(pp)
+    o = execute(plan_run(request(pp, tmp_path / "out", policy=policy, unit=unit, budget=budget)), backend, None,
+                echo=lambda s: None)
+    assert set(backend.caps) == {CAP}
+    cfg = RunConfig(policy, unit=unit, trace_cap=CAP)
+    df, pq = replay(pp.pool(), [cfg], [budget], [SEED], per_query=True)
+    tot, per_query = df.row(0, named=True), {r["query_id"]: r for r in pq.iter_rows(named=True)}
+    for r in o.results:
+        e = per_query[r["query_id"]]
+        assert (r["responses"], r["answered"], r["exhausted"]) == (e["n_drawn"], e["answered"], e["exhausted"])
+        assert (r["covered"], r["correct"]) == (e["covered"], e["selected_correct"]), r["query_id"]
+    s = o.summary
+    assert s["spent"] == {"samples": tot["samples_used"], "tokens": tot["tokens_used"]}
+    assert s["outcome"]["accuracy"] == pytest.approx(tot["accuracy"])
+    assert s["config"] == cfg.label() and "trace_cap=1000" in s["config"]
+    # what it paid: every capped trace the cap, the others their whole length
+    import polars as pl
+
+    parts = pl.read_parquet(tmp_path / "out" / "pool" / "samples")
+    capped = parts.filter(pl.col("finish_reason") == "cap")
+    assert capped.height > 0 and (capped["n_tokens"] == CAP).all()
+    assert (parts.filter(pl.col("finish_reason") != "cap")["n_tokens"] <= CAP).all()
+    # the run's pool is its memory: a rerun reads it back and pays nothing more
+    again = execute(plan_run(request(pp, tmp_path / "out", policy=policy, unit=unit, budget=budget)), backend, None,
+                    echo=lambda s: None)
+    assert again.generated_now == 0 and again.results == o.results
+
+
+def test_the_cap_is_part_of_the_configuration(pp, tmp_path):
+    """A run resumed with another cap (or none) is refused, listing it; its allocation records the probe."""
+    o = execute(plan_run(request(pp, tmp_path / "out", budget=2.0)), ProbedBackend(pp), None, echo=lambda s: None)
+    meta = json.loads((tmp_path / "out" / "pool" / "pool.json").read_text())
+    assert meta["allocation"]["trace_cap"]["tokens"] == CAP and "boxed" in meta["allocation"]["trace_cap"]["probe"]
+    for cap in (0, 1500):
+        with pytest.raises(RunError, match="another configuration"):
+            plan_run(request(pp, tmp_path / "out", budget=2.0, trace_cap=cap))
+    assert o.summary["spent"]["samples"] == 20
+
+
+@pytest.mark.parametrize("kw, msg", [
+    (dict(backend="openai", backend_options={"base_url": "http://localhost:9/v1"}),
+     "--backend openai cannot"),
+    (dict(trace_cap=4 * STEP * 4), "not below --max-tokens"),
+    (dict(oracle="judge"), "replay only for now"),
+    (dict(policy="deepconf-online"), "replay only for now"),
+    (dict(trace_cap=-1), "trace_cap must be >= 0"),
+])
+def test_a_cap_the_run_cannot_honour_is_refused(pp, tmp_path, kw, msg):
+    with pytest.raises(RunError if "trace_cap must" not in msg else Exception, match=msg):
+        plan_run(request(pp, tmp_path / "out", **kw))
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_command_line_refuses_a_cap_for_a_backend_that_cannot_probe(pp, tmp_path):
+    from typer.testing import CliRunner
+
+    from ttc.cli import app
+
+    r = CliRunner().invoke(app, ["run", "--dataset", str(pp.path), "--model", "m", "--backend", "openai",
+                                 "--base-url", "http://localhost:9/v1", "--max-tokens", "4000", "--budget", "2",
+                                 "--trace-cap", "1000", "--out", str(tmp_path / "out"), "--no-progress"])
+    assert r.exit_code == 2, r.output
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: --trace-cap needs a backend") and "openai" in lines[0]
