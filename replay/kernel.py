@@ -21,34 +21,71 @@ from __future__ import annotations
 
 import math
 from collections import namedtuple
+from enum import IntEnum
 
 import numpy as np
 from numba import njit
 
+
+class Policy(IntEnum):
+    """The width policies' codes (a CONFIG record's `policy`; replay/policies.py's registry names them). Depth
+    policies have codes of their own in the depth section (from 20)."""
+    UNIFORM = 0
+    ELIMINATION = 1
+    UCB = 2
+    GAP = 3
+    GAP_LITERAL = 4
+    ENTROPY = 5
+    TWO_STAGE = 6
+    STREAMING = 7
+    ORACLE = 8
+    OPTSCALE = 9
+    MARGINAL_GAIN = 10
+    DSC = 11
+    SIDE_EB = 12
+    DEEPCONF_ONLINE = 13
+
+
+class Unit(IntEnum):
+    """What a budget counts (a CONFIG record's `unit`)."""
+    SAMPLES = 0
+    TOKENS = 1
+
+
+class Elim(IntEnum):
+    """The elimination rules' codes (a CONFIG record's `elim`); the 2025-26 per-query stops (issue 29) from 8 on."""
+    NONE = 0
+    THRESHOLD = 1
+    SC_SHARE = 2
+    SC_BETA = 3
+    ESC = 4
+    AC_MAJORITY = 5
+    AC_ENTROPY = 6
+    AC_DIRICHLET = 7
+    BOINF = 8
+    MMC = 9
+    LBAYES = 10
+
+
+# The kernels branch on each code as a plain int, the name below (tests/test_kernel_module.py checks each against its
+# enum member): numba types an IntEnum member as IntEnum<int64>, which its builtins reject (`min(Policy.UCB, policy)`:
+# no matching overload of min, numba 0.68), so a member inside a kernel would need a cast at each such use.
 UNIFORM, ELIMINATION, UCB, GAP, GAP_LITERAL, ENTROPY, TWO_STAGE, STREAMING, ORACLE, OPTSCALE, MARGINAL_GAIN, DSC, \
-    SIDE_EB, DEEPCONF_ONLINE = range(14)
-# Integer codes (branched on inside the kernels; the names are the command line's).
-UNIT_SAMPLES, UNIT_TOKENS = 0, 1
+    SIDE_EB, DEEPCONF_ONLINE = map(int, Policy)
+UNIT_SAMPLES, UNIT_TOKENS = map(int, Unit)
 ELIM_NONE, ELIM_THRESHOLD, ELIM_SC_SHARE, ELIM_SC_BETA, ELIM_ESC, ELIM_AC_MAJORITY, ELIM_AC_ENTROPY, \
-    ELIM_AC_DIRICHLET = range(8)
+    ELIM_AC_DIRICHLET, ELIM_BOINF, ELIM_MMC, ELIM_LBAYES = map(int, Elim)
 # The rules that read the drawn responses or the answer slots at each check (the others read the running counts):
 # run_one compiles them in only when its `reading` argument is not None, so that a grid without them (the default
 # replay's) does not pay their compile (engine.reading_flag picks the argument from the configurations).
-READING_RULES = (ELIM_ESC, ELIM_AC_ENTROPY, ELIM_AC_DIRICHLET)
-# The 2025-26 per-query stops (issue 29): codes 8-12, each on its own line.
-ELIM_BOINF = 8
-READING_RULES = READING_RULES + (ELIM_BOINF,)
+READING_RULES = (ELIM_ESC, ELIM_AC_ENTROPY, ELIM_AC_DIRICHLET, ELIM_BOINF, ELIM_MMC, ELIM_LBAYES)
 # boinf: the weight of the source's "unknown" answer bucket (test_main.py's alpha = 0.3: a pseudo-count always in its
 # Dirichlet, so that one answer seen once does not stop a query at once)
 BOINF_ALPHA = 0.3
-ELIM_MMC = 9
-READING_RULES = READING_RULES + (ELIM_MMC,)
 # mmc: the source's fixed guards (its PluralityEAndDeciderPrior defaults): each e-process needs this many updates
 # before it may certify, and its plug-in bet stays within these bounds
 MMC_MIN_UPDATES = 2
 MMC_Q_LO, MMC_Q_HI = 0.50001, 0.99999
-ELIM_LBAYES = 10
-READING_RULES = READING_RULES + (ELIM_LBAYES,)
 # ac-entropy stops at h <= hmax + AC_ENTROPY_TIE: an entropy exactly equal to hmax (counts 8, 3, 1 give 0.75 exactly)
 # computes a few ulps either side of it in floating point; the margin, far above that error and far below any gap
 # between distinct values of h at the counts a pool holds, makes such a tie stop, as `h <= hmax` says
