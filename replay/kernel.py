@@ -2227,13 +2227,11 @@ def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags,
     deepconf's kept percentage; with no weights (an empty cw) the confidence votes are skipped (their bits 0). sched:
     the scheduler's scratch (engine.sched), one per thread; perm: the thread's permutation, the identity (each seed
     leaves it so again: restore_identity; engine.take_identities keeps it from call to call). reading, dc: run_one's
-    (None unless a configuration
-    needs them). done[0] counts the runs made, for progress: one element per thread, which engine.run_grid reads
-    while the threads run (a run of a large pool takes long enough that progress per block of seeds fell silent for
-    minutes, issue 27)."""
+    (None unless a configuration needs them). done[0] counts the runs made, for progress: one element per thread,
+    which engine.run_grid reads while the threads run (a run of a large pool takes long enough that progress per block
+    of seeds fell silent for minutes, issue 27)."""
     off, aoff, correct = P.off, P.aoff, P.correct
     n = qkeys.shape[0]
-    total = off[n]
     per_query = pq_n.shape[0] > 0
     votes = cw.shape[0] > 0
     if s_lo < s_hi:
