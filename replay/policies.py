@@ -233,7 +233,7 @@ def markdown_choices(entries: dict) -> str:
 
 def param(default, doc: str, *, flag: str | None = None, short: str | None = None, sweep: bool = False,
           replay_default: str | None = None, choices: tuple | None = None, scope: str | None = None,
-          live: bool = True):
+          live: bool = True, view: bool = False):
     """A RunConfig field with its one declaration of what the layers above need: its help (`doc`, which policy or
     rule reads it first), its command-line flag (default `--name-with-dashes`; `short`: an alias), whether `ttc
     replay` sweeps it as a comma list (`sweep`, with `replay_default` its list default where it is not the field's)
@@ -242,10 +242,11 @@ def param(default, doc: str, *, flag: str | None = None, short: str | None = Non
     ttc.replay's keywords are the field names; the kernel reads the record fields of the same names (record()).
     choices: a string parameter's values; scope: who reads it when no registry entry lists it (depth's, read by
     every policy through the pool's depth view); live: whether `ttc run` takes it (depth's are replay only until a
-    backend can stop a trace part-way: ttc run leaves them at their defaults, whole traces)."""
+    backend can stop a trace part-way: ttc run leaves them at their defaults, whole traces); view: read through the
+    pool's depth view (engine.depth_pool), never by a width policy's own code or its reference twin."""
     return field(default=default, metadata={"doc": doc, "flag": flag, "short": short, "sweep": sweep,
                                             "replay_default": replay_default, "choices": choices, "scope": scope,
-                                            "live": live})
+                                            "live": live, "view": view})
 
 
 @dataclass(frozen=True)
@@ -293,15 +294,16 @@ class RunConfig:
     # cost convention; parallel-probe's and cmc's own parameters (the values of AutoTTS's evaluator)
     depth_rule: str = param("whole", "Depth, every width policy: when a trace stops part-way: whole (runs to its "
                             "end) or stability (its last --depth-m probes agree).", choices=("whole", "stability"),
-                            scope="every width policy (depth)", live=False)
+                            scope="every width policy (depth)", live=False, view=True)
     depth_m: int = param(3, "stability: agreeing valid probe answers in a row that stop a trace.",
-                         scope="the stability depth rule", live=False)
+                         scope="the stability depth rule", live=False, view=True)
     trace_cap: int = param(0, "Depth, every policy: each trace stops at this many tokens and answers its last probe "
                            "there (0: none; replay: needs the pool's probes; ttc run: a backend that can stop a trace "
-                           "and probe it, transformers).", scope="every policy (depth)")
+                           "and probe it, transformers).", scope="every policy (depth)", view=True)
     probe_cost: str = param("tokens", "Depth: tokens (a probe costs its offset; probes at or past a trace's end are "
                             "not reached) or autotts (AutoTTS's replay: every probe paid, finishing pays max(total, "
-                            "last offset)).", choices=("tokens", "autotts"), scope="every policy (depth)", live=False)
+                            "last offset)).", choices=("tokens", "autotts"), scope="every policy (depth)", live=False,
+                            view=True)
     chains: int = param(64, "parallel-probe: traces per query.", live=False)
     stable: int = param(40, "parallel-probe: steps the majority must hold to stop a query.", live=False)
     patience: int = param(7, "parallel-probe: steps off the majority in a row that prune a trace.", live=False)
@@ -651,6 +653,7 @@ PARAMS = tuple(f for f in fields(RunConfig) if "doc" in f.metadata)  # the param
 # The parameters `ttc run` leaves at their defaults (replay only: depth's but the trace cap, which a backend that can
 # stop a trace and probe it takes live)
 DEPTH_FIELDS = tuple(f.name for f in PARAMS if not f.metadata["live"])
+VIEW_FIELDS = tuple(f.name for f in PARAMS if f.metadata["view"])  # the depth view's (trace_cap is also live)
 SWEPT = tuple(f.name for f in PARAMS if f.metadata["sweep"])  # what ttc replay takes as comma lists
 
 
