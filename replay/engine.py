@@ -28,6 +28,7 @@ from .kernel import (
     F_COVERED,
     F_EXHAUSTED,
     F_SEL,
+    READING_POLICIES,
     READING_RULES,
     SAMPLES,
     SCHED_SLOTS,
@@ -138,9 +139,10 @@ def vote_weights(score, votes) -> tuple[np.ndarray, float]:
 
 def reading_flag(records):
     """run_one's `reading` argument for these configurations (CONFIG records): True when one uses a rule that
-    reads the drawn responses (kernel.READING_RULES), else None, which compiles a kernel without those rules (its
-    own cached specialisation, ~4 s less to compile on a first run)."""
-    return True if np.isin(records["elim"], READING_RULES).any() else None
+    reads the drawn responses (kernel.READING_RULES) or a policy that does (kernel.READING_POLICIES), else None, which
+    compiles a kernel without that code (its own cached specialisation, ~4 s less to compile on a first run)."""
+    return True if (np.isin(records["elim"], READING_RULES).any()
+                    or np.isin(records["policy"], READING_POLICIES).any()) else None
 
 
 def lows_arg(lows, records):
@@ -360,6 +362,9 @@ def check_configs(pool: Pool, configs: list[RunConfig], select: str):
             raise PoolError(f"{c.label()} needs an 'answer' column (answer categories), and this pool has none")
         if c.unit != "samples" and not pool.has_tokens:
             raise PoolError(f"{c.label()}: a token budget needs an 'n_tokens' column, and this pool has none")
+        if "side" in REGISTRY[c.policy].needs and pool.side is None:
+            raise PoolError(f"{c.policy} reads each response's side signal (a confidence in [0, 1], e.g. exp(mean "
+                            "token log-probability)): name its column with --side COLUMN")
         if "gt" in REGISTRY[c.policy].needs and not pool.has_gt:
             raise PoolError(f"{c.policy} needs ground truth (a 'correct' column), and this pool has none")
         if "lows" in REGISTRY[c.policy].needs and pool.lows is None:

@@ -27,6 +27,10 @@ from numba import njit
 
 UNIFORM, ELIMINATION, UCB, GAP, GAP_LITERAL, ENTROPY, TWO_STAGE, STREAMING, ORACLE, OPTSCALE, MARGINAL_GAIN, DSC, \
     SIDE_EB, DEEPCONF_ONLINE = range(14)
+# The 2025-26 cross-query allocations (issue 29), each on its own line. They read the drawn responses' side signal or
+# answer slots at their stage boundaries, so run_one compiles their code only with `reading` (as the reading rules).
+UAB = 15
+READING_POLICIES = (UAB,)
 # Integer codes (branched on inside the kernels; the names are the command line's).
 UNIT_SAMPLES, UNIT_TOKENS = 0, 1
 ELIM_NONE, ELIM_THRESHOLD, ELIM_SC_SHARE, ELIM_SC_BETA, ELIM_ESC, ELIM_AC_MAJORITY, ELIM_AC_ENTROPY, \
@@ -69,7 +73,7 @@ CONFIG = np.dtype([("policy", np.int64), ("unit", np.int64), ("K", np.int64), ("
                    ("hmax", np.float64), ("warmup", np.int64), ("judge", np.int64), ("percentile", np.float64),
                    ("prior_strength", np.float64), ("bins", np.int64), ("refresh", np.int64),
                    ("dirichlet_conf", np.float64), ("horizon", np.int64),
-                   ("bf", np.float64), ("bf_mc", np.int64)], align=True)
+                   ("bf", np.float64), ("bf_mc", np.int64), ("uab_tau", np.float64)], align=True)
 
 # What a run reads (read-only): the pool's per-response arrays grouped by query (off), the answer slots (aoff,
 # answer_offsets), have[i] = how many of query i's responses exist (its pool size in replay; fewer in a live run,
@@ -669,6 +673,74 @@ def heapify(hk, hr, hq, size):
             else:
                 break
         hk[p], hr[p], hq[p] = k, r, q
+
+
+@inner
+def uab_split(qs, side, perm, off, U, alloc, hk, hr, hq, tau, cap, budget, tot, unit):
+    """UAB's phase 2 (docs/semantics.md): each query holding its one phase-1 draw gets p = exp(ln(conf) / tau), conf
+    its draw's side signal (exp(-ANLL), so p is the source's exp(-ANLL / tau)); the draws left go one at a time to
+    the largest p (1 - p)^c (c: what it got so far; the key multiplied by 1 - p per draw, as the reference does),
+    ties to the lowest query index (the source's np.argmax over its questions), at most its pool's rest and the cap.
+    Draws left: the sample budget's rest; tokens: the token budget's rest over phase 1's mean tokens per draw, and
+    each query then gets an allowance of the tokens left in proportion to its draws. Fills U[:u], alloc[:u] in
+    memory order (two-stage's stage 2 draws them) and returns u. hk, hr, hq: the index rules' heap (not in use)."""
+    n = qs.shape[0]
+    p = np.empty(n)
+    room = np.empty(n, np.int64)
+    size = 0
+    for i in range(n):
+        alloc[i] = 0
+        room[i] = 0
+        if cap > 0 and qs[i].n >= cap:
+            qs[i].capped = 1
+        if qs[i].n == 0 or qs[i].exh or qs[i].capped:
+            continue
+        x = side[perm[off[i]]]
+        p[i] = math.exp(math.log(x) / tau) if x > 0.0 else 0.0
+        r = off[i + 1] - off[i] - qs[i].n
+        room[i] = min(r, cap - qs[i].n) if cap > 0 else r
+        if room[i] > 0:
+            hk[size], hr[size], hq[size] = p[i], i, i
+            size += 1
+    hk[size] = -np.inf
+    heapify(hk, hr, hq, size)
+    left = budget - tot[SAMPLES] if unit == UNIT_SAMPLES else budget - tot[TOKENS]
+    E = left
+    if unit != UNIT_SAMPLES:
+        mbar = tot[TOKENS] / tot[SAMPLES] if tot[SAMPLES] > 0 else 0.0
+        E = INT64_MAX if mbar <= 0.0 else np.int64(min(math.floor(left / mbar), 4.0e18))
+    total = np.int64(0)
+    while total < E and size > 0:
+        i = hq[0]
+        alloc[i] += 1
+        total += 1
+        if alloc[i] >= room[i]:  # its pool's rest or its cap: it leaves the heap
+            size -= 1
+            k, r, q = hk[size], hr[size], hq[size]
+            hk[size] = -np.inf
+        else:
+            k, r, q = hk[0] * (1.0 - p[i]), hr[0], i
+        pp = 0  # sift (k, r, q) down from the top, as heapify does
+        while True:
+            c = 2 * pp + 1
+            if c >= size:
+                break
+            if hk[c + 1] > hk[c] or (hk[c + 1] == hk[c] and hr[c + 1] < hr[c]):
+                c += 1
+            if hk[c] > k or (hk[c] == k and hr[c] < r):
+                hk[pp], hr[pp], hq[pp] = hk[c], hr[c], hq[c]
+                pp = c
+            else:
+                break
+        hk[pp], hr[pp], hq[pp] = k, r, q
+    u = 0
+    for i in range(n):  # (u <= i: alloc[i] is read before alloc[u] is written)
+        if alloc[i] > 0:
+            a = alloc[i]
+            U[u] = i
+            alloc[u] = a if unit == UNIT_SAMPLES else np.int64(math.floor(left * a / total))
+            u += 1
+    return u
 
 
 _E52 = 4503599627370496.0  # 2**52
@@ -1493,7 +1565,8 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
     # elimination rule, repeats), makes it at the single `pull` call site, then updates the rule's own cursor.
     # numba inlines `pull` wherever it is called, and each copy costs ~2 s of compile time, hence one call
     # site; it is also the shape a live driver needs (pick the next pulls; fold the responses in).
-    is_rr = policy == UNIFORM or policy == ELIMINATION or policy == TWO_STAGE or policy == OPTSCALE or policy == DSC
+    is_rr = policy == UNIFORM or policy == ELIMINATION or policy == TWO_STAGE or policy == OPTSCALE or policy == DSC \
+        or (reading is not None and policy == UAB)
     is_index = policy == UCB or policy == GAP or policy == GAP_LITERAL or policy == ENTROPY or policy == MARGINAL_GAIN \
         or policy == SIDE_EB
 
@@ -1522,7 +1595,7 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
             rr_budget = np.int64(math.floor(rho * budget))
         elif policy == OPTSCALE:  # the warm-up: round-robin up to `warmup` responses each
             rr_cap = warmup if max_samples == 0 else min(warmup, max_samples)
-        elif policy == DSC:  # the ranking's first draw: one response each
+        elif policy == DSC or policy == UAB:  # the ranking's (UAB: phase 1's) first draw: one response each
             rr_cap = 1
         one_pull = rr_elim == ELIM_NONE and rr_cap == 0
         rr_on = is_rr  # a round-robin phase is running (two-stage's stage 2 and dsc's partition are not)
@@ -1601,13 +1674,17 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                 cap = alloc[i]
         elif rr_on:
             if m == 0:
-                if stage != 1 or (policy != TWO_STAGE and policy != OPTSCALE and policy != DSC):
+                if stage != 1 or (policy != TWO_STAGE and policy != OPTSCALE and policy != DSC and policy != UAB):
                     break
                 if policy != TWO_STAGE:  # optscale's and dsc's first round-robin: its cap was its own
                     if tot[STOP]:
                         break
                     for i in range(n):
                         qs[i].capped = 0
+                if reading is not None and policy == UAB:  # phase 2 (uab_split), drawn as two-stage's stage 2
+                    u = uab_split(qs, side, perm, off, U, alloc, hk, hr, hq, cfg.uab_tau, max_samples, budget, tot, unit)
+                    stage, rr_on, start = 2, False, tot[TOKENS]
+                    continue
                 if policy == OPTSCALE:  # each query's N_i (alloc) from its warm-up; stage 2 draws up to it
                     optscale_caps(qs, score, off, perm, alloc, warmup, max_samples, gamma, pct)
                     m = active_by_rank(qs, order, act)
@@ -1653,7 +1730,7 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
             if one_pull and not live:  # no rule between its pulls: the block is one pull (live: pulls, which
                 # the query can make as their responses come)
                 want, reps = rr_k * blk, 1
-        elif policy == TWO_STAGE:
+        elif policy == TWO_STAGE or policy == UAB:
             if q >= u:
                 break
             i = U[q]
@@ -1750,7 +1827,7 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
             ds[5] += 1
             if tot[STOP]:
                 break
-        elif policy == TWO_STAGE:
+        elif policy == TWO_STAGE or policy == UAB:
             if unit == UNIT_SAMPLES or tot[STOP]:
                 tot[STOP] = 0
                 q += 1

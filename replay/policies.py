@@ -98,6 +98,11 @@ REGISTRY = {p.name: p for p in (
            "below the threshold stops there, pays its tokens so far and does not vote",
            ("warmup", "percentile", "tau", "max_samples"), needs=frozenset({"lows", "answers"}),
            style=("#c5b0d5", "<", "-")),
+    # the 2025-26 cross-query allocations (issue 29)
+    Policy("uab", "UAB", "UAB: one draw per query, its --side confidence (exp(-mean NLL)) giving p = conf^(1/uab_tau); "
+           "the rest of the budget one draw at a time to the largest p (1 - p)^c (a concave coverage surrogate), then "
+           "drawn", ("uab_tau", "max_samples"), needs=frozenset({"side"}), style=("#843c39", ">", "-."),
+           inputs=("side",)),
     # depth (issue 30): policies that stop traces part-way, read the pool's probes
     Policy("parallel-probe", "PARALLEL_PROBE", "Parallel-Probe: `chains` traces per query advanced one probe per step "
            "in lockstep; the majority of their latest answers stops the query once it has held for `stable` steps; "
@@ -208,7 +213,7 @@ def supported(pool, eliminate: str = "threshold") -> list[str]:
     """The policies a pool can run under an elimination rule: what each needs ("gt": ground truth, "answers":
     answer categories, its own or through the rule) the pool has."""
     has = {"gt": pool.has_gt, "answers": pool.has_answers, "lows": pool.lows is not None,
-           "probes": pool.probe_off is not None}
+           "probes": pool.probe_off is not None, "side": getattr(pool, "side", None) is not None}
     rule = ELIMINATION_RULES[eliminate].needs if eliminate in ELIMINATION_RULES else frozenset()
     return [name for name, p in REGISTRY.items()
             if all(has[n] for n in p.needs | (rule if "eliminate" in p.params else frozenset()))]
@@ -306,8 +311,14 @@ class RunConfig:
     bf_mc: int = param(1000, "boinf: the Dirichlet draws of the source's Monte Carlo estimate of P, whose random "
                        "decision (its Hoeffding term where every draw favours the mode) the engine draws from the same "
                        "law (docs/semantics.md); 0: the exact Bayes factor, the paper's rule.")
+    # the 2025-26 cross-query allocations (issue 29)
+    uab_tau: float = param(0.2, "uab: the temperature of p = exp(-ANLL / uab_tau) = conf^(1 / uab_tau), the success "
+                           "chance its greedy split reads from the first draw's confidence (the source's --tau, 0.2).")
 
     def __post_init__(self):
+        if not 0.0 < self.uab_tau < math.inf:
+            raise ValueError(f"uab_tau must be a finite number > 0 (UAB's temperature: p = exp(-ANLL / uab_tau)), got "
+                             f"{self.uab_tau}")
         if not 0.0 < self.bf < math.inf:
             raise ValueError(f"bf must be a finite number > 0 (boinf's Bayes factor threshold), got {self.bf}")
         if not 0 <= self.bf_mc <= 10**9:
@@ -457,6 +468,7 @@ NEEDS = {
              "and 'conf_lows': ttc harvest --confidence group-lows)"),
     "probes": (lambda pool: pool.probe_off is not None, "each trace's probes ('probe_answer', 'probe_tokens' and "
                "'probe_correct': ttc import autotts)"),
+    "side": (lambda pool: pool.side is not None, "a per-response side signal (--side COLUMN)"),
     "score": (lambda pool: pool.score.size > 0 and float(pool.score.min()) < float(pool.score.max()),
               "a score that varies between responses"),
 }

@@ -211,6 +211,7 @@ DEFAULT_GRID = {
     "judge": (8, 32),
     "bins": (2, 3, 5),
     "horizon": (0, 1),
+    "uab_tau": (0.1, 0.2, 0.5),  # uab's temperature: the source's 0.2 and either side
 }
 
 
