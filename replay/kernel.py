@@ -30,7 +30,10 @@ UNIFORM, ELIMINATION, UCB, GAP, GAP_LITERAL, ENTROPY, TWO_STAGE, STREAMING, ORAC
 # The 2025-26 cross-query allocations (issue 29), each on its own line. They read the drawn responses' side signal or
 # answer slots at their stage boundaries, so run_one compiles their code only with `reading` (as the reading rules).
 UAB = 15
-READING_POLICIES = (UAB,)
+PETS = 16
+READING_POLICIES = (UAB, PETS)
+# pets: Simpson intervals of its quadrature of the Dirichlet argmax probability (docs/semantics.md)
+OKG_NODES = 256
 # Integer codes (branched on inside the kernels; the names are the command line's).
 UNIT_SAMPLES, UNIT_TOKENS = 0, 1
 ELIM_NONE, ELIM_THRESHOLD, ELIM_SC_SHARE, ELIM_SC_BETA, ELIM_ESC, ELIM_AC_MAJORITY, ELIM_AC_ENTROPY, \
@@ -73,7 +76,8 @@ CONFIG = np.dtype([("policy", np.int64), ("unit", np.int64), ("K", np.int64), ("
                    ("hmax", np.float64), ("warmup", np.int64), ("judge", np.int64), ("percentile", np.float64),
                    ("prior_strength", np.float64), ("bins", np.int64), ("refresh", np.int64),
                    ("dirichlet_conf", np.float64), ("horizon", np.int64),
-                   ("bf", np.float64), ("bf_mc", np.int64), ("uab_tau", np.float64)], align=True)
+                   ("bf", np.float64), ("bf_mc", np.int64), ("uab_tau", np.float64),
+                   ("pets_options", np.int64)], align=True)
 
 # What a run reads (read-only): the pool's per-response arrays grouped by query (off), the answer slots (aoff,
 # answer_offsets), have[i] = how many of query i's responses exist (its pool size in replay; fewer in a live run,
@@ -741,6 +745,92 @@ def uab_split(qs, side, perm, off, U, alloc, hk, hr, hq, tau, cap, budget, tot, 
             alloc[u] = a if unit == UNIT_SAMPLES else np.int64(math.floor(left * a / total))
             u += 1
     return u
+
+
+@jit
+def okg_lead_prob(c, m):
+    """pets: I = P(bucket 0 has the largest share) under Dirichlet(c[0] + 1, .., c[m - 1] + 1), c sorted descending
+    (c[0] the leading count): for independent Gamma(c_k + 1) variables, the integral over x of the Gamma(c[0] + 1)
+    density (Poisson(x)'s pmf at c[0]) times each other's CDF (P(Poisson(x) > c_k)), by Simpson's rule with
+    OKG_NODES intervals (8 times as many below a = 8) on [max(0, a - 10 sqrt(a) - 10), a + 10 sqrt(a) + 30], a =
+    c[0] + 1 (the mass of the Gamma(a) density outside it is below 1e-13): within 1e-8 of the closed forms
+    (tests/test_pets.py). Every count is <= c[0], so one upward pass over the Poisson terms
+    at each node gives every CDF. replay/reference.py's okg_lead_prob is this code in plain Python, operation for
+    operation (so both give the same bits: the rewards they compare tie exactly where they should)."""
+    a = c[0] + 1
+    fa = float(a)
+    lo = max(0.0, fa - 10.0 * math.sqrt(fa) - 10.0)
+    hi = fa + 10.0 * math.sqrt(fa) + 30.0
+    nodes = OKG_NODES if a >= 8 else 8 * OKG_NODES  # a small leading count: a narrow density, finer steps
+    h = (hi - lo) / nodes
+    cum = np.empty(a)
+    total = 0.0
+    for k in range(nodes + 1):
+        x = lo + k * h
+        term = math.exp(-x)
+        acc = term
+        cum[0] = acc
+        for j in range(1, a):
+            term = term * x / j
+            acc += term
+            cum[j] = acc
+        f = term  # Poisson(x)'s pmf at a - 1: the Gamma(a) density at x
+        for t in range(1, m):
+            f *= 1.0 - cum[c[t]]
+        w = 1.0 if k == 0 or k == nodes else (4.0 if k % 2 == 1 else 2.0)
+        total += w * f
+    return total * h / 3.0
+
+
+@jit
+def okg_reward(c, m):
+    """pets: OKG's reward of one more draw for a query whose m option buckets hold the counts c (sorted descending;
+    buckets never drawn count 0): max over the buckets of h(c + e_k) - h(c), h the largest argmax probability (the
+    leading bucket's, okg_lead_prob). Buckets with equal counts give the same term, so one term per distinct count;
+    c is restored before it returns."""
+    base = okg_lead_prob(c, m)
+    best = -np.inf
+    for t in range(m):
+        if t > 0 and c[t] == c[t - 1]:
+            continue
+        v = c[t]
+        # one bucket of count v (the first of them, position t) gains one: the sorted order holds with it there
+        c[t] = v + 1
+        d = okg_lead_prob(c, m) - base
+        c[t] = v
+        if d > best:
+            best = d
+    return best
+
+
+@inner
+def pets_index(ans, perm, off, i, nd, M):
+    """pets: query i's OKG reward from its nd draws: its valid answers in draw order fill M option buckets (a new
+    answer when all M hold one is discarded, as the source's `_consume_one`; an invalid answer counts in none)."""
+    ids = np.empty(M, np.int64)
+    c = np.zeros(M, np.int64)
+    nb = 0
+    for k in range(nd):
+        a = ans[perm[off[i] + k]]
+        if a < 0:
+            continue
+        t = 0
+        while t < nb and ids[t] != a:
+            t += 1
+        if t < nb:
+            c[t] += 1
+        elif nb < M:
+            ids[nb] = a
+            c[nb] = 1
+            nb += 1
+    for t in range(1, nb):  # descending (insertion sort: nb <= M, a handful)
+        v = c[t]
+        u = t
+        while u > 0 and c[u - 1] < v:
+            c[u] = c[u - 1]
+            u -= 1
+        c[u] = v
+    return okg_reward(c, M)
 
 
 _E52 = 4503599627370496.0  # 2**52
@@ -1568,7 +1658,7 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
     is_rr = policy == UNIFORM or policy == ELIMINATION or policy == TWO_STAGE or policy == OPTSCALE or policy == DSC \
         or (reading is not None and policy == UAB)
     is_index = policy == UCB or policy == GAP or policy == GAP_LITERAL or policy == ENTROPY or policy == MARGINAL_GAIN \
-        or policy == SIDE_EB
+        or policy == SIDE_EB or (reading is not None and policy == PETS)
 
     act, hk, hr, hq, eb, ex = W.act, W.hk, W.hr, W.hq, W.eb, W.ex
     U, alloc, cost, first, cand, ds, dfr = W.U, W.alloc, W.cost, W.first, W.cand, W.ds, W.dfr
@@ -1765,7 +1855,7 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
         elif is_index:
             if size == 0:
                 break
-            i, want = hq[0], K
+            i, want, rule = hq[0], K, (ELIM_NONE if policy == PETS else elim)
             n0 = qs[i].n
         elif policy == STREAMING:
             if sp >= n:
@@ -1840,9 +1930,11 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                 key = side_eb(hk, hr, hq, size, qs, ex, eb, i, n0, side, tok, perm, off, nb, strength, unit, tot, hz,
                               budget)
                 pulls += 1
+            if reading is not None and policy == PETS:  # its OKG reward (pets_index)
+                key = pets_index(ans, perm, off, i, qs[i].n, cfg.pets_options)
             if qs[i].elim == 0 and qs[i].capped == 0 and qs[i].exh == 0:  # active: its new index at the top
                 key, r0, q0 = (gain_index(prior, qs, i, strength, gamma) if policy == MARGINAL_GAIN else
-                               key if policy == SIDE_EB else index_of(i)), hr[0], i
+                               key if policy == SIDE_EB or policy == PETS else index_of(i)), hr[0], i
             else:  # it leaves the heap: the last entry moves to the top
                 size -= 1
                 key, r0, q0 = hk[size], hr[size], hq[size]

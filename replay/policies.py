@@ -103,6 +103,10 @@ REGISTRY = {p.name: p for p in (
            "the rest of the budget one draw at a time to the largest p (1 - p)^c (a concave coverage surrogate), then "
            "drawn", ("uab_tau", "max_samples"), needs=frozenset({"side"}), style=("#843c39", ">", "-."),
            inputs=("side",)),
+    Policy("pets", "PETS", "PETS offline (OKG): one draw per query, then each draw to the query whose next draw most "
+           "raises the largest argmax probability of the Dirichlet over its pets_options answer buckets (optimistic "
+           "knowledge gradient, computed exactly); no stop", ("K", "max_samples", "pets_options"),
+           needs=frozenset({"answers"}), style=("#5254a3", "<", ":")),
     # depth (issue 30): policies that stop traces part-way, read the pool's probes
     Policy("parallel-probe", "PARALLEL_PROBE", "Parallel-Probe: `chains` traces per query advanced one probe per step "
            "in lockstep; the majority of their latest answers stops the query once it has held for `stable` steps; "
@@ -314,8 +318,12 @@ class RunConfig:
     # the 2025-26 cross-query allocations (issue 29)
     uab_tau: float = param(0.2, "uab: the temperature of p = exp(-ANLL / uab_tau) = conf^(1 / uab_tau), the success "
                            "chance its greedy split reads from the first draw's confidence (the source's --tau, 0.2).")
+    pets_options: int = param(16, "pets: the Dirichlet's answer buckets per query (the source's --max_options, 16); a "
+                              "new answer once all hold one is discarded (its draw paid).")
 
     def __post_init__(self):
+        if not 2 <= self.pets_options <= 1024:
+            raise ValueError(f"pets_options must be in 2..1024 (answer buckets), got {self.pets_options}")
         if not 0.0 < self.uab_tau < math.inf:
             raise ValueError(f"uab_tau must be a finite number > 0 (UAB's temperature: p = exp(-ANLL / uab_tau)), got "
                              f"{self.uab_tau}")

@@ -80,7 +80,7 @@ def configs(draw, total, tokens_total, policy, unit):
         judge=draw(st.integers(2, 5)), bins=draw(st.integers(1, 5)), refresh=draw(st.integers(1, 4)),
         dirichlet_conf=draw(st.sampled_from([0.6, 0.8, 0.95])), horizon=draw(st.integers(0, 1)),
         bf=draw(st.sampled_from([2.0, 5.0, 10.0, 100.0])), bf_mc=draw(st.sampled_from([0, 50])),
-        uab_tau=draw(st.sampled_from([0.2, 1.0])))
+        uab_tau=draw(st.sampled_from([0.2, 1.0])), pets_options=draw(st.sampled_from([2, 3, 16])))
     hi = total + 3 if unit == "samples" else tokens_total + 5
     return cfg, draw(st.integers(0, hi))
 
@@ -91,7 +91,8 @@ def config_kwargs(cfg):
                 eps=cfg.eps, max_samples=cfg.max_samples, rho=cfg.rho, tau=cfg.tau, m_min=cfg.m_min, share=cfg.share,
                 hmax=cfg.hmax, warmup=cfg.warmup, percentile=cfg.percentile, prior_strength=cfg.prior_strength,
                 judge=cfg.judge, bins=cfg.bins, refresh=cfg.refresh, dirichlet_conf=cfg.dirichlet_conf,
-                horizon=cfg.horizon, bf=cfg.bf, bf_mc=cfg.bf_mc, uab_tau=cfg.uab_tau)
+                horizon=cfg.horizon, bf=cfg.bf, bf_mc=cfg.bf_mc, uab_tau=cfg.uab_tau,
+                pets_options=cfg.pets_options)
 
 
 def _compare(data, cfg, budget, conf=0.95, prior=None, side=None, lows=None):
