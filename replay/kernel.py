@@ -85,7 +85,9 @@ CONFIG = np.dtype([("policy", np.int64), ("unit", np.int64), ("K", np.int64), ("
 # predicted success probability in [0, 1] (marginal-gain's --prior; NaN for none: always an array, so that every
 # run has the one compiled signature) and side[j], a per-response side signal in [0, 1] (side-eb's --side; 0.5
 # everywhere for none, likewise always an array).
-PoolArrays = namedtuple("PoolArrays", "off aoff correct score ans tok have T L min_a prior side")
+# mode[p]: answer slot p's answer is a most frequent valid answer of its query's whole pool (the self-consistency
+# rate's reference, the infinite-budget majority: engine.pool_modes).
+PoolArrays = namedtuple("PoolArrays", "off aoff correct score ans tok have T L min_a prior side mode")
 # What a run writes: the permutation and its lazy-generation state (perm, qgen, hs; qgen has no rows when perm is
 # given whole), the query order, and the state arrays qs, si, sf, tot. The grid allocates one per thread.
 Scratch = namedtuple("Scratch", "perm qgen hs order qs si sf tot act hk hr hq eb ex U alloc cost first cand ds sch "
@@ -1772,7 +1774,8 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                     for i in range(n):
                         qs[i].capped = 0
                 if reading is not None and policy == UAB:  # phase 2 (uab_split), drawn as two-stage's stage 2
-                    u = uab_split(qs, side, perm, off, U, alloc, hk, hr, hq, cfg.uab_tau, max_samples, budget, tot, unit)
+                    u = uab_split(qs, side, perm, off, U, alloc, hk, hr, hq, cfg.uab_tau, max_samples, budget, tot,
+                                  unit)
                     stage, rr_on, start = 2, False, tot[TOKENS]
                     continue
                 if policy == OPTSCALE:  # each query's N_i (alloc) from its warm-up; stage 2 draws up to it
@@ -2141,7 +2144,10 @@ def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags,
                 acc3 = 0
                 acc4 = 0
                 answered = 0
+                cons = 0  # the self-consistency rate: the majority drawn (sc's lead) is a majority of the pool
                 for i in range(n):
+                    if qs[i].lead >= 0:
+                        cons += P.mode[aoff[i] + 1 + qs[i].lead]
                     cov += qs[i].covered
                     answered += qs[i].elim
                     acc0 += (sel[i] >> 4) & 1
@@ -2159,6 +2165,7 @@ def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags,
                 out_f[c, s, 3] = acc2 / n
                 out_f[c, s, 4] = acc3 / n
                 out_f[c, s, 5] = acc4 / n
+                out_f[c, s, 6] = cons / n
                 out_i[c, s, 0] = tot[SAMPLES]
                 out_i[c, s, 1] = tot[TOKENS]
                 out_i[c, s, 2] = tot[EXHAUSTED]

@@ -33,7 +33,9 @@ class Policy:
     report's parameter sweeps it takes part in;
     style: (colour, marker, line style) in every figure; inputs: the signals beyond the pool's scores it reads,
     "prior" (a per-query predicted success probability: --prior COLUMN) or "side" (a per-response side signal: --side
-    COLUMN), so that `ttc run` can refuse such an option for a policy that would ignore it."""
+    COLUMN), so that `ttc run` can refuse such an option for a policy that would ignore it; slow: it costs far more
+    per decision than the others (pets: a quadrature per draw, ~100x entropy's), so ttc replay, compare and the
+    leaderboard run it only where it is named (--policy)."""
 
     name: str
     kernel: str  # its code's name in replay/kernel.py
@@ -46,6 +48,7 @@ class Policy:
     grid: frozenset = frozenset()
     style: tuple = ("#4d4d4d", "o", "-")
     inputs: tuple = ()
+    slow: bool = False
 
     @property
     def code(self) -> int:
@@ -106,7 +109,7 @@ REGISTRY = {p.name: p for p in (
     Policy("pets", "PETS", "PETS offline (OKG): one draw per query, then each draw to the query whose next draw most "
            "raises the largest argmax probability of the Dirichlet over its pets_options answer buckets (optimistic "
            "knowledge gradient, computed exactly); no stop", ("K", "max_samples", "pets_options"),
-           needs=frozenset({"answers"}), style=("#5254a3", "<", ":")),
+           needs=frozenset({"answers"}), style=("#5254a3", "<", ":"), slow=True),
     # depth (issue 30): policies that stop traces part-way, read the pool's probes
     Policy("parallel-probe", "PARALLEL_PROBE", "Parallel-Probe: `chains` traces per query advanced one probe per step "
            "in lockstep; the majority of their latest answers stops the query once it has held for `stable` steps; "
@@ -616,6 +619,14 @@ METHODS = {m.name: m for m in (
            "posterior with an unknown bucket) reaches 10, at most 100 (its script's defaults), then the majority",
            "Komiyama et al. 2025, Best-of-Infinity: Asymptotic Performance of Test-Time Compute (arXiv:2509.21091)",
            {"policy": "elimination", "K": 1, "eliminate": "boinf", "max_samples": 100}, "sc"),
+    Method("uab", "one draw per query, its confidence (--side: exp(mean token log-prob)) giving p = conf^5; the rest "
+           "of the budget one draw at a time to the largest p (1 - p)^c; the majority answer",
+           "Nguyen, Gupta & Le 2026, Uncertainty-Aware Budget Allocation for Adaptive Test-Time Reasoning "
+           "(arXiv:2605.26849)", {"policy": "uab"}, "sc", frozenset({"side"})),
+    Method("pets", "one draw per query, then each draw to the query whose next answer most raises the chance that its "
+           "leading answer leads the Dirichlet posterior over 16 answer buckets (OKG); the majority answer", "Liu et "
+           "al. 2026, PETS: A Principled Framework Towards Optimal Trajectory Allocation for Efficient Test-Time "
+           "Self-Consistency (arXiv:2602.16745)", {"policy": "pets"}, "sc"),
 )}
 
 

@@ -946,15 +946,22 @@ def okg_lead_prob(c):
     return total * h / 3.0
 
 
-def okg_reward(c):
-    """pets: OKG's reward (the source's OKGAllocator.select_next, exactly): max over the buckets k of h(c + e_k) -
-    h(c), h = the largest argmax probability, the leading bucket's."""
+@lru_cache(maxsize=None)
+def _okg_reward(c):
+    c = list(c)
     base = okg_lead_prob(c)
     best = -math.inf
     for k in range(len(c)):
         d = okg_lead_prob(sorted(c[:k] + [c[k] + 1] + c[k + 1:], reverse=True)) - base
         best = max(best, d)
     return best
+
+
+def okg_reward(c):
+    """pets: OKG's reward (the source's OKGAllocator.select_next, exactly): max over the buckets k of h(c + e_k) -
+    h(c), h = the largest argmax probability, the leading bucket's. Remembered per count vector (a function of it
+    alone): _pets asks for every active query's at every step."""
+    return _okg_reward(tuple(c))
 
 
 def pets_counts(answers, M):
@@ -1148,11 +1155,22 @@ def run_policy(run, rank, *, policy, budget_total, K=1, elim="threshold", gamma=
     def mean(values):
         return sum(int(v) for v in values) / n if n else math.nan
 
+    # the self-consistency rate: the drawn majority (sc's lead) is a most frequent valid answer of the whole pool
+    consistent = []
+    for i in range(n):
+        pool_cnt = {}
+        for j in range(run.off[i], run.off[i + 1]):
+            if run.ans[j] >= 0:
+                pool_cnt[run.ans[j]] = pool_cnt.get(run.ans[j], 0) + 1
+        lead = run.q[i].lead
+        consistent.append(lead >= 0 and pool_cnt[lead] == max(pool_cnt.values()))
+
     return {
         "coverage": mean(covered),
         "accuracy_bon": mean(sel_bon),
         "accuracy_weighted": mean(sel_weighted),
         "accuracy_sc": mean(sel_sc),
+        "consistency": mean(consistent),
         "samples_used": run.samples_used,
         "tokens_used": run.tokens_used,
         "exhausted": sum(1 for e in exhausted_q if e),

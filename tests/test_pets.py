@@ -118,3 +118,41 @@ def test_live_equals_replay(unit, data):
     source = data.draw(st.sampled_from([Relabelled, OneAtATime]))(off, correct, score, ans, tok, perm)
     live = run_live(source, np.diff(off), rank, budget_total=budget, config=cfg)
     _assert_same(live, run_once(*pool, cfg, budget), (cfg, budget))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_the_consistency_column_equals_the_reference(data):
+    """`consistency` (the self-consistency rate, PETS's objective): the drawn majority is a majority of the whole
+    pool, per (configuration, seed) as the reference counts it on that seed's permutation."""
+    from ttc.replay.engine import run_grid
+    from ttc.replay.pool import Pool
+    from ttc.replay.reference import run_reference
+    from ttc.replay.rng import permutation, query_order
+    from ttc.replay.tables import make_tables
+
+    off, correct, score, ans, tok, _, _ = data.draw(pools(max_size=10))
+    pool = Pool.from_arrays(off, correct=correct, score=score, ans=ans, tok=tok)
+    cfgs = [RunConfig(p) for p in ("pets", "uniform", "entropy")]
+    seeds = np.arange(3)
+    budgets = np.full((3, 3), data.draw(st.integers(0, int(off[-1]) + 2)), np.int64)
+    out_f, _, _, _ = run_grid(pool, cfgs, budgets, seeds, make_tables(int(np.diff(off).max()), 0.95))
+    for s in seeds:
+        perm, (rank, _) = permutation(pool.off, pool.qkeys, int(s)), query_order(pool.qkeys, int(s))
+        for c, cfg in enumerate(cfgs):
+            ref = run_reference(off, correct, score, ans, tok, perm, rank, budget_total=int(budgets[c, s]),
+                                policy=cfg.policy)
+            assert out_f[c, s, 6] == ref["consistency"], (cfg, s)
+
+
+def test_replay_reports_the_consistency_rate():
+    from ttc.replay.engine import replay
+    from ttc.replay.pool import Pool
+
+    # query 0: answers 0, 0, 1 (majority 0); query 1: 0, 1, 1 (majority 1); budget 3 each draws them all
+    off = np.array([0, 3, 6])
+    pool = Pool.from_arrays(off, correct=np.array([1, 1, 0, 0, 1, 1], np.int8), ans=np.array([0, 0, 1, 0, 1, 1]))
+    df = replay(pool, [RunConfig("uniform")], [3], range(2))[0]
+    assert df["consistency"].to_list() == [1.0, 1.0]
+    bare = Pool.from_arrays(off, correct=np.array([1, 1, 0, 0, 1, 1], np.int8))
+    assert np.isnan(replay(bare, [RunConfig("uniform")], [3], range(1))[0]["consistency"][0])
