@@ -126,3 +126,14 @@ def test_uab_tau_is_checked():
     for bad in (0.0, -1.0, math.inf, math.nan):
         with pytest.raises(ValueError, match="uab_tau"):
             RunConfig("uab", uab_tau=bad)
+
+
+def test_ttc_run_needs_a_side_column_for_uab():
+    """Live, a uab run without --side would read 0.5 for every response (no signal) without a word: refused."""
+    from types import SimpleNamespace
+
+    from ttc.harvest.run import RunError, check_inputs
+
+    with pytest.raises(RunError, match="--side"):
+        check_inputs(SimpleNamespace(prior=None, side=None), RunConfig("uab"))
+    check_inputs(SimpleNamespace(prior=None, side="score_mean_logprob"), RunConfig("uab"))
