@@ -93,8 +93,8 @@ def write_jsonl(path: Path, off, ans, gold, qids):
 def run_source(script_dir: Path, preds: Path, out: Path, B: int, runs: int, nsamples: int, options: int, log: Path,
                seed: int):
     cmd = [sys.executable, "FillintheBlank_offline.py", "--preds", str(preds), "--B", str(B), "--multi_runs",
-           str(runs), "--seed", str(seed), "--with_baseline", "--vote_method", "mv", "--multi_run_jsonl", str(out), "--accuracy_plot", "",
-           "--consistency_plot", "", "--nsamples", str(nsamples), "--max_options", str(options)]
+           str(runs), "--seed", str(seed), "--with_baseline", "--vote_method", "mv", "--multi_run_jsonl", str(out),
+           "--accuracy_plot", "", "--consistency_plot", "", "--nsamples", str(nsamples), "--max_options", str(options)]
     with log.open("w") as f:
         subprocess.run(cmd, cwd=script_dir, check=True, stdout=f, stderr=subprocess.STDOUT)
 
