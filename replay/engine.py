@@ -28,6 +28,7 @@ from .kernel import (
     F_COVERED,
     F_EXHAUSTED,
     F_SEL,
+    READING_POLICIES,
     READING_RULES,
     SAMPLES,
     SCHED_SLOTS,
@@ -107,7 +108,25 @@ def pool_arrays(off, correct, score, ans, tok, tables, have=None, prior=None, si
                       frozen(np.diff(off) if have is None else have, np.int64), frozen(T, np.float64),
                       frozen(L, np.float64), frozen(min_a, np.int64),
                       frozen(np.full(n, np.nan) if prior is None else prior, np.float64),
-                      frozen(np.full(len(score), 0.5) if side is None else side, np.float64))
+                      frozen(np.full(len(score), 0.5) if side is None else side, np.float64),
+                      frozen(pool_modes(off, frozen(answer_offsets(off, ans) if aoff is None else aoff, np.int64),
+                                        ans), np.int8))
+
+
+def pool_modes(off, aoff, ans) -> np.ndarray:
+    """Per answer slot (answer_offsets' layout): 1 when its answer is a most frequent valid answer of its query's
+    whole pool, else 0 (the invalid answers' slots, a query without valid answers). The `consistency` column counts
+    a query whose drawn majority (sc's) is one: PETS's self-consistency rate, agreement with the infinite-budget
+    majority, a pool tie counting either answer (docs/semantics.md)."""
+    n = len(off) - 1
+    q = np.repeat(np.arange(n), np.diff(off))
+    valid = ans >= 0
+    slot = aoff[:-1][q[valid]] + 1 + ans[valid]
+    cnt = np.bincount(slot, minlength=int(aoff[-1]))
+    top = np.zeros(n, np.int64)
+    np.maximum.at(top, q[valid], cnt[slot])
+    owner = np.repeat(np.arange(n), np.diff(aoff))
+    return ((cnt > 0) & (cnt == top[owner])).astype(np.int8)
 
 
 def config_records(configs: list[RunConfig]) -> np.ndarray:
@@ -138,9 +157,10 @@ def vote_weights(score, votes) -> tuple[np.ndarray, float]:
 
 def reading_flag(records):
     """run_one's `reading` argument for these configurations (CONFIG records): True when one uses a rule that
-    reads the drawn responses (kernel.READING_RULES), else None, which compiles a kernel without those rules (its
-    own cached specialisation, ~4 s less to compile on a first run)."""
-    return True if np.isin(records["elim"], READING_RULES).any() else None
+    reads the drawn responses (kernel.READING_RULES) or a policy that does (kernel.READING_POLICIES), else None, which
+    compiles a kernel without that code (its own cached specialisation, ~4 s less to compile on a first run)."""
+    return True if (np.isin(records["elim"], READING_RULES).any()
+                    or np.isin(records["policy"], READING_POLICIES).any()) else None
 
 
 def lows_arg(lows, records):
@@ -181,10 +201,10 @@ def compile_expected(pool: Pool, configs: list[RunConfig]) -> bool:
 
 def grid_outputs(C: int, S: int, n: int, per_query: bool) -> tuple:
     """The raw outputs of C configurations x S seeds that the grids fill (zeroed): out_f (coverage, accuracy and
-    each selection's), out_i (samples, tokens, exhausted, answered) and, with per_query, each query's draws and flags
-    (else empty arrays): run_grid's, run_rows' and run_probe_grid's alike."""
+    each selection's, the self-consistency rate), out_i (samples, tokens, exhausted, answered) and, with per_query,
+    each query's draws and flags (else empty arrays): run_grid's, run_rows' and run_probe_grid's alike."""
     shape = (C, S, n) if per_query else (0, 0, 0)
-    return (np.zeros((C, S, 2 + len(F_SEL))), np.zeros((C, S, 4), np.int64), np.zeros(shape, np.int32),
+    return (np.zeros((C, S, 3 + len(F_SEL))), np.zeros((C, S, 4), np.int64), np.zeros(shape, np.int32),
             np.zeros(shape, np.uint16))
 
 
@@ -360,6 +380,9 @@ def check_configs(pool: Pool, configs: list[RunConfig], select: str):
             raise PoolError(f"{c.label()} needs an 'answer' column (answer categories), and this pool has none")
         if c.unit != "samples" and not pool.has_tokens:
             raise PoolError(f"{c.label()}: a token budget needs an 'n_tokens' column, and this pool has none")
+        if "side" in REGISTRY[c.policy].needs and pool.side is None:
+            raise PoolError(f"{c.policy} reads each response's side signal (a confidence in [0, 1], e.g. exp(mean "
+                            "token log-probability)): name its column with --side COLUMN")
         if "gt" in REGISTRY[c.policy].needs and not pool.has_gt:
             raise PoolError(f"{c.policy} needs ground truth (a 'correct' column), and this pool has none")
         if "lows" in REGISTRY[c.policy].needs and pool.lows is None:
@@ -467,6 +490,8 @@ def replay(pool: Pool, configs: list[RunConfig], budgets, seeds, select: str = "
         "accuracy_sc": (out_f[:, :, 3] if pool.has_gt and pool.has_answers else np.full((C, S), nan)).ravel(),
         "accuracy_cisc": (np.where(online, nan, out_f[:, :, 4]) if votes else np.full((C, S), nan)).ravel(),
         "accuracy_deepconf": (np.where(online, nan, out_f[:, :, 5]) if votes else np.full((C, S), nan)).ravel(),
+        # the self-consistency rate (PETS's objective): the drawn majority is a majority of the whole pool
+        "consistency": (np.where(pp, nan, out_f[:, :, 6]) if pool.has_answers else np.full((C, S), nan)).ravel(),
         "samples_used": out_i[:, :, 0].ravel(),
         "tokens_used": out_i[:, :, 1].ravel() if pool.has_tokens else np.full(C * S, None),
         "exhausted": out_i[:, :, 2].ravel(),

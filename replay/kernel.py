@@ -27,6 +27,13 @@ from numba import njit
 
 UNIFORM, ELIMINATION, UCB, GAP, GAP_LITERAL, ENTROPY, TWO_STAGE, STREAMING, ORACLE, OPTSCALE, MARGINAL_GAIN, DSC, \
     SIDE_EB, DEEPCONF_ONLINE = range(14)
+# The 2025-26 cross-query allocations (issue 29), each on its own line. They read the drawn responses' side signal or
+# answer slots at their stage boundaries, so run_one compiles their code only with `reading` (as the reading rules).
+UAB = 15
+PETS = 16
+READING_POLICIES = (UAB, PETS)
+# pets: Simpson intervals of its quadrature of the Dirichlet argmax probability (docs/semantics.md)
+OKG_NODES = 256
 # Integer codes (branched on inside the kernels; the names are the command line's).
 UNIT_SAMPLES, UNIT_TOKENS = 0, 1
 ELIM_NONE, ELIM_THRESHOLD, ELIM_SC_SHARE, ELIM_SC_BETA, ELIM_ESC, ELIM_AC_MAJORITY, ELIM_AC_ENTROPY, \
@@ -78,8 +85,8 @@ CONFIG = np.dtype([("policy", np.int64), ("unit", np.int64), ("K", np.int64), ("
                    ("prior_strength", np.float64), ("bins", np.int64), ("refresh", np.int64),
                    ("dirichlet_conf", np.float64), ("horizon", np.int64),
                    ("bf", np.float64), ("bf_mc", np.int64), ("mmc_delta", np.float64), ("mmc_m", np.int64),
-                   ("lb_thre", np.float64), ("lb_l", np.int64)],
-                  align=True)
+                   ("lb_thre", np.float64), ("lb_l", np.int64), ("uab_tau", np.float64),
+                   ("pets_options", np.int64)], align=True)
 
 # What a run reads (read-only): the pool's per-response arrays grouped by query (off), the answer slots (aoff,
 # answer_offsets), have[i] = how many of query i's responses exist (its pool size in replay; fewer in a live run,
@@ -87,7 +94,9 @@ CONFIG = np.dtype([("policy", np.int64), ("unit", np.int64), ("K", np.int64), ("
 # predicted success probability in [0, 1] (marginal-gain's --prior; NaN for none: always an array, so that every
 # run has the one compiled signature) and side[j], a per-response side signal in [0, 1] (side-eb's --side; 0.5
 # everywhere for none, likewise always an array).
-PoolArrays = namedtuple("PoolArrays", "off aoff correct score ans tok have T L min_a prior side")
+# mode[p]: answer slot p's answer is a most frequent valid answer of its query's whole pool (the self-consistency
+# rate's reference, the infinite-budget majority: engine.pool_modes).
+PoolArrays = namedtuple("PoolArrays", "off aoff correct score ans tok have T L min_a prior side mode")
 # What a run writes: the permutation and its lazy-generation state (perm, qgen, hs; qgen has no rows when perm is
 # given whole), the query order, and the state arrays qs, si, sf, tot. The grid allocates one per thread.
 Scratch = namedtuple("Scratch", "perm qgen hs order qs si sf tot act hk hr hq eb ex U alloc cost first cand ds sch "
@@ -679,6 +688,160 @@ def heapify(hk, hr, hq, size):
             else:
                 break
         hk[p], hr[p], hq[p] = k, r, q
+
+
+@inner
+def uab_split(qs, side, perm, off, U, alloc, hk, hr, hq, tau, cap, budget, tot, unit):
+    """UAB's phase 2 (docs/semantics.md): each query holding its one phase-1 draw gets p = exp(ln(conf) / tau), conf
+    its draw's side signal (exp(-ANLL), so p is the source's exp(-ANLL / tau)); the draws left go one at a time to
+    the largest p (1 - p)^c (c: what it got so far; the key multiplied by 1 - p per draw, as the reference does),
+    ties to the lowest query index (the source's np.argmax over its questions), at most its pool's rest and the cap.
+    Draws left: the sample budget's rest; tokens: the token budget's rest over phase 1's mean tokens per draw, and
+    each query then gets an allowance of the tokens left in proportion to its draws. Fills U[:u], alloc[:u] in
+    memory order (two-stage's stage 2 draws them) and returns u. hk, hr, hq: the index rules' heap (not in use)."""
+    n = qs.shape[0]
+    p = np.empty(n)
+    room = np.empty(n, np.int64)
+    size = 0
+    for i in range(n):
+        alloc[i] = 0
+        room[i] = 0
+        if cap > 0 and qs[i].n >= cap:
+            qs[i].capped = 1
+        if qs[i].n == 0 or qs[i].exh or qs[i].capped:
+            continue
+        x = side[perm[off[i]]]
+        p[i] = math.exp(math.log(x) / tau) if x > 0.0 else 0.0
+        r = off[i + 1] - off[i] - qs[i].n
+        room[i] = min(r, cap - qs[i].n) if cap > 0 else r
+        if room[i] > 0:
+            hk[size], hr[size], hq[size] = p[i], i, i
+            size += 1
+    hk[size] = -np.inf
+    heapify(hk, hr, hq, size)
+    left = budget - tot[SAMPLES] if unit == UNIT_SAMPLES else budget - tot[TOKENS]
+    E = left
+    if unit != UNIT_SAMPLES:
+        mbar = tot[TOKENS] / tot[SAMPLES] if tot[SAMPLES] > 0 else 0.0
+        E = INT64_MAX if mbar <= 0.0 else np.int64(min(math.floor(left / mbar), 4.0e18))
+    total = np.int64(0)
+    while total < E and size > 0:
+        i = hq[0]
+        alloc[i] += 1
+        total += 1
+        if alloc[i] >= room[i]:  # its pool's rest or its cap: it leaves the heap
+            size -= 1
+            k, r, q = hk[size], hr[size], hq[size]
+            hk[size] = -np.inf
+        else:
+            k, r, q = hk[0] * (1.0 - p[i]), hr[0], i
+        pp = 0  # sift (k, r, q) down from the top, as heapify does
+        while True:
+            c = 2 * pp + 1
+            if c >= size:
+                break
+            if hk[c + 1] > hk[c] or (hk[c + 1] == hk[c] and hr[c + 1] < hr[c]):
+                c += 1
+            if hk[c] > k or (hk[c] == k and hr[c] < r):
+                hk[pp], hr[pp], hq[pp] = hk[c], hr[c], hq[c]
+                pp = c
+            else:
+                break
+        hk[pp], hr[pp], hq[pp] = k, r, q
+    u = 0
+    for i in range(n):  # (u <= i: alloc[i] is read before alloc[u] is written)
+        if alloc[i] > 0:
+            a = alloc[i]
+            U[u] = i
+            alloc[u] = a if unit == UNIT_SAMPLES else np.int64(math.floor(left * a / total))
+            u += 1
+    return u
+
+
+@jit
+def okg_lead_prob(c, m):
+    """pets: I = P(bucket 0 has the largest share) under Dirichlet(c[0] + 1, .., c[m - 1] + 1), c sorted descending
+    (c[0] the leading count): for independent Gamma(c_k + 1) variables, the integral over x of the Gamma(c[0] + 1)
+    density (Poisson(x)'s pmf at c[0]) times each other's CDF (P(Poisson(x) > c_k)), by Simpson's rule with
+    OKG_NODES intervals (8 times as many below a = 8) on [max(0, a - 10 sqrt(a) - 10), a + 10 sqrt(a) + 30], a =
+    c[0] + 1 (the mass of the Gamma(a) density outside it is below 1e-13): within 1e-8 of the closed forms
+    (tests/test_pets.py). Every count is <= c[0], so one upward pass over the Poisson terms
+    at each node gives every CDF. replay/reference.py's okg_lead_prob is this code in plain Python, operation for
+    operation (so both give the same bits: the rewards they compare tie exactly where they should)."""
+    a = c[0] + 1
+    fa = float(a)
+    lo = max(0.0, fa - 10.0 * math.sqrt(fa) - 10.0)
+    hi = fa + 10.0 * math.sqrt(fa) + 30.0
+    nodes = OKG_NODES if a >= 8 else 8 * OKG_NODES  # a small leading count: a narrow density, finer steps
+    h = (hi - lo) / nodes
+    cum = np.empty(a)
+    total = 0.0
+    for k in range(nodes + 1):
+        x = lo + k * h
+        term = math.exp(-x)
+        acc = term
+        cum[0] = acc
+        for j in range(1, a):
+            term = term * x / j
+            acc += term
+            cum[j] = acc
+        f = term  # Poisson(x)'s pmf at a - 1: the Gamma(a) density at x
+        for t in range(1, m):
+            f *= 1.0 - cum[c[t]]
+        w = 1.0 if k == 0 or k == nodes else (4.0 if k % 2 == 1 else 2.0)
+        total += w * f
+    return total * h / 3.0
+
+
+@jit
+def okg_reward(c, m):
+    """pets: OKG's reward of one more draw for a query whose m option buckets hold the counts c (sorted descending;
+    buckets never drawn count 0): max over the buckets of h(c + e_k) - h(c), h the largest argmax probability (the
+    leading bucket's, okg_lead_prob). Buckets with equal counts give the same term, so one term per distinct count;
+    c is restored before it returns."""
+    base = okg_lead_prob(c, m)
+    best = -np.inf
+    for t in range(m):
+        if t > 0 and c[t] == c[t - 1]:
+            continue
+        v = c[t]
+        # one bucket of count v (the first of them, position t) gains one: the sorted order holds with it there
+        c[t] = v + 1
+        d = okg_lead_prob(c, m) - base
+        c[t] = v
+        if d > best:
+            best = d
+    return best
+
+
+@inner
+def pets_index(ans, perm, off, i, nd, M):
+    """pets: query i's OKG reward from its nd draws: its valid answers in draw order fill M option buckets (a new
+    answer when all M hold one is discarded, as the source's `_consume_one`; an invalid answer counts in none)."""
+    ids = np.empty(M, np.int64)
+    c = np.zeros(M, np.int64)
+    nb = 0
+    for k in range(nd):
+        a = ans[perm[off[i] + k]]
+        if a < 0:
+            continue
+        t = 0
+        while t < nb and ids[t] != a:
+            t += 1
+        if t < nb:
+            c[t] += 1
+        elif nb < M:
+            ids[nb] = a
+            c[nb] = 1
+            nb += 1
+    for t in range(1, nb):  # descending (insertion sort: nb <= M, a handful)
+        v = c[t]
+        u = t
+        while u > 0 and c[u - 1] < v:
+            c[u] = c[u - 1]
+            u -= 1
+        c[u] = v
+    return okg_reward(c, M)
 
 
 _E52 = 4503599627370496.0  # 2**52
@@ -1747,9 +1910,10 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
     # elimination rule, repeats), makes it at the single `pull` call site, then updates the rule's own cursor.
     # numba inlines `pull` wherever it is called, and each copy costs ~2 s of compile time, hence one call
     # site; it is also the shape a live driver needs (pick the next pulls; fold the responses in).
-    is_rr = policy == UNIFORM or policy == ELIMINATION or policy == TWO_STAGE or policy == OPTSCALE or policy == DSC
+    is_rr = policy == UNIFORM or policy == ELIMINATION or policy == TWO_STAGE or policy == OPTSCALE or policy == DSC \
+        or (reading is not None and policy == UAB)
     is_index = policy == UCB or policy == GAP or policy == GAP_LITERAL or policy == ENTROPY or policy == MARGINAL_GAIN \
-        or policy == SIDE_EB
+        or policy == SIDE_EB or (reading is not None and policy == PETS)
 
     act, hk, hr, hq, eb, ex = W.act, W.hk, W.hr, W.hq, W.eb, W.ex
     U, alloc, cost, first, cand, ds, dfr = W.U, W.alloc, W.cost, W.first, W.cand, W.ds, W.dfr
@@ -1776,7 +1940,7 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
             rr_budget = np.int64(math.floor(rho * budget))
         elif policy == OPTSCALE:  # the warm-up: round-robin up to `warmup` responses each
             rr_cap = warmup if max_samples == 0 else min(warmup, max_samples)
-        elif policy == DSC:  # the ranking's first draw: one response each
+        elif policy == DSC or policy == UAB:  # the ranking's (UAB: phase 1's) first draw: one response each
             rr_cap = 1
         one_pull = rr_elim == ELIM_NONE and rr_cap == 0
         rr_on = is_rr  # a round-robin phase is running (two-stage's stage 2 and dsc's partition are not)
@@ -1855,13 +2019,18 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                 cap = alloc[i]
         elif rr_on:
             if m == 0:
-                if stage != 1 or (policy != TWO_STAGE and policy != OPTSCALE and policy != DSC):
+                if stage != 1 or (policy != TWO_STAGE and policy != OPTSCALE and policy != DSC and policy != UAB):
                     break
                 if policy != TWO_STAGE:  # optscale's and dsc's first round-robin: its cap was its own
                     if tot[STOP]:
                         break
                     for i in range(n):
                         qs[i].capped = 0
+                if reading is not None and policy == UAB:  # phase 2 (uab_split), drawn as two-stage's stage 2
+                    u = uab_split(qs, side, perm, off, U, alloc, hk, hr, hq, cfg.uab_tau, max_samples, budget, tot,
+                                  unit)
+                    stage, rr_on, start = 2, False, tot[TOKENS]
+                    continue
                 if policy == OPTSCALE:  # each query's N_i (alloc) from its warm-up; stage 2 draws up to it
                     optscale_caps(qs, score, off, perm, alloc, warmup, max_samples, gamma, pct)
                     m = active_by_rank(qs, order, act)
@@ -1907,7 +2076,7 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
             if one_pull and not live:  # no rule between its pulls: the block is one pull (live: pulls, which
                 # the query can make as their responses come)
                 want, reps = rr_k * blk, 1
-        elif policy == TWO_STAGE:
+        elif policy == TWO_STAGE or policy == UAB:
             if q >= u:
                 break
             i = U[q]
@@ -1942,7 +2111,7 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
         elif is_index:
             if size == 0:
                 break
-            i, want = hq[0], K
+            i, want, rule = hq[0], K, (ELIM_NONE if policy == PETS else elim)
             n0 = qs[i].n
         elif policy == STREAMING:
             if sp >= n:
@@ -2004,7 +2173,7 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
             ds[5] += 1
             if tot[STOP]:
                 break
-        elif policy == TWO_STAGE:
+        elif policy == TWO_STAGE or policy == UAB:
             if unit == UNIT_SAMPLES or tot[STOP]:
                 tot[STOP] = 0
                 q += 1
@@ -2017,9 +2186,11 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                 key = side_eb(hk, hr, hq, size, qs, ex, eb, i, n0, side, tok, perm, off, nb, strength, unit, tot, hz,
                               budget)
                 pulls += 1
+            if reading is not None and policy == PETS:  # its OKG reward (pets_index)
+                key = pets_index(ans, perm, off, i, qs[i].n, cfg.pets_options)
             if qs[i].elim == 0 and qs[i].capped == 0 and qs[i].exh == 0:  # active: its new index at the top
                 key, r0, q0 = (gain_index(prior, qs, i, strength, gamma) if policy == MARGINAL_GAIN else
-                               key if policy == SIDE_EB else index_of(i)), hr[0], i
+                               key if policy == SIDE_EB or policy == PETS else index_of(i)), hr[0], i
             else:  # it leaves the heap: the last entry moves to the top
                 size -= 1
                 key, r0, q0 = hk[size], hr[size], hq[size]
@@ -2226,7 +2397,10 @@ def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags,
                 acc3 = 0
                 acc4 = 0
                 answered = 0
+                cons = 0  # the self-consistency rate: the majority drawn (sc's lead) is a majority of the pool
                 for i in range(n):
+                    if qs[i].lead >= 0:
+                        cons += P.mode[aoff[i] + 1 + qs[i].lead]
                     cov += qs[i].covered
                     answered += qs[i].elim
                     acc0 += (sel[i] >> 4) & 1
@@ -2244,6 +2418,7 @@ def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags,
                 out_f[c, s, 3] = acc2 / n
                 out_f[c, s, 4] = acc3 / n
                 out_f[c, s, 5] = acc4 / n
+                out_f[c, s, 6] = cons / n
                 out_i[c, s, 0] = tot[SAMPLES]
                 out_i[c, s, 1] = tot[TOKENS]
                 out_i[c, s, 2] = tot[EXHAUSTED]

@@ -193,7 +193,7 @@ def entries(pool, track: str, unit: str) -> list[Entry]:
     if track == "coverage":
         for p in supported(pool):
             spec = REGISTRY[p]
-            if p in EXCLUDED or not spec.live and p != "oracle":
+            if p in EXCLUDED or spec.slow or not spec.live and p != "oracle":
                 continue
             role = ("uniform" if p == "uniform" else "oracle" if not spec.live else
                     "published" if spec.published else "new")

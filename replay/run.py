@@ -31,6 +31,7 @@ from .policies import (
     DEEPCONF_ETA,
     DEPTH_POLICIES,
     POLICIES,
+    REGISTRY,
     SWEPT,
     RunConfig,
     check_selection_params,
@@ -227,7 +228,8 @@ def prepare(req: ReplayRequest, pool: Pool | None = None) -> tuple[Pool, list[Ru
     if req.policies:
         policies = list(dict.fromkeys(req.policies))
     else:  # (parallel-probe answers with its own vote: among all the policies only under --select sc)
-        policies = [p for p in supported(pool, req.eliminate) if p not in DEPTH_POLICIES or req.select == "sc"]
+        policies = [p for p in supported(pool, req.eliminate) if (p not in DEPTH_POLICIES or req.select == "sc")
+                    and not REGISTRY[p].slow]
     configs = build_configs(req, policies)
     check_configs(pool, configs, req.select)
     return pool, configs, range(req.seed_start, req.seed_start + req.seeds)

@@ -119,6 +119,7 @@ class TuneRequest:
     threads: int | None = None
     force: bool = False
     invalid_votes: bool = False  # each query's invalid answers as one answer category (Pool.with_invalid_votes)
+    side: str | None = None  # a column of the responses read as their side signal (side-eb's, uab's confidence)
 
 
 def _fields() -> dict:
@@ -211,6 +212,7 @@ DEFAULT_GRID = {
     "judge": (8, 32),
     "bins": (2, 3, 5),
     "horizon": (0, 1),
+    "uab_tau": (0.1, 0.2, 0.5),  # uab's temperature: the source's 0.2 and either side
 }
 
 
@@ -365,13 +367,13 @@ def run_tune(req: TuneRequest, console=None) -> pl.DataFrame:
     path = Path(req.pool or DEFAULT_POOL)
     lows = base.policy == "deepconf-online"  # its record lows, read only for it (as ttc replay does)
     pool = load_pool(path, score=req.score, need_tokens=req.unit != "samples", invalid_votes=req.invalid_votes,
-                     lows=lows)
+                     lows=lows, side=req.side)
     if not pool.has_gt:
         raise PoolError(f"ttc tune needs ground truth (a 'correct' column) to score {metric}, and {path} has none")
     if req.report_pool is not None:
         rpath = Path(req.report_pool)
         rpool = load_pool(rpath, score=req.score, need_tokens=req.unit != "samples", invalid_votes=req.invalid_votes,
-                          lows=lows)
+                          lows=lows, side=req.side)
         if not rpool.has_gt:
             raise PoolError(f"ttc tune needs ground truth in --report-pool {rpath}, and it has none")
         same_dir = rpath.resolve() == path.resolve()

@@ -24,8 +24,9 @@ off = np.array([0, 3, 5]); correct = np.array([1, 0, 0, 1, 1], np.int8)
 pools.append(Pool.from_arrays(off, correct=correct, score=np.linspace(0, 1, 5), ans=np.array([0, 1, 0, -1, 0]),
                               tok=np.arange(5)))
 for k, pool in enumerate(pools):
-    configs = [RunConfig(p) for p in POLICIES
-               if (p != "entropy" or pool.has_answers) and p not in ("deepconf-online", "parallel-probe", "cmc")]
+    # (uab and pets read the drawn responses: they run in the reading rules' specialisation, as esc below)
+    configs = [RunConfig(p) for p in POLICIES if (p != "entropy" or pool.has_answers)
+               and p not in ("deepconf-online", "parallel-probe", "cmc", "uab", "pets")]
     replay(pool, configs, [2, 3 + k], range(k + 1), per_query=k % 2 == 1)
     replay(pool, [RunConfig("elimination", eliminate="sc-beta" if pool.has_answers else "none")], [4], range(2))
 run_once(off, correct, np.zeros(5), np.zeros(5, np.int64), np.ones(5, np.int64), np.arange(5), [1, 0],
@@ -35,6 +36,7 @@ run_live(src, [3, 2], [0, 1], policy="elimination", budget_total=4)
 grid_sigs = {str(s[-1]) for s in _grid.signatures}
 assert len(grid_sigs) == len(_grid.signatures) == 1, _grid.signatures  # (the grids above use no reading rule)
 replay(pools[0], [RunConfig("elimination", K=2, eliminate="esc")], [4], range(2))
+replay(pools[0], [RunConfig("pets")], [2], range(1))  # the same specialisation as esc's
 sigs = sorted(str(s[-3:]) for s in run_one.signatures)
 # deepconf-online's grid: its own specialisation (dc not None), whatever other policies run beside it
 lows = pools[3]
