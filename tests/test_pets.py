@@ -9,8 +9,6 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_equivalence import _compare, pools
-from test_live import OneAtATime, Relabelled, _assert_same
 
 from ttc.replay.engine import run_once
 from ttc.replay.kernel import okg_lead_prob, okg_reward
@@ -19,6 +17,9 @@ from ttc.replay.policies import RunConfig
 from ttc.replay.reference import okg_lead_prob as ref_prob
 from ttc.replay.reference import okg_reward as ref_reward
 from ttc.replay.reference import pets_counts
+
+from support.equivalence import _compare, pools
+from support.live_sources import OneAtATime, Relabelled, _assert_same
 
 
 def _prob(c):

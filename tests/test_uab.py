@@ -8,13 +8,14 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_equivalence import _compare, pools
-from test_live import _assert_same
 
 from ttc.replay.engine import run_once
 from ttc.replay.live import PoolSource, run_live
 from ttc.replay.policies import RunConfig
 from ttc.replay.pool import Pool, PoolError
+
+from support.equivalence import _compare, pools
+from support.live_sources import _assert_same
 
 SIDES = [0.0, 0.3, 0.5, 0.5, 0.8, 0.9, 1.0]  # ties, p = 0 and p = 1 included
 
@@ -132,7 +133,7 @@ def test_ttc_run_needs_a_side_column_for_uab():
     """Live, a uab run without --side would read 0.5 for every response (no signal) without a word: refused."""
     from types import SimpleNamespace
 
-    from ttc.harvest.run import RunError, check_inputs
+    from ttc.harvest.run.request import RunError, check_inputs
 
     with pytest.raises(RunError, match="--side"):
         check_inputs(SimpleNamespace(prior=None, side=None), RunConfig("uab"))
