@@ -132,8 +132,9 @@ def _fields() -> dict:
     from .policies import RunConfig
 
     d = RunConfig("uniform")
-    return {f.name: (str if isinstance(getattr(d, f.name), str) else int if isinstance(getattr(d, f.name), int)
-                     else float) for f in dataclasses.fields(RunConfig) if f.name not in ("policy", "unit", "eliminate")}
+    kind = lambda v: str if isinstance(v, str) else int if isinstance(v, int) else float  # noqa: E731
+    return {f.name: kind(getattr(d, f.name)) for f in dataclasses.fields(RunConfig)
+            if f.name not in ("policy", "unit", "eliminate")}
 
 
 def tunable_params(base, grid: dict) -> tuple:

@@ -212,49 +212,20 @@ def test_subset_carries_each_responses_own_record_lows_and_deepconf_online_tunes
     assert "deepconf-online(percentile=0.1)" in r.output
 
 
-def _probed_dir(tmp_path, name="probed", n_queries=8, seed=3, keep=None):
-    """A probed pool on disk (tests/depth_pools.py's random traces), optionally only the queries in `keep`."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from depth_pools import probed_arrays
-
-    from ttc.replay.pool import samples_frame, write_pool
-
-    off, tok, ans, correct, poff, ptok, pans, pok = probed_arrays(np.random.default_rng(seed), n_queries=n_queries,
-                                                                 max_traces=8)
-    word = lambda a: None if a < 0 else f"a{a}"  # noqa: E731
-    rows = {"query_id": [], "sample_idx": [], "correct": [], "answer": [], "n_tokens": []}
-    probes = {"probe_answer": [], "probe_tokens": [], "probe_correct": []}
-    for i in range(n_queries):
-        if keep is not None and i not in keep:
-            continue
-        for j in range(off[i], off[i + 1]):
-            rows["query_id"].append(f"q{i}")
-            rows["sample_idx"].append(int(j - off[i]))
-            rows["correct"].append(bool(correct[j]))
-            rows["answer"].append(word(ans[j]))
-            rows["n_tokens"].append(int(tok[j]))
-            ks = range(poff[j], poff[j + 1])
-            probes["probe_answer"].append([word(pans[k]) for k in ks])
-            probes["probe_tokens"].append([int(ptok[k]) for k in ks])
-            probes["probe_correct"].append([None if pans[k] < 0 else bool(pok[k]) for k in ks])
-    df = samples_frame(rows).with_columns(
-        pl.Series("probe_answer", probes["probe_answer"], pl.List(pl.String)),
-        pl.Series("probe_tokens", probes["probe_tokens"], pl.List(pl.Int64)),
-        pl.Series("probe_correct", probes["probe_correct"], pl.List(pl.Boolean)))
-    return write_pool(tmp_path / name, df, {"name": name})
-
-
 def test_subset_carries_each_responses_own_probes_and_depth_tunes(tmp_path):
     """The depth policies read each trace's probes: a sub-pool keeps its queries' own (replaying it equals replaying a
     pool of those queries alone, for parallel-probe, cmc and a width policy under a depth rule), and `ttc tune`
     loads them and tunes depth's parameters (the depth rule and its m, the trace cap) beside a policy's own."""
-    path = _probed_dir(tmp_path)
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from depth_pools import probed_pool_dir
+
+    path = probed_pool_dir(tmp_path / "probed")
     pool = load_pool(path, probes=True)
     keep = [1, 4, 5, 7]
     sub = subset(pool, np.array(keep), "x")
-    alone = load_pool(_probed_dir(tmp_path, "alone", keep=keep), probes=True)
+    alone = load_pool(probed_pool_dir(tmp_path / "alone", keep=keep), probes=True)
     cfgs = [RunConfig("parallel-probe", unit="tokens", chains=3, stable=2, patience=2, probe_warmup=1),
             RunConfig("cmc", unit="tokens", cmc_beta=0.3),
             RunConfig("elimination", unit="tokens", eliminate="sc-share", depth_rule="stability", depth_m=2),
