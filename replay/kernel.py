@@ -2289,6 +2289,15 @@ CMC = 21  # AutoTTS's discovered controller (Confidence Momentum Controller)
 
 
 @inner
+def _largest(off):
+    """The largest query's size (a per-query scratch's length)."""
+    big = 0
+    for i in range(off.shape[0] - 1):
+        big = max(big, off[i + 1] - off[i])
+    return big
+
+
+@inner
 def _cmc_stats(aoff, i, cc, fr, cok, pascal):
     """(winner, its correctness, confidence) over query i's completed answers (cc: counts per answer slot, fr: the
     order each answer was first completed in; ties to the first completed, as a Counter); winner -2 when none."""
@@ -2314,13 +2323,13 @@ def _cmc_stats(aoff, i, cc, fr, cok, pascal):
 
 @inner
 def cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order, kn, kf, unit, budget, t_idx,
-        t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi, qf, hist, cc, fr, cok, pascal, tot):
+        t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi, qf, hist, cc, fr, cok, pascal, tot, srv):
     """AutoTTS's Confidence Momentum Controller (its search's round r0004; docs/semantics.md) on every query under one
     shared budget, round-robin in rank order as parallel_probe. kn: (n_init, max_branch, warm_up, abandon_patience,
     T_ema, burst_aligned, widen_burst, min_complete), kf: (ema_alpha, conf_thresh, delta_slack, trend_thresh). Per
     trace at position p: t_st 0 live, 1 finished, 2 abandoned; t_pr probes run; t_dis rounds off the pool winner.
     Per query qi[i]: traces started, step, done (1 ended, 2 stopped by the gate), held answer, held correct, hist
-    length, distinct completed answers, completed count; qf[i, 0] the EMA."""
+    length, distinct completed answers, completed count; qf[i, 0] the EMA. srv: scratch, the largest query's size."""
     n = off.shape[0] - 1
     n_init, max_branch, warm_up, patience, t_ema, burst, widen, min_complete = kn[0], kn[1], kn[2], kn[3], kn[4], \
         kn[5], kn[6], kn[7]
@@ -2439,34 +2448,33 @@ def cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm,
                         break
                     t_st[bp] = 2
                     left -= 1
-            # depth: the live traces by probes run, most first (ties: trace order), aligned ones `burst` segments
-            top = -1
+            # depth: the live traces by probes run, most first (ties: trace order), aligned ones `burst` segments.
+            # Only a served trace changes, and it is not met again: the order is the live traces' at the round's start,
+            # sorted once (a stable insertion sort: the traces run in near lockstep, so it is about one pass)
+            live = 0
             for p in range(a0, a0 + m):
                 if t_st[p] == 0:
-                    top = max(top, t_pr[p])
-            lvl = top
-            while lvl >= 0 and not ended:
-                for p in range(a0, a0 + m):
-                    if t_st[p] != 0 or t_pr[p] != lvl or t_dis[p] < 0:
-                        continue
-                    t_dis[p] = -1 - t_dis[p]  # (marks it served this round; undone below)
-                    steps = burst if (warm and w != -2 and t_ans[p] == w) else 1
-                    for _ in range(steps):
-                        if t_st[p] == 1:
-                            break
-                        if not explore(p):
-                            ended = True
-                            break
-                        t_pr[p] += 1
-                        if t_st[p] == 1:
-                            complete(i, p)
-                            break
-                    if ended:
+                    k = live
+                    while k > 0 and t_pr[srv[k - 1]] < t_pr[p]:
+                        srv[k] = srv[k - 1]
+                        k -= 1
+                    srv[k] = p
+                    live += 1
+            for k in range(live):
+                p = srv[k]
+                steps = burst if (warm and w != -2 and t_ans[p] == w) else 1
+                for _ in range(steps):
+                    if t_st[p] == 1:
                         break
-                lvl -= 1
-            for p in range(a0, a0 + m):
-                if t_dis[p] < 0:
-                    t_dis[p] = -1 - t_dis[p]
+                    if not explore(p):
+                        ended = True
+                        break
+                    t_pr[p] += 1
+                    if t_st[p] == 1:
+                        complete(i, p)
+                        break
+                if ended:
+                    break
             if ended:
                 break
             w, wok, conf = _cmc_stats(aoff, i, cc, fr, cok, pascal)
@@ -2528,8 +2536,9 @@ def cmc_once(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, 
         for b in range(1, a + 1):
             pascal[a, b] = pascal[a - 1, b - 1] + pascal[a - 1, b]
     tot = np.zeros(TOT_SLOTS, np.int64)
+    srv = np.empty(_largest(off), np.int64)
     cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order, kn, kf, unit, budget, t_idx,
-        t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi, qf, hist, cc, fr, cok, pascal, tot)
+        t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi, qf, hist, cc, fr, cok, pascal, tot, srv)
     return qi, tot, t_paid
 
 
@@ -2558,6 +2567,7 @@ def _cmc_grid(off, aoff, qkeys, seeds, poff, pans, pok, ptok, reach, end_tok, en
         for b in range(1, a + 1):
             pascal[a, b] = pascal[a - 1, b - 1] + pascal[a - 1, b]
     tot = np.zeros(TOT_SLOTS, np.int64)
+    srv = np.empty(_largest(off), np.int64)
     per_query = pq_n.shape[0] > 0
     for s in range(s_lo, s_hi):
         fill_permutation(off, qkeys, seeds[s], perm)
@@ -2571,5 +2581,5 @@ def _cmc_grid(off, aoff, qkeys, seeds, poff, pans, pok, ptok, reach, end_tok, en
                 qi[i, 3] = -1
             cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order, kns[c], kfs[c],
                 units[c], budgets[c, s], t_idx, t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi, qf, hist, cc, fr, cok,
-                pascal, tot)
+                pascal, tot, srv)
             depth_tally(off, qi, 2, 4, t_ok, tot, per_query, pq_n, pq_flags, out_f, out_i, c, s)

@@ -340,3 +340,21 @@ def test_cmc_grid_uses_the_width_permutation():
     assert df["accuracy"][0] == pytest.approx(qi[:, 4].mean())
     assert pq["n_drawn"].to_list() == qi[:, 0].tolist()
     assert cmc_knobs(0.5)[0].tolist() == [5, 34, 6, 8, 5, 2, 2, 4]  # Python's round: 7.5 -> 8, 2.5 -> 2, 3.5 -> 4
+
+
+def test_depth_grids_give_the_same_runs_on_any_number_of_threads():
+    # run_probe_grid splits the seeds over worker threads as run_grid does: each seed's run is the same
+    from ttc.replay.engine import get_threads, set_threads
+
+    pool = probed_pool(np.random.default_rng(9), n_queries=6, max_traces=10, max_probes=8)
+    cfgs = [RunConfig("parallel-probe", unit="tokens", chains=4, stable=2, patience=2, probe_warmup=1),
+            RunConfig("cmc", unit="tokens", cmc_beta=0.6)]
+    before = get_threads()
+    try:
+        out = []
+        for t in (1, 2):
+            set_threads(t)
+            out.append(replay(pool, cfgs, [2000, 9000], range(7), select="sc", per_query=True))
+    finally:
+        set_threads(before)
+    assert out[0][0].equals(out[1][0]) and out[0][1].equals(out[1][1])
