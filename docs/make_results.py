@@ -90,8 +90,9 @@ def depth_section(dl: Path) -> list[str]:
         "the width x depth ones (each of those under the answer-stability rule, a trace stopping when its last 3 or "
         "6 probes agree; Parallel-Probe; AutoTTS's CMC), every entry tuned on one half of each pool's problems and "
         "measured on the other, as above. Per pool and budget, the best width-only entry and the best width x depth "
-        "entry (each chosen on the tuning half), both on the held-out half at the same token budget; the difference is paired over seeds and "
-        "its SE, like every SE here, covers the draw order on these 15 problems, not other problems.\n",
+        "entry (each chosen on the tuning half), both on the held-out half at the same token budget; the difference "
+        "is paired over seeds and its SE, like every SE here, covers the draw order on these 15 problems, not other "
+        "problems.\n",
         table(["budget", "depth better (pools)", "depth worse (pools)", "median difference",
                "median tokens spent, depth / width", "most often the best depth entry"], rows),
         "",
