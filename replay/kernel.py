@@ -2071,14 +2071,15 @@ def parallel_probe(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, en
     that does not fit in the budget left ends the run; a query then holds the majority of its unpruned traces'
     latest answers. Per trace (a position p of the permutation): t_idx probes explored, t_paid tokens paid, t_st
     (0 live, 1 finished, 2 pruned), t_off off-track count, t_ans / t_ok its latest answer. Per query qi[i]: chains
-    started, step, stable count, previous winner (-2: none), done, held answer, held correct, steps run. cnt:
-    per-answer-slot scratch (zero)."""
+    started, step, stable count, previous winner (-2: none), done, held answer, held correct, steps run. cnt: per
+    answer slot, the unpruned traces whose latest answer it is (zero on entry; kept as traces advance and are pruned,
+    so a majority is one pass over the query's traces)."""
     n = off.shape[0] - 1
     ended = False
 
-    def explore(p):
-        """One more segment of the trace at position p: False when it does not fit in the budget (nothing
-        changes)."""
+    def explore(p, base):
+        """One more segment of the (unpruned) trace at position p of the query whose answer slots start at base:
+        False when it does not fit in the budget (nothing changes)."""
         j = perm[p]
         k = t_idx[p]
         if k < reach[j]:
@@ -2089,6 +2090,8 @@ def parallel_probe(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, en
             return False
         tot[TOKENS] += cost
         t_paid[p] += cost
+        if t_ans[p] >= 0:
+            cnt[base + t_ans[p]] -= 1
         if k < reach[j]:
             t_ans[p] = pans[poff[j] + k]
             t_ok[p] = pok[poff[j] + k]
@@ -2097,25 +2100,22 @@ def parallel_probe(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, en
             t_ans[p] = end_ans[j]
             t_ok[p] = end_ok[j]
             t_st[p] = 1
+        if t_ans[p] >= 0:
+            cnt[base + t_ans[p]] += 1
         return True
 
     def majority(i):
-        """(winner, its correctness, unpruned traces): the winner -1 when none of them has a valid answer."""
+        """(winner, its correctness, unpruned traces): the winner -1 when none of them has a valid answer; the first
+        in trace order of the answers held by the most unpruned traces (cnt)."""
         a0 = off[i]
         base = aoff[i] + 1
         live = 0
+        best, bc, bok = -1, 0, 0
         for p in range(a0, a0 + qi[i, 0]):
             if t_st[p] != 2:
                 live += 1
-                if t_ans[p] >= 0:
-                    cnt[base + t_ans[p]] += 1
-        best, bc, bok = -1, 0, 0
-        for p in range(a0, a0 + qi[i, 0]):
-            if t_st[p] != 2 and t_ans[p] >= 0 and cnt[base + t_ans[p]] > bc:
-                best, bc, bok = t_ans[p], cnt[base + t_ans[p]], t_ok[p]
-        for p in range(a0, a0 + qi[i, 0]):
-            if t_ans[p] >= 0:
-                cnt[base + t_ans[p]] = 0
+                if t_ans[p] >= 0 and cnt[base + t_ans[p]] > bc:
+                    best, bc, bok = t_ans[p], cnt[base + t_ans[p]], t_ok[p]
         return best, bok, live
 
     def hold(i):  # (the budget ended the run) the majority of what the query's traces hold now
@@ -2134,7 +2134,7 @@ def parallel_probe(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, en
                 ended = True
                 break
             t_idx[p], t_paid[p], t_st[p], t_off[p], t_ans[p], t_ok[p] = 0, 0, 0, 0, -1, 0
-            if not explore(p):
+            if not explore(p, aoff[i] + 1):
                 ended = True
                 break
             qi[i, 0] += 1
@@ -2153,22 +2153,24 @@ def parallel_probe(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, en
                 a0 = off[i]
                 m = qi[i, 0]
                 step = qi[i, 1]
+                base = aoff[i] + 1
                 for p in range(a0, a0 + m):  # forward every live trace one segment
-                    if t_st[p] == 0 and not explore(p):
+                    if t_st[p] == 0 and not explore(p, base):
                         ended = True
                         break
                 if ended:
                     break
                 w, wok, live = majority(i)
                 if step >= warm and live > 1:
+                    pruned = False  # (a trace's off-track count reads w only: counted and pruned in one pass)
                     for p in range(a0, a0 + m):
                         if t_st[p] == 0:
                             t_off[p] = t_off[p] + 1 if t_ans[p] != w else 0
-                    pruned = False
-                    for p in range(a0, a0 + m):
-                        if t_st[p] == 0 and t_off[p] >= patience:
-                            t_st[p] = 2
-                            pruned = True
+                            if t_off[p] >= patience:
+                                t_st[p] = 2
+                                if t_ans[p] >= 0:
+                                    cnt[base + t_ans[p]] -= 1
+                                pruned = True
                     if pruned:
                         w, wok, live = majority(i)
                         if live == 0:  # every trace pruned: the previous winner stands
@@ -2251,6 +2253,7 @@ def _depth_grid(off, aoff, qkeys, seeds, poff, pans, pok, ptok, reach, end_tok, 
         for c in range(cfgs.shape[0]):
             qi[:] = 0
             tot[:] = 0
+            cnt[:] = 0
             for i in range(n):
                 qi[i, 3] = -2
                 qi[i, 5] = -1
