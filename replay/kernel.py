@@ -2435,13 +2435,27 @@ def cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm,
             hist[i, hl] = ema
             hl += 1
             qi[i, 5] = hl
-            if warm and w != -2:
-                alive = 0
-                for p in range(a0, a0 + m):
-                    if t_st[p] == 0:
+            # One pass over the query's traces: the live ones' rounds off the pool winner (after warm-up), and the
+            # live ones by probes run, most first (ties: trace order), for the depth step below. Only a served trace
+            # changes, and it is not met again: the serving order is the live traces' at the round's start, sorted
+            # once (a stable insertion sort: the traces run in near lockstep, so it is about one pass)
+            upd = warm and w != -2
+            live = 0
+            cand = 0
+            for p in range(a0, a0 + m):
+                if t_st[p] == 0:
+                    if upd:
                         t_dis[p] = t_dis[p] + 1 if t_ans[p] != w else 0
-                        alive += 1
-                left = max(0, alive - 2)  # abandon the most deviant first (ties: trace order), keep 2 alive
+                        if t_dis[p] >= patience:
+                            cand += 1
+                    k = live
+                    while k > 0 and t_pr[srv[k - 1]] < t_pr[p]:
+                        srv[k] = srv[k - 1]
+                        k -= 1
+                    srv[k] = p
+                    live += 1
+            if cand > 0:
+                left = max(0, live - 2)  # abandon the most deviant first (ties: trace order), keep 2 alive
                 while left > 0:
                     bp, bd = -1, patience - 1
                     for p in range(a0, a0 + m):
@@ -2451,18 +2465,13 @@ def cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm,
                         break
                     t_st[bp] = 2
                     left -= 1
-            # depth: the live traces by probes run, most first (ties: trace order), aligned ones `burst` segments.
-            # Only a served trace changes, and it is not met again: the order is the live traces' at the round's start,
-            # sorted once (a stable insertion sort: the traces run in near lockstep, so it is about one pass)
-            live = 0
-            for p in range(a0, a0 + m):
-                if t_st[p] == 0:
-                    k = live
-                    while k > 0 and t_pr[srv[k - 1]] < t_pr[p]:
-                        srv[k] = srv[k - 1]
-                        k -= 1
-                    srv[k] = p
-                    live += 1
+                kept = 0
+                for k in range(live):  # (the abandoned leave the serving order)
+                    if t_st[srv[k]] == 0:
+                        srv[kept] = srv[k]
+                        kept += 1
+                live = kept
+            # depth: aligned traces `burst` segments, the others one
             for k in range(live):
                 p = srv[k]
                 steps = burst if (warm and w != -2 and t_ans[p] == w) else 1
@@ -2489,8 +2498,8 @@ def cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm,
                 qi[i, 3], qi[i, 4], qi[i, 2] = w, wok, 2
                 continue
             resolved = True
-            for p in range(a0, a0 + m):
-                if t_st[p] == 0:
+            for k in range(live):  # (a trace not live at the round's start is not live now)
+                if t_st[srv[k]] == 0:
                     resolved = False
                     break
             if resolved:
