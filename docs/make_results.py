@@ -48,9 +48,12 @@ def ensure(work: Path, seeds: int, rerun: bool) -> tuple[Path, list[str]]:
     return out, cmd
 
 
-def ensure_depth(work: Path, seeds: int, rerun: bool) -> Path:
+def ensure_depth(work: Path, seeds: int, rerun: bool, main: Path) -> Path:
     """Depth against width (issue 30) on the probed pools, the AutoTTS ones: the leaderboard's sc track in tokens,
-    where its width x depth entries run (a run of its own: the main one reads no probes)."""
+    where its width x depth entries run. The main run has them (its depth.parquet) when it was made by a leaderboard
+    that knows depth; else a run of its own on the AutoTTS pools."""
+    if (main / "depth.parquet").exists():
+        return main
     out = work / "depth-leaderboard"
     if rerun or not (out / "depth.parquet").exists():
         sh(["ttc", "leaderboard", str(work / "pools" / "autotts"), "--tracks", "sc", "--units", "tokens", "--seeds",
@@ -83,9 +86,9 @@ def depth_section(dl: Path) -> list[str]:
     return [
         "\n## Depth: stopping traces part-way (the 8 AutoTTS pools)\n",
         "The AutoTTS dumps probe every trace every 500 tokens (its answer so far), so a trace can be replayed as if "
-        "stopped part-way (docs/semantics.md, Depth). On them a leaderboard of its own,\n",
+        "stopped part-way (docs/semantics.md, Depth). On them the leaderboard run\n",
         f"```bash\n{cmd}\n```\n",
-        f"runs the sc track at token budgets (multiples of each pool's median trace length per query), {seeds} seeds, "
+        f"runs its sc track at token budgets (multiples of each pool's median trace length per query), {seeds} seeds, "
         "with the width-only entries (whole traces: uniform and each policy with each answer-agreement rule) beside "
         "the width x depth ones (each of those under the answer-stability rule, a trace stopping when its last 3 or "
         "6 probes agree; Parallel-Probe; AutoTTS's CMC), every entry tuned on one half of each pool's problems and "
@@ -500,7 +503,7 @@ def main(argv=None):
         lb, cmd, depth = args.leaderboard, [], args.depth_leaderboard
     else:
         lb, cmd = ensure(args.work, args.seeds, args.rerun)
-        depth = ensure_depth(args.work, args.seeds, args.rerun)
+        depth = ensure_depth(args.work, args.seeds, args.rerun, lb)
     DOC.write_text(render(lb, cmd, depth=depth))
     print(f"wrote {DOC} and {FIG}/", file=sys.stderr)
 
