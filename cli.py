@@ -664,6 +664,9 @@ def bench_cmd(
     reference_seeds: int = typer.Option(1, help="Seeds the plain-Python reference runs per row (0: skip it)."),
     growth: str = typer.Option("500,5000,50000", help="Pool sizes (queries) for the growth table; empty: skip."),
     threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores)."),
+    depth: bool = typer.Option(True, "--depth/--no-depth", help="Also time the depth policies (parallel-probe, cmc, "
+                               "a width policy under the stability rule) on a synthetic probed pool (at most 100 "
+                               "queries x 64 traces, at most 50 seeds) against their references."),
 ):
     """Time every policy on a synthetic pool against the plain-Python reference, and its growth with pool size.
     It says how long it will take before it starts (about 3 minutes at the defaults on 2 cores)."""
@@ -671,7 +674,7 @@ def bench_cmd(
 
     run_bench(queries=queries, responses=responses, budgets=_floats(budgets, "--budgets"), seeds=seeds,
               repeats=repeats, reference_seeds=reference_seeds,
-              growth=_ints(growth, "--growth") if growth.strip() else [], threads=threads)
+              growth=_ints(growth, "--growth") if growth.strip() else [], threads=threads, depth=depth)
 
 
 # ---------------------------------------------------------------------------------------------------------- report

@@ -321,13 +321,22 @@ def run_probe_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarr
                   frozen(tok, np.int64), frozen(ans, np.int64), frozen(ok, np.int8))
         if configs[rows[0]].policy == "cmc":
             knobs = [cmc_knobs(configs[k].cmc_beta) for k in rows]
-            _cmc_grid(*common, np.stack([kn for kn, _ in knobs]), np.stack([kf for _, kf in knobs]),
-                      np.array([configs[k].kernel_unit for k in rows], np.int64),
-                      frozen(budget_totals[rows], np.int64), f, i_, pn, pf, 0, S)
+            grid, args = _cmc_grid, (*common, np.stack([kn for kn, _ in knobs]), np.stack([kf for _, kf in knobs]),
+                                     np.array([configs[k].kernel_unit for k in rows], np.int64),
+                                     frozen(budget_totals[rows], np.int64), f, i_, pn, pf)
         else:
             cfg = np.array([[configs[k].chains, configs[k].stable, configs[k].patience, configs[k].probe_warmup,
                              configs[k].kernel_unit] for k in rows], np.int64).reshape(len(rows), 5)
-            _depth_grid(*common, cfg, frozen(budget_totals[rows], np.int64), f, i_, pn, pf, 0, S)
+            grid, args = _depth_grid, (*common, cfg, frozen(budget_totals[rows], np.int64), f, i_, pn, pf)
+        # contiguous chunks of seeds on the worker threads, as run_grid's (the grids release the GIL and keep their
+        # scratch per call; each seed writes its own outputs)
+        chunks = min(S, get_threads())
+        if chunks <= 1:
+            grid(*args, 0, S)
+        else:
+            with ThreadPoolExecutor(chunks) as ex:
+                for fut in [ex.submit(grid, *args, t * S // chunks, (t + 1) * S // chunks) for t in range(chunks)]:
+                    fut.result()
         out_f[rows], out_i[rows] = f, i_
         if per_query:
             pq_n[rows], pq_flags[rows] = pn, pf

@@ -2500,14 +2500,15 @@ def parallel_probe(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, en
     that does not fit in the budget left ends the run; a query then holds the majority of its unpruned traces'
     latest answers. Per trace (a position p of the permutation): t_idx probes explored, t_paid tokens paid, t_st
     (0 live, 1 finished, 2 pruned), t_off off-track count, t_ans / t_ok its latest answer. Per query qi[i]: chains
-    started, step, stable count, previous winner (-2: none), done, held answer, held correct, steps run. cnt:
-    per-answer-slot scratch (zero)."""
+    started, step, stable count, previous winner (-2: none), done, held answer, held correct, steps run. cnt: per
+    answer slot, the unpruned traces whose latest answer it is (zero on entry; kept as traces advance and are pruned,
+    so a majority is one pass over the query's traces)."""
     n = off.shape[0] - 1
     ended = False
 
-    def explore(p):
-        """One more segment of the trace at position p: False when it does not fit in the budget (nothing
-        changes)."""
+    def explore(p, base):
+        """One more segment of the (unpruned) trace at position p of the query whose answer slots start at base:
+        False when it does not fit in the budget (nothing changes)."""
         j = perm[p]
         k = t_idx[p]
         if k < reach[j]:
@@ -2518,6 +2519,8 @@ def parallel_probe(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, en
             return False
         tot[TOKENS] += cost
         t_paid[p] += cost
+        if t_ans[p] >= 0:
+            cnt[base + t_ans[p]] -= 1
         if k < reach[j]:
             t_ans[p] = pans[poff[j] + k]
             t_ok[p] = pok[poff[j] + k]
@@ -2526,25 +2529,22 @@ def parallel_probe(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, en
             t_ans[p] = end_ans[j]
             t_ok[p] = end_ok[j]
             t_st[p] = 1
+        if t_ans[p] >= 0:
+            cnt[base + t_ans[p]] += 1
         return True
 
     def majority(i):
-        """(winner, its correctness, unpruned traces): the winner -1 when none of them has a valid answer."""
+        """(winner, its correctness, unpruned traces): the winner -1 when none of them has a valid answer; the first
+        in trace order of the answers held by the most unpruned traces (cnt)."""
         a0 = off[i]
         base = aoff[i] + 1
         live = 0
+        best, bc, bok = -1, 0, 0
         for p in range(a0, a0 + qi[i, 0]):
             if t_st[p] != 2:
                 live += 1
-                if t_ans[p] >= 0:
-                    cnt[base + t_ans[p]] += 1
-        best, bc, bok = -1, 0, 0
-        for p in range(a0, a0 + qi[i, 0]):
-            if t_st[p] != 2 and t_ans[p] >= 0 and cnt[base + t_ans[p]] > bc:
-                best, bc, bok = t_ans[p], cnt[base + t_ans[p]], t_ok[p]
-        for p in range(a0, a0 + qi[i, 0]):
-            if t_ans[p] >= 0:
-                cnt[base + t_ans[p]] = 0
+                if t_ans[p] >= 0 and cnt[base + t_ans[p]] > bc:
+                    best, bc, bok = t_ans[p], cnt[base + t_ans[p]], t_ok[p]
         return best, bok, live
 
     def hold(i):  # (the budget ended the run) the majority of what the query's traces hold now
@@ -2563,7 +2563,7 @@ def parallel_probe(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, en
                 ended = True
                 break
             t_idx[p], t_paid[p], t_st[p], t_off[p], t_ans[p], t_ok[p] = 0, 0, 0, 0, -1, 0
-            if not explore(p):
+            if not explore(p, aoff[i] + 1):
                 ended = True
                 break
             qi[i, 0] += 1
@@ -2582,22 +2582,24 @@ def parallel_probe(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, en
                 a0 = off[i]
                 m = qi[i, 0]
                 step = qi[i, 1]
+                base = aoff[i] + 1
                 for p in range(a0, a0 + m):  # forward every live trace one segment
-                    if t_st[p] == 0 and not explore(p):
+                    if t_st[p] == 0 and not explore(p, base):
                         ended = True
                         break
                 if ended:
                     break
                 w, wok, live = majority(i)
                 if step >= warm and live > 1:
+                    pruned = False  # (a trace's off-track count reads w only: counted and pruned in one pass)
                     for p in range(a0, a0 + m):
                         if t_st[p] == 0:
                             t_off[p] = t_off[p] + 1 if t_ans[p] != w else 0
-                    pruned = False
-                    for p in range(a0, a0 + m):
-                        if t_st[p] == 0 and t_off[p] >= patience:
-                            t_st[p] = 2
-                            pruned = True
+                            if t_off[p] >= patience:
+                                t_st[p] = 2
+                                if t_ans[p] >= 0:
+                                    cnt[base + t_ans[p]] -= 1
+                                pruned = True
                     if pruned:
                         w, wok, live = majority(i)
                         if live == 0:  # every trace pruned: the previous winner stands
@@ -2680,6 +2682,7 @@ def _depth_grid(off, aoff, qkeys, seeds, poff, pans, pok, ptok, reach, end_tok, 
         for c in range(cfgs.shape[0]):
             qi[:] = 0
             tot[:] = 0
+            cnt[:] = 0
             for i in range(n):
                 qi[i, 3] = -2
                 qi[i, 5] = -1
@@ -2718,6 +2721,15 @@ CMC = 21  # AutoTTS's discovered controller (Confidence Momentum Controller)
 
 
 @inner
+def _largest(off):
+    """The largest query's size (a per-query scratch's length)."""
+    big = 0
+    for i in range(off.shape[0] - 1):
+        big = max(big, off[i + 1] - off[i])
+    return big
+
+
+@inner
 def _cmc_stats(aoff, i, cc, fr, cok, pascal):
     """(winner, its correctness, confidence) over query i's completed answers (cc: counts per answer slot, fr: the
     order each answer was first completed in; ties to the first completed, as a Counter); winner -2 when none."""
@@ -2743,13 +2755,13 @@ def _cmc_stats(aoff, i, cc, fr, cok, pascal):
 
 @inner
 def cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order, kn, kf, unit, budget, t_idx,
-        t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi, qf, hist, cc, fr, cok, pascal, tot):
+        t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi, qf, hist, cc, fr, cok, pascal, tot, srv):
     """AutoTTS's Confidence Momentum Controller (its search's round r0004; docs/semantics.md) on every query under one
     shared budget, round-robin in rank order as parallel_probe. kn: (n_init, max_branch, warm_up, abandon_patience,
     T_ema, burst_aligned, widen_burst, min_complete), kf: (ema_alpha, conf_thresh, delta_slack, trend_thresh). Per
     trace at position p: t_st 0 live, 1 finished, 2 abandoned; t_pr probes run; t_dis rounds off the pool winner.
     Per query qi[i]: traces started, step, done (1 ended, 2 stopped by the gate), held answer, held correct, hist
-    length, distinct completed answers, completed count; qf[i, 0] the EMA."""
+    length, distinct completed answers, completed count; qf[i, 0] the EMA. srv: scratch, the largest query's size."""
     n = off.shape[0] - 1
     n_init, max_branch, warm_up, patience, t_ema, burst, widen, min_complete = kn[0], kn[1], kn[2], kn[3], kn[4], \
         kn[5], kn[6], kn[7]
@@ -2852,13 +2864,27 @@ def cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm,
             hist[i, hl] = ema
             hl += 1
             qi[i, 5] = hl
-            if warm and w != -2:
-                alive = 0
-                for p in range(a0, a0 + m):
-                    if t_st[p] == 0:
+            # One pass over the query's traces: the live ones' rounds off the pool winner (after warm-up), and the
+            # live ones by probes run, most first (ties: trace order), for the depth step below. Only a served trace
+            # changes, and it is not met again: the serving order is the live traces' at the round's start, sorted
+            # once (a stable insertion sort: the traces run in near lockstep, so it is about one pass)
+            upd = warm and w != -2
+            live = 0
+            cand = 0
+            for p in range(a0, a0 + m):
+                if t_st[p] == 0:
+                    if upd:
                         t_dis[p] = t_dis[p] + 1 if t_ans[p] != w else 0
-                        alive += 1
-                left = max(0, alive - 2)  # abandon the most deviant first (ties: trace order), keep 2 alive
+                        if t_dis[p] >= patience:
+                            cand += 1
+                    k = live
+                    while k > 0 and t_pr[srv[k - 1]] < t_pr[p]:
+                        srv[k] = srv[k - 1]
+                        k -= 1
+                    srv[k] = p
+                    live += 1
+            if cand > 0:
+                left = max(0, live - 2)  # abandon the most deviant first (ties: trace order), keep 2 alive
                 while left > 0:
                     bp, bd = -1, patience - 1
                     for p in range(a0, a0 + m):
@@ -2868,34 +2894,28 @@ def cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm,
                         break
                     t_st[bp] = 2
                     left -= 1
-            # depth: the live traces by probes run, most first (ties: trace order), aligned ones `burst` segments
-            top = -1
-            for p in range(a0, a0 + m):
-                if t_st[p] == 0:
-                    top = max(top, t_pr[p])
-            lvl = top
-            while lvl >= 0 and not ended:
-                for p in range(a0, a0 + m):
-                    if t_st[p] != 0 or t_pr[p] != lvl or t_dis[p] < 0:
-                        continue
-                    t_dis[p] = -1 - t_dis[p]  # (marks it served this round; undone below)
-                    steps = burst if (warm and w != -2 and t_ans[p] == w) else 1
-                    for _ in range(steps):
-                        if t_st[p] == 1:
-                            break
-                        if not explore(p):
-                            ended = True
-                            break
-                        t_pr[p] += 1
-                        if t_st[p] == 1:
-                            complete(i, p)
-                            break
-                    if ended:
+                kept = 0
+                for k in range(live):  # (the abandoned leave the serving order)
+                    if t_st[srv[k]] == 0:
+                        srv[kept] = srv[k]
+                        kept += 1
+                live = kept
+            # depth: aligned traces `burst` segments, the others one
+            for k in range(live):
+                p = srv[k]
+                steps = burst if (warm and w != -2 and t_ans[p] == w) else 1
+                for _ in range(steps):
+                    if t_st[p] == 1:
                         break
-                lvl -= 1
-            for p in range(a0, a0 + m):
-                if t_dis[p] < 0:
-                    t_dis[p] = -1 - t_dis[p]
+                    if not explore(p):
+                        ended = True
+                        break
+                    t_pr[p] += 1
+                    if t_st[p] == 1:
+                        complete(i, p)
+                        break
+                if ended:
+                    break
             if ended:
                 break
             w, wok, conf = _cmc_stats(aoff, i, cc, fr, cok, pascal)
@@ -2907,8 +2927,8 @@ def cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm,
                 qi[i, 3], qi[i, 4], qi[i, 2] = w, wok, 2
                 continue
             resolved = True
-            for p in range(a0, a0 + m):
-                if t_st[p] == 0:
+            for k in range(live):  # (a trace not live at the round's start is not live now)
+                if t_st[srv[k]] == 0:
                     resolved = False
                     break
             if resolved:
@@ -2957,8 +2977,9 @@ def cmc_once(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, 
         for b in range(1, a + 1):
             pascal[a, b] = pascal[a - 1, b - 1] + pascal[a - 1, b]
     tot = np.zeros(TOT_SLOTS, np.int64)
+    srv = np.empty(_largest(off), np.int64)
     cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order, kn, kf, unit, budget, t_idx,
-        t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi, qf, hist, cc, fr, cok, pascal, tot)
+        t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi, qf, hist, cc, fr, cok, pascal, tot, srv)
     return qi, tot, t_paid
 
 
@@ -2987,6 +3008,7 @@ def _cmc_grid(off, aoff, qkeys, seeds, poff, pans, pok, ptok, reach, end_tok, en
         for b in range(1, a + 1):
             pascal[a, b] = pascal[a - 1, b - 1] + pascal[a - 1, b]
     tot = np.zeros(TOT_SLOTS, np.int64)
+    srv = np.empty(_largest(off), np.int64)
     per_query = pq_n.shape[0] > 0
     for s in range(s_lo, s_hi):
         fill_permutation(off, qkeys, seeds[s], perm)
@@ -3000,5 +3022,5 @@ def _cmc_grid(off, aoff, qkeys, seeds, poff, pans, pok, ptok, reach, end_tok, en
                 qi[i, 3] = -1
             cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order, kns[c], kfs[c],
                 units[c], budgets[c, s], t_idx, t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi, qf, hist, cc, fr, cok,
-                pascal, tot)
+                pascal, tot, srv)
             depth_tally(off, qi, 2, 4, t_ok, tot, per_query, pq_n, pq_flags, out_f, out_i, c, s)

@@ -381,7 +381,7 @@ def render_table(summary: pl.DataFrame) -> Table:
 
 
 def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, growth, threads=None,
-              console: Console | None = None):
+              console: Console | None = None, depth: bool = True):
     from .bench import BenchSpec, bench, estimate_s, growth_ratios
     from .bench import growth as growth_table
     from .progress import _duration
@@ -429,6 +429,21 @@ def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, grow
                   else f"{r['reference_decisions_per_s']:.3g}",
                   "—" if r["speedup"] != r["speedup"] else f"{r['speedup']:.0f}x")
     console.print(t)
+    if depth:  # the depth policies on a probed pool of their own (bench.bench_depth)
+        from .bench import DEPTH_MULTIPLES, bench_depth
+
+        d = bench_depth(n=min(queries, 100), size=min(responses, 64), seeds=min(seeds, 50), repeats=repeats,
+                        reference_seeds=max(reference_seeds, 1))
+        t = Table(title="depth (issue 30): a synthetic probed pool, token budgets in multiples of its median trace "
+                  f"({', '.join(f'{m:g}x' for m in DEPTH_MULTIPLES)}); a decision = one trace started, the reference "
+                  "the policy's twin on the same runs", title_style="dim")
+        for col in ("pool", "policy", "budget", "runs", "wall s", "decisions/s", "reference dec/s", "speed-up"):
+            t.add_column(col, justify="left" if col in ("pool", "policy") else "right")
+        for r in d.iter_rows(named=True):
+            t.add_row(r["pool"], r["policy"], f"{r['budget']:g}x", str(r["runs"]), f"{r['wall_s']:.4f}",
+                      f"{r['decisions_per_s']:.3g}", f"{r['reference_decisions_per_s']:.3g}", f"{r['speedup']:.0f}x")
+        console.print(t)
+        df = pl.concat([df, d.with_columns(pl.col("budget").cast(df.schema["budget"]))], how="diagonal_relaxed")
     if growth:
         t = Table(title="growth with pool size at budget 8: decisions/s, and the cost per decision at the largest "
                   "size over the smallest (flat = 1x; uniform's is the memory hierarchy's share)", title_style="dim")

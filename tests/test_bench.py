@@ -31,7 +31,7 @@ def test_bench_command_prints_its_tables():
     r = CliRunner().invoke(app, ["bench", "--queries", "20", "--responses", "8", "--budgets", "2", "--seeds",
                                  "2", "--repeats", "1", "--growth", "10,20"], env={"COLUMNS": "200"})
     assert r.exit_code == 0, r.output
-    for word in ("full grid", "speed-up", "growth", "entropy", "oracle"):
+    for word in ("full grid", "speed-up", "growth", "entropy", "oracle", "depth", "parallel-probe", "cmc"):
         assert word in r.output
     bad = CliRunner().invoke(app, ["bench", "--seeds", "0"])
     assert bad.exit_code == 2
@@ -62,3 +62,16 @@ def test_side_eb_work_per_decision_does_not_grow_with_the_pool():
         pulls = max(1, int(out["samples_used"]))
         per_pull[n] = reference.WORK["side_eb_index"] / pulls
     assert per_pull[40] < 3 and per_pull[800] < 3, per_pull
+
+
+def test_depth_rows_match_their_reference_runs():
+    # bench_depth checks each reference run against the engine's (traces and tokens) and raises on a difference:
+    # rows here mean the engine and the twins made the same runs
+    from ttc.replay.bench import DEPTH_CONFIGS, bench_depth, probed_synth
+
+    pool = probed_synth(n=6, size=8)
+    assert pool.probe_off[-1] == len(pool.probe_tok) and (pool.probe_tok[pool.probe_off[1:] - 1] < pool.tok).all()
+    d = bench_depth(n=6, size=8, multiples=(1, 4), seeds=3, repeats=1, reference_seeds=2)
+    assert d.height == 2 * len(DEPTH_CONFIGS) and set(d["budget"]) == {1.0, 4.0}
+    assert {"parallel-probe(tokens)", "cmc(tokens)"} <= set(d["policy"])
+    assert (d["decisions"] > 0).all() and (d["speedup"] > 0).all()

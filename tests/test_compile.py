@@ -59,3 +59,27 @@ def test_one_compiled_signature_for_every_pool_and_run():
     # listed only when _grid was compiled in this process rather than loaded from numba's cache)
     assert one in ("['(bool, bool, none)', '(none, none, none)']",
                    "['(bool, bool, none)', '(bool, none, none)', '(none, none, none)']"), one
+
+
+DEPTH_SCRIPT = r"""
+from ttc.replay import kernel
+from ttc.replay.run import ReplayRequest, load_for, run_replay
+
+req = ReplayRequest(seeds=3)  # `ttc replay --seeds 3`: the default grid on the embedded pool
+assert load_for(req).probe_off is None  # (a pool without probes: none read)
+run_replay(req)
+depth = [f for f in (kernel.depth_view, kernel._depth_grid, kernel._cmc_grid, kernel.parallel_probe_once,
+                     kernel.cmc_once, kernel.parallel_probe, kernel.cmc, kernel.depth_tally) if f.signatures]
+print(len(kernel._grid.signatures), [f.__name__ for f in depth])
+"""
+
+
+def test_the_default_grid_compiles_no_depth_kernel_on_a_pool_without_probes():
+    # Issue 30: depth's kernels sit beside run_one and are never reached from it, so the default replay of a pool
+    # without probes compiles (or loads) none of them: its first compile is the width engine's alone (measured in
+    # docs/performance.md against a copy of the kernel module without the depth section)
+    out = subprocess.run([sys.executable, "-c", DEPTH_SCRIPT], cwd=ROOT, capture_output=True, text=True,
+                         timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    grid, depth = out.stdout.strip().splitlines()[-1].split(" ", 1)
+    assert int(grid) == 1 and depth == "[]", out.stdout[-500:]
