@@ -194,9 +194,9 @@ def test_depth_against_width_at_equal_tokens_on_a_probed_pool(tmp_path):
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from support.depth_pools import probed_pool_dir
-
     from ttc.replay.leaderboard import DEPTH_GRID, depth_vs_width
+
+    from support.depth_pools import probed_pool_dir
 
     probed_pool_dir(tmp_path / "pools" / "probed", n_queries=12, max_traces=10, max_probes=8)
     _pool(tmp_path / "pools" / "plain", n=12, m=8)

@@ -269,10 +269,10 @@ def test_depth_figure_and_table_on_a_probed_pool(tmp_path):
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from support.depth_pools import probed_pool_dir
-
     from ttc.replay.engine import replay
     from ttc.replay.report import DEPTH_FIGURE
+
+    from support.depth_pools import probed_pool_dir
 
     pool_dir = probed_pool_dir(tmp_path / "probed", n_queries=6, max_traces=10, max_probes=8)
     out = tmp_path / "out"
