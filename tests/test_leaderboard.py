@@ -191,9 +191,6 @@ def test_depth_against_width_at_equal_tokens_on_a_probed_pool(tmp_path):
     """On a probed pool the sc track in tokens runs the width x depth entries beside the width-only ones; per token
     budget the best of each kind is the one of best tuning-half mean, both held-out at the same budget, and depth's
     difference is their paired difference over seeds. A pool without probes has no depth entries."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from ttc.replay.leaderboard import DEPTH_GRID, depth_vs_width
 
     from support.depth_pools import probed_pool_dir

@@ -265,10 +265,6 @@ def test_invalid_votes_reach_every_table(tmp_path):
 def test_depth_figure_and_table_on_a_probed_pool(tmp_path):
     """A probed pool's report has the accuracy-vs-tokens figure with both kinds and its table, whose numbers are a
     direct replay's at the same token budgets; a pool without probes says the section does not apply."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from ttc.replay.engine import replay
     from ttc.replay.report import DEPTH_FIGURE
 

@@ -212,9 +212,6 @@ def test_subset_carries_each_responses_own_probes_and_depth_tunes(tmp_path):
     """The depth policies read each trace's probes: a sub-pool keeps its queries' own (replaying it equals replaying a
     pool of those queries alone, for parallel-probe, cmc and a width policy under a depth rule), and `ttc tune`
     loads them and tunes depth's parameters (the depth rule and its m, the trace cap) beside a policy's own."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from support.depth_pools import probed_pool_dir
 
     path = probed_pool_dir(tmp_path / "probed")
