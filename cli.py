@@ -352,8 +352,9 @@ def replay_cmd(
     prior: Optional[str] = typer.Option(None, metavar="COLUMN", help="marginal-gain: a column of the pool's "
                                         "queries.parquet holding each query's predicted success probability in "
                                         "[0, 1] (default: none, Laplace's estimate from its own scores)."),
-    side: Optional[str] = typer.Option(None, metavar="COLUMN", help="side-eb: a column of the pool's responses "
-                                       "holding a side signal in [0, 1] (e.g. a confidence; default: none, 0.5)."),
+    side: Optional[str] = typer.Option(None, metavar="COLUMN", help="side-eb, uab: a column of the pool's responses "
+                                       "holding a side signal in [0, 1] (e.g. a confidence; uab: exp(mean token "
+                                       "log-prob), which it needs; default: none, 0.5)."),
     invalid_votes: bool = typer.Option(False, "--invalid-votes", help=_INVALID_VOTES_HELP),
     out: Optional[Path] = typer.Option(None, help="Write one row per (configuration, budget, seed) to this Parquet "
                                        "file."),
@@ -545,6 +546,9 @@ def tune_cmd(
     split_out: Optional[Path] = typer.Option(None, help="Write the split, one row per query (query_id, part, pool), "
                                              "to this Parquet file."),
     invalid_votes: bool = typer.Option(False, "--invalid-votes", help=_INVALID_VOTES_HELP),
+    side: Optional[str] = typer.Option(None, metavar="COLUMN", help="side-eb, uab: a column of the pool's responses "
+                                       "read as their side signal in [0, 1] (uab: the confidence exp(mean token "
+                                       "log-prob); default: none, 0.5)."),
     threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores); results do not depend on "
                                           "it."),
     force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
@@ -569,7 +573,7 @@ def tune_cmd(
                          select=_value(select), metric=metric, unit=_value(unit), holdout=holdout,
                          split_seed=split_seed, report_pool=report_pool, conf=conf, cisc_temp=cisc_temp,
                          deepconf_eta=deepconf_eta, out=out, split_out=split_out,
-                         threads=threads, force=force, invalid_votes=invalid_votes))
+                         threads=threads, force=force, invalid_votes=invalid_votes, side=side))
 
 
 # --------------------------------------------------------------------------------------------------------- compare
@@ -660,6 +664,9 @@ def bench_cmd(
     reference_seeds: int = typer.Option(1, help="Seeds the plain-Python reference runs per row (0: skip it)."),
     growth: str = typer.Option("500,5000,50000", help="Pool sizes (queries) for the growth table; empty: skip."),
     threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores)."),
+    depth: bool = typer.Option(True, "--depth/--no-depth", help="Also time the depth policies (parallel-probe, cmc, "
+                               "a width policy under the stability rule) on a synthetic probed pool (at most 100 "
+                               "queries x 64 traces, at most 50 seeds) against their references."),
 ):
     """Time every policy on a synthetic pool against the plain-Python reference, and its growth with pool size.
     It says how long it will take before it starts (about 3 minutes at the defaults on 2 cores)."""
@@ -667,7 +674,7 @@ def bench_cmd(
 
     run_bench(queries=queries, responses=responses, budgets=_floats(budgets, "--budgets"), seeds=seeds,
               repeats=repeats, reference_seeds=reference_seeds,
-              growth=_ints(growth, "--growth") if growth.strip() else [], threads=threads)
+              growth=_ints(growth, "--growth") if growth.strip() else [], threads=threads, depth=depth)
 
 
 # ---------------------------------------------------------------------------------------------------------- report

@@ -1,10 +1,13 @@
 """Write docs/results.md, the leaderboard of today's reasoning models, and its figures (docs/results/), from one
 `ttc leaderboard` run over every public pool: the 29 BoInf and 8 AutoTTS dumps (../shared/data/pools, imported here
-with `ttc import boinf` / `ttc import autotts`) and the embedded pools. Every number in results.md is read from the
-run's leaderboard.parquet; every claim of a difference is a paired difference beyond 2 standard errors.
+with `ttc import boinf` / `ttc import autotts`) and the embedded pools, and from a second run on the AutoTTS pools
+alone (sc track, token budgets: the width x depth entries, which read the probes). Every number in results.md is read
+from the runs' leaderboard.parquet and depth.parquet; every claim of a difference is a paired difference beyond 2
+standard errors.
 
     python docs/make_results.py                      # import (once), run the leaderboard (once), write the docs
     python docs/make_results.py --work /tmp/ttc-results --rerun
+    python docs/make_results.py --leaderboard DIR --depth-leaderboard DIR2   # render from runs already made
 
 The pools and the leaderboard are written under --work (default /tmp/ttc-results), never into the repository; only
 results.md and three small figures are.
@@ -43,6 +46,81 @@ def ensure(work: Path, seeds: int, rerun: bool) -> tuple[Path, list[str]]:
     if rerun or not (out / "leaderboard.parquet").exists():
         sh(cmd)
     return out, cmd
+
+
+def ensure_depth(work: Path, seeds: int, rerun: bool, main: Path) -> Path:
+    """Depth against width (issue 30) on the probed pools, the AutoTTS ones: the leaderboard's sc track in tokens,
+    where its width x depth entries run. The main run has them (its depth.parquet) when it was made by a leaderboard
+    that knows depth; else a run of its own on the AutoTTS pools."""
+    if (main / "depth.parquet").exists():
+        return main
+    out = work / "depth-leaderboard"
+    if rerun or not (out / "depth.parquet").exists():
+        sh(["ttc", "leaderboard", str(work / "pools" / "autotts"), "--tracks", "sc", "--units", "tokens", "--seeds",
+            str(seeds), "--out", str(out), "--force"])
+    return out
+
+
+def depth_section(dl: Path) -> list[str]:
+    """What depth adds and where it does not, from the depth leaderboard's depth.parquet (every number read there)."""
+    dw = pl.read_parquet(dl / "depth.parquet")
+    cmd = (dl / "leaderboard.md").read_text().split("```bash\n", 1)[1].split("\n```", 1)[0]
+    seeds = pl.read_parquet(dl / "leaderboard.parquet")["n_seeds"][0]
+    n = dw.height
+    better, worse = dw.filter(pl.col("verdict") == "better"), dw.filter(pl.col("verdict") == "worse")
+    dw = dw.with_columns((pl.col("depth_tokens_per_query") / pl.col("width_tokens_per_query")).alias("ratio"))
+    by = (dw.group_by("level", maintain_order=True)
+          .agg(pl.len().alias("n"), (pl.col("verdict") == "better").sum().alias("b"),
+               (pl.col("verdict") == "worse").sum().alias("w"), pl.col("diff").median().alias("d"),
+               pl.col("ratio").median().alias("r"), pl.col("depth_policy").mode().first().alias("p"))
+          .sort("level"))
+    rows = [[f"{r['level']:g}x median", f"{r['b']}/{r['n']}", f"{r['w']}/{r['n']}", f"{r['d']:+.1%}",
+             f"{r['r']:.2f}", r["p"]] for r in by.iter_rows(named=True)]
+    cells = [[r["pool"].removeprefix("autotts-"), f"{r['level']:g}x", r["width_policy"],
+              mse(r["width_mean"], r["width_se"]), f"{r['width_tokens_per_query']:,.0f}", r["depth_policy"],
+              mse(r["depth_mean"], r["depth_se"]), f"{r['depth_tokens_per_query']:,.0f}",
+              f"{r['diff']:+.1%} ± {r['diff_se']:.1%}" + (" *" if r["verdict"] != "within 2 SE" else "")]
+             for r in dw.sort("pool", "level").iter_rows(named=True)]
+    lo = by.filter(pl.col("level") <= 2)
+    hi = by.filter(pl.col("level") >= 8)
+    return [
+        "\n## Depth: stopping traces part-way (the 8 AutoTTS pools)\n",
+        "The AutoTTS dumps probe every trace every 500 tokens (its answer so far), so a trace can be replayed as if "
+        "stopped part-way (docs/semantics.md, Depth). On them the leaderboard run\n",
+        f"```bash\n{cmd}\n```\n",
+        f"runs its sc track at token budgets (multiples of each pool's median trace length per query), {seeds} seeds, "
+        "with the width-only entries (whole traces: uniform and each policy with each answer-agreement rule) beside "
+        "the width x depth ones (each of those under the answer-stability rule, a trace stopping when its last 3 or "
+        "6 probes agree; Parallel-Probe; AutoTTS's CMC), every entry tuned on one half of each pool's problems and "
+        "measured on the other, as above. Per pool and budget, the best width-only entry and the best width x depth "
+        "entry (each chosen on the tuning half), both on the held-out half at the same token budget; the difference "
+        "is paired over seeds and its SE, like every SE here, covers the draw order on these 15 problems, not other "
+        "problems.\n",
+        table(["budget", "depth better (pools)", "depth worse (pools)", "median difference",
+               "median tokens spent, depth / width", "most often the best depth entry"], rows),
+        "",
+        f"**What depth adds, and where it does not.** At equal token budgets the best width x depth entry is more "
+        f"accurate than the best width-only one beyond 2 SE in {better.height} of {n} (pool, budget) cells and less "
+        f"accurate in {worse.height}"
+        + (f" (better: {', '.join(f'{r[0]} at {r[1]}' for r in cells if r[-1].endswith('*') and r[-1][0] == '+')})"
+           if better.height else "")
+        + ". Where the budget is tight "
+        f"({', '.join(f'{v:g}x' for v in lo['level'])} the median length) stopping traces early does not buy accuracy: "
+        f"depth is worse on {int(lo['w'].sum())} of {int(lo['n'].sum())} cells and better on {int(lo['b'].sum())}; "
+        "its best entries there are width policies under the stability rule, whose stopped traces answer with their "
+        "answer so far instead of their final one. Where the budget is ample "
+        f"({', '.join(f'{v:g}x' for v in hi['level'])}), depth's best entry (mostly cmc) "
+        f"spends a median {', '.join(f'{r:.2f}' for r in hi['r'])} of the tokens the best width-only entry "
+        f"spends ({', '.join(f'{v:g}x' for v in hi['level'])}), at a median accuracy difference of "
+        f"{float(dw.filter(pl.col('level') >= 8)['diff'].median()):+.1%}: a saving of tokens at a small loss of "
+        "accuracy (the trade AutoTTS and Parallel-Probe report as tokens saved at nearly equal accuracy), not more "
+        "accuracy at equal tokens. The leaderboard's question, the most accuracy a budget buys, is answered by width "
+        "on these pools; depth answers another one (the fewest tokens for nearly the same accuracy), and whether "
+        "its loss is small enough is the user's call.\n",
+        "Per pool (held-out accuracy ± SE over seeds; tokens spent per query; * beyond 2 SE):\n",
+        table(["pool", "budget", "best width-only", "accuracy", "tokens", "best width x depth", "accuracy", "tokens",
+               "depth - width"], cells),
+    ]
 
 
 def mse(m, se, pct=True) -> str:
@@ -285,7 +363,7 @@ def claims(df: pl.DataFrame, hs: pl.DataFrame, hc: pl.DataFrame) -> list[str]:
     return [line + "\n" for line in out]
 
 
-def render(lb: Path, cmd: list[str], make_figures: bool = True) -> str:
+def render(lb: Path, cmd: list[str], make_figures: bool = True, depth: Path | None = None) -> str:
     df = pl.read_parquet(lb / "leaderboard.parquet")
     agg = pl.read_parquet(lb / "aggregate.parquet")
     if make_figures:
@@ -407,6 +485,8 @@ def render(lb: Path, cmd: list[str], make_figures: bool = True) -> str:
         "8 samples per query, and only where uniform's majority-vote curve still rises; on a flat pool (today's "
         "strong models on MATH-500) it cannot.\n",
     ]
+    if depth is not None:
+        parts += depth_section(depth)
     return "\n".join(parts) + "\n"
 
 
@@ -416,12 +496,15 @@ def main(argv=None):
     ap.add_argument("--seeds", type=int, default=100)
     ap.add_argument("--rerun", action="store_true", help="rerun the leaderboard even if its output exists")
     ap.add_argument("--leaderboard", type=Path, help="render from this leaderboard directory (no import, no run)")
+    ap.add_argument("--depth-leaderboard", type=Path, help="with --leaderboard: the depth run's directory (its "
+                    "depth.parquet; default: none, no depth section)")
     args = ap.parse_args(argv)
     if args.leaderboard is not None:
-        lb, cmd = args.leaderboard, []
+        lb, cmd, depth = args.leaderboard, [], args.depth_leaderboard
     else:
         lb, cmd = ensure(args.work, args.seeds, args.rerun)
-    DOC.write_text(render(lb, cmd))
+        depth = ensure_depth(args.work, args.seeds, args.rerun, lb)
+    DOC.write_text(render(lb, cmd, depth=depth))
     print(f"wrote {DOC} and {FIG}/", file=sys.stderr)
 
 

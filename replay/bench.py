@@ -15,8 +15,9 @@ from .rng import permutation, query_order
 from .synth import make_pool
 from .tables import make_tables
 
-# every policy a synthetic pool (replay/synth.py: no token confidences) can run: all but deepconf-online
-POLICIES = tuple(p for p, e in REGISTRY.items() if not {"lows", "probes"} & e.needs)
+# every policy a synthetic pool (replay/synth.py: no token confidences) can run: all but deepconf-online, and the slow
+# ones (pets: a quadrature per draw; bench(BenchSpec(policies=("pets",))) times it)
+POLICIES = tuple(p for p, e in REGISTRY.items() if not {"lows", "probes"} & e.needs and not e.slow)
 
 # the elimination rules timed on rows of their own, under elimination (a policy's row runs its default rule,
 # threshold): the per-query stops of issue 29, whose checks cost more than a count comparison
@@ -157,3 +158,112 @@ def growth_ratios(g: pl.DataFrame) -> dict:
         rates = sub["decisions_per_s"].to_list()
         out[p] = (rates, rates[0] / rates[-1])
     return out
+
+
+# ------------------------------------------------------------------------------------------------------- depth
+# The depth policies (issue 30) on a synthetic probed pool, each against its reference twin (replay/reference_depth.py;
+# a width policy under a depth rule against replay/reference.py on the stopped traces): parallel-probe and cmc at
+# their defaults (AutoTTS's evaluator's), and elimination with sc-beta under the stability rule. Token budgets in
+# multiples of the pool's median trace length, as the leaderboard's.
+DEPTH_CONFIGS = (("parallel-probe", {}), ("cmc", {}),
+                 ("elimination", {"eliminate": "sc-beta", "depth_rule": "stability", "depth_m": 3}))
+DEPTH_MULTIPLES = (1, 4, 16)
+PROBE_STEP = 500  # tokens between probes, as AutoTTS's
+
+
+def probed_synth(n: int = 100, size: int = 64, seed: int = 0):
+    """make_pool's queries (correctness and answers: answer 0 the correct one) as reasoning traces probed every
+    PROBE_STEP tokens: 10 to 60 probes each (5,000 to 30,000 tokens, AutoTTS's range), each probe the trace's final
+    answer with a probability rising from 0.2 to 1 along the trace, else a wrong or no answer (so the stability rule
+    and the consensus stops have something to find, late)."""
+    import dataclasses
+
+    pool = make_pool(n=n, size=size, seed=seed, tokens=False)
+    rng = np.random.default_rng([seed, 0xDE])
+    total = int(pool.off[-1])
+    k = rng.integers(10, 61, total)
+    tok = PROBE_STEP * k + rng.integers(1, PROBE_STEP, total)
+    poff = np.zeros(total + 1, np.int64)
+    np.cumsum(k, out=poff[1:])
+    at = np.arange(int(poff[-1])) - np.repeat(poff[:-1], k)  # each probe's place in its trace, 0 ..
+    final = np.repeat(pool.ans, k)
+    keep = rng.random(len(at)) < 0.2 + 0.8 * (at + 1) / np.repeat(k, k)
+    pans = np.where(keep, final, rng.integers(-1, 4, len(at))).astype(np.int64)
+    return dataclasses.replace(pool, tok=tok.astype(np.int64), has_tokens=True, probe_off=poff,
+                               probe_tok=(PROBE_STEP * (at + 1)).astype(np.int64), probe_ans=pans,
+                               probe_ok=pans == 0, has_probes=True)
+
+
+def _depth_reference(pool, c, total: int, seed: int) -> tuple[int, int, float]:
+    """One reference run of configuration c on seed `seed`: (traces started, tokens, seconds)."""
+    from . import reference_depth as ref
+    from .engine import depth_view_arrays
+    from .reference import run_reference
+
+    perm = permutation(pool.off, pool.qkeys, seed)
+    rank, order = query_order(pool.qkeys, seed)
+    if c.policy not in ("parallel-probe", "cmc"):
+        tok, ans, ok, _ = depth_view_arrays(pool, c.depth_key())  # the stopped traces (their twin: test_depth)
+        t = time.perf_counter()
+        r = run_reference(pool.off, ok, ok.astype(np.float64), ans, tok, perm, rank, policy=c.policy,
+                          unit=c.unit, elim=c.eliminate, budget_total=total)
+        return r["samples_used"], r["tokens_used"], time.perf_counter() - t
+    traces = []
+    for i in range(pool.n_queries):
+        q = []
+        for p in range(pool.off[i], pool.off[i + 1]):
+            j = perm[p]
+            probes = list(zip(pool.probe_tok[pool.probe_off[j]:pool.probe_off[j + 1]].tolist(),
+                              pool.probe_ans[pool.probe_off[j]:pool.probe_off[j + 1]].tolist(),
+                              pool.probe_ok[pool.probe_off[j]:pool.probe_off[j + 1]].astype(int).tolist(),
+                              strict=True))
+            q.append((probes, int(pool.tok[j]), int(pool.ans[j]), int(pool.correct[j])))
+        traces.append(q)
+    t = time.perf_counter()
+    if c.policy == "cmc":
+        _, samples, tokens = ref.cmc(traces, list(order), total, beta=c.cmc_beta, unit=c.unit)
+    else:
+        _, samples, tokens = ref.parallel_probe(traces, list(order), total, chains=c.chains, T=c.stable,
+                                                patience=c.patience, warm=c.probe_warmup, unit=c.unit)
+    return samples, tokens, time.perf_counter() - t
+
+
+def bench_depth(n: int = 100, size: int = 64, multiples=DEPTH_MULTIPLES, seeds: int = 50, repeats: int = 3,
+                reference_seeds: int = 1, configs=DEPTH_CONFIGS) -> pl.DataFrame:
+    """Rows per (depth configuration, token budget) on probed_synth(n, size): the engine's runs (every seed, median of
+    `repeats` timings, as bench's), their traces started and the reference's on `reference_seeds` seeds. A decision
+    is one trace started (the samples a run spends; the ratio of rates is the same per run whatever is counted, as
+    the engine and the reference make the same runs); the reference's runs must match the engine's (traces and
+    tokens) or this raises. The depth view of a width policy is built once per pool and is not timed on either
+    side."""
+    from .engine import depth_pool, run_rows
+
+    pool = probed_synth(n, size)
+    median = float(np.median(pool.tok))
+    tables = make_tables(size, 0.95, sc_beta=True)
+    seed_arr = np.arange(seeds)
+    rows = []
+    for policy, kw in configs:
+        c = RunConfig(policy, unit="tokens", **kw)
+        if c.depth_key() != ("whole", 0, 0, "tokens"):
+            depth_pool(pool, c.depth_key())  # (the view, built once and kept: not timed)
+        for m in multiples:
+            total = int(round(m * median * n))
+            bt = np.full((1, seeds), total, np.int64)
+            run_rows(pool, [c], bt[:, :1], seed_arr[:1], tables)  # compile or load
+            wall, (_, out_i, _, _) = _median_time(lambda c=c, bt=bt: run_rows(pool, [c], bt, seed_arr, tables),
+                                                  repeats)
+            decisions = int(out_i[0, :, 0].sum())
+            ref_rates = []
+            for s in range(reference_seeds):
+                samples, tokens, dt = _depth_reference(pool, c, total, s)
+                if (samples, tokens) != (int(out_i[0, s, 0]), int(out_i[0, s, 1])):
+                    raise AssertionError(f"{c.label()} at {total}: the reference made {samples} traces, {tokens} "
+                                         f"tokens on seed {s}; the engine {out_i[0, s, :2].tolist()}")
+                ref_rates.append(samples / dt)
+            rate = decisions / wall
+            ref_rate = statistics.median(ref_rates) if ref_rates else float("nan")
+            rows.append({"pool": f"{n}x{size} probed", "policy": c.label(), "budget": float(m), "runs": seeds,
+                         "wall_s": wall, "decisions": decisions, "decisions_per_s": rate,
+                         "reference_decisions_per_s": ref_rate, "speedup": rate / ref_rate})
+    return pl.DataFrame(rows)

@@ -192,7 +192,7 @@ def plan_pool(path: Path, req: CompareRequest) -> PoolPlan:
         raise PoolError(f"ttc compare needs ground truth (a 'correct' column) to score coverage, and {path} has none")
     sup = supported(pool)
     roles = {"published": [p for p in sup if REGISTRY[p].published and REGISTRY[p].live
-                           and (req.policies is None or p in req.policies)],
+                           and (p in req.policies if req.policies is not None else not REGISTRY[p].slow)],
              "new": [p for p in sup if not REGISTRY[p].published and REGISTRY[p].live],
              "hindsight": [p for p in sup if not REGISTRY[p].live]}
     if not roles["published"]:

@@ -29,6 +29,7 @@ from .kernel import (
     F_COVERED,
     F_EXHAUSTED,
     F_SEL,
+    READING_POLICIES,
     READING_RULES,
     SAMPLES,
     SCHED,
@@ -103,13 +104,22 @@ def pool_arrays(off, correct, score, ans, tok, tables, have=None, prior=None, si
     ans = frozen(ans, np.int64)
     T, L, min_a = tables
     n = len(off) - 1
-    return PoolArrays(off, frozen(answer_offsets(off, ans) if aoff is None else aoff, np.int64),
-                      frozen(correct, np.int8),
+    aoff = frozen(answer_offsets(off, ans) if aoff is None else aoff, np.int64)  # (once: pool_modes reads it too)
+    return PoolArrays(off, aoff, frozen(correct, np.int8),
                       frozen(score, np.float64), ans, frozen(tok, np.int64),
                       frozen(np.diff(off) if have is None else have, np.int64), frozen(T, np.float64),
                       frozen(L, np.float64), frozen(min_a, np.int64),
                       frozen(np.full(n, np.nan) if prior is None else prior, np.float64),
-                      frozen(np.zeros(0) if side is None else side, np.float64))
+                      frozen(np.zeros(0) if side is None else side, np.float64),
+                      frozen(pool_modes(off, aoff, ans), np.int8))
+
+
+def pool_modes(off, aoff, ans) -> np.ndarray:
+    """Per answer slot (answer_offsets' layout): 1 when its answer is a most frequent valid answer of its query's
+    whole pool, else 0 (the invalid answers' slots, a query without valid answers). The `consistency` column counts
+    a query whose drawn majority (sc's) is one: PETS's self-consistency rate, agreement with the infinite-budget
+    majority, a pool tie counting either answer (docs/semantics.md)."""
+    return kernel.pool_modes(frozen(off, np.int64), frozen(aoff, np.int64), frozen(ans, np.int64))
 
 
 def config_records(configs: list[RunConfig]) -> np.ndarray:
@@ -140,9 +150,10 @@ def vote_weights(score, votes) -> tuple[np.ndarray, float]:
 
 def reading_flag(records):
     """run_one's `reading` argument for these configurations (CONFIG records): True when one uses a rule that
-    reads the drawn responses (kernel.READING_RULES), else None, which compiles a kernel without those rules (its
-    own cached specialisation, ~4 s less to compile on a first run)."""
-    return True if np.isin(records["elim"], READING_RULES).any() else None
+    reads the drawn responses (kernel.READING_RULES) or a policy that does (kernel.READING_POLICIES), else None, which
+    compiles a kernel without that code (its own cached specialisation, ~4 s less to compile on a first run)."""
+    return True if (np.isin(records["elim"], READING_RULES).any()
+                    or np.isin(records["policy"], READING_POLICIES).any()) else None
 
 
 def lows_arg(lows, records):
@@ -183,10 +194,10 @@ def compile_expected(pool: Pool, configs: list[RunConfig]) -> bool:
 
 def grid_outputs(C: int, S: int, n: int, per_query: bool) -> tuple:
     """The raw outputs of C configurations x S seeds that the grids fill (zeroed): out_f (coverage, accuracy and
-    each selection's), out_i (samples, tokens, exhausted, answered) and, with per_query, each query's draws and flags
-    (else empty arrays): run_grid's, run_rows' and run_probe_grid's alike."""
+    each selection's, the self-consistency rate), out_i (samples, tokens, exhausted, answered) and, with per_query,
+    each query's draws and flags (else empty arrays): run_grid's, run_rows' and run_probe_grid's alike."""
     shape = (C, S, n) if per_query else (0, 0, 0)
-    return (np.zeros((C, S, 2 + len(F_SEL))), np.zeros((C, S, 4), np.int64), np.zeros(shape, np.int32),
+    return (np.zeros((C, S, 3 + len(F_SEL))), np.zeros((C, S, 4), np.int64), np.zeros(shape, np.int32),
             np.zeros(shape, np.uint16))
 
 
@@ -329,13 +340,22 @@ def run_probe_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarr
                   frozen(tok, np.int64), frozen(ans, np.int64), frozen(ok, np.int8))
         if configs[rows[0]].policy == "cmc":
             knobs = [cmc_knobs(configs[k].cmc_beta) for k in rows]
-            _cmc_grid(*common, np.stack([kn for kn, _ in knobs]), np.stack([kf for _, kf in knobs]),
-                      np.array([configs[k].kernel_unit for k in rows], np.int64),
-                      frozen(budget_totals[rows], np.int64), f, i_, pn, pf, 0, S)
+            grid, args = _cmc_grid, (*common, np.stack([kn for kn, _ in knobs]), np.stack([kf for _, kf in knobs]),
+                                     np.array([configs[k].kernel_unit for k in rows], np.int64),
+                                     frozen(budget_totals[rows], np.int64), f, i_, pn, pf)
         else:
             cfg = np.array([[configs[k].chains, configs[k].stable, configs[k].patience, configs[k].probe_warmup,
                              configs[k].kernel_unit] for k in rows], np.int64).reshape(len(rows), 5)
-            _depth_grid(*common, cfg, frozen(budget_totals[rows], np.int64), f, i_, pn, pf, 0, S)
+            grid, args = _depth_grid, (*common, cfg, frozen(budget_totals[rows], np.int64), f, i_, pn, pf)
+        # contiguous chunks of seeds on the worker threads, as run_grid's (the grids release the GIL and keep their
+        # scratch per call; each seed writes its own outputs)
+        chunks = min(S, get_threads())
+        if chunks <= 1:
+            grid(*args, 0, S)
+        else:
+            with ThreadPoolExecutor(chunks) as ex:
+                for fut in [ex.submit(grid, *args, t * S // chunks, (t + 1) * S // chunks) for t in range(chunks)]:
+                    fut.result()
         out_f[rows], out_i[rows] = f, i_
         if per_query:
             pq_n[rows], pq_flags[rows] = pn, pf
@@ -388,6 +408,9 @@ def check_configs(pool: Pool, configs: list[RunConfig], select: str):
             raise PoolError(f"{c.label()} needs an 'answer' column (answer categories), and this pool has none")
         if c.unit != "samples" and not pool.has_tokens:
             raise PoolError(f"{c.label()}: a token budget needs an 'n_tokens' column, and this pool has none")
+        if "side" in REGISTRY[c.policy].needs and pool.side is None:
+            raise PoolError(f"{c.policy} reads each response's side signal (a confidence in [0, 1], e.g. exp(mean "
+                            "token log-probability)): name its column with --side COLUMN")
         if "gt" in REGISTRY[c.policy].needs and not pool.has_gt:
             raise PoolError(f"{c.policy} needs ground truth (a 'correct' column), and this pool has none")
         if "lows" in REGISTRY[c.policy].needs and pool.lows is None:
@@ -495,6 +518,8 @@ def replay(pool: Pool, configs: list[RunConfig], budgets, seeds, select: str = "
         "accuracy_sc": (out_f[:, :, 3] if pool.has_gt and pool.has_answers else np.full((C, S), nan)).ravel(),
         "accuracy_cisc": (np.where(online, nan, out_f[:, :, 4]) if votes else np.full((C, S), nan)).ravel(),
         "accuracy_deepconf": (np.where(online, nan, out_f[:, :, 5]) if votes else np.full((C, S), nan)).ravel(),
+        # the self-consistency rate (PETS's objective): the drawn majority is a majority of the whole pool
+        "consistency": (np.where(pp, nan, out_f[:, :, 6]) if pool.has_answers else np.full((C, S), nan)).ravel(),
         "samples_used": out_i[:, :, 0].ravel(),
         "tokens_used": out_i[:, :, 1].ravel() if pool.has_tokens else np.full(C * S, None),
         "exhausted": out_i[:, :, 2].ravel(),

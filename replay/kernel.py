@@ -44,6 +44,8 @@ class Policy(IntEnum):
     DSC = 11
     SIDE_EB = 12
     DEEPCONF_ONLINE = 13
+    UAB = 15  # the 2025-26 cross-query allocations (issue 29) from 15 on (14: Blend-ASC, reserved)
+    PETS = 16
 
 
 class Unit(IntEnum):
@@ -71,7 +73,12 @@ class Elim(IntEnum):
 # enum member): numba types an IntEnum member as IntEnum<int64>, which its builtins reject (`min(Policy.UCB, policy)`:
 # no matching overload of min, numba 0.68), so a member inside a kernel would need a cast at each such use.
 UNIFORM, ELIMINATION, UCB, GAP, GAP_LITERAL, ENTROPY, TWO_STAGE, STREAMING, ORACLE, OPTSCALE, MARGINAL_GAIN, DSC, \
-    SIDE_EB, DEEPCONF_ONLINE = map(int, Policy)
+    SIDE_EB, DEEPCONF_ONLINE, UAB, PETS = map(int, Policy)
+# The 2025-26 cross-query allocations (issue 29) read the drawn responses' side signal or answer slots at their stage
+# boundaries, so run_one compiles their code only with `reading` (as the reading rules).
+READING_POLICIES = (UAB, PETS)
+# pets: Simpson intervals of its quadrature of the Dirichlet argmax probability (docs/semantics.md)
+OKG_NODES = 256
 UNIT_SAMPLES, UNIT_TOKENS = map(int, Unit)
 ELIM_NONE, ELIM_THRESHOLD, ELIM_SC_SHARE, ELIM_SC_BETA, ELIM_ESC, ELIM_AC_MAJORITY, ELIM_AC_ENTROPY, \
     ELIM_AC_DIRICHLET, ELIM_BOINF, ELIM_MMC, ELIM_LBAYES = map(int, Elim)
@@ -115,8 +122,8 @@ CONFIG = np.dtype([("policy", np.int64), ("unit", np.int64), ("K", np.int64), ("
                    ("prior_strength", np.float64), ("bins", np.int64), ("refresh", np.int64),
                    ("dirichlet_conf", np.float64), ("horizon", np.int64),
                    ("bf", np.float64), ("bf_mc", np.int64), ("mmc_delta", np.float64), ("mmc_m", np.int64),
-                   ("lb_thre", np.float64), ("lb_l", np.int64)],
-                  align=True)
+                   ("lb_thre", np.float64), ("lb_l", np.int64), ("uab_tau", np.float64),
+                   ("pets_options", np.int64)], align=True)
 
 # What a run reads (read-only): the pool's per-response arrays grouped by query (off), the answer slots (aoff,
 # answer_offsets), have[i] = how many of query i's responses exist (its pool size in replay; fewer in a live run,
@@ -124,7 +131,9 @@ CONFIG = np.dtype([("policy", np.int64), ("unit", np.int64), ("K", np.int64), ("
 # predicted success probability in [0, 1] (marginal-gain's --prior; NaN for none: always an array, so that every
 # run has the one compiled signature) and side[j], a per-response side signal in [0, 1] (side-eb's --side; an
 # empty array for none, read as 0.5 everywhere: likewise always an array, and no pass over the pool per call).
-PoolArrays = namedtuple("PoolArrays", "off aoff correct score ans tok have T L min_a prior side")
+# mode[p]: answer slot p's answer is a most frequent valid answer of its query's whole pool (the self-consistency
+# rate's reference, the infinite-budget majority: engine.pool_modes).
+PoolArrays = namedtuple("PoolArrays", "off aoff correct score ans tok have T L min_a prior side mode")
 # What a run writes: the permutation and its lazy-generation state (perm, qgen, hs; qgen has no rows when perm is
 # given whole), the query order, and the state arrays qs, si, sf, tot. The grid allocates one per thread.
 Scratch = namedtuple("Scratch", "perm qgen hs order qs si sf tot act hk hr hq eb ex U alloc cost first cand sch dfr")
@@ -263,6 +272,36 @@ def fill_query_order(qkeys, seed, rank, order):
         order[q] = i
     for p in range(n):
         rank[order[p]] = p
+
+
+@jit
+def pool_modes(off, aoff, ans):
+    """Per answer slot (answer_offsets' layout): 1 when its answer is a most frequent valid answer of its query's
+    whole pool, else 0 (the invalid answers' slots, a query without valid answers); engine.pool_modes says what for.
+    One pass over the pool: numpy's repeat / bincount / maximum.at took 74 ms a grid call at 50,000 x 64, more than
+    the decisions of the growth table's two seeds of uniform there (docs/performance.md)."""
+    n = off.shape[0] - 1
+    out = np.zeros(aoff[n], np.int8)
+    width = 1
+    for i in range(n):
+        width = max(width, aoff[i + 1] - aoff[i])
+    cnt = np.zeros(width, np.int64)
+    for i in range(n):
+        lo = aoff[i]
+        w = aoff[i + 1] - lo
+        for t in range(w):
+            cnt[t] = 0
+        top = 0
+        for j in range(off[i], off[i + 1]):
+            a = ans[j]
+            if a >= 0:
+                c = cnt[a + 1] + 1
+                cnt[a + 1] = c
+                top = max(top, c)
+        for t in range(1, w):
+            if cnt[t] > 0 and cnt[t] == top:
+                out[lo + t] = 1
+    return out
 
 
 @jit
@@ -733,6 +772,160 @@ def heapify(hk, hr, hq, size):
             else:
                 break
         hk[p], hr[p], hq[p] = k, r, q
+
+
+@inner
+def uab_split(qs, side, perm, off, U, alloc, hk, hr, hq, tau, cap, budget, tot, unit):
+    """UAB's phase 2 (docs/semantics.md): each query holding its one phase-1 draw gets p = exp(ln(conf) / tau), conf
+    its draw's side signal (exp(-ANLL), so p is the source's exp(-ANLL / tau)); the draws left go one at a time to
+    the largest p (1 - p)^c (c: what it got so far; the key multiplied by 1 - p per draw, as the reference does),
+    ties to the lowest query index (the source's np.argmax over its questions), at most its pool's rest and the cap.
+    Draws left: the sample budget's rest; tokens: the token budget's rest over phase 1's mean tokens per draw, and
+    each query then gets an allowance of the tokens left in proportion to its draws. Fills U[:u], alloc[:u] in
+    memory order (two-stage's stage 2 draws them) and returns u. hk, hr, hq: the index rules' heap (not in use)."""
+    n = qs.shape[0]
+    p = np.empty(n)
+    room = np.empty(n, np.int64)
+    size = 0
+    for i in range(n):
+        alloc[i] = 0
+        room[i] = 0
+        if cap > 0 and qs[i].n >= cap:
+            qs[i].capped = 1
+        if qs[i].n == 0 or qs[i].exh or qs[i].capped:
+            continue
+        x = side[perm[off[i]]] if side.shape[0] > 0 else 0.5  # (an empty side: none, 0.5 everywhere)
+        p[i] = math.exp(math.log(x) / tau) if x > 0.0 else 0.0
+        r = off[i + 1] - off[i] - qs[i].n
+        room[i] = min(r, cap - qs[i].n) if cap > 0 else r
+        if room[i] > 0:
+            hk[size], hr[size], hq[size] = p[i], i, i
+            size += 1
+    hk[size] = -np.inf
+    heapify(hk, hr, hq, size)
+    left = budget - tot[SAMPLES] if unit == UNIT_SAMPLES else budget - tot[TOKENS]
+    E = left
+    if unit != UNIT_SAMPLES:
+        mbar = tot[TOKENS] / tot[SAMPLES] if tot[SAMPLES] > 0 else 0.0
+        E = INT64_MAX if mbar <= 0.0 else np.int64(min(math.floor(left / mbar), 4.0e18))
+    total = np.int64(0)
+    while total < E and size > 0:
+        i = hq[0]
+        alloc[i] += 1
+        total += 1
+        if alloc[i] >= room[i]:  # its pool's rest or its cap: it leaves the heap
+            size -= 1
+            k, r, q = hk[size], hr[size], hq[size]
+            hk[size] = -np.inf
+        else:
+            k, r, q = hk[0] * (1.0 - p[i]), hr[0], i
+        pp = 0  # sift (k, r, q) down from the top, as heapify does
+        while True:
+            c = 2 * pp + 1
+            if c >= size:
+                break
+            if hk[c + 1] > hk[c] or (hk[c + 1] == hk[c] and hr[c + 1] < hr[c]):
+                c += 1
+            if hk[c] > k or (hk[c] == k and hr[c] < r):
+                hk[pp], hr[pp], hq[pp] = hk[c], hr[c], hq[c]
+                pp = c
+            else:
+                break
+        hk[pp], hr[pp], hq[pp] = k, r, q
+    u = 0
+    for i in range(n):  # (u <= i: alloc[i] is read before alloc[u] is written)
+        if alloc[i] > 0:
+            a = alloc[i]
+            U[u] = i
+            alloc[u] = a if unit == UNIT_SAMPLES else np.int64(math.floor(left * a / total))
+            u += 1
+    return u
+
+
+@jit
+def okg_lead_prob(c, m):
+    """pets: I = P(bucket 0 has the largest share) under Dirichlet(c[0] + 1, .., c[m - 1] + 1), c sorted descending
+    (c[0] the leading count): for independent Gamma(c_k + 1) variables, the integral over x of the Gamma(c[0] + 1)
+    density (Poisson(x)'s pmf at c[0]) times each other's CDF (P(Poisson(x) > c_k)), by Simpson's rule with
+    OKG_NODES intervals (8 times as many below a = 8) on [max(0, a - 10 sqrt(a) - 10), a + 10 sqrt(a) + 30], a =
+    c[0] + 1 (the mass of the Gamma(a) density outside it is below 1e-13): within 1e-8 of the closed forms
+    (tests/test_pets.py). Every count is <= c[0], so one upward pass over the Poisson terms
+    at each node gives every CDF. replay/reference.py's okg_lead_prob is this code in plain Python, operation for
+    operation (so both give the same bits: the rewards they compare tie exactly where they should)."""
+    a = c[0] + 1
+    fa = float(a)
+    lo = max(0.0, fa - 10.0 * math.sqrt(fa) - 10.0)
+    hi = fa + 10.0 * math.sqrt(fa) + 30.0
+    nodes = OKG_NODES if a >= 8 else 8 * OKG_NODES  # a small leading count: a narrow density, finer steps
+    h = (hi - lo) / nodes
+    cum = np.empty(a)
+    total = 0.0
+    for k in range(nodes + 1):
+        x = lo + k * h
+        term = math.exp(-x)
+        acc = term
+        cum[0] = acc
+        for j in range(1, a):
+            term = term * x / j
+            acc += term
+            cum[j] = acc
+        f = term  # Poisson(x)'s pmf at a - 1: the Gamma(a) density at x
+        for t in range(1, m):
+            f *= 1.0 - cum[c[t]]
+        w = 1.0 if k == 0 or k == nodes else (4.0 if k % 2 == 1 else 2.0)
+        total += w * f
+    return total * h / 3.0
+
+
+@jit
+def okg_reward(c, m):
+    """pets: OKG's reward of one more draw for a query whose m option buckets hold the counts c (sorted descending;
+    buckets never drawn count 0): max over the buckets of h(c + e_k) - h(c), h the largest argmax probability (the
+    leading bucket's, okg_lead_prob). Buckets with equal counts give the same term, so one term per distinct count;
+    c is restored before it returns."""
+    base = okg_lead_prob(c, m)
+    best = -np.inf
+    for t in range(m):
+        if t > 0 and c[t] == c[t - 1]:
+            continue
+        v = c[t]
+        # one bucket of count v (the first of them, position t) gains one: the sorted order holds with it there
+        c[t] = v + 1
+        d = okg_lead_prob(c, m) - base
+        c[t] = v
+        if d > best:
+            best = d
+    return best
+
+
+@inner
+def pets_index(ans, perm, off, i, nd, M):
+    """pets: query i's OKG reward from its nd draws: its valid answers in draw order fill M option buckets (a new
+    answer when all M hold one is discarded, as the source's `_consume_one`; an invalid answer counts in none)."""
+    ids = np.empty(M, np.int64)
+    c = np.zeros(M, np.int64)
+    nb = 0
+    for k in range(nd):
+        a = ans[perm[off[i] + k]]
+        if a < 0:
+            continue
+        t = 0
+        while t < nb and ids[t] != a:
+            t += 1
+        if t < nb:
+            c[t] += 1
+        elif nb < M:
+            ids[nb] = a
+            c[nb] = 1
+            nb += 1
+    for t in range(1, nb):  # descending (insertion sort: nb <= M, a handful)
+        v = c[t]
+        u = t
+        while u > 0 and c[u - 1] < v:
+            c[u] = c[u - 1]
+            u -= 1
+        c[u] = v
+    return okg_reward(c, M)
 
 
 _E52 = 4503599627370496.0  # 2**52
@@ -1803,9 +1996,10 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
     # elimination rule, repeats), makes it at the single `pull` call site, then updates the rule's own cursor.
     # numba inlines `pull` wherever it is called, and each copy costs ~2 s of compile time, hence one call
     # site; it is also the shape a live driver needs (pick the next pulls; fold the responses in).
-    is_rr = policy == UNIFORM or policy == ELIMINATION or policy == TWO_STAGE or policy == OPTSCALE or policy == DSC
+    is_rr = policy == UNIFORM or policy == ELIMINATION or policy == TWO_STAGE or policy == OPTSCALE or policy == DSC \
+        or (reading is not None and policy == UAB)
     is_index = policy == UCB or policy == GAP or policy == GAP_LITERAL or policy == ENTROPY or policy == MARGINAL_GAIN \
-        or policy == SIDE_EB
+        or policy == SIDE_EB or (reading is not None and policy == PETS)
 
     act, hk, hr, hq, eb, ex = W.act, W.hk, W.hr, W.hq, W.eb, W.ex
     U, alloc, cost, first, cand, dfr = W.U, W.alloc, W.cost, W.first, W.cand, W.dfr
@@ -1825,7 +2019,7 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
             st.rr_budget = np.int64(math.floor(rho * budget))
         elif policy == OPTSCALE:  # the warm-up: round-robin up to `warmup` responses each
             st.rr_cap = warmup if max_samples == 0 else min(warmup, max_samples)
-        elif policy == DSC:  # the ranking's first draw: one response each
+        elif policy == DSC or policy == UAB:  # the ranking's (UAB: phase 1's) first draw: one response each
             st.rr_cap = 1
         st.one_pull = st.rr_elim == ELIM_NONE and st.rr_cap == 0
         st.rr_on = is_rr  # a round-robin phase is running (two-stage's stage 2 and dsc's partition are not)
@@ -1900,15 +2094,21 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                 dfr[st.dp, 1]
             if st.per_cap:
                 cap = alloc[i]
-        elif st.rr_on:  # -- round-robin (uniform, elimination; two-stage, optscale, dsc stage 1; dsc stage 3)
+        elif st.rr_on:  # -- round-robin (uniform, elimination; stage 1 of two-stage, optscale, dsc, uab; dsc's 3)
             if st.m == 0:
-                if st.stage != 1 or (policy != TWO_STAGE and policy != OPTSCALE and policy != DSC):
+                if st.stage != 1 or (policy != TWO_STAGE and policy != OPTSCALE and policy != DSC
+                                     and policy != UAB):
                     break
                 if policy != TWO_STAGE:  # optscale's and dsc's first round-robin: its cap was its own
                     if tot[STOP]:
                         break
                     for i in range(n):
                         qs[i].capped = 0
+                if reading is not None and policy == UAB:  # -- uab, phase 2 (uab_split), drawn as two-stage's 2
+                    st.u = uab_split(qs, side, perm, off, U, alloc, hk, hr, hq, cfg.uab_tau, max_samples, budget, tot,
+                                     unit)
+                    st.stage, st.rr_on, st.start = 2, False, tot[TOKENS]
+                    continue
                 if policy == OPTSCALE:  # -- optscale, stage 2: each query's N_i (alloc) from its warm-up
                     optscale_caps(qs, score, off, perm, alloc, warmup, max_samples, gamma, pct)
                     st.m = active_by_rank(qs, order, act)
@@ -1957,7 +2157,7 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
             if st.one_pull and not live:  # no rule between its pulls: the block is one pull (live: pulls, which
                 # the query can make as their responses come)
                 want, reps = st.rr_k * st.blk, 1
-        elif policy == TWO_STAGE:  # -- two-stage, stage 2: U[q] draws its allocation alloc[q]
+        elif policy == TWO_STAGE or policy == UAB:  # -- two-stage's stage 2, uab's phase 2: U[q] draws alloc[q]
             q = st.q
             if q >= st.u:
                 break
@@ -1993,7 +2193,7 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
         elif is_index:  # -- the index policies (ucb, gap, gap-literal, entropy, marginal-gain, side-eb): the top
             if st.size == 0:
                 break
-            i, want = hq[0], K
+            i, want, rule = hq[0], K, (ELIM_NONE if policy == PETS else elim)
             st.n0 = qs[i].n
         elif policy == STREAMING:  # -- streaming: the queries in order, each until it stops or meets the reserve
             sp = st.sp
@@ -2057,7 +2257,7 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
             st.ds_next += 1
             if tot[STOP]:
                 break
-        elif policy == TWO_STAGE:  # -- two-stage, stage 2
+        elif policy == TWO_STAGE or policy == UAB:  # -- two-stage's stage 2, uab's phase 2
             if unit == UNIT_SAMPLES or tot[STOP]:
                 tot[STOP] = 0
                 st.q += 1
@@ -2071,9 +2271,11 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                 key = side_eb(hk, hr, hq, size, qs, ex, eb, i, st.n0, side, tok, perm, off, nb, strength, unit, tot,
                               hz, budget)
                 st.pulls += 1
+            if reading is not None and policy == PETS:  # -- pets: its OKG reward (pets_index)
+                key = pets_index(ans, perm, off, i, qs[i].n, cfg.pets_options)
             if qs[i].elim == 0 and qs[i].capped == 0 and qs[i].exh == 0:  # active: its new index at the top
                 key, r0, q0 = (gain_index(prior, qs, i, strength, gamma) if policy == MARGINAL_GAIN else
-                               key if policy == SIDE_EB else index_of(i)), hr[0], i
+                               key if policy == SIDE_EB or policy == PETS else index_of(i)), hr[0], i
             else:  # it leaves the heap: the last entry moves to the top
                 size -= 1
                 st.size = size
@@ -2269,7 +2471,10 @@ def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags,
                 acc3 = 0
                 acc4 = 0
                 answered = 0
+                cons = 0  # the self-consistency rate: the majority drawn (sc's lead) is a majority of the pool
                 for i in range(n):
+                    if qs[i].lead >= 0:
+                        cons += P.mode[aoff[i] + 1 + qs[i].lead]
                     cov += qs[i].covered
                     answered += qs[i].elim
                     acc0 += (sel[i] >> 4) & 1
@@ -2287,6 +2492,7 @@ def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags,
                 out_f[c, s, 3] = acc2 / n
                 out_f[c, s, 4] = acc3 / n
                 out_f[c, s, 5] = acc4 / n
+                out_f[c, s, 6] = cons / n
                 out_i[c, s, 0] = tot[SAMPLES]
                 out_i[c, s, 1] = tot[TOKENS]
                 out_i[c, s, 2] = tot[EXHAUSTED]
@@ -2368,14 +2574,15 @@ def parallel_probe(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, en
     that does not fit in the budget left ends the run; a query then holds the majority of its unpruned traces'
     latest answers. Per trace (a position p of the permutation): t_idx probes explored, t_paid tokens paid, t_st
     (0 live, 1 finished, 2 pruned), t_off off-track count, t_ans / t_ok its latest answer. Per query qi[i]: chains
-    started, step, stable count, previous winner (-2: none), done, held answer, held correct, steps run. cnt:
-    per-answer-slot scratch (zero)."""
+    started, step, stable count, previous winner (-2: none), done, held answer, held correct, steps run. cnt: per
+    answer slot, the unpruned traces whose latest answer it is (zero on entry; kept as traces advance and are pruned,
+    so a majority is one pass over the query's traces)."""
     n = off.shape[0] - 1
     ended = False
 
-    def explore(p):
-        """One more segment of the trace at position p: False when it does not fit in the budget (nothing
-        changes)."""
+    def explore(p, base):
+        """One more segment of the (unpruned) trace at position p of the query whose answer slots start at base:
+        False when it does not fit in the budget (nothing changes)."""
         j = perm[p]
         k = t_idx[p]
         if k < reach[j]:
@@ -2386,6 +2593,8 @@ def parallel_probe(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, en
             return False
         tot[TOKENS] += cost
         t_paid[p] += cost
+        if t_ans[p] >= 0:
+            cnt[base + t_ans[p]] -= 1
         if k < reach[j]:
             t_ans[p] = pans[poff[j] + k]
             t_ok[p] = pok[poff[j] + k]
@@ -2394,25 +2603,22 @@ def parallel_probe(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, en
             t_ans[p] = end_ans[j]
             t_ok[p] = end_ok[j]
             t_st[p] = 1
+        if t_ans[p] >= 0:
+            cnt[base + t_ans[p]] += 1
         return True
 
     def majority(i):
-        """(winner, its correctness, unpruned traces): the winner -1 when none of them has a valid answer."""
+        """(winner, its correctness, unpruned traces): the winner -1 when none of them has a valid answer; the first
+        in trace order of the answers held by the most unpruned traces (cnt)."""
         a0 = off[i]
         base = aoff[i] + 1
         live = 0
+        best, bc, bok = -1, 0, 0
         for p in range(a0, a0 + qi[i, 0]):
             if t_st[p] != 2:
                 live += 1
-                if t_ans[p] >= 0:
-                    cnt[base + t_ans[p]] += 1
-        best, bc, bok = -1, 0, 0
-        for p in range(a0, a0 + qi[i, 0]):
-            if t_st[p] != 2 and t_ans[p] >= 0 and cnt[base + t_ans[p]] > bc:
-                best, bc, bok = t_ans[p], cnt[base + t_ans[p]], t_ok[p]
-        for p in range(a0, a0 + qi[i, 0]):
-            if t_ans[p] >= 0:
-                cnt[base + t_ans[p]] = 0
+                if t_ans[p] >= 0 and cnt[base + t_ans[p]] > bc:
+                    best, bc, bok = t_ans[p], cnt[base + t_ans[p]], t_ok[p]
         return best, bok, live
 
     def hold(i):  # (the budget ended the run) the majority of what the query's traces hold now
@@ -2431,7 +2637,7 @@ def parallel_probe(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, en
                 ended = True
                 break
             t_idx[p], t_paid[p], t_st[p], t_off[p], t_ans[p], t_ok[p] = 0, 0, 0, 0, -1, 0
-            if not explore(p):
+            if not explore(p, aoff[i] + 1):
                 ended = True
                 break
             qi[i, 0] += 1
@@ -2450,22 +2656,24 @@ def parallel_probe(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, en
                 a0 = off[i]
                 m = qi[i, 0]
                 step = qi[i, 1]
+                base = aoff[i] + 1
                 for p in range(a0, a0 + m):  # forward every live trace one segment
-                    if t_st[p] == 0 and not explore(p):
+                    if t_st[p] == 0 and not explore(p, base):
                         ended = True
                         break
                 if ended:
                     break
                 w, wok, live = majority(i)
                 if step >= warm and live > 1:
+                    pruned = False  # (a trace's off-track count reads w only: counted and pruned in one pass)
                     for p in range(a0, a0 + m):
                         if t_st[p] == 0:
                             t_off[p] = t_off[p] + 1 if t_ans[p] != w else 0
-                    pruned = False
-                    for p in range(a0, a0 + m):
-                        if t_st[p] == 0 and t_off[p] >= patience:
-                            t_st[p] = 2
-                            pruned = True
+                            if t_off[p] >= patience:
+                                t_st[p] = 2
+                                if t_ans[p] >= 0:
+                                    cnt[base + t_ans[p]] -= 1
+                                pruned = True
                     if pruned:
                         w, wok, live = majority(i)
                         if live == 0:  # every trace pruned: the previous winner stands
@@ -2548,6 +2756,7 @@ def _depth_grid(off, aoff, qkeys, seeds, poff, pans, pok, ptok, reach, end_tok, 
         for c in range(cfgs.shape[0]):
             qi[:] = 0
             tot[:] = 0
+            cnt[:] = 0
             for i in range(n):
                 qi[i, 3] = -2
                 qi[i, 5] = -1
@@ -2586,6 +2795,15 @@ CMC = 21  # AutoTTS's discovered controller (Confidence Momentum Controller)
 
 
 @inner
+def _largest(off):
+    """The largest query's size (a per-query scratch's length)."""
+    big = 0
+    for i in range(off.shape[0] - 1):
+        big = max(big, off[i + 1] - off[i])
+    return big
+
+
+@inner
 def _cmc_stats(aoff, i, cc, fr, cok, pascal):
     """(winner, its correctness, confidence) over query i's completed answers (cc: counts per answer slot, fr: the
     order each answer was first completed in; ties to the first completed, as a Counter); winner -2 when none."""
@@ -2611,13 +2829,13 @@ def _cmc_stats(aoff, i, cc, fr, cok, pascal):
 
 @inner
 def cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order, kn, kf, unit, budget, t_idx,
-        t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi, qf, hist, cc, fr, cok, pascal, tot):
+        t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi, qf, hist, cc, fr, cok, pascal, tot, srv):
     """AutoTTS's Confidence Momentum Controller (its search's round r0004; docs/semantics.md) on every query under one
     shared budget, round-robin in rank order as parallel_probe. kn: (n_init, max_branch, warm_up, abandon_patience,
     T_ema, burst_aligned, widen_burst, min_complete), kf: (ema_alpha, conf_thresh, delta_slack, trend_thresh). Per
     trace at position p: t_st 0 live, 1 finished, 2 abandoned; t_pr probes run; t_dis rounds off the pool winner.
     Per query qi[i]: traces started, step, done (1 ended, 2 stopped by the gate), held answer, held correct, hist
-    length, distinct completed answers, completed count; qf[i, 0] the EMA."""
+    length, distinct completed answers, completed count; qf[i, 0] the EMA. srv: scratch, the largest query's size."""
     n = off.shape[0] - 1
     n_init, max_branch, warm_up, patience, t_ema, burst, widen, min_complete = kn[0], kn[1], kn[2], kn[3], kn[4], \
         kn[5], kn[6], kn[7]
@@ -2720,13 +2938,27 @@ def cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm,
             hist[i, hl] = ema
             hl += 1
             qi[i, 5] = hl
-            if warm and w != -2:
-                alive = 0
-                for p in range(a0, a0 + m):
-                    if t_st[p] == 0:
+            # One pass over the query's traces: the live ones' rounds off the pool winner (after warm-up), and the
+            # live ones by probes run, most first (ties: trace order), for the depth step below. Only a served trace
+            # changes, and it is not met again: the serving order is the live traces' at the round's start, sorted
+            # once (a stable insertion sort: the traces run in near lockstep, so it is about one pass)
+            upd = warm and w != -2
+            live = 0
+            cand = 0
+            for p in range(a0, a0 + m):
+                if t_st[p] == 0:
+                    if upd:
                         t_dis[p] = t_dis[p] + 1 if t_ans[p] != w else 0
-                        alive += 1
-                left = max(0, alive - 2)  # abandon the most deviant first (ties: trace order), keep 2 alive
+                        if t_dis[p] >= patience:
+                            cand += 1
+                    k = live
+                    while k > 0 and t_pr[srv[k - 1]] < t_pr[p]:
+                        srv[k] = srv[k - 1]
+                        k -= 1
+                    srv[k] = p
+                    live += 1
+            if cand > 0:
+                left = max(0, live - 2)  # abandon the most deviant first (ties: trace order), keep 2 alive
                 while left > 0:
                     bp, bd = -1, patience - 1
                     for p in range(a0, a0 + m):
@@ -2736,34 +2968,28 @@ def cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm,
                         break
                     t_st[bp] = 2
                     left -= 1
-            # depth: the live traces by probes run, most first (ties: trace order), aligned ones `burst` segments
-            top = -1
-            for p in range(a0, a0 + m):
-                if t_st[p] == 0:
-                    top = max(top, t_pr[p])
-            lvl = top
-            while lvl >= 0 and not ended:
-                for p in range(a0, a0 + m):
-                    if t_st[p] != 0 or t_pr[p] != lvl or t_dis[p] < 0:
-                        continue
-                    t_dis[p] = -1 - t_dis[p]  # (marks it served this round; undone below)
-                    steps = burst if (warm and w != -2 and t_ans[p] == w) else 1
-                    for _ in range(steps):
-                        if t_st[p] == 1:
-                            break
-                        if not explore(p):
-                            ended = True
-                            break
-                        t_pr[p] += 1
-                        if t_st[p] == 1:
-                            complete(i, p)
-                            break
-                    if ended:
+                kept = 0
+                for k in range(live):  # (the abandoned leave the serving order)
+                    if t_st[srv[k]] == 0:
+                        srv[kept] = srv[k]
+                        kept += 1
+                live = kept
+            # depth: aligned traces `burst` segments, the others one
+            for k in range(live):
+                p = srv[k]
+                steps = burst if (warm and w != -2 and t_ans[p] == w) else 1
+                for _ in range(steps):
+                    if t_st[p] == 1:
                         break
-                lvl -= 1
-            for p in range(a0, a0 + m):
-                if t_dis[p] < 0:
-                    t_dis[p] = -1 - t_dis[p]
+                    if not explore(p):
+                        ended = True
+                        break
+                    t_pr[p] += 1
+                    if t_st[p] == 1:
+                        complete(i, p)
+                        break
+                if ended:
+                    break
             if ended:
                 break
             w, wok, conf = _cmc_stats(aoff, i, cc, fr, cok, pascal)
@@ -2775,8 +3001,8 @@ def cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm,
                 qi[i, 3], qi[i, 4], qi[i, 2] = w, wok, 2
                 continue
             resolved = True
-            for p in range(a0, a0 + m):
-                if t_st[p] == 0:
+            for k in range(live):  # (a trace not live at the round's start is not live now)
+                if t_st[srv[k]] == 0:
                     resolved = False
                     break
             if resolved:
@@ -2825,8 +3051,9 @@ def cmc_once(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, 
         for b in range(1, a + 1):
             pascal[a, b] = pascal[a - 1, b - 1] + pascal[a - 1, b]
     tot = np.zeros(TOT_SLOTS, np.int64)
+    srv = np.empty(_largest(off), np.int64)
     cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order, kn, kf, unit, budget, t_idx,
-        t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi, qf, hist, cc, fr, cok, pascal, tot)
+        t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi, qf, hist, cc, fr, cok, pascal, tot, srv)
     return qi, tot, t_paid
 
 
@@ -2855,6 +3082,7 @@ def _cmc_grid(off, aoff, qkeys, seeds, poff, pans, pok, ptok, reach, end_tok, en
         for b in range(1, a + 1):
             pascal[a, b] = pascal[a - 1, b - 1] + pascal[a - 1, b]
     tot = np.zeros(TOT_SLOTS, np.int64)
+    srv = np.empty(_largest(off), np.int64)
     per_query = pq_n.shape[0] > 0
     for s in range(s_lo, s_hi):
         fill_permutation(off, qkeys, seeds[s], perm)
@@ -2868,5 +3096,5 @@ def _cmc_grid(off, aoff, qkeys, seeds, poff, pans, pok, ptok, reach, end_tok, en
                 qi[i, 3] = -1
             cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order, kns[c], kfs[c],
                 units[c], budgets[c, s], t_idx, t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi, qf, hist, cc, fr, cok,
-                pascal, tot)
+                pascal, tot, srv)
             depth_tally(off, qi, 2, 4, t_ok, tot, per_query, pq_n, pq_flags, out_f, out_i, c, s)

@@ -21,6 +21,14 @@ Tracks (one leaderboard each; a pool enters the tracks it can support):
   `entropy+sc-beta` (the seed paper's setting for reasoning models). The ceiling is the oracle's coverage at the same
   budget: no selection is right on a query where no drawn response is.
 
+Depth (issue 30): on a pool with probes (`ttc import autotts`), the sc track in tokens also runs the width x depth
+entries (role "depth"): parallel-probe and cmc, which stop traces part-way on their own, and each sc entry with its
+traces under the answer-stability rule (`<entry>+stability`, depth_m in DEPTH_M), tuned alike. Per pool and token
+budget, `depth_vs_width` sets the best width-only entry (uniform and the published ones, chosen on the tuning half)
+against the best width x depth entry (chosen alike): both held-out, at the same token budget, and their paired
+difference with its SE. The coverage track has no depth entries: a verifier that stops a query at its first correct
+response leaves nothing for a stopped trace's early answer to add.
+
 Units: samples (budgets `--budgets` per query, default 1, 2, 4, 8, 16: reasoning pools saturate early) and tokens
 (`--token-multiples` of the pool's median response length per query), on pools with token counts.
 
@@ -73,6 +81,10 @@ LEADERBOARD_GRID = {
 # An answer-agreement rule's own window where the rule reads K: ESC stops on a window of K identical answers, so K = 1
 # stops every query at its first draw (ESC's paper uses windows of 4 to 8)
 RULE_GRID = {"esc": {"K": (4, 8)}}
+# depth's entries and grids (module docstring): parallel-probe's chain counts (AutoTTS's evaluator runs 64; fewer suit
+# smaller budgets), cmc's one knob, the stability rule's window
+DEPTH_GRID = {"parallel-probe": {"chains": (64, 8, 16, 32)}, "cmc": {"cmc_beta": (0.5, 0.0, 0.25, 0.75, 1.0)}}
+DEPTH_M = (3, 6)
 SE_METHOD = ("over seeds on the held-out queries (the queries fixed); differences paired over seeds (common random "
              "numbers: a seed gives every policy the same permutation of each query's responses)")
 
@@ -169,6 +181,11 @@ class Entry:
     configs: list
     select: str
 
+    @property
+    def kind(self) -> str:
+        """width (whole traces: uniform, published, new), depth (traces stopped part-way) or oracle."""
+        return self.role if self.role in ("depth", "oracle") else "width"
+
 
 def entries(pool, track: str, unit: str) -> list[Entry]:
     """The combinations that make sense for `pool` on `track` in `unit` (module docstring)."""
@@ -193,7 +210,7 @@ def entries(pool, track: str, unit: str) -> list[Entry]:
     if track == "coverage":
         for p in supported(pool):
             spec = REGISTRY[p]
-            if p in EXCLUDED or not spec.live and p != "oracle":
+            if p in EXCLUDED or spec.slow or not spec.live and p != "oracle":
                 continue
             role = ("uniform" if p == "uniform" else "oracle" if not spec.live else
                     "published" if spec.published else "new")
@@ -216,7 +233,26 @@ def entries(pool, track: str, unit: str) -> list[Entry]:
             except PoolError:
                 continue
             out.append(Entry(f"{p}+{r}", p, "published", cfgs, "sc"))
+    if unit == "tokens" and pool.probe_off is not None:
+        out += depth_entries(out, unit)
     out.append(Entry("oracle", "oracle", "oracle", [RunConfig("oracle", unit=unit)], "bon"))
+    return out
+
+
+def depth_entries(width: list, unit: str) -> list[Entry]:
+    """The sc track's width x depth entries on a probed pool (module docstring): each width entry's grid under the
+    stability rule at every DEPTH_M, then parallel-probe and cmc over DEPTH_GRID (their defaults first)."""
+    from dataclasses import replace
+
+    from .policies import RunConfig
+    from .tune import grid_configs
+
+    out = []
+    for e in width:
+        cfgs = [replace(c, depth_rule="stability", depth_m=m) for m in DEPTH_M for c in e.configs]
+        out.append(Entry(f"{e.label}+stability", e.policy, "depth", cfgs, "sc"))
+    for p, grid in DEPTH_GRID.items():
+        out.append(Entry(p, p, "depth", grid_configs(RunConfig(p, unit=unit), grid), "sc"))
     return out
 
 
@@ -244,7 +280,10 @@ def plan_pool(path: Path, req: LeaderboardRequest) -> PoolPlan:
     if "correct" not in pl.read_parquet_schema(sample_files(path)[0]):
         raise PoolError(f"ttc leaderboard needs ground truth (a 'correct' column) to score coverage and accuracy, and "
                         f"{path} has none (grade it first: ttc score, or ttc import ... --gold)")
-    pool = load_pool(path)
+    # depth's probes: read only where a depth entry can run (the sc track in tokens, on a pool that has them)
+    probes = ("sc" in req.tracks and "tokens" in (req.units or UNITS)
+              and "probe_answer" in pl.read_parquet_schema(sample_files(path)[0]))
+    pool = load_pool(path, probes=probes)
     if not pool.has_gt:
         raise PoolError(f"ttc leaderboard needs ground truth, and {path}'s 'correct' column is entirely null")
     units = req.units or list(UNITS)
@@ -360,6 +399,7 @@ def run_pool(plan: PoolPlan, req: LeaderboardRequest, progress=None) -> pl.DataF
             for e in grp:
                 for b in budgets:
                     chosen[e.label, b] = choose(e, means, b)
+        tuned = dict(chosen)  # (uniform's too: the best width-only entry is chosen among every width entry)
         # 2. on the held-out half: per budget, each entry's chosen configuration (uniform: its dense curve below)
         rep = {}
         for b in budgets:
@@ -393,6 +433,13 @@ def run_pool(plan: PoolPlan, req: LeaderboardRequest, progress=None) -> pl.DataF
             pub = [e for e in live if e.role == "published"]
             best = max(pub, key=lambda e: (chosen[e.label, b][1], -pub.index(e))) if pub else None
             x_best = rep[best.label, b][metric].to_numpy() if best else None
+            # width against depth (module docstring): each kind's best entry, chosen on the tuning half
+            by_kind = {}
+            for kind in ("width", "depth"):
+                cand = [e for e in live if e.kind == kind]
+                if cand:
+                    by_kind[kind] = max(cand, key=lambda e: (tuned[e.label, b][1], -cand.index(e)))
+            x_width = rep[by_kind["width"].label, b][metric].to_numpy() if "depth" in by_kind else None
             cells = []
             for e in live + ([oracle] if oracle else []):
                 d = do.filter(pl.col("budget") == b) if e.role == "oracle" else rep[e.label, b]
@@ -410,6 +457,7 @@ def run_pool(plan: PoolPlan, req: LeaderboardRequest, progress=None) -> pl.DataF
                 vs_b = (paired(x, x_best) if best is not None and e.role in ("published", "new") and e is not best
                         else (float("nan"), float("nan")))
                 gs = gap_share(x, x_uni, x_orc) if e.role in ("published", "new") else (float("nan"), float("nan"))
+                vs_w = paired(x, x_width) if x_width is not None and e.kind == "depth" else (float("nan"), float("nan"))
                 cfg = chosen[e.label, b][0] if e.role != "oracle" else e.configs[0]
                 cells.append({
                     "pool": plan.pool.name, "pool_path": str(plan.path), "model": plan.pool.meta.get("model"),
@@ -429,6 +477,8 @@ def run_pool(plan: PoolPlan, req: LeaderboardRequest, progress=None) -> pl.DataF
                     "beats_best": bool(vs_b[0] > 2 * vs_b[1]) if np.isfinite(vs_b[1]) else False,
                     "oracle_mean": float(x_orc.mean()), "gap_share": gs[0], "gap_share_se": gs[1],
                     "tuned_on_reported": plan.same and e.role not in ("uniform", "oracle"),
+                    "kind": e.kind, "is_best_width": by_kind.get("width") is e and "depth" in by_kind,
+                    "is_best_depth": by_kind.get("depth") is e, "vs_best_width": vs_w[0], "vs_best_width_se": vs_w[1],
                 })
             ranks = rank([c["mean"] for c in cells if c["role"] != "oracle"])
             for c, r in zip([c for c in cells if c["role"] != "oracle"], ranks):
@@ -470,7 +520,8 @@ SCHEMA = {"pool": pl.String, "pool_path": pl.String, "model": pl.String, "datase
           "beats_uniform": pl.Boolean, "verdict_uniform": pl.String, "best_published": pl.String,
           "is_best_published": pl.Boolean, "vs_best": pl.Float64, "vs_best_se": pl.Float64, "beats_best": pl.Boolean,
           "oracle_mean": pl.Float64, "gap_share": pl.Float64, "gap_share_se": pl.Float64,
-          "tuned_on_reported": pl.Boolean, "rank": pl.Float64}
+          "tuned_on_reported": pl.Boolean, "kind": pl.String, "is_best_width": pl.Boolean,
+          "is_best_depth": pl.Boolean, "vs_best_width": pl.Float64, "vs_best_width_se": pl.Float64, "rank": pl.Float64}
 
 
 def aggregate(df: pl.DataFrame) -> pl.DataFrame:
@@ -485,6 +536,60 @@ def aggregate(df: pl.DataFrame) -> pl.DataFrame:
                  pl.col("gain").median().alias("median_gain"), pl.col("gain_censored").sum().alias("gains_censored"),
                  pl.col("gap_share").median().alias("median_gap_share"))
             .sort("track", "unit", "level", "mean_rank"))
+
+
+DEPTH_SE = ("the SE is over seeds on the held-out queries (which traces each query draws and in which order; the "
+            "queries fixed), the difference paired over seeds (common random numbers): it does not cover which "
+            "queries were held out, so on a pool of 15 held-out queries a difference beyond 2 SE is a statement "
+            "about these queries")
+
+
+def depth_vs_width(df: pl.DataFrame) -> pl.DataFrame:
+    """Per pool, track, unit and budget where depth entries ran: the best width-only entry against the best width x
+    depth entry (each chosen on the tuning half), held-out mean ± SE, tokens spent per query, and depth's paired
+    difference from width with its SE and verdict (DEPTH_SE)."""
+    from .compare import verdict
+
+    keys = ["pool", "track", "unit", "level", "budget"]
+    cols = ["policy", "config", "mean", "se", "tokens_per_query"]
+    w = df.filter(pl.col("is_best_width")).select(*keys, *[pl.col(c).alias(f"width_{c}") for c in cols])
+    d = df.filter(pl.col("is_best_depth")).select(*keys, *[pl.col(c).alias(f"depth_{c}") for c in cols],
+                                                  pl.col("vs_best_width").alias("diff"),
+                                                  pl.col("vs_best_width_se").alias("diff_se"))
+    out = w.join(d, on=keys, how="inner", maintain_order="left")
+    return out.with_columns(pl.struct("diff", "diff_se").map_elements(
+        lambda r: verdict(r["diff"], r["diff_se"]), return_dtype=pl.String).alias("verdict"))
+
+
+DEPTH_HEAD = ("pool", "budget", "best width-only", "accuracy", "tokens / query", "best width x depth", "accuracy",
+              "tokens / query", "depth - width")
+
+
+def depth_rows(dw: pl.DataFrame) -> list[list[str]]:
+    rows = []
+    for r in dw.iter_rows(named=True):
+        diff = f"{r['diff']:+.3f}±{r['diff_se']:.3f}" + (" *" if r["verdict"] != "within 2 SE" else "")
+        rows.append([r["pool"], _level(r["unit"], r["level"]), r["width_config"], _mse(r["width_mean"], r["width_se"]),
+                     f"{r['width_tokens_per_query']:,.0f}", r["depth_config"], _mse(r["depth_mean"], r["depth_se"]),
+                     f"{r['depth_tokens_per_query']:,.0f}", diff])
+    return rows
+
+
+def render_depth(dw: pl.DataFrame):
+    from rich.markup import escape
+    from rich.table import Table
+
+    t = Table(title="depth against width at equal token budgets (held-out accuracy, sc track; * beyond 2 SE)",
+              title_style="dim")
+    for h in DEPTH_HEAD:
+        t.add_column(h)
+    last = None
+    for row in depth_rows(dw):
+        if last is not None and row[0] != last:
+            t.add_section()
+        last = row[0]
+        t.add_row(*map(escape, row))
+    return t
 
 
 # --------------------------------------------------------------------------------------------------- the command
@@ -529,7 +634,11 @@ def run_leaderboard(req: LeaderboardRequest, console=None) -> pl.DataFrame:
         df = pl.concat([run_pool(p, req, progress=bar.advance) for p in plans])
     elapsed = time.perf_counter() - t1
     agg = aggregate(df)
+    dw = depth_vs_width(df)
     console.print(render(agg), highlight=False)
+    if dw.height:
+        console.print(render_depth(dw), highlight=False)
+        console.print(DEPTH_SE[0].upper() + DEPTH_SE[1:] + ".", style="dim", highlight=False)
     console.print(f"held-out {', '.join(TRACKS)}; standard errors {SE_METHOD}. {elapsed:.1f} s replaying, "
                   f"{t_load:.1f} s loading.", style="dim", highlight=False)
     if req.out is not None:
@@ -537,12 +646,15 @@ def run_leaderboard(req: LeaderboardRequest, console=None) -> pl.DataFrame:
         with atomic_dir(req.out, "leaderboard") as tmp:
             df.write_parquet(tmp / "leaderboard.parquet", metadata={OUTPUT_MARK: "leaderboard"})
             agg.write_parquet(tmp / "aggregate.parquet", metadata={OUTPUT_MARK: "leaderboard"})
+            if dw.height:
+                dw.write_parquet(tmp / "depth.parquet", metadata={OUTPUT_MARK: "leaderboard"})
             (tmp / "leaderboard.md").write_text(markdown(df, agg, cmd, elapsed))
             if req.figures:
                 from .figures import leaderboard_figures
 
                 leaderboard_figures(df, tmp / "figures")
-        console.print(f"wrote leaderboard.parquet ({df.height} rows), aggregate.parquet, leaderboard.md"
+        console.print(f"wrote leaderboard.parquet ({df.height} rows), aggregate.parquet, "
+                      + ("depth.parquet, " if dw.height else "") + "leaderboard.md"
                       + (" and figures/" if req.figures else "") + f" to {req.out}", highlight=False)
     return df
 
@@ -635,6 +747,13 @@ def markdown(df: pl.DataFrame, agg: pl.DataFrame, command: str, elapsed: float) 
              "† tuned on the data it reports (holdout 0). Replay time "
              f"{elapsed:.0f} s.\n",
              "## Across pools\n", table(AGG_HEAD, aggregate_rows(agg))]
+    dw = depth_vs_width(df)
+    if dw.height:
+        parts += ["\n## Depth against width at equal tokens\n",
+                  "Per probed pool and token budget, the best width-only entry (whole traces) against the best width x "
+                  "depth entry (traces stopped part-way), each chosen on the tuning half, both measured on the "
+                  f"held-out half at the same token budget (sc track: accuracy). Standard errors: {DEPTH_SE}. "
+                  "* beyond 2 SE.\n", table(DEPTH_HEAD, depth_rows(dw))]
     for name in pools:
         sub = df.filter(pl.col("pool") == name)
         r0 = sub.row(0, named=True)

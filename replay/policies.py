@@ -33,7 +33,9 @@ class Policy:
     report's parameter sweeps it takes part in;
     style: (colour, marker, line style) in every figure; inputs: the signals beyond the pool's scores it reads,
     "prior" (a per-query predicted success probability: --prior COLUMN) or "side" (a per-response side signal: --side
-    COLUMN), so that `ttc run` can refuse such an option for a policy that would ignore it."""
+    COLUMN), so that `ttc run` can refuse such an option for a policy that would ignore it; slow: it costs far more
+    per decision than the others (pets: a quadrature per draw, ~100x entropy's), so ttc replay, compare and the
+    leaderboard run it only where it is named (--policy)."""
 
     name: str
     kernel: str  # its code's name in replay/kernel.py
@@ -46,6 +48,7 @@ class Policy:
     grid: frozenset = frozenset()
     style: tuple = ("#4d4d4d", "o", "-")
     inputs: tuple = ()
+    slow: bool = False
 
     @property
     def code(self) -> int:
@@ -98,6 +101,15 @@ REGISTRY = {p.name: p for p in (
            "below the threshold stops there, pays its tokens so far and does not vote",
            ("warmup", "percentile", "tau", "max_samples"), needs=frozenset({"lows", "answers"}),
            style=("#c5b0d5", "<", "-")),
+    # the 2025-26 cross-query allocations (issue 29)
+    Policy("uab", "UAB", "UAB: one draw per query, its --side confidence (exp(-mean NLL)) giving p = conf^(1/uab_tau); "
+           "the rest of the budget one draw at a time to the largest p (1 - p)^c (a concave coverage surrogate), then "
+           "drawn", ("uab_tau", "max_samples"), needs=frozenset({"side"}), style=("#843c39", ">", "-."),
+           inputs=("side",)),
+    Policy("pets", "PETS", "PETS offline (OKG): one draw per query, then each draw to the query whose next draw most "
+           "raises the largest argmax probability of the Dirichlet over its pets_options answer buckets (optimistic "
+           "knowledge gradient, computed exactly); no stop", ("K", "max_samples", "pets_options"),
+           needs=frozenset({"answers"}), style=("#5254a3", "<", ":"), slow=True),
     # depth (issue 30): policies that stop traces part-way, read the pool's probes
     Policy("parallel-probe", "PARALLEL_PROBE", "Parallel-Probe: `chains` traces per query advanced one probe per step "
            "in lockstep; the majority of their latest answers stops the query once it has held for `stable` steps; "
@@ -215,7 +227,7 @@ def supported(pool, eliminate: str = "threshold") -> list[str]:
     """The policies a pool can run under an elimination rule: what each needs ("gt": ground truth, "answers":
     answer categories, its own or through the rule) the pool has."""
     has = {"gt": pool.has_gt, "answers": pool.has_answers, "lows": pool.lows is not None,
-           "probes": pool.probe_off is not None}
+           "probes": pool.probe_off is not None, "side": getattr(pool, "side", None) is not None}
     rule = ELIMINATION_RULES[eliminate].needs if eliminate in ELIMINATION_RULES else frozenset()
     return [name for name, p in REGISTRY.items()
             if all(has[n] for n in p.needs | (rule if "eliminate" in p.params else frozenset()))]
@@ -233,7 +245,7 @@ def markdown_choices(entries: dict) -> str:
 
 def param(default, doc: str, *, flag: str | None = None, short: str | None = None, sweep: bool = False,
           replay_default: str | None = None, choices: tuple | None = None, scope: str | None = None,
-          live: bool = True):
+          live: bool = True, view: bool = False):
     """A RunConfig field with its one declaration of what the layers above need: its help (`doc`, which policy or
     rule reads it first), its command-line flag (default `--name-with-dashes`; `short`: an alias), whether `ttc
     replay` sweeps it as a comma list (`sweep`, with `replay_default` its list default where it is not the field's)
@@ -242,10 +254,11 @@ def param(default, doc: str, *, flag: str | None = None, short: str | None = Non
     ttc.replay's keywords are the field names; the kernel reads the record fields of the same names (record()).
     choices: a string parameter's values; scope: who reads it when no registry entry lists it (depth's, read by
     every policy through the pool's depth view); live: whether `ttc run` takes it (depth's are replay only until a
-    backend can stop a trace part-way: ttc run leaves them at their defaults, whole traces)."""
+    backend can stop a trace part-way: ttc run leaves them at their defaults, whole traces); view: read through the
+    pool's depth view (engine.depth_pool), never by a width policy's own code or its reference twin."""
     return field(default=default, metadata={"doc": doc, "flag": flag, "short": short, "sweep": sweep,
                                             "replay_default": replay_default, "choices": choices, "scope": scope,
-                                            "live": live})
+                                            "live": live, "view": view})
 
 
 @dataclass(frozen=True)
@@ -293,15 +306,16 @@ class RunConfig:
     # cost convention; parallel-probe's and cmc's own parameters (the values of AutoTTS's evaluator)
     depth_rule: str = param("whole", "Depth, every width policy: when a trace stops part-way: whole (runs to its "
                             "end) or stability (its last --depth-m probes agree).", choices=("whole", "stability"),
-                            scope="every width policy (depth)", live=False)
+                            scope="every width policy (depth)", live=False, view=True)
     depth_m: int = param(3, "stability: agreeing valid probe answers in a row that stop a trace.",
-                         scope="the stability depth rule", live=False)
+                         scope="the stability depth rule", live=False, view=True)
     trace_cap: int = param(0, "Depth, every policy: each trace stops at this many tokens and answers its last probe "
                            "there (0: none; replay: needs the pool's probes; ttc run: a backend that can stop a trace "
-                           "and probe it, transformers).", scope="every policy (depth)")
+                           "and probe it, transformers).", scope="every policy (depth)", view=True)
     probe_cost: str = param("tokens", "Depth: tokens (a probe costs its offset; probes at or past a trace's end are "
                             "not reached) or autotts (AutoTTS's replay: every probe paid, finishing pays max(total, "
-                            "last offset)).", choices=("tokens", "autotts"), scope="every policy (depth)", live=False)
+                            "last offset)).", choices=("tokens", "autotts"), scope="every policy (depth)", live=False,
+                            view=True)
     chains: int = param(64, "parallel-probe: traces per query.", live=False)
     stable: int = param(40, "parallel-probe: steps the majority must hold to stop a query.", live=False)
     patience: int = param(7, "parallel-probe: steps off the majority in a row that prune a trace.", live=False)
@@ -322,8 +336,18 @@ class RunConfig:
                            "stop (the source's prob_thre: 0.95, 0.975, 0.99).")
     lb_l: int = param(2, "lbayes: L, the head counts the posterior keeps plus one (2: the leader's; 3: also the "
                       "runner-up's).")
+    # the 2025-26 cross-query allocations (issue 29)
+    uab_tau: float = param(0.2, "uab: the temperature of p = exp(-ANLL / uab_tau) = conf^(1 / uab_tau), the success "
+                           "chance its greedy split reads from the first draw's confidence (the source's --tau, 0.2).")
+    pets_options: int = param(16, "pets: the Dirichlet's answer buckets per query (the source's --max_options, 16); a "
+                              "new answer once all hold one is discarded (its draw paid).")
 
     def __post_init__(self):
+        if not 2 <= self.pets_options <= 1024:
+            raise ValueError(f"pets_options must be in 2..1024 (answer buckets), got {self.pets_options}")
+        if not 0.0 < self.uab_tau < math.inf:
+            raise ValueError(f"uab_tau must be a finite number > 0 (UAB's temperature: p = exp(-ANLL / uab_tau)), got "
+                             f"{self.uab_tau}")
         if not 0.0 < self.bf < math.inf:
             raise ValueError(f"bf must be a finite number > 0 (boinf's Bayes factor threshold), got {self.bf}")
         if not 0 <= self.bf_mc <= 10**9:
@@ -482,6 +506,7 @@ NEEDS = {
              "and 'conf_lows': ttc harvest --confidence group-lows)"),
     "probes": (lambda pool: pool.probe_off is not None, "each trace's probes ('probe_answer', 'probe_tokens' and "
                "'probe_correct': ttc import autotts)"),
+    "side": (lambda pool: pool.side is not None, "a per-response side signal (--side COLUMN)"),
     "score": (lambda pool: pool.score.size > 0 and float(pool.score.min()) < float(pool.score.max()),
               "a score that varies between responses"),
 }
@@ -631,6 +656,14 @@ METHODS = {m.name: m for m in (
            "most 100, then the majority", "Optimal Bayesian Stopping for Efficient Inference of Consistent LLM "
            "Answers, 2026 (arXiv:2602.05395; code github.com/jh9959-afk/Paper)",
            {"policy": "elimination", "K": 1, "eliminate": "lbayes", "max_samples": 100}, "sc"),
+    Method("uab", "one draw per query, its confidence (--side: exp(mean token log-prob)) giving p = conf^5; the rest "
+           "of the budget one draw at a time to the largest p (1 - p)^c; the majority answer",
+           "Nguyen, Gupta & Le 2026, Uncertainty-Aware Budget Allocation for Adaptive Test-Time Reasoning "
+           "(arXiv:2605.26849)", {"policy": "uab"}, "sc", frozenset({"side"})),
+    Method("pets", "one draw per query, then each draw to the query whose next answer most raises the chance that its "
+           "leading answer leads the Dirichlet posterior over 16 answer buckets (OKG); the majority answer", "Liu et "
+           "al. 2026, PETS: A Principled Framework Towards Optimal Trajectory Allocation for Efficient Test-Time "
+           "Self-Consistency (arXiv:2602.16745)", {"policy": "pets"}, "sc"),
 )}
 
 
@@ -651,6 +684,7 @@ PARAMS = tuple(f for f in fields(RunConfig) if "doc" in f.metadata)  # the param
 # The parameters `ttc run` leaves at their defaults (replay only: depth's but the trace cap, which a backend that can
 # stop a trace and probe it takes live)
 DEPTH_FIELDS = tuple(f.name for f in PARAMS if not f.metadata["live"])
+VIEW_FIELDS = tuple(f.name for f in PARAMS if f.metadata["view"])  # the depth view's (trace_cap is also live)
 SWEPT = tuple(f.name for f in PARAMS if f.metadata["sweep"])  # what ttc replay takes as comma lists
 
 

@@ -15,7 +15,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 POLICIES = ("uniform", "elimination", "ucb", "gap", "gap-literal", "entropy", "two-stage", "streaming", "oracle",
-            "optscale", "marginal-gain", "dsc", "side-eb", "deepconf-online")
+            "optscale", "marginal-gain", "dsc", "side-eb", "deepconf-online", "uab", "pets")
 INDEX_POLICIES = ("ucb", "gap", "gap-literal", "entropy", "marginal-gain")
 UNITS = ("samples", "tokens")
 ELIMS = ("none", "threshold", "sc-share", "sc-beta", "esc", "ac-majority", "ac-entropy", "ac-dirichlet")
@@ -960,6 +960,141 @@ def _dsc(run, order, rank, B, K, max_samples, elim, judge):
     _round_robin(run, rest, B, K, max_samples, elim)
 
 
+def _uab(run, order, B, tau, max_samples):
+    """UAB (docs/semantics.md): phase 1 one draw per query (round-robin, no rule); phase 2 the draws left, one at a
+    time, to the query with the largest p (1 - p)^c (a plain scan, ties to the lowest query index), p = exp(ln(conf)
+    / tau) from its first draw's side signal conf; then each query draws its share (tokens: an allowance of the
+    tokens left in proportion to its draws, drawn as two-stage's token stage 2)."""
+    n = run.n
+    if _round_robin(run, order, B, 1, 1, "none"):
+        return                              # the budget ended phase 1
+    p, room, key, c = [0.0] * n, [0] * n, [0.0] * n, [0] * n
+    for i in range(n):
+        s = run.q[i]
+        s.capped = bool(max_samples) and s.N >= max_samples       # phase 1's cap was its own
+        if s.N == 0 or s.exhausted or s.capped:
+            continue
+        x = run.side[run.perm[run.off[i]]]
+        p[i] = math.exp(math.log(x) / tau) if x > 0.0 else 0.0
+        room[i] = s.pool - s.N if not max_samples else min(s.pool - s.N, max_samples - s.N)
+        key[i] = p[i]
+    left = B - run.used()
+    if run.unit == "samples":
+        E = left
+    else:
+        mbar = run.tokens_used / run.samples_used if run.samples_used else 0.0
+        E = math.inf if mbar <= 0.0 else min(math.floor(left / mbar), 4 * 10**18)
+    total = 0
+    while total < E:
+        best = -1
+        for i in range(n):                  # the largest marginal gain; '>' keeps the lowest index on ties
+            if c[i] < room[i] and (best < 0 or key[i] > key[best]):
+                best = i
+        if best < 0:
+            break
+        c[best] += 1
+        key[best] = key[best] * (1.0 - p[best])
+        total += 1
+    for i in range(n):
+        if c[i] == 0:
+            continue
+        s = run.q[i]
+        if run.unit == "samples":
+            run.pull(i, c[i], B, max_samples, None)     # fits: the draws sum to what is left
+            continue
+        allowance = math.floor(left * c[i] / total)
+        spent = 0
+        while True:                         # two-stage's token stage 2: one response at a time in the allowance
+            if max_samples and s.N >= max_samples:
+                break
+            if s.pool - s.N == 0:
+                if allowance - spent > 0:
+                    s.exhausted = True
+                break
+            j = run.next_response(i)
+            if run.tok[j] > allowance - spent:
+                break
+            run.observe(i, j)
+            spent += run.tok[j]
+        s.capped = bool(max_samples) and s.N >= max_samples
+
+
+OKG_NODES = 256  # kernel.OKG_NODES
+
+
+def okg_lead_prob(c):
+    """pets: P(bucket 0 leads) under Dirichlet(c + 1), c sorted descending, by kernel.okg_lead_prob's Simpson rule,
+    operation for operation (tests/test_pets.py holds it to closed forms)."""
+    m = len(c)
+    a = c[0] + 1
+    fa = float(a)
+    lo = max(0.0, fa - 10.0 * math.sqrt(fa) - 10.0)
+    hi = fa + 10.0 * math.sqrt(fa) + 30.0
+    nodes = OKG_NODES if a >= 8 else 8 * OKG_NODES  # a small leading count: a narrow density, finer steps
+    h = (hi - lo) / nodes
+    total = 0.0
+    for k in range(nodes + 1):
+        x = lo + k * h
+        term = math.exp(-x)
+        acc = term
+        cum = [acc]
+        for j in range(1, a):
+            term = term * x / j
+            acc += term
+            cum.append(acc)
+        f = term
+        for t in range(1, m):
+            f *= 1.0 - cum[c[t]]
+        w = 1.0 if k == 0 or k == nodes else (4.0 if k % 2 == 1 else 2.0)
+        total += w * f
+    return total * h / 3.0
+
+
+@lru_cache(maxsize=None)
+def _okg_reward(c):
+    c = list(c)
+    base = okg_lead_prob(c)
+    best = -math.inf
+    for k in range(len(c)):
+        d = okg_lead_prob(sorted(c[:k] + [c[k] + 1] + c[k + 1:], reverse=True)) - base
+        best = max(best, d)
+    return best
+
+
+def okg_reward(c):
+    """pets: OKG's reward (the source's OKGAllocator.select_next, exactly): max over the buckets k of h(c + e_k) -
+    h(c), h = the largest argmax probability, the leading bucket's. Remembered per count vector (a function of it
+    alone): _pets asks for every active query's at every step."""
+    return _okg_reward(tuple(c))
+
+
+def pets_counts(answers, M):
+    """The M option buckets' counts (sorted descending) of a query's answers in draw order: the first M distinct
+    valid answers each get one; later new ones and invalid answers count in none."""
+    cnt = {}
+    for a in answers:
+        if a >= 0 and (a in cnt or len(cnt) < M):
+            cnt[a] = cnt.get(a, 0) + 1
+    return sorted(list(cnt.values()) + [0] * (M - len(cnt)), reverse=True)
+
+
+def _pets(run, order, B, K, max_samples, M):
+    """PETS offline (docs/semantics.md): every step, every active query's index anew (the naive form: the engine
+    keeps a heap and recomputes the pulled query's only): +inf before its first draw, else its OKG reward; the
+    largest, ties to the lower rank, gets a pull of K, no rule."""
+    while True:
+        best_i, best_v = -1, 0.0
+        for i in order:
+            s = run.q[i]
+            if not s.active():
+                continue
+            v = math.inf if s.N == 0 else okg_reward(pets_counts(s.drawn, M))
+            if best_i < 0 or v > best_v:
+                best_i, best_v = i, v
+        if best_i < 0 or run.pull(best_i, K, B, max_samples, "none"):
+            return
+
+
 def _oracle(run, rank, B):
     n = run.n
     items = []
@@ -1024,7 +1159,7 @@ def run_reference(off, correct, score, ans, tok, perm, rank, *, policy, unit="sa
                   tau=0.5, m_min=3, conf=0.95, share=0.8, hmax=0.75, warmup=3, percentile=0.05,
                   prior_strength=2.0, judge=32, prior=None, bins=3, refresh=8, side=None, dirichlet_conf=0.95,
                   horizon=0, lows=None, bf=10.0, bf_mc=1000, mmc_delta=0.05, mmc_m=3,
-                  lb_thre=0.95, lb_l=2):
+                  lb_thre=0.95, lb_l=2, uab_tau=0.2, pets_options=16):
     """Replay one run of `policy` on one pool and one seed (perm, rank), exactly as docs/semantics.md. lows:
     deepconf-online's record lows, per response a (positions, values) pair of lists."""
     if policy not in POLICIES:
@@ -1048,12 +1183,12 @@ def run_reference(off, correct, score, ans, tok, perm, rank, *, policy, unit="sa
     return run_policy(run, rank, policy=policy, budget_total=budget_total, K=K, elim=elim, gamma=gamma, lam=lam,
                       eps=eps, max_samples=max_samples, rho=rho, warmup=warmup, percentile=percentile,
                       prior_strength=prior_strength, judge=judge, prior=prior, bins=bins, refresh=refresh, side=side,
-                      horizon=horizon, tau=tau, lows=lows)
+                      horizon=horizon, tau=tau, lows=lows, uab_tau=uab_tau, pets_options=pets_options)
 
 
 def run_policy(run, rank, *, policy, budget_total, K=1, elim="threshold", gamma=1.0, lam=None, eps=0.01,
                max_samples=0, rho=0.5, warmup=3, percentile=0.05, prior_strength=2.0, judge=32, prior=None, bins=3,
-               refresh=8, side=None, horizon=0, tau=0.5, lows=None):
+               refresh=8, side=None, horizon=0, tau=0.5, lows=None, uab_tau=0.2, pets_options=16):
     """Run `policy` on a prepared run (its responses come from run.next_response) and collect the outcome.
     Shared by run_reference (responses from a permutation) and replay/live.py (responses from a source)."""
     B = int(budget_total)
@@ -1102,6 +1237,10 @@ def run_policy(run, rank, *, policy, budget_total, K=1, elim="threshold", gamma=
             raise ValueError("deepconf-online needs lows (each response's record lows)")
         _deepconf_online(run, order, B, int(warmup), float(percentile), float(tau), max_samples,
                          [([int(p) for p in ps], [float(v) for v in vs]) for ps, vs in lows])
+    elif policy == "pets":
+        _pets(run, order, B, K, max_samples, int(pets_options))
+    elif policy == "uab":
+        _uab(run, order, B, float(uab_tau), max_samples)
     elif policy == "side-eb":
         _side_eb(run, order, B, K, max_samples, elim, float(prior_strength), int(bins), int(refresh),
                  int(horizon))
@@ -1122,11 +1261,22 @@ def run_policy(run, rank, *, policy, budget_total, K=1, elim="threshold", gamma=
     def mean(values):
         return sum(int(v) for v in values) / n if n else math.nan
 
+    # the self-consistency rate: the drawn majority (sc's lead) is a most frequent valid answer of the whole pool
+    consistent = []
+    for i in range(n):
+        pool_cnt = {}
+        for j in range(run.off[i], run.off[i + 1]):
+            if run.ans[j] >= 0:
+                pool_cnt[run.ans[j]] = pool_cnt.get(run.ans[j], 0) + 1
+        lead = run.q[i].lead
+        consistent.append(lead >= 0 and pool_cnt[lead] == max(pool_cnt.values()))
+
     return {
         "coverage": mean(covered),
         "accuracy_bon": mean(sel_bon),
         "accuracy_weighted": mean(sel_weighted),
         "accuracy_sc": mean(sel_sc),
+        "consistency": mean(consistent),
         "samples_used": run.samples_used,
         "tokens_used": run.tokens_used,
         "exhausted": sum(1 for e in exhausted_q if e),

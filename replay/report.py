@@ -857,6 +857,68 @@ def methods_section(r: Runs) -> tuple[list[Table], list[str]]:
     return tables, md
 
 
+# Depth (issue 30): on a probed pool, width-only configurations (whole traces) against width x depth ones (traces
+# stopped part-way) at the same token budgets, self-consistency throughout (the depth policies answer with their own
+# vote). (kind, configuration): the leaderboard's depth entries at their defaults.
+DEPTH_FIGURE = (("width", RunConfig("uniform", unit="tokens")),
+                ("width", RunConfig("elimination", unit="tokens", eliminate="sc-beta")),
+                ("depth", RunConfig("uniform", unit="tokens", depth_rule="stability", depth_m=3)),
+                ("depth", RunConfig("elimination", unit="tokens", eliminate="sc-beta", depth_rule="stability",
+                                    depth_m=3)),
+                ("depth", RunConfig("parallel-probe", unit="tokens", chains=16)),
+                ("depth", RunConfig("cmc", unit="tokens")))
+
+
+def depth_section(r: Runs) -> tuple[list[Table], list[str]]:
+    """Accuracy against tokens for both kinds (figure depth.png and table `depth`) on a pool with probes; nothing on
+    one without (the section says so). Token budgets: the report's budgets times the pool's median trace length per
+    query, so budget b buys about b whole traces per query."""
+    req, pool = r.req, r.pool
+    head = ["### Depth: width against width x depth at equal tokens", ""]
+    if not pool.has_probes or r.no_tokens or not pool.has_answers:
+        why = ("it has no probes (ttc import autotts writes them)" if not pool.has_probes else
+               "it has no token counts" if r.no_tokens else "it has no answers to vote on")
+        return [], head + [f"Not applicable to this pool: {why}.", ""]
+    probed = load_pool(r.path, score=req.score, need_tokens=True, probes=True, invalid_votes=req.invalid_votes)
+    median = float(np.median(probed.tok))
+    budgets = [b * median for b in r.budgets]
+    kinds = {c.label(): k for k, c in DEPTH_FIGURE}
+    seeds = range(req.seed_start, req.seed_start + req.seeds)
+    t0 = time.perf_counter()
+    df = replay(probed, [c for _, c in DEPTH_FIGURE], budgets, seeds, select="sc")[0]
+    s = (df.group_by("config", "budget", maintain_order=True)
+         .agg(pl.col("accuracy").mean().alias("accuracy"),
+              (pl.col("accuracy").std() / pl.len().sqrt()).alias("accuracy_se"),
+              (pl.col("tokens_used").mean() / probed.n_queries).alias("tokens_per_query"))
+         .with_columns(pl.col("config").replace_strict(kinds).alias("kind"),
+                       (pl.col("budget") / median).alias("budget_traces")))
+    labels = list(kinds)
+    name = lambda lab: f"{lab} [{kinds[lab]}]"  # noqa: E731
+    series = {name(lab): tuple(s.filter(pl.col("config") == lab).sort("budget")[c].fill_null(0.0).to_list()
+                               for c in ("tokens_per_query", "accuracy", "accuracy_se")) for lab in labels}
+    pts = s.select("tokens_per_query", "accuracy").to_numpy()
+    front = pts[pareto_front(pts[:, 0], pts[:, 1])] if len(pts) else pts
+    figures.plot_pareto(r.figdir / "depth.png", f"{pool.name}: accuracy against tokens, whole traces [width] and "
+                        f"traces stopped part-way [depth] (self-consistency; mean ± SE over {req.seeds} seeds)",
+                        [{"xlabel": "tokens spent per query (log scale)", "series": series,
+                          "front": (front[:, 0].tolist(), front[:, 1].tolist())}],
+                        [name(lab) for lab in labels], formats=req.formats)
+    look = {(row["config"], row["budget"]): row for row in s.iter_rows(named=True)}
+    rows = [[lab, kinds[lab]] + [f"{fmt_mean_se(look[(lab, b)]['accuracy'], look[(lab, b)]['accuracy_se'])} "
+                                 f"({look[(lab, b)]['tokens_per_query']:,.0f})" for b in budgets] for lab in labels]
+    table = Table("depth", f"Accuracy (self-consistency) and tokens spent per query, at token budgets of b times the "
+                  f"median trace ({median:,.0f} tokens) per query", ["configuration", "kind"]
+                  + [f"b={_b(b)}" for b in r.budgets], rows, s,
+                  "Width: whole traces; depth: traces stopped part-way (a depth rule, or the policy's own stops), "
+                  "answering with their last probe. Mean ± SE over seeds (the queries fixed), tokens in parentheses; "
+                  "no configuration passes its budget.")
+    md = head + [f"The pool's traces carry probes (an answer every few hundred tokens), so each can be replayed as "
+                 f"stopped part-way. Every configuration at the same token budgets, {req.seeds} seeds, one engine "
+                 f"call ({time.perf_counter() - t0:.1f} s); the Pareto front over both kinds in black.", "",
+                 f"![accuracy against tokens, width and depth]({r.rel}/depth.{req.fig})", ""]
+    return [table], md
+
+
 def pool_report(path: Path, req: ReportRequest, outdir: Path, rel: str) -> tuple[list, dict]:
     """Replay one pool, write its figures and tables under outdir; return its Markdown lines and timings."""
     t0 = time.perf_counter()
@@ -867,8 +929,9 @@ def pool_report(path: Path, req: ReportRequest, outdir: Path, rel: str) -> tuple
     method_tables, method_md = methods_section(r)
     token_tables, token_note = token_section(r)
     param_tables, gamma_note = parameter_section(r)
+    depth_tables, depth_md = depth_section(r)
     tables = (main_tables + method_tables + two_stage_section(r) + streaming_section(r) + token_tables + param_tables
-              + hard_section(r, groups) + allocation_section(r, groups))
+              + hard_section(r, groups) + allocation_section(r, groups) + depth_tables)
     for t in tables:
         if t.data is not None:
             t.data.write_csv(r.tabdir / f"{t.name}.csv")
@@ -903,6 +966,8 @@ def pool_report(path: Path, req: ReportRequest, outdir: Path, rel: str) -> tuple
     emit(*[f"hard_{k}" for k in HARD_KS])
     md.extend(["### Allocation", "", f"![responses per query by group]({rel}/allocation.{req.fig})", ""])
     emit("allocation")
+    md.extend(depth_md)
+    emit("depth")
     md.append(f"Tables as data: `{rel}/tables/*.csv`" + (" and LaTeX `*.tex`." if req.latex else ".") + "\n")
     return md, {"engine_s": r.engine_s, "total_s": time.perf_counter() - t0}
 

@@ -31,6 +31,7 @@ from .policies import (
     DEEPCONF_ETA,
     DEPTH_POLICIES,
     POLICIES,
+    REGISTRY,
     SWEPT,
     RunConfig,
     check_selection_params,
@@ -227,7 +228,8 @@ def prepare(req: ReplayRequest, pool: Pool | None = None) -> tuple[Pool, list[Ru
     if req.policies:
         policies = list(dict.fromkeys(req.policies))
     else:  # (parallel-probe answers with its own vote: among all the policies only under --select sc)
-        policies = [p for p in supported(pool, req.eliminate) if p not in DEPTH_POLICIES or req.select == "sc"]
+        policies = [p for p in supported(pool, req.eliminate) if (p not in DEPTH_POLICIES or req.select == "sc")
+                    and not REGISTRY[p].slow]
     configs = build_configs(req, policies)
     check_configs(pool, configs, req.select)
     return pool, configs, range(req.seed_start, req.seed_start + req.seeds)
@@ -382,7 +384,7 @@ GROWTH_BOUND = 3.0  # issue 28: every policy's cost per decision within 3x from 
 
 
 def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, growth, threads=None,
-              console: Console | None = None):
+              console: Console | None = None, depth: bool = True):
     from .bench import BenchSpec, bench, estimate_s, growth_ratios
     from .bench import growth as growth_table
     from .progress import _duration
@@ -430,6 +432,21 @@ def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, grow
                   else f"{r['reference_decisions_per_s']:.3g}",
                   "—" if r["speedup"] != r["speedup"] else f"{r['speedup']:.0f}x")
     console.print(t)
+    if depth:  # the depth policies on a probed pool of their own (bench.bench_depth)
+        from .bench import DEPTH_MULTIPLES, bench_depth
+
+        d = bench_depth(n=min(queries, 100), size=min(responses, 64), seeds=min(seeds, 50), repeats=repeats,
+                        reference_seeds=max(reference_seeds, 1))
+        t = Table(title="depth (issue 30): a synthetic probed pool, token budgets in multiples of its median trace "
+                  f"({', '.join(f'{m:g}x' for m in DEPTH_MULTIPLES)}); a decision = one trace started, the reference "
+                  "the policy's twin on the same runs", title_style="dim")
+        for col in ("pool", "policy", "budget", "runs", "wall s", "decisions/s", "reference dec/s", "speed-up"):
+            t.add_column(col, justify="left" if col in ("pool", "policy") else "right")
+        for r in d.iter_rows(named=True):
+            t.add_row(r["pool"], r["policy"], f"{r['budget']:g}x", str(r["runs"]), f"{r['wall_s']:.4f}",
+                      f"{r['decisions_per_s']:.3g}", f"{r['reference_decisions_per_s']:.3g}", f"{r['speedup']:.0f}x")
+        console.print(t)
+        df = pl.concat([df, d.with_columns(pl.col("budget").cast(df.schema["budget"]))], how="diagonal_relaxed")
     if growth:
         t = Table(title="growth with pool size at budget 8: decisions/s, and the cost per decision at the largest "
                   "size over the smallest (flat = 1x; uniform's is the memory hierarchy's share)", title_style="dim")

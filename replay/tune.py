@@ -85,11 +85,16 @@ def subset(pool: Pool, idx, label: str) -> Pool:
         loff, lpos, lval = pool.lows
         at, new_loff = _runs(loff, rows)
         lows = (new_loff, lpos[at], lval[at])
+    probes = {}
+    if pool.probe_off is not None:  # the depth policies' probes: each response's run of them, as the lows
+        at, new_poff = _runs(pool.probe_off, rows)
+        probes = dict(probe_off=new_poff, probe_tok=pool.probe_tok[at], probe_ans=pool.probe_ans[at],
+                      probe_ok=pool.probe_ok[at])
     return dataclasses.replace(pool, query_ids=[pool.query_ids[i] for i in idx], off=off, correct=pool.correct[rows],
                                score=pool.score[rows], ans=pool.ans[rows], tok=pool.tok[rows],
                                prior=None if pool.prior is None else pool.prior[idx],
                                side=None if pool.side is None else pool.side[rows], lows=lows,
-                               meta={**pool.meta, "name": f"{pool.name}/{label}"})
+                               meta={**pool.meta, "name": f"{pool.name}/{label}"}, **probes)
 
 
 # ------------------------------------------------------------------------------------------------- the request
@@ -119,15 +124,32 @@ class TuneRequest:
     threads: int | None = None
     force: bool = False
     invalid_votes: bool = False  # each query's invalid answers as one answer category (Pool.with_invalid_votes)
+    side: str | None = None  # a column of the responses read as their side signal (side-eb's, uab's confidence)
 
 
 def _fields() -> dict:
-    """RunConfig's tunable fields and their type (int or float): every field but policy, unit and eliminate."""
+    """RunConfig's tunable fields and their type (int, float or str: depth's depth_rule and probe_cost, whose values
+    RunConfig checks): every field but policy, unit and eliminate."""
     from .policies import RunConfig
 
     d = RunConfig("uniform")
-    return {f.name: (int if isinstance(getattr(d, f.name), int) else float) for f in dataclasses.fields(RunConfig)
-            if f.name not in ("policy", "unit", "eliminate") and not isinstance(getattr(d, f.name), str)}
+    kind = lambda v: str if isinstance(v, str) else int if isinstance(v, int) else float  # noqa: E731
+    return {f.name: kind(getattr(d, f.name)) for f in dataclasses.fields(RunConfig)
+            if f.name not in ("policy", "unit", "eliminate")}
+
+
+def tunable_params(base, grid: dict) -> tuple:
+    """The fields a grid may vary for `base`: those its policy uses, and depth's, which no registry entry lists
+    (docs/semantics.md, Depth): the trace cap and the probe cost apply to every policy, the depth rule to the width
+    policies (parallel-probe and cmc stop their traces themselves), depth_m where the stability rule is in play."""
+    from .policies import DEPTH_POLICIES
+
+    used = base.used_params() + ("trace_cap", "probe_cost")
+    if base.policy not in DEPTH_POLICIES:
+        used += ("depth_rule",)
+        if base.depth_rule == "stability" or "stability" in grid.get("depth_rule", ()):
+            used += ("depth_m",)
+    return used
 
 
 def flag_name(name: str) -> str:
@@ -172,9 +194,9 @@ def grid_configs(base, grid: dict) -> list:
     A field the configuration does not use is refused: tuning it would only multiply identical runs."""
     if not grid:
         raise InputError(f"give at least one parameter grid to tune (e.g. --lambda 1,2,3); {base.label()} uses "
-                         f"{', '.join(flag_name(p) for p in base.used_params() if p != 'eliminate') or 'none'}")
+                         f"{', '.join(flag_name(p) for p in tunable_params(base, {}) if p != 'eliminate') or 'none'}")
     known = _fields()
-    used = base.used_params()
+    used = tunable_params(base, grid)
     for name, values in grid.items():
         if name not in known:
             raise InputError(f"--grid: RunConfig has no field {name!r}; tunable: {', '.join(known)}")
@@ -211,6 +233,7 @@ DEFAULT_GRID = {
     "judge": (8, 32),
     "bins": (2, 3, 5),
     "horizon": (0, 1),
+    "uab_tau": (0.1, 0.2, 0.5),  # uab's temperature: the source's 0.2 and either side
 }
 
 
@@ -364,14 +387,15 @@ def run_tune(req: TuneRequest, console=None) -> pl.DataFrame:
     metric = req.metric or ("accuracy" if req.method else "coverage")
     path = Path(req.pool or DEFAULT_POOL)
     lows = base.policy == "deepconf-online"  # its record lows, read only for it (as ttc replay does)
+    probes = any(c.needs_probes() for c in configs + [base])  # depth's probes, read only when a run stops traces
     pool = load_pool(path, score=req.score, need_tokens=req.unit != "samples", invalid_votes=req.invalid_votes,
-                     lows=lows)
+                     lows=lows, side=req.side, probes=probes)
     if not pool.has_gt:
         raise PoolError(f"ttc tune needs ground truth (a 'correct' column) to score {metric}, and {path} has none")
     if req.report_pool is not None:
         rpath = Path(req.report_pool)
         rpool = load_pool(rpath, score=req.score, need_tokens=req.unit != "samples", invalid_votes=req.invalid_votes,
-                          lows=lows)
+                          lows=lows, side=req.side, probes=probes)
         if not rpool.has_gt:
             raise PoolError(f"ttc tune needs ground truth in --report-pool {rpath}, and it has none")
         same_dir = rpath.resolve() == path.resolve()

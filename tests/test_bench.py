@@ -11,9 +11,10 @@ from ttc.replay.policies import REGISTRY
 def test_bench_rows_and_speedup_on_a_tiny_grid():
     df, info = bench(BenchSpec(n=20, size=8, budgets=(2, 4), seeds=3, repeats=1, reference_seeds=1))
     # every policy of the registry at 2 budgets but deepconf-online and the depth ones (a synthetic pool has no
-    # record lows and no probes), and the rules of bench.RULES under elimination
-    rows = len(REGISTRY) - 3 + len(RULES)
-    assert df.height == rows * 2 and not {"deepconf-online", "parallel-probe", "cmc"} & set(df["policy"])
+    # record lows and no probes) and the slow ones (pets), and the rules of bench.RULES under elimination
+    slow = {p for p, e in REGISTRY.items() if e.slow}
+    rows = len(REGISTRY) - 3 - len(slow) + len(RULES)
+    assert df.height == rows * 2 and not ({"deepconf-online", "parallel-probe", "cmc"} | slow) & set(df["policy"])
     assert info["configs"] == rows * 2 and info["full_grid_s"] > 0
     assert "elimination(eliminate=boinf)" in df["policy"].to_list()
     # uniform at budget b hands out exactly b responses to each of the 20 queries, in each of the 3 runs
@@ -32,7 +33,7 @@ def test_bench_command_prints_its_tables():
     r = CliRunner().invoke(app, ["bench", "--queries", "20", "--responses", "8", "--budgets", "2", "--seeds",
                                  "2", "--repeats", "1", "--growth", "10,20"], env={"COLUMNS": "200"})
     assert r.exit_code == 0, r.output
-    for word in ("full grid", "speed-up", "growth", "entropy", "oracle"):
+    for word in ("full grid", "speed-up", "growth", "entropy", "oracle", "depth", "parallel-probe", "cmc"):
         assert word in r.output
     # issue 28's check in words: how many policies stay within the bound, and which do not
     assert re.search(r"growth check: \d+ of \d+ policies within 3x from 10 to 20 queries", " ".join(r.output.split()))
@@ -65,3 +66,16 @@ def test_side_eb_work_per_decision_does_not_grow_with_the_pool():
         pulls = max(1, int(out["samples_used"]))
         per_pull[n] = reference.WORK["side_eb_index"] / pulls
     assert per_pull[40] < 3 and per_pull[800] < 3, per_pull
+
+
+def test_depth_rows_match_their_reference_runs():
+    # bench_depth checks each reference run against the engine's (traces and tokens) and raises on a difference:
+    # rows here mean the engine and the twins made the same runs
+    from ttc.replay.bench import DEPTH_CONFIGS, bench_depth, probed_synth
+
+    pool = probed_synth(n=6, size=8)
+    assert pool.probe_off[-1] == len(pool.probe_tok) and (pool.probe_tok[pool.probe_off[1:] - 1] < pool.tok).all()
+    d = bench_depth(n=6, size=8, multiples=(1, 4), seeds=3, repeats=1, reference_seeds=2)
+    assert d.height == 2 * len(DEPTH_CONFIGS) and set(d["budget"]) == {1.0, 4.0}
+    assert {"parallel-probe(tokens)", "cmc(tokens)"} <= set(d["policy"])
+    assert (d["decisions"] > 0).all() and (d["speedup"] > 0).all()

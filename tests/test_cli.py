@@ -14,7 +14,8 @@ from ttc.cli import app
 from ttc.replay.policies import POLICIES, REGISTRY
 
 # what the embedded pools run by default: every policy but those needing record lows, which none of them has
-EMBEDDED = [p for p in POLICIES if not {"lows", "probes"} & REGISTRY[p].needs]
+# the default list: what an embedded pool supports (no record lows, probes or side signal), less the slow ones (pets)
+EMBEDDED = [p for p in POLICIES if not {"lows", "probes", "side"} & REGISTRY[p].needs and not REGISTRY[p].slow]
 
 REPO = Path(__file__).resolve().parents[1]
 MATH = REPO / "data" / "math500-llama3.1-8b-48"

@@ -24,8 +24,9 @@ off = np.array([0, 3, 5]); correct = np.array([1, 0, 0, 1, 1], np.int8)
 pools.append(Pool.from_arrays(off, correct=correct, score=np.linspace(0, 1, 5), ans=np.array([0, 1, 0, -1, 0]),
                               tok=np.arange(5)))
 for k, pool in enumerate(pools):
-    configs = [RunConfig(p) for p in POLICIES
-               if (p != "entropy" or pool.has_answers) and p not in ("deepconf-online", "parallel-probe", "cmc")]
+    # (uab and pets read the drawn responses: they run in the reading rules' specialisation, as esc below)
+    configs = [RunConfig(p) for p in POLICIES if (p != "entropy" or pool.has_answers)
+               and p not in ("deepconf-online", "parallel-probe", "cmc", "uab", "pets")]
     replay(pool, configs, [2, 3 + k], range(k + 1), per_query=k % 2 == 1)
     replay(pool, [RunConfig("elimination", eliminate="sc-beta" if pool.has_answers else "none")], [4], range(2))
 run_once(off, correct, np.zeros(5), np.zeros(5, np.int64), np.ones(5, np.int64), np.arange(5), [1, 0],
@@ -35,6 +36,7 @@ run_live(src, [3, 2], [0, 1], policy="elimination", budget_total=4)
 grid_sigs = {str(s[-1]) for s in _grid.signatures}
 assert len(grid_sigs) == len(_grid.signatures) == 1, _grid.signatures  # (the grids above use no reading rule)
 replay(pools[0], [RunConfig("elimination", K=2, eliminate="esc")], [4], range(2))
+replay(pools[0], [RunConfig("pets")], [2], range(1))  # the same specialisation as esc's
 sigs = sorted(str(s[-3:]) for s in run_one.signatures)
 # deepconf-online's grid: its own specialisation (dc not None), whatever other policies run beside it
 lows = pools[3]
@@ -57,3 +59,27 @@ def test_one_compiled_signature_for_every_pool_and_run():
     # listed only when _grid was compiled in this process rather than loaded from numba's cache)
     assert one in ("['(bool, bool, none)', '(none, none, none)']",
                    "['(bool, bool, none)', '(bool, none, none)', '(none, none, none)']"), one
+
+
+DEPTH_SCRIPT = r"""
+from ttc.replay import kernel
+from ttc.replay.run import ReplayRequest, load_for, run_replay
+
+req = ReplayRequest(seeds=3)  # `ttc replay --seeds 3`: the default grid on the embedded pool
+assert load_for(req).probe_off is None  # (a pool without probes: none read)
+run_replay(req)
+depth = [f for f in (kernel.depth_view, kernel._depth_grid, kernel._cmc_grid, kernel.parallel_probe_once,
+                     kernel.cmc_once, kernel.parallel_probe, kernel.cmc, kernel.depth_tally) if f.signatures]
+print(len(kernel._grid.signatures), [f.__name__ for f in depth])
+"""
+
+
+def test_the_default_grid_compiles_no_depth_kernel_on_a_pool_without_probes():
+    # Issue 30: depth's kernels sit beside run_one and are never reached from it, so the default replay of a pool
+    # without probes compiles (or loads) none of them: its first compile is the width engine's alone (measured in
+    # docs/performance.md against a copy of the kernel module without the depth section)
+    out = subprocess.run([sys.executable, "-c", DEPTH_SCRIPT], cwd=ROOT, capture_output=True, text=True,
+                         timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    grid, depth = out.stdout.strip().splitlines()[-1].split(" ", 1)
+    assert int(grid) == 1 and depth == "[]", out.stdout[-500:]

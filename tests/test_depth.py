@@ -111,15 +111,18 @@ def test_parallel_probe_equals_reference(seed, chains, T, patience, warm, unit, 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), b=st.integers(1, 5000), cap=st.sampled_from([0, 1000]),
-       rule=st.sampled_from(["whole", "stability"]))
-def test_token_budget_never_exceeded(seed, b, cap, rule):
+       rule=st.sampled_from(["whole", "stability"]), cost=st.sampled_from(["tokens", "autotts"]))
+def test_token_budget_never_exceeded(seed, b, cap, rule, cost):
+    # (both probe-cost conventions: AutoTTS's pays probes past a trace's end, so a trace can cost more than its length)
     pool = probed_pool(np.random.default_rng(seed), n_queries=5)
     configs = [RunConfig("parallel-probe", unit="tokens", chains=3, stable=2, patience=2, probe_warmup=1,
-                         trace_cap=cap),
-               RunConfig("elimination", unit="tokens", eliminate="sc-share", depth_rule=rule, trace_cap=cap),
-               RunConfig("ucb", unit="tokens", depth_rule=rule, trace_cap=cap, K=2),
-               RunConfig("entropy", unit="tokens", depth_rule=rule, trace_cap=cap),
-               RunConfig("cmc", unit="tokens", cmc_beta=0.5, trace_cap=cap)]
+                         trace_cap=cap, probe_cost=cost),
+               RunConfig("elimination", unit="tokens", eliminate="sc-share", depth_rule=rule, trace_cap=cap,
+                         probe_cost=cost),
+               RunConfig("ucb", unit="tokens", depth_rule=rule, trace_cap=cap, K=2, probe_cost=cost),
+               RunConfig("entropy", unit="tokens", depth_rule=rule, trace_cap=cap, probe_cost=cost),
+               RunConfig("uniform", unit="tokens", depth_rule=rule, trace_cap=cap, probe_cost=cost),
+               RunConfig("cmc", unit="tokens", cmc_beta=0.5, trace_cap=cap, probe_cost=cost)]
     df, _ = replay(pool, configs, [b], range(3), select="sc")
     assert (df["tokens_used"] <= df["budget_total"]).all()
     assert df["tokens_used"].max() >= 0
@@ -340,3 +343,21 @@ def test_cmc_grid_uses_the_width_permutation():
     assert df["accuracy"][0] == pytest.approx(qi[:, 4].mean())
     assert pq["n_drawn"].to_list() == qi[:, 0].tolist()
     assert cmc_knobs(0.5)[0].tolist() == [5, 34, 6, 8, 5, 2, 2, 4]  # Python's round: 7.5 -> 8, 2.5 -> 2, 3.5 -> 4
+
+
+def test_depth_grids_give_the_same_runs_on_any_number_of_threads():
+    # run_probe_grid splits the seeds over worker threads as run_grid does: each seed's run is the same
+    from ttc.replay.engine import get_threads, set_threads
+
+    pool = probed_pool(np.random.default_rng(9), n_queries=6, max_traces=10, max_probes=8)
+    cfgs = [RunConfig("parallel-probe", unit="tokens", chains=4, stable=2, patience=2, probe_warmup=1),
+            RunConfig("cmc", unit="tokens", cmc_beta=0.6)]
+    before = get_threads()
+    try:
+        out = []
+        for t in (1, 2):
+            set_threads(t)
+            out.append(replay(pool, cfgs, [2000, 9000], range(7), select="sc", per_query=True))
+    finally:
+        set_threads(before)
+    assert out[0][0].equals(out[1][0]) and out[0][1].equals(out[1][1])

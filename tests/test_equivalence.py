@@ -104,9 +104,9 @@ def test_the_reference_takes_every_runconfig_field_with_its_default():
     share and hmax once did live)."""
     import inspect
 
-    from ttc.replay.policies import DEPTH_FIELDS
+    from ttc.replay.policies import DEPTH_FIELDS, VIEW_FIELDS
 
-    want = {f.name for f in dataclasses.fields(RunConfig)} - set(DEPTH_FIELDS) - {"eliminate"} | {"elim"}
+    want = {f.name for f in dataclasses.fields(RunConfig)} - set(DEPTH_FIELDS + VIEW_FIELDS) - {"eliminate"} | {"elim"}
     kw = config_kwargs(RunConfig("uniform"))
     assert set(kw) == want
     takes = inspect.signature(run_reference).parameters

@@ -88,3 +88,25 @@ def test_a_grid_hands_its_permutations_back_as_the_identity():
     engine.run_grid(lows, [RunConfig("deepconf-online", warmup=1)], np.full((1, 3), 4, np.int64), np.arange(3),
                     make_tables(3, 0.95, sc_beta=False))
     assert all((p == np.arange(5)).all() for p in engine._free_perms)
+
+
+def test_pool_modes_equals_its_numpy_definition():
+    """The consistency column's reference (engine.pool_modes, one jitted pass) against the numpy it replaced: per
+    slot, a valid answer as frequent as the query's most frequent one; queries without responses or valid answers."""
+    from ttc.replay.engine import pool_modes
+
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        sizes = rng.integers(0, 7, int(rng.integers(1, 7)))
+        off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        ans = rng.integers(-1, 4, int(off[-1]))
+        aoff = answer_offsets(off, ans)
+        n = len(off) - 1
+        q = np.repeat(np.arange(n), np.diff(off))
+        valid = ans >= 0
+        slot = aoff[:-1][q[valid]] + 1 + ans[valid]
+        cnt = np.bincount(slot, minlength=int(aoff[-1]))
+        top = np.zeros(n, np.int64)
+        np.maximum.at(top, q[valid], cnt[slot])
+        expect = ((cnt > 0) & (cnt == top[np.repeat(np.arange(n), np.diff(aoff))])).astype(np.int8)
+        assert pool_modes(off, aoff, ans).tolist() == expect.tolist()

@@ -90,8 +90,8 @@ def test_lbayes_equals_the_reference(unit, data):
                     lb_thre=data.draw(st.sampled_from([0.62, 0.83, 0.953, 0.991])),
                     lb_l=data.draw(st.sampled_from([2, 3])))
     budget = data.draw(st.integers(0, int(off[-1]) + 3 if unit == "samples" else int(tok.sum()) + 5))
-    ref = run_reference(off, correct, score, ans, tok, perm, rank, budget_total=budget, lb_thre=cfg.lb_thre,
-                        lb_l=cfg.lb_l, **config_kwargs(cfg))
+    ref = run_reference(off, correct, score, ans, tok, perm, rank, budget_total=budget,
+                        **config_kwargs(cfg))
     got = run_once(off, correct, score, ans, tok, perm, rank, cfg, budget)
     for key in ("n_drawn", "answered", "covered", "exhausted_q", "sel_bon", "sel_weighted", "sel_sc"):
         assert list(np.asarray(got[key]).astype(int)) == [int(v) for v in ref[key]], (key, cfg, budget)

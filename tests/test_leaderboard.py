@@ -185,3 +185,42 @@ def test_cli_writes_every_output_and_mixes_pools_with_and_without_tokens(tmp_pat
     md = (out / "leaderboard.md").read_text()
     assert md.startswith("# ttc leaderboard\n\n```bash\nttc leaderboard ") and "## Across pools" in md
     assert json.loads((out / ".ttc-output.json").read_text())["command"] == "leaderboard"
+
+
+def test_depth_against_width_at_equal_tokens_on_a_probed_pool(tmp_path):
+    """On a probed pool the sc track in tokens runs the width x depth entries beside the width-only ones; per token
+    budget the best of each kind is the one of best tuning-half mean, both held-out at the same budget, and depth's
+    difference is their paired difference over seeds. A pool without probes has no depth entries."""
+    from ttc.replay.leaderboard import DEPTH_GRID, depth_vs_width
+
+    from support.depth_pools import probed_pool_dir
+
+    probed_pool_dir(tmp_path / "pools" / "probed", n_queries=12, max_traces=10, max_probes=8)
+    _pool(tmp_path / "pools" / "plain", n=12, m=8)
+    out = tmp_path / "lb"
+    req = LeaderboardRequest(pools=[tmp_path / "pools"], budgets=[2], token_multiples=[1, 3], seeds=12, out=out,
+                             tracks=["sc"], figures=False)
+    df = run_leaderboard(req, console=_quiet())
+    depth = df.filter(pl.col("kind") == "depth")
+    assert set(depth["pool"]) == {"probed"} and set(depth["unit"]) == {"tokens"}
+    assert set(DEPTH_GRID) <= set(depth["policy"]) and "uniform+stability" in set(depth["policy"])
+    dw = depth_vs_width(df)
+    assert dw.height == 2 and set(dw["pool"]) == {"probed"}
+    for r in dw.iter_rows(named=True):
+        cell = df.filter((pl.col("pool") == "probed") & (pl.col("unit") == "tokens") & (pl.col("level") == r["level"])
+                         & (pl.col("role") != "oracle"))
+        for kind in ("width", "depth"):
+            g = cell.filter(pl.col("kind") == kind)
+            best = g.filter(pl.col(f"is_best_{kind}"))
+            assert best.height == 1 and best["policy"][0] == r[f"{kind}_policy"]
+            if kind == "depth":  # (uniform's own tuning mean is not kept in its row: the depth side is checked)
+                assert best["tune_mean"][0] == g["tune_mean"].max()
+            assert r[f"{kind}_tokens_per_query"] <= r["budget"]  # (equal tokens: neither passes the budget)
+        assert r["diff"] == pytest.approx(r["depth_mean"] - r["width_mean"], abs=1e-12)
+        assert r["diff_se"] >= 0 and r["verdict"] in ("better", "worse", "within 2 SE")
+    assert (out / "depth.parquet").is_file()
+    assert "Depth against width at equal tokens" in (out / "leaderboard.md").read_text()
+    plain = run_leaderboard(LeaderboardRequest(pools=[tmp_path / "pools" / "plain"], budgets=[2],
+                                               token_multiples=[1], seeds=4, tracks=["sc"], figures=False),
+                            console=_quiet())
+    assert (plain["kind"] != "depth").all() and depth_vs_width(plain).height == 0

@@ -106,8 +106,8 @@ def test_mmc_equals_the_reference(unit, data):
                     max_samples=data.draw(st.integers(0, 12)),
                     mmc_delta=data.draw(st.sampled_from([0.05, 0.2, 0.5, 0.9])), mmc_m=data.draw(st.integers(1, 3)))
     budget = data.draw(st.integers(0, int(off[-1]) + 3 if unit == "samples" else int(tok.sum()) + 5))
-    ref = run_reference(off, correct, score, ans, tok, perm, rank, budget_total=budget, mmc_delta=cfg.mmc_delta,
-                        mmc_m=cfg.mmc_m, **config_kwargs(cfg))
+    ref = run_reference(off, correct, score, ans, tok, perm, rank, budget_total=budget,
+                        **config_kwargs(cfg))
     got = run_once(off, correct, score, ans, tok, perm, rank, cfg, budget)
     for key in ("n_drawn", "answered", "covered", "exhausted_q", "sel_bon", "sel_weighted", "sel_sc"):
         assert list(np.asarray(got[key]).astype(int)) == [int(v) for v in ref[key]], (key, cfg, budget)

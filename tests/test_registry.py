@@ -40,7 +40,8 @@ def test_every_kernel_policy_code_has_one_entry():
     codes = {v for k, v in vars(kernel).items() if k in {"UNIFORM", "ELIMINATION", "UCB", "GAP", "GAP_LITERAL",
                                                          "ENTROPY", "TWO_STAGE", "STREAMING", "ORACLE",
                                                              "OPTSCALE", "MARGINAL_GAIN", "DSC", "SIDE_EB",
-                                                             "DEEPCONF_ONLINE", "PARALLEL_PROBE", "CMC"}}
+                                                             "DEEPCONF_ONLINE", "PARALLEL_PROBE", "CMC",
+                                                             "UAB", "PETS"}}
     assert sorted(p.code for p in REGISTRY.values()) == sorted(codes)
     depth_codes = {v for k, v in vars(kernel).items() if k.startswith("DEPTH_")}
     assert sorted(r.code for r in DEPTH_RULES.values()) == sorted(depth_codes)
@@ -63,9 +64,10 @@ def test_supported_reads_the_needs():
     bare = Pool.from_arrays(off, score=np.array([0.5, 1.0]))
     full = Pool.from_arrays(off, correct=np.array([1, 0]), ans=np.array([0, 1]))
     assert "oracle" not in supported(bare) and "entropy" not in supported(bare)
-    # deepconf-online needs the record lows, parallel-probe and cmc the probes
-    assert supported(full) == [p for p in REGISTRY if p not in ("deepconf-online", "parallel-probe", "cmc")]
+    # deepconf-online needs the record lows, parallel-probe and cmc the probes, uab a side signal
+    assert supported(full) == [p for p in REGISTRY if p not in ("deepconf-online", "parallel-probe", "cmc", "uab")]
     full.lows = (np.array([0, 1, 1]), np.array([0]), np.array([1.0]))
+    full.side = np.array([0.9, 0.5])
     assert supported(full) == [p for p in REGISTRY if p not in ("parallel-probe", "cmc")]
     full.probe_off, full.probe_tok, full.probe_ans, full.probe_ok = (np.array([0, 1, 1]), np.array([500]),
                                                                      np.array([0]), np.array([True]))

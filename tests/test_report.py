@@ -260,3 +260,33 @@ def test_invalid_votes_reach_every_table(tmp_path):
     assert_same(tmp_path / "rep" / "synth" / "tables" / "main.csv", voting)
     acc = lambda s: s.sort(["config", "budget"])["accuracy"].to_list()  # noqa: E731
     assert acc(voting) != acc(default)
+
+
+def test_depth_figure_and_table_on_a_probed_pool(tmp_path):
+    """A probed pool's report has the accuracy-vs-tokens figure with both kinds and its table, whose numbers are a
+    direct replay's at the same token budgets; a pool without probes says the section does not apply."""
+    from ttc.replay.engine import replay
+    from ttc.replay.report import DEPTH_FIGURE
+
+    from support.depth_pools import probed_pool_dir
+
+    pool_dir = probed_pool_dir(tmp_path / "probed", n_queries=6, max_traces=10, max_probes=8)
+    out = tmp_path / "out"
+    run_report(ReportRequest(pools=[pool_dir], out=out, budgets=[1.0, 3.0], seeds=4, threads=1), console=quiet)
+    sub = next(d for d in out.iterdir() if d.is_dir())
+    assert (sub / "depth.png").is_file()
+    t = pl.read_csv(sub / "tables" / "depth.csv")
+    assert set(t["kind"]) == {"width", "depth"} and t.height == 2 * len(DEPTH_FIGURE)
+    assert (t["tokens_per_query"] <= t["budget"] + 1e-9).all()  # equal budgets, none passed
+    pool = load_pool(pool_dir, need_tokens=True, probes=True)
+    median = float(np.median(pool.tok))
+    df = replay(pool, [c for _, c in DEPTH_FIGURE], [median * 3], range(4), select="sc")[0]
+    for lab, g in df.group_by("config"):
+        row = t.filter((pl.col("config") == lab[0]) & (pl.col("budget_traces") == 3.0))
+        assert row["accuracy"][0] == pytest.approx(g["accuracy"].mean(), abs=1e-12)
+    md = (out / "report.md").read_text()
+    assert "### Depth: width against width x depth at equal tokens" in md and "depth.png" in md
+    plain = tmp_path / "plain"
+    synthetic(plain, n=10)
+    run_report(ReportRequest(pools=[plain], out=tmp_path / "out2", budgets=[2.0], seeds=2, threads=1), console=quiet)
+    assert "Not applicable to this pool: it has no probes" in (tmp_path / "out2" / "report.md").read_text()

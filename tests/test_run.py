@@ -32,8 +32,10 @@ def sp(tmp_path_factory):
 
 
 @pytest.mark.parametrize("unit", ["samples", "tokens"])
-@pytest.mark.parametrize("policy", [p for p in LIVE_POLICIES if p != "deepconf-online"])  # (it reads record lows,
-def test_every_live_policy_equals_replay(sp, tmp_path, policy, unit):  # which this pool lacks: test_run_deepconf.py)
+# (deepconf-online reads record lows, which this pool lacks: test_run_deepconf.py; uab a side signal it does not
+# record: tests/test_uab.py runs it live)
+@pytest.mark.parametrize("policy", [p for p in LIVE_POLICIES if p not in ("deepconf-online", "uab")])
+def test_every_live_policy_equals_replay(sp, tmp_path, policy, unit):
     budget = 3.0 if unit == "samples" else 45.0
     o = run(sp, tmp_path / "out", policy=policy, unit=unit, budget=budget)
     assert_equal(o, sp, RunConfig(policy, unit=unit), budget)

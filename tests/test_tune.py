@@ -206,3 +206,38 @@ def test_subset_carries_each_responses_own_record_lows_and_deepconf_online_tunes
     r = tune_cli(str(path), "--policy", "deepconf-online", "--grid", "percentile=0.1,0.5", "--budgets", "6", "--seeds",
                  "3")
     assert "deepconf-online(percentile=0.1)" in r.output
+
+
+def test_subset_carries_each_responses_own_probes_and_depth_tunes(tmp_path):
+    """The depth policies read each trace's probes: a sub-pool keeps its queries' own (replaying it equals replaying a
+    pool of those queries alone, for parallel-probe, cmc and a width policy under a depth rule), and `ttc tune`
+    loads them and tunes depth's parameters (the depth rule and its m, the trace cap) beside a policy's own."""
+    from support.depth_pools import probed_pool_dir
+
+    path = probed_pool_dir(tmp_path / "probed")
+    pool = load_pool(path, probes=True)
+    keep = [1, 4, 5, 7]
+    sub = subset(pool, np.array(keep), "x")
+    alone = load_pool(probed_pool_dir(tmp_path / "alone", keep=keep), probes=True)
+    cfgs = [RunConfig("parallel-probe", unit="tokens", chains=3, stable=2, patience=2, probe_warmup=1),
+            RunConfig("cmc", unit="tokens", cmc_beta=0.3),
+            RunConfig("elimination", unit="tokens", eliminate="sc-share", depth_rule="stability", depth_m=2),
+            RunConfig("uniform", unit="tokens", trace_cap=1500)]
+    cols = ("config", "accuracy", "samples_used", "tokens_used")
+    a = replay(sub, cfgs, [3000], range(6), select="sc")[0]
+    b = replay(alone, cfgs, [3000], range(6), select="sc")[0]
+    assert a.select(*cols).equals(b.select(*cols))
+    whole = replay(pool, cfgs, [3000], range(6), select="sc")[0]
+    assert not a.select(*cols).equals(whole.select(*cols))  # (the sub-pool is not the whole pool by accident)
+    r = tune_cli(str(path), "--policy", "elimination", "--eliminate", "sc-share", "--unit", "tokens", "--select", "sc",
+                 "--metric", "accuracy", "--depth-rule", "whole,stability", "--depth-m", "2,3", "--budgets", "3000",
+                 "--seeds", "3", "--holdout", "0.5")
+    assert "depth=stability:2" in r.output
+    r = tune_cli(str(path), "--policy", "parallel-probe", "--unit", "tokens", "--select", "sc", "--metric",
+                 "accuracy", "--chains", "2,4", "--trace-cap", "0,1500", "--budgets", "3000", "--seeds", "3")
+    assert "parallel-probe: 4 configurations" in r.output  # (2 chains x 2 caps)
+    # depth_m without the stability rule would only repeat one configuration; parallel-probe has no depth rule
+    for args, says in ((["--policy", "uniform", "--depth-m", "2,3"], "--depth-m does not apply"),
+                       (["--policy", "parallel-probe", "--depth-rule", "stability"], "--depth-rule does not apply")):
+        r = runner.invoke(app, ["tune", str(path), "--unit", "tokens", "--select", "sc", *args])
+        assert r.exit_code == 2 and says in r.output, r.output

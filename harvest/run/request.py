@@ -167,6 +167,9 @@ def check_inputs(req: RunRequest, cfg) -> None:
             readers = [p for p, entry in REGISTRY.items() if name in entry.inputs]
             raise RunError(f"--{name} is read by --policy {' or '.join(readers)}; --policy {cfg.policy} would ignore "
                            "it")
+    if "side" in REGISTRY[cfg.policy].needs and req.side is None:  # (uab: its confidence; 0.5 would be no signal)
+        raise RunError(f"--policy {cfg.policy} reads each response's side signal: record a confidence and name its "
+                       "column, e.g. --confidence mean-logprob --side score_mean_logprob")
 
 
 def side_columns(req: RunRequest) -> list[str]:

@@ -51,3 +51,35 @@ def traces_of(off, tok, ans, correct, poff, ptok, pans, pok):
             q.append((probes, int(tok[j]), int(ans[j]), int(correct[j])))
         out.append(q)
     return out
+
+
+def probed_pool_dir(path, n_queries=8, seed=3, keep=None, max_traces=8, **kw):
+    """A probed pool on disk (probed_arrays' traces, answers written "a0", "a1", ...), only the queries in `keep`
+    when given (a pool of those queries alone, to compare a sub-pool with)."""
+    import polars as pl
+
+    from ttc.replay.pool import samples_frame, write_pool
+
+    off, tok, ans, correct, poff, ptok, pans, pok = probed_arrays(np.random.default_rng(seed), n_queries=n_queries,
+                                                                 max_traces=max_traces, **kw)
+    word = lambda a: None if a < 0 else f"a{a}"  # noqa: E731
+    rows = {"query_id": [], "sample_idx": [], "correct": [], "answer": [], "n_tokens": []}
+    probes = {"probe_answer": [], "probe_tokens": [], "probe_correct": []}
+    for i in range(n_queries):
+        if keep is not None and i not in keep:
+            continue
+        for j in range(off[i], off[i + 1]):
+            rows["query_id"].append(f"q{i:03d}")
+            rows["sample_idx"].append(int(j - off[i]))
+            rows["correct"].append(bool(correct[j]))
+            rows["answer"].append(word(ans[j]))
+            rows["n_tokens"].append(int(tok[j]))
+            ks = range(poff[j], poff[j + 1])
+            probes["probe_answer"].append([word(pans[k]) for k in ks])
+            probes["probe_tokens"].append([int(ptok[k]) for k in ks])
+            probes["probe_correct"].append([None if pans[k] < 0 else bool(pok[k]) for k in ks])
+    df = samples_frame(rows).with_columns(
+        pl.Series("probe_answer", probes["probe_answer"], pl.List(pl.String)),
+        pl.Series("probe_tokens", probes["probe_tokens"], pl.List(pl.Int64)),
+        pl.Series("probe_correct", probes["probe_correct"], pl.List(pl.Boolean)))
+    return write_pool(path, df, {"name": path.name})

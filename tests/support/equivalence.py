@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from ttc.replay.engine import run_once
-from ttc.replay.policies import DEPTH_FIELDS, ELIMINATION_RULES, RunConfig
+from ttc.replay.policies import DEPTH_FIELDS, ELIMINATION_RULES, VIEW_FIELDS, RunConfig
 from ttc.replay.reference import run_reference
 
 SCORES = [0.0, 0.25, 0.5, 0.75, 0.9, 1.0]
@@ -77,7 +77,9 @@ def configs(draw, total, tokens_total, policy, unit, live=False):
         dirichlet_conf=draw(st.sampled_from([0.6, 0.8, 0.95])), horizon=draw(st.integers(0, 1)),
         bf=draw(st.sampled_from([2.0, 5.0, 10.0, 100.0])), bf_mc=draw(st.sampled_from([0, 50])),
         mmc_delta=draw(st.sampled_from([0.05, 0.2, 0.5])), mmc_m=draw(st.integers(1, 3)),
-        lb_thre=draw(st.sampled_from([0.6, 0.9, 0.95])), lb_l=draw(st.integers(2, 3)))
+        # lb_thre: not 0.6, where the reference's exact 3/5 and the engine's float posterior could fall either side
+        lb_thre=draw(st.sampled_from([0.62, 0.83, 0.953])), lb_l=draw(st.integers(2, 3)),
+        uab_tau=draw(st.sampled_from([0.2, 1.0])), pets_options=draw(st.sampled_from([2, 3, 16])))
     hi = total + 3 if unit == "samples" else tokens_total + 5
     return cfg, draw(st.integers(0, hi))
 
@@ -86,7 +88,8 @@ def config_kwargs(cfg):
     """A RunConfig as the keywords run_reference and run_live take (they are independent of RunConfig): every field
     but the depth ones (read by replay/reference_depth.py on the pool's depth view), eliminate under its reference
     name elim."""
-    kw = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(RunConfig) if f.name not in DEPTH_FIELDS}
+    skip = DEPTH_FIELDS + VIEW_FIELDS
+    kw = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(RunConfig) if f.name not in skip}
     kw["elim"] = kw.pop("eliminate")
     return kw
 
