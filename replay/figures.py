@@ -3,7 +3,7 @@
 
 Every policy keeps one colour, marker and line style across all figures; within a figure every line has its own
 (colour, marker, line style): a policy's further configurations (two-stage's rhos) vary its line style and marker,
-and the methods take colours from an 18-colour palette, none reused. Lines that coincide exactly (ucb and gap reduce
+and the methods take colours from a 28-colour palette, none reused. Lines that coincide exactly (ucb and gap reduce
 to round-robin under a ground-truth oracle) are drawn once with one legend entry naming them all ("a = b"), rather
 than drawn over each other. Titles are wrapped to the canvas's width (issue 28: methods.png's title was cut at both
 edges)."""
@@ -223,10 +223,12 @@ METHOD_MARKERS = "osv^DPX*h<>p"
 
 
 def palette() -> list:
-    """18 distinct colours (tab10, then Dark2): the methods' figure has 17 entries, and tab10 alone reused colours."""
+    """28 distinct colours (tab10, Dark2, then tab20's light shades): the methods' figure has 22 entries (tab10 alone
+    reused colours; 18 ran out when the 2025-26 methods came)."""
     import matplotlib
 
-    return list(matplotlib.colormaps["tab10"].colors) + list(matplotlib.colormaps["Dark2"].colors)
+    return (list(matplotlib.colormaps["tab10"].colors) + list(matplotlib.colormaps["Dark2"].colors)
+            + list(matplotlib.colormaps["tab20"].colors[1::2]))
 
 
 def plot_pareto(out: Path, title: str, panels: list[dict], methods: list[str], formats=None):

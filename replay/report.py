@@ -34,6 +34,7 @@ from .policies import (  # (the selection rules' parameters)
     CISC_TEMP,
     DEEPCONF_ETA,
     METHODS,
+    REGISTRY,
     RunConfig,
     check_selection_params,
     in_grid,
@@ -132,8 +133,9 @@ def validate(req: ReportRequest):
 
 
 def supported_policies(pool) -> list[str]:
-    """Every policy the pool can run (threshold elimination): oracle needs ground truth, entropy answers."""
-    return supported(pool)
+    """Every policy the pool can run (threshold elimination): oracle needs ground truth, entropy answers; as `ttc
+    replay`'s default, not the slow ones (pets: its method row in the methods table runs it)."""
+    return [p for p in supported(pool) if not REGISTRY[p].slow]
 
 
 def _load(path, score: str, invalid_votes: bool = False):

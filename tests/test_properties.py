@@ -10,7 +10,7 @@ from ttc.replay.policies import REGISTRY, RunConfig
 
 # every policy these pools can run (deepconf-online needs record lows: tests/test_equivalence.py,
 # test_deepconf_online.py)
-POLICIES = [p for p, e in REGISTRY.items() if not {"lows", "probes"} & e.needs]
+POLICIES = [p for p, e in REGISTRY.items() if not {"lows", "probes", "side"} & e.needs]  # (uab: tests/test_uab.py)
 from ttc.replay.rng import permutation, query_order
 from ttc.replay.summary import uniform_exact
 from ttc.replay.synth import make_pool
