@@ -323,6 +323,16 @@ _INVALID_VOTES_HELP = ("Count each query's invalid answers (no answer extracted)
                        "leads and can stop a query, as Adaptive-Consistency's criteria do; by default an invalid "
                        "answer agrees with nothing.")
 _DEEPCONF_ETA_HELP = "deepconf: the percentage of valid draws it keeps, by score (the paper: 10 or 90)."
+_SIDE_HELP = ("side-eb, uab: a column of the pool's responses read as their side signal in [0, 1] (uab: the "
+              "confidence exp(mean token log-prob), which it needs: math500-llama3.1-8b-48's score_conf)")
+
+
+def _side_option(default: str) -> typer.Option:
+    """The --side option of every command that replays side-reading policies, declared here once; `default` says
+    what the command does without it."""
+    return typer.Option(None, "--side", metavar="COLUMN", help=f"{_SIDE_HELP}; {default}.")
+
+
 _FORCE_HELP = ("Replace existing outputs that were not written by this command (by default only its own earlier "
                "output is replaced).")
 # ---------------------------------------------------------------------------------------------------------- replay
@@ -352,9 +362,7 @@ def replay_cmd(
     prior: Optional[str] = typer.Option(None, metavar="COLUMN", help="marginal-gain: a column of the pool's "
                                         "queries.parquet holding each query's predicted success probability in "
                                         "[0, 1] (default: none, Laplace's estimate from its own scores)."),
-    side: Optional[str] = typer.Option(None, metavar="COLUMN", help="side-eb, uab: a column of the pool's responses "
-                                       "holding a side signal in [0, 1] (e.g. a confidence; uab: exp(mean token "
-                                       "log-prob), which it needs; default: none, 0.5)."),
+    side: Optional[str] = _side_option("default: none, side-eb reads 0.5 and uab is refused"),
     invalid_votes: bool = typer.Option(False, "--invalid-votes", help=_INVALID_VOTES_HELP),
     out: Optional[Path] = typer.Option(None, help="Write one row per (configuration, budget, seed) to this Parquet "
                                        "file."),
@@ -546,9 +554,7 @@ def tune_cmd(
     split_out: Optional[Path] = typer.Option(None, help="Write the split, one row per query (query_id, part, pool), "
                                              "to this Parquet file."),
     invalid_votes: bool = typer.Option(False, "--invalid-votes", help=_INVALID_VOTES_HELP),
-    side: Optional[str] = typer.Option(None, metavar="COLUMN", help="side-eb, uab: a column of the pool's responses "
-                                       "read as their side signal in [0, 1] (uab: the confidence exp(mean token "
-                                       "log-prob); default: none, 0.5)."),
+    side: Optional[str] = _side_option("default: none, side-eb reads 0.5 and uab is refused"),
     threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores); results do not depend on "
                                           "it."),
     force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
@@ -594,8 +600,8 @@ def compare_cmd(
         None, "--policy", metavar="NAME[,NAME...]", callback=_names("policy", POLICY_NAMES),
         help="Published policies to compare, repeat or comma-separate (default: every one the pool supports); the "
              "oracle and this project's own (side-eb) are always compared."),
-    side: Optional[str] = typer.Option(None, metavar="COLUMN", help="side-eb's side signal, a column of every pool's "
-                                       "responses (default: each score column is tried, chosen on the tuning part)."),
+    side: Optional[str] = _side_option("every pool must have it (default: side-eb tries each score column, chosen on "
+                                       "the tuning part, and uab is listed as not run)"),
     out: Optional[Path] = typer.Option(None, help="Directory for compare.parquet, compare.md and split.parquet."),
     threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores); results do not depend on "
                                           "it."),
@@ -635,6 +641,9 @@ def leaderboard_cmd(
     out: Optional[Path] = typer.Option(None, help="Directory for leaderboard.parquet, aggregate.parquet, "
                                        "leaderboard.md and figures/."),
     figures: bool = typer.Option(True, "--figures/--no-figures", help="Write the heatmaps and curves (PDF, PNG)."),
+    side: Optional[str] = _side_option("a comma list: each pool reads the first of them it has (default: "
+                                       "score_conf,score_mean_logprob, the importers' and --confidence mean-logprob's "
+                                       "columns); a pool with none runs uab nowhere and says so"),
     threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores); results do not depend on "
                                           "it."),
     force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
@@ -649,7 +658,8 @@ def leaderboard_cmd(
         pools=list(pools or []), embedded=embedded, budgets=_floats(budgets, "--budgets"),
         token_multiples=_floats(token_multiples, "--token-multiples"), tracks=names(tracks),
         units=names(units) if units is not None else None, seeds=seeds, seed_start=seed_start, holdout=holdout,
-        split_seed=split_seed, out=out, figures=figures, threads=threads, force=force))
+        split_seed=split_seed, out=out, figures=figures, threads=threads, force=force,
+        **({} if side is None else {"sides": names(side)})))
 
 
 # ----------------------------------------------------------------------------------------------------------- bench
@@ -698,6 +708,8 @@ def report_cmd(
     fmt: str = typer.Option("png", "--format", help="The figures' formats, comma-separated: png (200 dpi), pdf, "
                             "svg (vector, for a paper); report.md shows png when written, else the first."),
     invalid_votes: bool = typer.Option(False, "--invalid-votes", help=_INVALID_VOTES_HELP),
+    side: Optional[str] = _side_option("read on each pool that has it (at least one must), every table's side-eb and "
+                                       "uab read it; a pool without it lists uab as not run (default: none)"),
     threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores); results do not depend on "
                                           "it."),
     force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
@@ -710,7 +722,7 @@ def report_cmd(
                         cisc_temp=cisc_temp, deepconf_eta=deepconf_eta,
                         max_samples=max_samples, latex=latex, threads=threads, force=force,
                         formats=_formats(fmt),
-                        invalid_votes=invalid_votes)
+                        invalid_votes=invalid_votes, side=side)
     run_report(req)
 
 

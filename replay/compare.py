@@ -138,6 +138,7 @@ class PoolPlan:
     roles: dict  # role -> [policy]
     sides: list  # candidate side columns for the new policies
     side_pools: dict  # column -> the pool loaded with it as its side signal (NO_SIDE: with none)
+    skipped: dict = field(default_factory=dict)  # published policy left out -> why (uab without --side)
 
     @property
     def same(self) -> bool:
@@ -180,19 +181,27 @@ def side_columns(path: Path, side: str | None) -> list[str]:
 
 def plan_pool(path: Path, req: CompareRequest) -> PoolPlan:
     from .engine import check_configs
-    from .policies import REGISTRY, RunConfig, supported
+    from .policies import REGISTRY, RunConfig, lacking, supported
     from .pool import load_pool, sample_columns
     from .run import check_budget_totals
     from .tune import default_grid, grid_configs, split_queries
 
     # ground truth is checked first, in this command's words (load_pool's would speak of --score gt)
-    # (record lows read when the pool has them: deepconf-online then takes part, as in ttc replay)
-    pool = load_pool(path, lows=None) if "correct" in sample_columns(path) else None
-    if pool is None or not pool.has_gt:
+    # (record lows read when the pool has them: deepconf-online then takes part, as in ttc replay; the --side column
+    # too, checked first in this command's words: uab, a published policy, reads it as its confidence)
+    if "correct" not in sample_columns(path):
+        raise PoolError(f"ttc compare needs ground truth (a 'correct' column) to score coverage, and {path} has none")
+    if req.side is not None:
+        side_columns(path, req.side)
+    pool = load_pool(path, lows=None, side=req.side)
+    if not pool.has_gt:
         raise PoolError(f"ttc compare needs ground truth (a 'correct' column) to score coverage, and {path} has none")
     sup = supported(pool)
-    roles = {"published": [p for p in sup if REGISTRY[p].published and REGISTRY[p].live
-                           and (p in req.policies if req.policies is not None else not REGISTRY[p].slow)],
+    wanted = [p for p, spec in REGISTRY.items() if spec.published and spec.live
+              and (p in req.policies if req.policies is not None else not spec.slow)]
+    skipped = {p: lacking(pool, p) + (" (give --side COLUMN)" if "side" in REGISTRY[p].needs else "")
+               for p in wanted if p not in sup}
+    roles = {"published": [p for p in sup if p in wanted],
              "new": [p for p in sup if not REGISTRY[p].published and REGISTRY[p].live],
              "hindsight": [p for p in sup if not REGISTRY[p].live]}
     if not roles["published"]:
@@ -211,7 +220,7 @@ def plan_pool(path: Path, req: CompareRequest) -> PoolPlan:
     sides = (side_columns(path, req.side) or [NO_SIDE]) if roles["new"] else []
     # the loader checks each column: present, numbers in [0, 1]
     side_pools = {c: load_pool(path, side=None if c == NO_SIDE else c) for c in sides}
-    return PoolPlan(path, pool, t_idx, r_idx, grids, roles, sides, side_pools)
+    return PoolPlan(path, pool, t_idx, r_idx, grids, roles, sides, side_pools, skipped)
 
 
 # --------------------------------------------------------------------------------------------------- the work
@@ -378,6 +387,8 @@ def run_compare(req: CompareRequest, console=None) -> pl.DataFrame:
                  f"{req.holdout:g}, --split-seed {req.split_seed})")
         console.print(f"[bold]{plan.pool.name}[/]: {n_cfg} configurations of {sum(map(len, plan.roles.values()))} "
                       f"policies x {len(req.budgets)} budgets x {req.seeds} seeds; {split}{side}", highlight=False)
+        for p, why in plan.skipped.items():
+            console.print(f"  {p}: not run: {why}", highlight=False)
     t0 = time.perf_counter()
     with progress(sum(p.work(req.budgets, req.seeds) for p in plans), "comparing", "query-runs",
                   console=console) as bar:
@@ -393,7 +404,8 @@ def run_compare(req: CompareRequest, console=None) -> pl.DataFrame:
             df.write_parquet(tmp / "compare.parquet", metadata={OUTPUT_MARK: "compare"})
             pl.concat([split_frame(p) for p in plans]).write_parquet(tmp / "split.parquet",
                                                                      metadata={OUTPUT_MARK: "compare"})
-            (tmp / "compare.md").write_text(markdown(df, command_line(req)))
+            (tmp / "compare.md").write_text(markdown(df, command_line(req),
+                                                     {p.pool.name: p.skipped for p in plans}))
         console.print(f"wrote compare.parquet ({df.height} rows), compare.md and split.parquet to {req.out}",
                       highlight=False)
     return df
@@ -492,7 +504,8 @@ def render_policies(df: pl.DataFrame):
     return t
 
 
-def markdown(df: pl.DataFrame, command: str) -> str:
+def markdown(df: pl.DataFrame, command: str, skipped: dict | None = None) -> str:
+    """skipped: pool -> {published policy it could not run: why}, listed under the pool's table."""
     def table(head, rows):
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
@@ -515,4 +528,7 @@ def markdown(df: pl.DataFrame, command: str) -> str:
                      f"{r0['report_digest']}). Held-out {METRIC} of each policy's chosen configuration "
                      f"(* = best published):\n")
         parts.append(table(["policy"] + [f"budget {b:g}" for b in budgets], rows))
+        left = (skipped or {}).get(name, {})
+        if left:
+            parts.append("\nNot run on this pool:\n\n" + "\n".join(f"- `{p}`: {why}" for p, why in left.items()))
     return "\n".join(parts) + "\n"

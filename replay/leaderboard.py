@@ -29,6 +29,10 @@ against the best width x depth entry (chosen alike): both held-out, at the same 
 difference with its SE. The coverage track has no depth entries: a verifier that stops a query at its first correct
 response leaves nothing for a stopped trace's early answer to add.
 
+Side signal: each pool's side column is the first of `--side` (default CONFIDENCE_COLUMNS) it has; side-eb and uab
+read it (uab in both tracks: coverage, and sc with its source's majority vote). A pool with none runs uab nowhere,
+and the policies it cannot run are listed with the reason under its tables (leaderboard.md) and in the console.
+
 Units: samples (budgets `--budgets` per query, default 1, 2, 4, 8, 16: reasoning pools saturate early) and tokens
 (`--token-multiples` of the pool's median response length per query), on pools with token counts.
 
@@ -62,6 +66,13 @@ from .pool import PoolError
 TRACKS = ("coverage", "sc")
 UNITS = ("samples", "tokens")
 SC_POLICIES = ("elimination", "streaming", "entropy")  # the live policies that read no score (answers only)
+# the live policies that read no score and take no rule, each run alone in the sc track with the majority vote (uab:
+# its source votes over all its generations)
+SC_ALONE = ("uab",)
+# uab's confidence (exp(mean token log-prob)) by pool format, the first a pool has being its side column (as probes are
+# read where a pool has them): the importers' score_conf (harvest/importers.py) and the column harvest and ttc run
+# record with --confidence mean-logprob (harvest/registry.py's mean-logprob signal). `--side` replaces the list.
+CONFIDENCE_COLUMNS = ("score_conf", "score_mean_logprob")
 EXCLUDED = ("gap-literal",)  # the paper's printed formula, kept in the registry for comparison only
 # The leaderboard's search space: tune.DEFAULT_GRID narrowed to each parameter's main values (the leaderboard runs
 # every policy on dozens of pools; the full grid's K and five caps multiply its cost tenfold for little change).
@@ -77,6 +88,7 @@ LEADERBOARD_GRID = {
     "judge": (8, 32),
     "bins": (3,),
     "horizon": (0, 1),
+    "uab_tau": (0.2, 0.1, 0.5),  # uab's temperature: the source's 0.2 and either side, as tune's grid
 }
 # An answer-agreement rule's own window where the rule reads K: ESC stops on a window of K identical answers, so K = 1
 # stops every query at its first draw (ESC's paper uses windows of 4 to 8)
@@ -105,6 +117,7 @@ class LeaderboardRequest:
     figures: bool = True
     threads: int | None = None
     force: bool = False
+    sides: list = field(default_factory=lambda: list(CONFIDENCE_COLUMNS))  # side columns, the first a pool has
 
 
 # ------------------------------------------------------------------------------------------------------ the pools
@@ -161,6 +174,8 @@ def validate(req: LeaderboardRequest) -> list[Path]:
             raise InputError(f"--tracks: unknown track {t!r}; choose from {', '.join(TRACKS)}")
     if not req.tracks:
         raise InputError("--tracks: no track given")
+    if not req.sides:
+        raise InputError("--side: no column given")
     for u in req.units or []:
         if u not in UNITS:
             raise InputError(f"--units: unknown unit {u!r}; choose from {', '.join(UNITS)}")
@@ -233,10 +248,32 @@ def entries(pool, track: str, unit: str) -> list[Entry]:
             except PoolError:
                 continue
             out.append(Entry(f"{p}+{r}", p, "published", cfgs, "sc"))
+    for p in SC_ALONE:
+        if p in supported(pool):
+            cfgs = grid(RunConfig(p, unit=unit))
+            try:
+                check_configs(pool, cfgs, "sc")
+            except PoolError:
+                continue
+            out.append(Entry(p, p, "published", cfgs, "sc"))
     if unit == "tokens" and pool.probe_off is not None:
         out += depth_entries(out, unit)
     out.append(Entry("oracle", "oracle", "oracle", [RunConfig("oracle", unit=unit)], "bon"))
     return out
+
+
+def not_run(pool, tracks) -> dict:
+    """The live policies the tracks would run that this pool cannot, each with why (NEEDS's words; uab without a
+    side column names the columns looked for): listed under the pool's tables, so a missing row is never a silent
+    hole."""
+    from .policies import REGISTRY, lacking, supported
+
+    sup = set(supported(pool))
+    if "coverage" in tracks:
+        cands = [p for p, spec in REGISTRY.items() if spec.live and not spec.slow and p not in EXCLUDED]
+    else:
+        cands = list(SC_ALONE) if pool.has_answers else []
+    return {p: lacking(pool, p) for p in cands if p not in sup}
 
 
 def depth_entries(width: list, unit: str) -> list[Entry]:
@@ -266,6 +303,8 @@ class PoolPlan:
     report: object
     median_tokens: float | None
     work: list  # (track, unit, budgets, levels, entries)
+    side: str | None = None  # the side column read (the first of --side the pool has)
+    skipped: dict = field(default_factory=dict)  # policy -> why this pool cannot run it (not_run)
 
     @property
     def same(self) -> bool:
@@ -283,7 +322,9 @@ def plan_pool(path: Path, req: LeaderboardRequest) -> PoolPlan:
     # depth's probes: read only where a depth entry can run (the sc track in tokens, on a pool that has them)
     probes = ("sc" in req.tracks and "tokens" in (req.units or UNITS)
               and "probe_answer" in pl.read_parquet_schema(sample_files(path)[0]))
-    pool = load_pool(path, probes=probes)
+    names = pl.read_parquet_schema(sample_files(path)[0]).names()
+    side = next((c for c in req.sides if c in names), None)
+    pool = load_pool(path, probes=probes, side=side)
     if not pool.has_gt:
         raise PoolError(f"ttc leaderboard needs ground truth, and {path}'s 'correct' column is entirely null")
     units = req.units or list(UNITS)
@@ -313,7 +354,11 @@ def plan_pool(path: Path, req: LeaderboardRequest) -> PoolPlan:
             es = entries(pool, track, unit)
             if es:
                 work.append((track, unit, budgets, levels, es))
-    return PoolPlan(path, pool, t_idx, r_idx, tp, rp, median, work)
+    skipped = not_run(pool, req.tracks)
+    if side is None:
+        skipped = {p: f"{why}: no column {' or '.join(req.sides)}" if "side signal" in why else why
+                   for p, why in skipped.items()}
+    return PoolPlan(path, pool, t_idx, r_idx, tp, rp, median, work, side, skipped)
 
 
 def calls(plan: PoolPlan) -> int:
@@ -606,6 +651,7 @@ def command_line(req: LeaderboardRequest) -> str:
         args += ["--units", ",".join(req.units)]
     if not req.figures:
         args.append("--no-figures")
+    args += ["--side", ",".join(req.sides)]
     if req.out is not None:
         args += ["--out", str(req.out)]
     return shlex.join(args)
@@ -629,6 +675,9 @@ def run_leaderboard(req: LeaderboardRequest, console=None) -> pl.DataFrame:
     n_calls = sum(calls(p) for p in plans)
     console.print(f"{len(plans)} pools, {sum(len(p.work) for p in plans)} (track, unit) leaderboards, "
                   f"{n_calls} engine calls x {req.seeds} seeds; loaded in {t_load:.1f} s", highlight=False)
+    for p in plans:
+        for name, why in p.skipped.items():
+            console.print(f"  {p.pool.name}: {name} not run: {why}", highlight=False)
     t1 = time.perf_counter()
     with progress(n_calls * req.seeds, "leaderboard", "seeds", console=console) as bar:
         df = pl.concat([run_pool(p, req, progress=bar.advance) for p in plans])
@@ -648,7 +697,8 @@ def run_leaderboard(req: LeaderboardRequest, console=None) -> pl.DataFrame:
             agg.write_parquet(tmp / "aggregate.parquet", metadata={OUTPUT_MARK: "leaderboard"})
             if dw.height:
                 dw.write_parquet(tmp / "depth.parquet", metadata={OUTPUT_MARK: "leaderboard"})
-            (tmp / "leaderboard.md").write_text(markdown(df, agg, cmd, elapsed))
+            (tmp / "leaderboard.md").write_text(markdown(df, agg, cmd, elapsed,
+                                                         {p.pool.name: (p.side, p.skipped) for p in plans}))
             if req.figures:
                 from .figures import leaderboard_figures
 
@@ -735,7 +785,8 @@ def table(head, rows) -> str:
     return "\n".join(lines)
 
 
-def markdown(df: pl.DataFrame, agg: pl.DataFrame, command: str, elapsed: float) -> str:
+def markdown(df: pl.DataFrame, agg: pl.DataFrame, command: str, elapsed: float, sides: dict | None = None) -> str:
+    """sides: pool -> (its side column or None, {policy it cannot run: why}), stated under its heading."""
     first = df.row(0, named=True)
     pools = df["pool"].unique(maintain_order=True).to_list()
     parts = [f"# ttc leaderboard\n\n```bash\n{command}\n```\n",
@@ -760,6 +811,11 @@ def markdown(df: pl.DataFrame, agg: pl.DataFrame, command: str, elapsed: float) 
         parts.append(f"\n## {name}\n\n{r0['model'] or ''} {r0['dataset'] or ''} — {r0['n_tune']} queries tune, "
                      f"{r0['n_report']} report" + (f"; median response {r0['median_tokens']:,.0f} tokens"
                                                    if r0["median_tokens"] else ""))
+        side, left = (sides or {}).get(name, (None, {}))
+        if side is not None:
+            parts.append(f"\nSide signal (side-eb, uab): `{side}`.")
+        if left:
+            parts.append("\nNot run on this pool: " + "; ".join(f"`{p}` ({why})" for p, why in left.items()) + ".")
         for (track, unit, lvl), g in sub.group_by("track", "unit", "level", maintain_order=True):
             parts.append(f"\n### {track}, {unit} budget {_level(unit, lvl)} (metric: {g['metric'][0]})\n")
             parts.append(table(POOL_HEAD, pool_rows(g)))

@@ -233,6 +233,13 @@ def supported(pool, eliminate: str = "threshold") -> list[str]:
             if all(has[n] for n in p.needs | (rule if "eliminate" in p.params else frozenset()))]
 
 
+def lacking(pool, policy: str) -> str:
+    """Why `pool` cannot run `policy` (threshold rule), in NEEDS's words ('' when it can): the line a command shows
+    for a policy it leaves out (uab without --side), so a method missing from a table is never a silent hole."""
+    what = [NEEDS[n][1] for n in sorted(REGISTRY[policy].needs) if n in NEEDS and not NEEDS[n][0](pool)]
+    return f"needs {' and '.join(what)}, and this pool has none" if what else ""
+
+
 def in_grid(sweep: str) -> tuple:
     """The policies a report sweep (K, lambda, gamma, tokens, cap) runs, in registry order."""
     return tuple(name for name, p in REGISTRY.items() if sweep in p.grid)

@@ -40,7 +40,7 @@ from .policies import (  # (the selection rules' parameters)
     in_grid,
     supported,
 )
-from .pool import PoolError, load_pool
+from .pool import PoolError, load_pool, sample_columns
 from .run import (
     ReplayRequest,
     build_configs,
@@ -86,6 +86,7 @@ class ReportRequest:
     threads: int | None = None
     force: bool = False  # replace an --out directory that `ttc report` did not write
     invalid_votes: bool = False  # each query's invalid answers as one answer category (Pool.with_invalid_votes)
+    side: str | None = None  # a per-response side column (uab's confidence, side-eb's signal), read where a pool has it
     formats: tuple = ("png",)  # the figures' formats (--format): png, pdf, svg; report.md shows the first
 
     @property
@@ -138,13 +139,16 @@ def supported_policies(pool) -> list[str]:
     return [p for p in supported(pool) if not REGISTRY[p].slow]
 
 
-def _load(path, score: str, invalid_votes: bool = False):
+def _load(path, score: str, invalid_votes: bool = False, side: str | None = None):
     """The pool, and why token budgets are impossible on it (None when they are possible); its record lows when it
-    has them (deepconf-online's, which the methods' table runs then)."""
+    has them (deepconf-online's, which the methods' table runs then); its --side column when it has one (uab's
+    confidence: the policies and methods that need it run then, and are listed as not run with the reason on a pool
+    without it, as a multi-pool report may mix pools with and without a confidence)."""
+    side = side if side is not None and side in sample_columns(path) else None
     try:
-        return load_pool(path, score=score, need_tokens=True, lows=None, invalid_votes=invalid_votes), None
-    except PoolError as e:
-        pool = load_pool(path, score=score, lows=None, invalid_votes=invalid_votes)  # a real problem raises here
+        return load_pool(path, score=score, need_tokens=True, lows=None, invalid_votes=invalid_votes, side=side), None
+    except PoolError as e:  # a real problem raises in the second load
+        pool = load_pool(path, score=score, lows=None, invalid_votes=invalid_votes, side=side)
         return pool, str(e).split(": ", 1)[-1]
 
 
@@ -355,7 +359,7 @@ class Runs:
 def replay_pool(path: Path, req: ReportRequest, outdir: Path, rel: str) -> Runs:
     """The pool's engine calls: main policies with per-query output, all variants, the gamma sweep if needed."""
     t0 = time.perf_counter()
-    pool, no_tokens = _load(path, req.score, req.invalid_votes)
+    pool, no_tokens = _load(path, req.score, req.invalid_votes, req.side)
     if not pool.has_gt:
         raise PoolError(f"{path}: ttc report needs ground truth (a 'correct' column) for coverage, and this pool "
                         "has none")
@@ -687,6 +691,11 @@ def method_runs(r: Runs) -> MethodRuns:
     t0 = time.perf_counter()
     req, pool = r.req, r.pool
     status = {name: m.applies(pool) for name, m in METHODS.items()}
+    for name, m in METHODS.items():  # the side signal's reason in the report's own terms
+        if not status[name][0] and "side" in m.all_needs() and pool.side is None and not m.missing():
+            status[name] = (False, "needs a per-response side signal: " + (
+                f"this pool has no column '{req.side}' (--side)" if req.side is not None else
+                "give --side COLUMN (a confidence column of the pool's responses, e.g. score_conf)"))
     units = ["samples"] + ([] if r.no_tokens else ["token-matched"])
     budgets = method_budgets(r.budgets)
     configs, index = {}, {}
@@ -1011,6 +1020,8 @@ def command_line(req: ReportRequest) -> str:
         args.append("--latex")
     if req.invalid_votes:
         args.append("--invalid-votes")
+    if req.side is not None:
+        args += ["--side", req.side]
     return shlex.join(args)
 
 
@@ -1029,7 +1040,10 @@ def run_report(req: ReportRequest, console: Console | None = None) -> Path:
     validate(req)
     check("matplotlib", "ttc report")  # before any replay: every pool section draws figures
     for p in req.pools:  # every pool is checked before any replay
-        _load(p, req.score, req.invalid_votes)
+        _load(p, req.score, req.invalid_votes, req.side)
+    if req.side is not None and not any(req.side in sample_columns(p) for p in req.pools):
+        raise PoolError(f"--side: no pool given has a column '{req.side}' (its columns: "
+                        f"{', '.join(sample_columns(req.pools[0]))})")
     t0 = time.perf_counter()
     md = ["# ttc report", "",
           f"Generated {datetime.datetime.now().astimezone().isoformat(timespec='seconds')} by", "",
