@@ -712,29 +712,30 @@ def _two_stage(run, order, rank, B, rho, max_samples, elim):
                 return
     else:
         for i in U:
-            s = run.q[i]
-            allowance = math.floor(R * w[i] / W)
-            spent = 0
-            # AMBIGUITY: the token stage 2 is read as a sequence of one-response pulls against the query's own
-            # allowance: stop at the cap, mark exhausted (and stop) when the pool is empty before a response
-            # failed to fit, stop at the first response that does not fit.  The run itself goes on.
-            while True:
-                want = 1
-                if max_samples:
-                    want = min(want, max_samples - s.N)
-                if want <= 0:
-                    break                        # at the cap it wants nothing more
-                if s.pool - s.N == 0:
-                    if allowance - spent > 0:    # it still wanted more than the pool holds
-                        s.exhausted = True
-                    break
-                j = run.next_response(i)
-                if run.tok[j] > allowance - spent:
-                    break
-                run.observe(i, j)
-                spent += run.tok[j]
-            s.capped = bool(max_samples) and s.N >= max_samples
+            _spend_allowance(run, i, math.floor(R * w[i] / W), max_samples)
         assert run.tokens_used <= B
+
+
+def _spend_allowance(run, i, allowance, max_samples):
+    """Two-stage's token stage 2 for query i (uab's too).
+    AMBIGUITY: the token stage 2 is read as a sequence of one-response pulls against the query's own allowance: stop
+    at the cap, mark exhausted (and stop) when the pool is empty before a response failed to fit, stop at the first
+    response that does not fit.  The run itself goes on."""
+    s = run.q[i]
+    spent = 0
+    while True:
+        if max_samples and s.N >= max_samples:
+            break                        # at the cap it wants nothing more
+        if s.pool - s.N == 0:
+            if allowance - spent > 0:    # it still wanted more than the pool holds
+                s.exhausted = True
+            break
+        j = run.next_response(i)
+        if run.tok[j] > allowance - spent:
+            break
+        run.observe(i, j)
+        spent += run.tok[j]
+    s.capped = bool(max_samples) and s.N >= max_samples
 
 
 def _streaming(run, order, B, K, max_samples, elim):
@@ -998,25 +999,10 @@ def _uab(run, order, B, tau, max_samples):
     for i in range(n):
         if c[i] == 0:
             continue
-        s = run.q[i]
         if run.unit == "samples":
             run.pull(i, c[i], B, max_samples, None)     # fits: the draws sum to what is left
             continue
-        allowance = math.floor(left * c[i] / total)
-        spent = 0
-        while True:                         # two-stage's token stage 2: one response at a time in the allowance
-            if max_samples and s.N >= max_samples:
-                break
-            if s.pool - s.N == 0:
-                if allowance - spent > 0:
-                    s.exhausted = True
-                break
-            j = run.next_response(i)
-            if run.tok[j] > allowance - spent:
-                break
-            run.observe(i, j)
-            spent += run.tok[j]
-        s.capped = bool(max_samples) and s.N >= max_samples
+        _spend_allowance(run, i, math.floor(left * c[i] / total), max_samples)  # two-stage's token stage 2
 
 
 OKG_NODES = 256  # kernel.OKG_NODES
