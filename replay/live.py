@@ -228,26 +228,8 @@ def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], 
     configuration is `config`, a RunConfig given whole (a driver that
     holds one), or else the policy and RunConfig's fields as keywords (`params`: unit, K, gamma, ...; `elim` is
     `eliminate` under the reference's name)."""
-    if (config is None) == (policy is None):
-        raise ValueError("give run_live a policy or a config, not both")
-    if elim is not None:
-        params["eliminate"] = elim
-    cfg = config if config is not None else RunConfig(policy, **params)
-    if cfg.policy not in LIVE_POLICIES:
-        raise ValueError(f"policy {cfg.policy!r} cannot run live (choose from {', '.join(LIVE_POLICIES)})")
-    if not ELIMINATION_RULES[cfg.eliminate].live:
-        raise ValueError(f"elimination rule {cfg.eliminate!r} reads the query's whole pool (hindsight) and cannot run "
-                         f"live")
-    sizes = np.asarray(sizes, np.int64).reshape(-1)
+    cfg, sizes, prior = _checked(config, policy, elim, params, sizes, rank, prior)
     n = len(sizes)
-    if len(rank) != n or sorted(int(r) for r in rank) != list(range(n)):
-        raise ValueError("rank must be a permutation of 0..n-1 with one entry per query")
-    if (sizes < 1).any():
-        raise ValueError("every query must allow at least one response (sizes >= 1)")
-    if prior is not None:
-        prior = np.asarray(prior, np.float64)
-        if prior.shape != (n,) or not ((prior >= 0.0) & (prior <= 1.0)).all():  # (NaN fails too)
-            raise ValueError("prior must hold one predicted success probability in [0, 1] per query")
     got = _Received(source, sizes)
     deepconf = cfg.policy == "deepconf-online"
     got.need_lows = deepconf
@@ -337,15 +319,46 @@ def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], 
             source.confidence_stop(None, 0)
         if asynchronous:
             source.close(keep=ok)
+    return _result(P, W, got, failed, runs, time.perf_counter() - t_start)
+
+
+def _checked(config, policy, elim, params, sizes, rank, prior):
+    """run_live's arguments checked: its RunConfig (given whole, or a policy and its fields as keywords), the sizes
+    and the prior as arrays."""
+    if (config is None) == (policy is None):
+        raise ValueError("give run_live a policy or a config, not both")
+    if elim is not None:
+        params["eliminate"] = elim
+    cfg = config if config is not None else RunConfig(policy, **params)
+    if cfg.policy not in LIVE_POLICIES:
+        raise ValueError(f"policy {cfg.policy!r} cannot run live (choose from {', '.join(LIVE_POLICIES)})")
+    if not ELIMINATION_RULES[cfg.eliminate].live:
+        raise ValueError(f"elimination rule {cfg.eliminate!r} reads the query's whole pool (hindsight) and cannot run "
+                         f"live")
+    sizes = np.asarray(sizes, np.int64).reshape(-1)
+    n = len(sizes)
+    if len(rank) != n or sorted(int(r) for r in rank) != list(range(n)):
+        raise ValueError("rank must be a permutation of 0..n-1 with one entry per query")
+    if (sizes < 1).any():
+        raise ValueError("every query must allow at least one response (sizes >= 1)")
+    if prior is not None:
+        prior = np.asarray(prior, np.float64)
+        if prior.shape != (n,) or not ((prior >= 0.0) & (prior <= 1.0)).all():  # (NaN fails too)
+            raise ValueError("prior must hold one predicted success probability in [0, 1] per query")
+    return cfg, sizes, prior
+
+
+def _result(P, W, got: _Received, failed: dict, runs: int, seconds: float) -> dict:
+    """run_live's outcome as plain lists and ints, with what the driver saw (see run_live)."""
     out = {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in outcome(P, W).items()}
-    out["responses"] = [got.responses[i][:int(out["n_drawn"][i])] for i in range(n)]
+    out["responses"] = [got.responses[i][:int(out["n_drawn"][i])] for i in range(len(got.sizes))]
     out["selected"] = _selected(P, W)
     out["failed"] = failed
     out["sizes"] = got.sizes.tolist()
     out["runs"] = runs
     out["received"] = int(got.have.sum())
     out["source_s"] = got.source_s
-    out["driver_s"] = time.perf_counter() - t_start - got.source_s
+    out["driver_s"] = seconds - got.source_s
     return out
 
 
