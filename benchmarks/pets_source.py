@@ -125,7 +125,7 @@ def vote(a):
     return next(x for x in a if counts[x] == top)
 
 
-def engine_curves(off, correct, ans, gold, seeds: int, B: int, options: int):
+def engine_curves(off, correct, ans, gold, seeds: int, B: int, options: int, mc: int = 0):
     from ttc.replay.engine import run_once
     from ttc.replay.policies import RunConfig
     from ttc.replay.pool import Pool
@@ -135,7 +135,7 @@ def engine_curves(off, correct, ans, gold, seeds: int, B: int, options: int):
     pool = Pool.from_arrays(off, correct=correct, ans=ans)
     tok = np.ones(len(ans), np.int64)
     res = {(m, k): np.zeros((seeds, B)) for m in ("OKG", "Base") for k in ("consistency", "accuracy")}
-    cfg = RunConfig("pets", pets_options=options)
+    cfg = RunConfig("pets", pets_options=options, pets_mc=mc)
     for s in range(seeds):
         perm = permutation(pool.off, pool.qkeys, s)
         rank, _ = query_order(pool.qkeys, s)
@@ -159,6 +159,8 @@ def main():
     ap.add_argument("--seeds", type=int, default=200)
     ap.add_argument("--nsamples", type=int, default=500, help="the source's --nsamples (its default)")
     ap.add_argument("--max-options", type=int, default=16, help="the source's --max_options (its default)")
+    ap.add_argument("--pets-mc", type=int, default=None, help="the engine's pets_mc: 0 its exact rewards; by default "
+                    "--nsamples, the source's Monte Carlo estimate")
     ap.add_argument("--source", type=Path, default=Path("/tmp/pets-src"))
     ap.add_argument("--source-seed", type=int, default=2025, help="the source's --seed (its runs: seed + r)")
     ap.add_argument("--source-output", default=None, help="the source's --multi_run_jsonl: reused when it exists; "
@@ -175,9 +177,10 @@ def main():
         run_source(script_dir, preds, outs[0], args.B, args.runs, args.nsamples, args.max_options,
                    outs[0].with_suffix(".log"), args.source_seed)
     src = source_curves([o for o in outs if o.exists()], K, args.B)
-    eng = engine_curves(off, correct, ans, gold, args.seeds, args.B, args.max_options)
+    mc = args.nsamples if args.pets_mc is None else args.pets_mc
+    eng = engine_curves(off, correct, ans, gold, args.seeds, args.B, args.max_options, mc)
     print(f"PETS offline (ZDCSlab/PETS {COMMIT}, FillintheBlank_offline.py, {src['OKG', 'consistency'].shape[0]} runs) "
-          f"vs the engine's pets ({args.seeds} seeds) on {args.pool.name}, its {K} least agreeing questions, valid "
+          f"vs the engine's pets, pets_mc={mc} ({args.seeds} seeds) on {args.pool.name}, its {K} least agreeing questions, valid "
           f"answers only, {args.max_options} buckets")
     for metric in ("consistency", "accuracy"):
         print(f"\n{metric}: mean ± SE; z = (engine - source) / combined SE")
