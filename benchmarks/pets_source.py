@@ -1,7 +1,8 @@
 """PETS offline (Liu et al., arXiv 2602.16745) against its own released script, on one shared pool.
 
     python benchmarks/pets_source.py [--pool data/lastletters-gpt35-40] [--questions 40] [--B 8] [--runs 10]
-        [--seeds 200] [--source /tmp/pets-src] [--source-seed 2025] [--source-output saved.jsonl[,more.jsonl]]
+        [--seeds 200] [--pets-mc N] [--source /tmp/pets-src] [--source-seed 2025]
+        [--source-output saved.jsonl[,more.jsonl]]
 
 The source (ZDCSlab/PETS at commit 92c34a6) replays a JSONL of sampled answers with
 `budget_allocation/FillintheBlank_offline.py --preds FILE --B B --multi_runs R --with_baseline --vote_method mv`: per
@@ -17,9 +18,10 @@ script as it is (a checkout of the commit at --source: `git -C <mirror> archive 
 left out, as the source's loader drops empty ones; the gold: the id of a correct answer, "none" when there is none),
 and the engine on the same answers (a pool of the valid responses):
 
-- engine: `RunConfig("pets")` at total budget K b on seeds 0 .. S - 1, each query's draws voted as the source votes
-  (majority, ties to the answer drawn first) against the majority of its whole pool in that seed's permutation (the
-  source's label, ties likewise) and against the gold; uniform (b each) likewise for Base.
+- engine: `RunConfig("pets", pets_mc=M)` (M: --pets-mc, by default the source's --nsamples; 0: its exact
+  rewards) at total budget K b on seeds 0 .. S - 1, each query's draws voted as the source votes (majority, ties
+  to the answer drawn first) against the majority of its whole pool in that seed's permutation (the source's
+  label, ties likewise) and against the gold; uniform (b each) likewise for Base.
 
 It prints consistency and accuracy per b, source (mean ± SE over its runs) beside engine (over seeds), and z =
 difference / combined SE (within 2: agreement). Its output, with the command, is recorded in docs/semantics.md (pets).
@@ -180,8 +182,8 @@ def main():
     mc = args.nsamples if args.pets_mc is None else args.pets_mc
     eng = engine_curves(off, correct, ans, gold, args.seeds, args.B, args.max_options, mc)
     print(f"PETS offline (ZDCSlab/PETS {COMMIT}, FillintheBlank_offline.py, {src['OKG', 'consistency'].shape[0]} runs) "
-          f"vs the engine's pets, pets_mc={mc} ({args.seeds} seeds) on {args.pool.name}, its {K} least agreeing questions, valid "
-          f"answers only, {args.max_options} buckets")
+          f"vs the engine's pets, pets_mc={mc} ({args.seeds} seeds) on {args.pool.name}, its {K} least agreeing "
+          f"questions, valid answers only, {args.max_options} buckets")
     for metric in ("consistency", "accuracy"):
         print(f"\n{metric}: mean ± SE; z = (engine - source) / combined SE")
         print(f"{'b':>3} {'OKG source':>16} {'pets engine':>16} {'z':>6}   {'Base source':>16} {'uniform engine':>16} "

@@ -108,7 +108,8 @@ REGISTRY = {p.name: p for p in (
            inputs=("side",)),
     Policy("pets", "PETS", "PETS offline (OKG): one draw per query, then each draw to the query whose next draw most "
            "raises the largest argmax probability of the Dirichlet over its pets_options answer buckets (optimistic "
-           "knowledge gradient, computed exactly, or as the source estimates it with pets_mc); no stop", ("K", "max_samples", "pets_options", "pets_mc"),
+           "knowledge gradient, computed exactly, or as the source estimates it with pets_mc); no stop",
+           ("K", "max_samples", "pets_options", "pets_mc"),
            needs=frozenset({"answers"}), style=("#5254a3", "<", ":"), slow=True),
     # depth (issue 30): policies that stop traces part-way, read the pool's probes
     Policy("parallel-probe", "PARALLEL_PROBE", "Parallel-Probe: `chains` traces per query advanced one probe per step "

@@ -1152,7 +1152,7 @@ def pets_key(i, toks, scores, t):
     """pets_mc: the key of query i's noisy reward at the step after t draws in all: a hash of i, its draws' token
     counts and scores in draw order (as boinf_uniform) and t (kernel.pets_key)."""
     h = _mix64(0x3C6EF372FE94F82B ^ i)
-    for tk, sc in zip(toks, scores):
+    for tk, sc in zip(toks, scores, strict=True):
         h = _mix64(h ^ ((tk * _G + 1) & _M64))
         h = _mix64(h ^ int(sc * 4294967296.0))
     return _mix64(h ^ ((t * _G + 1) & _M64))
