@@ -1,7 +1,8 @@
 """PETS offline (Liu et al., arXiv 2602.16745) against its own released script, on one shared pool.
 
     python benchmarks/pets_source.py [--pool data/lastletters-gpt35-40] [--questions 40] [--B 8] [--runs 10]
-        [--seeds 200] [--source /tmp/pets-src] [--source-seed 2025] [--source-output saved.jsonl[,more.jsonl]]
+        [--seeds 200] [--pets-mc N] [--source /tmp/pets-src] [--source-seed 2025]
+        [--source-output saved.jsonl[,more.jsonl]]
 
 The source (ZDCSlab/PETS at commit 92c34a6) replays a JSONL of sampled answers with
 `budget_allocation/FillintheBlank_offline.py --preds FILE --B B --multi_runs R --with_baseline --vote_method mv`: per
@@ -17,9 +18,10 @@ script as it is (a checkout of the commit at --source: `git -C <mirror> archive 
 left out, as the source's loader drops empty ones; the gold: the id of a correct answer, "none" when there is none),
 and the engine on the same answers (a pool of the valid responses):
 
-- engine: `RunConfig("pets")` at total budget K b on seeds 0 .. S - 1, each query's draws voted as the source votes
-  (majority, ties to the answer drawn first) against the majority of its whole pool in that seed's permutation (the
-  source's label, ties likewise) and against the gold; uniform (b each) likewise for Base.
+- engine: `RunConfig("pets", pets_mc=M)` (M: --pets-mc, by default the source's --nsamples; 0: its exact
+  rewards) at total budget K b on seeds 0 .. S - 1, each query's draws voted as the source votes (majority, ties
+  to the answer drawn first) against the majority of its whole pool in that seed's permutation (the source's
+  label, ties likewise) and against the gold; uniform (b each) likewise for Base.
 
 It prints consistency and accuracy per b, source (mean ± SE over its runs) beside engine (over seeds), and z =
 difference / combined SE (within 2: agreement). Its output, with the command, is recorded in docs/semantics.md (pets).
@@ -125,7 +127,7 @@ def vote(a):
     return next(x for x in a if counts[x] == top)
 
 
-def engine_curves(off, correct, ans, gold, seeds: int, B: int, options: int):
+def engine_curves(off, correct, ans, gold, seeds: int, B: int, options: int, mc: int = 0):
     from ttc.replay.engine import run_once
     from ttc.replay.policies import RunConfig
     from ttc.replay.pool import Pool
@@ -135,7 +137,7 @@ def engine_curves(off, correct, ans, gold, seeds: int, B: int, options: int):
     pool = Pool.from_arrays(off, correct=correct, ans=ans)
     tok = np.ones(len(ans), np.int64)
     res = {(m, k): np.zeros((seeds, B)) for m in ("OKG", "Base") for k in ("consistency", "accuracy")}
-    cfg = RunConfig("pets", pets_options=options)
+    cfg = RunConfig("pets", pets_options=options, pets_mc=mc)
     for s in range(seeds):
         perm = permutation(pool.off, pool.qkeys, s)
         rank, _ = query_order(pool.qkeys, s)
@@ -159,6 +161,8 @@ def main():
     ap.add_argument("--seeds", type=int, default=200)
     ap.add_argument("--nsamples", type=int, default=500, help="the source's --nsamples (its default)")
     ap.add_argument("--max-options", type=int, default=16, help="the source's --max_options (its default)")
+    ap.add_argument("--pets-mc", type=int, default=None, help="the engine's pets_mc: 0 its exact rewards; by default "
+                    "--nsamples, the source's Monte Carlo estimate")
     ap.add_argument("--source", type=Path, default=Path("/tmp/pets-src"))
     ap.add_argument("--source-seed", type=int, default=2025, help="the source's --seed (its runs: seed + r)")
     ap.add_argument("--source-output", default=None, help="the source's --multi_run_jsonl: reused when it exists; "
@@ -175,10 +179,11 @@ def main():
         run_source(script_dir, preds, outs[0], args.B, args.runs, args.nsamples, args.max_options,
                    outs[0].with_suffix(".log"), args.source_seed)
     src = source_curves([o for o in outs if o.exists()], K, args.B)
-    eng = engine_curves(off, correct, ans, gold, args.seeds, args.B, args.max_options)
+    mc = args.nsamples if args.pets_mc is None else args.pets_mc
+    eng = engine_curves(off, correct, ans, gold, args.seeds, args.B, args.max_options, mc)
     print(f"PETS offline (ZDCSlab/PETS {COMMIT}, FillintheBlank_offline.py, {src['OKG', 'consistency'].shape[0]} runs) "
-          f"vs the engine's pets ({args.seeds} seeds) on {args.pool.name}, its {K} least agreeing questions, valid "
-          f"answers only, {args.max_options} buckets")
+          f"vs the engine's pets, pets_mc={mc} ({args.seeds} seeds) on {args.pool.name}, its {K} least agreeing "
+          f"questions, valid answers only, {args.max_options} buckets")
     for metric in ("consistency", "accuracy"):
         print(f"\n{metric}: mean ± SE; z = (engine - source) / combined SE")
         print(f"{'b':>3} {'OKG source':>16} {'pets engine':>16} {'z':>6}   {'Base source':>16} {'uniform engine':>16} "

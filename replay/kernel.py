@@ -80,6 +80,7 @@ READING_POLICIES = (UAB, PETS)
 # pets: Simpson intervals of its quadrature of the Dirichlet argmax probability (docs/semantics.md)
 OKG_NODES = 256
 UNIT_SAMPLES, UNIT_TOKENS = map(int, Unit)
+OKG_MC_NODES = 64  # pets_mc: its exact I vectors need only be far finer than the Monte Carlo error (~0.02)
 ELIM_NONE, ELIM_THRESHOLD, ELIM_SC_SHARE, ELIM_SC_BETA, ELIM_ESC, ELIM_AC_MAJORITY, ELIM_AC_ENTROPY, \
     ELIM_AC_DIRICHLET, ELIM_BOINF, ELIM_MMC, ELIM_LBAYES = map(int, Elim)
 # The rules that read the drawn responses or the answer slots at each check (the others read the running counts):
@@ -123,7 +124,7 @@ CONFIG = np.dtype([("policy", np.int64), ("unit", np.int64), ("K", np.int64), ("
                    ("dirichlet_conf", np.float64), ("horizon", np.int64),
                    ("bf", np.float64), ("bf_mc", np.int64), ("mmc_delta", np.float64), ("mmc_m", np.int64),
                    ("lb_thre", np.float64), ("lb_l", np.int64), ("uab_tau", np.float64),
-                   ("pets_options", np.int64)], align=True)
+                   ("pets_options", np.int64), ("pets_mc", np.int64)], align=True)
 
 # What a run reads (read-only): the pool's per-response arrays grouped by query (off), the answer slots (aoff,
 # answer_offsets), have[i] = how many of query i's responses exist (its pool size in replay; fewer in a live run,
@@ -182,6 +183,7 @@ _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 _RANK_SALT = np.uint64(0xD1B54A32D192ED03)
 _BOINF_SALT = np.uint64(0x8BB84B93962EACC9)
+_PETS_SALT = np.uint64(0x3C6EF372FE94F82B)
 _S30 = np.uint64(30)
 _S27 = np.uint64(27)
 _S31 = np.uint64(31)
@@ -899,9 +901,10 @@ def okg_reward(c, m):
 
 
 @inner
-def pets_index(ans, perm, off, i, nd, M):
+def pets_index(ans, perm, off, i, nd, M, mc, key):
     """pets: query i's OKG reward from its nd draws: its valid answers in draw order fill M option buckets (a new
-    answer when all M hold one is discarded, as the source's `_consume_one`; an invalid answer counts in none)."""
+    answer when all M hold one is discarded, as the source's `_consume_one`; an invalid answer counts in none).
+    Exact with mc = 0, else the source's Monte Carlo estimate from mc draws per h (okg_mc_reward, drawn from key)."""
     ids = np.empty(M, np.int64)
     c = np.zeros(M, np.int64)
     nb = 0
@@ -925,7 +928,109 @@ def pets_index(ans, perm, off, i, nd, M):
             c[u] = c[u - 1]
             u -= 1
         c[u] = v
-    return okg_reward(c, M)
+    return okg_reward(c, M) if mc == 0 else okg_mc_reward(c, M, mc, key)
+
+
+@jit
+def okg_probs(c, m, out):
+    """pets_mc: the whole I vector, out[t] = P(bucket t has the largest share) under Dirichlet(c + 1), c sorted
+    descending: for each distinct count v, the integral of the Gamma(v + 1) density times every other bucket's CDF,
+    by Simpson's rule with OKG_MC_NODES intervals (8 times as many below v + 1 = 8) on okg_lead_prob's range for
+    a = v + 1; buckets of equal count share it. replay/reference.py's okg_probs is this code, operation for
+    operation (the draws it feeds compare uniforms with its running sums, so both must give the same bits)."""
+    top = c[0]
+    cum = np.empty(top + 1)
+    t = 0
+    while t < m:
+        v = c[t]
+        fa = float(v + 1)
+        lo = max(0.0, fa - 10.0 * math.sqrt(fa) - 10.0)
+        hi = fa + 10.0 * math.sqrt(fa) + 30.0
+        nodes = OKG_MC_NODES if v + 1 >= 8 else 8 * OKG_MC_NODES
+        h = (hi - lo) / nodes
+        total = 0.0
+        for k in range(nodes + 1):
+            x = lo + k * h
+            term = math.exp(-x)
+            acc = term
+            cum[0] = acc
+            f = term
+            for j in range(1, top + 1):
+                term = term * x / j
+                acc += term
+                cum[j] = acc
+                if j == v:
+                    f = term  # Poisson(x)'s pmf at v: the Gamma(v + 1) density at x
+            for s in range(m):
+                if s != t:
+                    f *= 1.0 - cum[c[s]]
+            w = 1.0 if k == 0 or k == nodes else (4.0 if k % 2 == 1 else 2.0)
+            total += w * f
+        p = total * h / 3.0
+        u = t
+        while u < m and c[u] == v:
+            out[u] = p
+            u += 1
+        t = u
+
+
+@jit
+def okg_mc_h(p, m, mc, key, cnt):
+    """pets_mc: the source's estimate of h = max_m I_m from mc draws (its _estimate_I_vector: the argmax of mc Gamma
+    vectors, i.e. a categorical draw from the exact I, here by inverse CDF from hashed uniforms, the r-th one
+    mix64(key + (r + 1) * golden)); the largest bucket count over mc."""
+    for t in range(m):
+        cnt[t] = 0
+    for r in range(mc):
+        u = np.float64(mix64(key + np.uint64(r + 1) * _GOLDEN) >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+        t = 0
+        acc = p[0]
+        while u >= acc and t < m - 1:
+            t += 1
+            acc += p[t]
+        cnt[t] += 1
+    best = 0
+    for t in range(m):
+        if cnt[t] > best:
+            best = cnt[t]
+    return best / mc
+
+
+@jit
+def okg_mc_reward(c, m, mc, key):
+    """pets_mc: OKG's reward as the source computes it (select_next): h of the base counts estimated once, then for
+    every one of the m buckets (equal counts included: each its own estimate) h of the counts with that bucket one
+    higher, estimated afresh; the largest difference. Estimate e (0 the base, 1 + k bucket k) draws from the key
+    mix64(key + (e + 1) * golden)."""
+    p = np.empty(m)
+    q = np.empty(m)
+    cnt = np.empty(m, np.int64)
+    okg_probs(c, m, p)
+    base = okg_mc_h(p, m, mc, mix64(key + _GOLDEN), cnt)
+    best = -np.inf
+    for k in range(m):
+        v = c[k]
+        if k == 0 or c[k - 1] != v:  # a new group: its first bucket one higher keeps the order
+            c[k] = v + 1
+            okg_probs(c, m, q)
+            c[k] = v
+        d = okg_mc_h(q, m, mc, mix64(key + np.uint64(k + 2) * _GOLDEN), cnt) - base
+        if d > best:
+            best = d
+    return best
+
+
+@inner
+def pets_key(tok, score, perm, a0, n, i, t):
+    """pets_mc: the key of query i's noisy reward at the step after t draws in all: a hash of i, of its n draws'
+    token counts and scores in order (as boinf_uniform: a replay and a live run of the same draws hash the same)
+    and of t, so that every step draws every query's reward afresh, as the source does."""
+    h = mix64(_PETS_SALT ^ np.uint64(i))
+    for k in range(a0, a0 + n):
+        j = perm[k]
+        h = mix64(h ^ (np.uint64(tok[j]) * _GOLDEN + _ONE))
+        h = mix64(h ^ np.uint64(score[j] * 4294967296.0))
+    return mix64(h ^ (np.uint64(t) * _GOLDEN + _ONE))
 
 
 _E52 = 4503599627370496.0  # 2**52
@@ -2271,8 +2376,8 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                 key = side_eb(hk, hr, hq, size, qs, ex, eb, i, st.n0, side, tok, perm, off, nb, strength, unit, tot,
                               hz, budget)
                 st.pulls += 1
-            if reading is not None and policy == PETS:  # -- pets: its OKG reward (pets_index)
-                key = pets_index(ans, perm, off, i, qs[i].n, cfg.pets_options)
+            if reading is not None and policy == PETS:  # -- pets: its OKG reward (pets_index; pets_mc: redrawn below)
+                key = pets_index(ans, perm, off, i, qs[i].n, cfg.pets_options, 0, _ONE) if cfg.pets_mc == 0 else 0.0
             if qs[i].elim == 0 and qs[i].capped == 0 and qs[i].exh == 0:  # active: its new index at the top
                 key, r0, q0 = (gain_index(prior, qs, i, strength, gamma) if policy == MARGINAL_GAIN else
                                key if policy == SIDE_EB or policy == PETS else index_of(i)), hr[0], i
@@ -2282,6 +2387,14 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                 key, r0, q0 = hk[size], hr[size], hq[size]
                 hk[size] = -np.inf
             sift_down(hk, hr, hq, size, key, r0, q0)
+            if reading is not None and policy == PETS and cfg.pets_mc > 0:  # the source's noise: at every step every
+                # query's reward estimated afresh (those not drawn yet stay +inf), then the largest
+                for e in range(size):
+                    q2 = hq[e]
+                    if qs[q2].n > 0:
+                        hk[e] = pets_index(ans, perm, off, q2, qs[q2].n, cfg.pets_options, cfg.pets_mc,
+                                           pets_key(tok, score, perm, off[q2], qs[q2].n, q2, tot[SAMPLES]))
+                heapify(hk, hr, hq, size)
             if policy == SIDE_EB and st.pulls >= max(refresh, size):  # every bin's news reaches every query's
                 # index, once per R pulls or per round of the queries in the heap if more: a refresh is a pass over
                 # the heap, so a fixed R made each decision's cost grow with the pool (docs/semantics.md)

@@ -108,7 +108,8 @@ REGISTRY = {p.name: p for p in (
            inputs=("side",)),
     Policy("pets", "PETS", "PETS offline (OKG): one draw per query, then each draw to the query whose next draw most "
            "raises the largest argmax probability of the Dirichlet over its pets_options answer buckets (optimistic "
-           "knowledge gradient, computed exactly); no stop", ("K", "max_samples", "pets_options"),
+           "knowledge gradient, computed exactly, or as the source estimates it with pets_mc); no stop",
+           ("K", "max_samples", "pets_options", "pets_mc"),
            needs=frozenset({"answers"}), style=("#5254a3", "<", ":"), slow=True),
     # depth (issue 30): policies that stop traces part-way, read the pool's probes
     Policy("parallel-probe", "PARALLEL_PROBE", "Parallel-Probe: `chains` traces per query advanced one probe per step "
@@ -348,10 +349,16 @@ class RunConfig:
                            "chance its greedy split reads from the first draw's confidence (the source's --tau, 0.2).")
     pets_options: int = param(16, "pets: the Dirichlet's answer buckets per query (the source's --max_options, 16); a "
                               "new answer once all hold one is discarded (its draw paid).")
+    pets_mc: int = param(0, "pets: 0: OKG's rewards exactly; N: as the source estimates them (its --nsamples, 500), "
+                         "each h from N draws afresh for every query at every step, drawn from a hash of the query's "
+                         "draws (docs/semantics.md).")
 
     def __post_init__(self):
         if not 2 <= self.pets_options <= 1024:
             raise ValueError(f"pets_options must be in 2..1024 (answer buckets), got {self.pets_options}")
+        if not 0 <= self.pets_mc <= 10**6:
+            raise ValueError(f"pets_mc must be in 0..1e6 (the source's Monte Carlo draws per estimate; 0: exact), got "
+                             f"{self.pets_mc}")
         if not 0.0 < self.uab_tau < math.inf:
             raise ValueError(f"uab_tau must be a finite number > 0 (UAB's temperature: p = exp(-ANLL / uab_tau)), got "
                              f"{self.uab_tau}")

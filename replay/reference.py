@@ -1064,17 +1064,106 @@ def pets_counts(answers, M):
     return sorted(list(cnt.values()) + [0] * (M - len(cnt)), reverse=True)
 
 
-def _pets(run, order, B, K, max_samples, M):
+OKG_MC_NODES = 64  # kernel.OKG_MC_NODES
+_G = 0x9E3779B97F4A7C15
+
+
+def okg_probs(c):
+    """pets_mc: the whole I vector (P(bucket t leads) under Dirichlet(c + 1), c sorted descending), by
+    kernel.okg_probs's Simpson rule, operation for operation."""
+    m, top = len(c), c[0]
+    out = [0.0] * m
+    t = 0
+    while t < m:
+        v = c[t]
+        fa = float(v + 1)
+        lo = max(0.0, fa - 10.0 * math.sqrt(fa) - 10.0)
+        hi = fa + 10.0 * math.sqrt(fa) + 30.0
+        nodes = OKG_MC_NODES if v + 1 >= 8 else 8 * OKG_MC_NODES
+        h = (hi - lo) / nodes
+        total = 0.0
+        for k in range(nodes + 1):
+            x = lo + k * h
+            term = math.exp(-x)
+            acc = term
+            cum = [acc]
+            f = term
+            for j in range(1, top + 1):
+                term = term * x / j
+                acc += term
+                cum.append(acc)
+                if j == v:
+                    f = term
+            for s in range(m):
+                if s != t:
+                    f *= 1.0 - cum[c[s]]
+            w = 1.0 if k == 0 or k == nodes else (4.0 if k % 2 == 1 else 2.0)
+            total += w * f
+        p = total * h / 3.0
+        while t < m and c[t] == v:
+            out[t] = p
+            t += 1
+    return out
+
+
+def okg_mc_h(p, mc, key):
+    """pets_mc: the source's estimate of max_m I_m: mc categorical draws from p, the r-th from the uniform of
+    mix64(key + (r + 1) golden), by inverse CDF; the largest count over mc (kernel.okg_mc_h)."""
+    m = len(p)
+    cnt = [0] * m
+    for r in range(mc):
+        u = (_mix64((key + (r + 1) * _G) & _M64) >> 11) * (1.0 / 9007199254740992.0)
+        t, acc = 0, p[0]
+        while u >= acc and t < m - 1:
+            t += 1
+            acc += p[t]
+        cnt[t] += 1
+    return max(cnt) / mc
+
+
+def okg_mc_reward(c, mc, key):
+    """pets_mc: the source's select_next reward: the base h estimated once, then for each of the m buckets its own
+    estimate of h with that bucket one higher; the largest difference (estimate e drawn from mix64(key + (e + 1)
+    golden))."""
+    m = len(c)
+    base = okg_mc_h(okg_probs(c), mc, _mix64((key + _G) & _M64))
+    best = -math.inf
+    for k in range(m):
+        q = okg_probs(sorted(c[:k] + [c[k] + 1] + c[k + 1:], reverse=True))
+        best = max(best, okg_mc_h(q, mc, _mix64((key + (k + 2) * _G) & _M64)) - base)
+    return best
+
+
+def pets_key(i, toks, scores, t):
+    """pets_mc: the key of query i's noisy reward at the step after t draws in all: a hash of i, its draws' token
+    counts and scores in draw order (as boinf_uniform) and t (kernel.pets_key)."""
+    h = _mix64(0x3C6EF372FE94F82B ^ i)
+    for tk, sc in zip(toks, scores, strict=True):
+        h = _mix64(h ^ ((tk * _G + 1) & _M64))
+        h = _mix64(h ^ int(sc * 4294967296.0))
+    return _mix64(h ^ ((t * _G + 1) & _M64))
+
+
+def _pets(run, order, B, K, max_samples, M, mc=0):
     """PETS offline (docs/semantics.md): every step, every active query's index anew (the naive form: the engine
-    keeps a heap and recomputes the pulled query's only): +inf before its first draw, else its OKG reward; the
-    largest, ties to the lower rank, gets a pull of K, no rule."""
+    keeps a heap and recomputes the pulled query's only, or with mc every query's and rebuilds it): +inf before its
+    first draw, else its OKG reward (mc > 0: the source's estimate, drawn afresh at every step); the largest, ties
+    to the lower rank, gets a pull of K, no rule."""
     while True:
         best_i, best_v = -1, 0.0
+        t = sum(run.q[i].N for i in order)
         for i in order:
             s = run.q[i]
             if not s.active():
                 continue
-            v = math.inf if s.N == 0 else okg_reward(pets_counts(s.drawn, M))
+            if s.N == 0:
+                v = math.inf
+            elif mc == 0:
+                v = okg_reward(pets_counts(s.drawn, M))
+            else:
+                js = [run.perm[run.off[i] + k] for k in range(s.N)]
+                v = okg_mc_reward(pets_counts(s.drawn, M), mc,
+                                  pets_key(i, [run.tok[j] for j in js], [run.score[j] for j in js], t))
             if best_i < 0 or v > best_v:
                 best_i, best_v = i, v
         if best_i < 0 or run.pull(best_i, K, B, max_samples, "none"):
@@ -1145,7 +1234,7 @@ def run_reference(off, correct, score, ans, tok, perm, rank, *, policy, unit="sa
                   tau=0.5, m_min=3, conf=0.95, share=0.8, hmax=0.75, warmup=3, percentile=0.05,
                   prior_strength=2.0, judge=32, prior=None, bins=3, refresh=8, side=None, dirichlet_conf=0.95,
                   horizon=0, lows=None, bf=10.0, bf_mc=1000, mmc_delta=0.05, mmc_m=3,
-                  lb_thre=0.95, lb_l=2, uab_tau=0.2, pets_options=16):
+                  lb_thre=0.95, lb_l=2, uab_tau=0.2, pets_options=16, pets_mc=0):
     """Replay one run of `policy` on one pool and one seed (perm, rank), exactly as docs/semantics.md. lows:
     deepconf-online's record lows, per response a (positions, values) pair of lists."""
     if policy not in POLICIES:
@@ -1169,12 +1258,14 @@ def run_reference(off, correct, score, ans, tok, perm, rank, *, policy, unit="sa
     return run_policy(run, rank, policy=policy, budget_total=budget_total, K=K, elim=elim, gamma=gamma, lam=lam,
                       eps=eps, max_samples=max_samples, rho=rho, warmup=warmup, percentile=percentile,
                       prior_strength=prior_strength, judge=judge, prior=prior, bins=bins, refresh=refresh, side=side,
-                      horizon=horizon, tau=tau, lows=lows, uab_tau=uab_tau, pets_options=pets_options)
+                      horizon=horizon, tau=tau, lows=lows, uab_tau=uab_tau, pets_options=pets_options,
+                      pets_mc=pets_mc)
 
 
 def run_policy(run, rank, *, policy, budget_total, K=1, elim="threshold", gamma=1.0, lam=None, eps=0.01,
                max_samples=0, rho=0.5, warmup=3, percentile=0.05, prior_strength=2.0, judge=32, prior=None, bins=3,
-               refresh=8, side=None, horizon=0, tau=0.5, lows=None, uab_tau=0.2, pets_options=16):
+               refresh=8, side=None, horizon=0, tau=0.5, lows=None, uab_tau=0.2, pets_options=16,
+               pets_mc=0):
     """Run `policy` on a prepared run (its responses come from run.next_response) and collect the outcome.
     Shared by run_reference (responses from a permutation) and replay/live.py (responses from a source)."""
     B = int(budget_total)
@@ -1224,7 +1315,7 @@ def run_policy(run, rank, *, policy, budget_total, K=1, elim="threshold", gamma=
         _deepconf_online(run, order, B, int(warmup), float(percentile), float(tau), max_samples,
                          [([int(p) for p in ps], [float(v) for v in vs]) for ps, vs in lows])
     elif policy == "pets":
-        _pets(run, order, B, K, max_samples, int(pets_options))
+        _pets(run, order, B, K, max_samples, int(pets_options), int(pets_mc))
     elif policy == "uab":
         _uab(run, order, B, float(uab_tau), max_samples)
     elif policy == "side-eb":

@@ -11,10 +11,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ttc.replay.engine import run_once
-from ttc.replay.kernel import okg_lead_prob, okg_reward
+from ttc.replay.kernel import okg_lead_prob, okg_mc_h, okg_mc_reward, okg_probs, okg_reward
 from ttc.replay.live import run_live
 from ttc.replay.policies import RunConfig
 from ttc.replay.reference import okg_lead_prob as ref_prob
+from ttc.replay.reference import okg_mc_reward as ref_mc_reward
+from ttc.replay.reference import okg_probs as ref_probs
 from ttc.replay.reference import okg_reward as ref_reward
 from ttc.replay.reference import pets_counts
 
@@ -66,6 +68,47 @@ def test_the_sources_monte_carlo_estimates_the_same_probability():
         assert abs(p - _prob(c)) < 4 * math.sqrt(p * (1 - p) / draws) + 1e-9, c
 
 
+def _probs(c):
+    out = np.empty(len(c))
+    okg_probs(np.array(c, np.int64), len(c), out)
+    return out
+
+
+@pytest.mark.parametrize("c", [[0] * 16, [1] + [0] * 15, [2, 1, 0, 0], [5, 3, 3, 1], [9, 8, 1, 0], [30, 29, 1, 0]])
+def test_the_whole_argmax_vector(c):
+    """pets_mc's I vector: a distribution (sums to 1 within its coarser quadrature's error), its leading entry
+    okg_lead_prob's, equal counts equal entries, the reference's bits."""
+    p = _probs(c)
+    assert abs(p.sum() - 1) < 1e-5 and abs(p[0] - _prob(c)) < 1e-5
+    assert all(p[t] == p[t - 1] for t in range(1, len(c)) if c[t] == c[t - 1])
+    assert list(p) == ref_probs(c)
+
+
+def test_the_monte_carlo_estimate_has_the_sources_law():
+    """okg_mc_h draws the source's _estimate_I_vector's max (argmax counts of 500 Gamma vectors) from the exact I:
+    over 3000 keys its mean and spread equal those of the source's estimator, written out here (3000 repeats), within
+    4 SE. The estimate is biased up where buckets tie (the max of noisy equal shares): the bias the source's rewards
+    carry, which a mean of exact values would not show."""
+    rng = np.random.default_rng(3)
+    for c in ([1] + [0] * 15, [2, 2, 1, 0, 0, 0], [0, 0, 0, 0]):
+        alpha = np.array(c, float) + 1.0
+        src = np.array([np.bincount(np.argmax(rng.gamma(alpha, size=(500, len(c))), axis=1), minlength=len(c)).max()
+                        / 500 for _ in range(3000)])
+        p, cnt = _probs(c), np.empty(len(c), np.int64)
+        eng = np.array([okg_mc_h(p, len(c), 500, np.uint64(k * 7919 + 1), cnt) for k in range(3000)])
+        se = math.sqrt(src.var() / 3000 + eng.var() / 3000)
+        assert abs(src.mean() - eng.mean()) < 4 * se, (c, src.mean(), eng.mean())
+        assert 0.8 < eng.std() / src.std() < 1.25, (c, src.std(), eng.std())
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(0, 12), min_size=2, max_size=16), st.integers(1, 200), st.integers(0, 2**64 - 1))
+def test_monte_carlo_rewards_give_the_same_bits(counts, mc, key):
+    c = sorted(counts, reverse=True)
+    got = okg_mc_reward(np.array(c, np.int64), len(c), mc, np.uint64(key))
+    assert got == ref_mc_reward(c, mc, key)
+
+
 def test_rewards_by_hand():
     """Two buckets: h(a, b) = P(Beta(a + 1, b + 1) > 1/2) = P(Binomial(a + b + 1, 1/2) <= a)."""
     # (0, 0): h = 1/2; a draw into either: h(1, 0) = 3/4; reward 1/4
@@ -111,10 +154,37 @@ def test_pets_equals_the_reference(unit, data):
 @pytest.mark.parametrize("unit", ["samples", "tokens"])
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
+def test_pets_mc_equals_the_reference(unit, data):
+    """The source's Monte Carlo convention: the reference draws the same noisy rewards (same keys, same hashes)."""
+    pool = data.draw(pools(max_size=8))
+    total = int(pool[0][-1])
+    cfg = RunConfig("pets", unit=unit, K=data.draw(st.integers(1, 2)), max_samples=data.draw(st.integers(0, 6)),
+                    pets_options=data.draw(st.sampled_from([2, 3, 16])), pets_mc=data.draw(st.integers(1, 40)))
+    hi = total + 3 if unit == "samples" else int(pool[4].sum()) + 5
+    _compare(pool, cfg, data.draw(st.integers(0, hi)))
+
+
+def test_pets_mc_spreads_the_third_draws():
+    """Exactly, every query holding one answer outranks every query holding two, so all draw their second before
+    any draws a third; with the source's 500-draw estimates (noise ~0.03 against gaps of ~0.01) some third draws come
+    first: on 20 queries whose answers all differ, at budget 40, exact gives 2 each, pets_mc=500 does not."""
+    n = 20
+    off = np.arange(0, 8 * n + 1, 8, dtype=np.int64)
+    ans = np.tile(np.arange(8, dtype=np.int64), n)
+    data = (off, np.zeros(8 * n, np.int8), np.zeros(8 * n), ans, np.ones(8 * n, np.int64), np.arange(8 * n),
+            np.arange(n))
+    assert list(run_once(*data, RunConfig("pets"), 2 * n)["n_drawn"]) == [2] * n
+    nd = np.asarray(run_once(*data, RunConfig("pets", pets_mc=500), 2 * n)["n_drawn"])
+    assert nd.sum() == 2 * n and nd.max() >= 3
+
+
+@pytest.mark.parametrize("unit", ["samples", "tokens"])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
 def test_live_equals_replay(unit, data):
     off, correct, score, ans, tok, perm, rank = pool = data.draw(pools(max_size=10))
     cfg = RunConfig("pets", unit=unit, max_samples=data.draw(st.integers(0, 8)),
-                    pets_options=data.draw(st.sampled_from([2, 16])))
+                    pets_options=data.draw(st.sampled_from([2, 16])), pets_mc=data.draw(st.sampled_from([0, 0, 30])))
     budget = data.draw(st.integers(0, (int(off[-1]) if unit == "samples" else int(tok.sum())) + 3))
     source = data.draw(st.sampled_from([Relabelled, OneAtATime]))(off, correct, score, ans, tok, perm)
     live = run_live(source, np.diff(off), rank, budget_total=budget, config=cfg)
