@@ -2,8 +2,11 @@
 depth view replay gives a probed pool (kernel.depth_view). Against a backend that answers from a probed pool (each
 trace cut at the cap answers its probe at that offset, as the transformers backend answers its probe prompt there),
 the run equals `ttc replay POOL --trace-cap C` on the same seed, query by query and in what it pays; a backend that
-cannot stop and probe a trace is refused in one line. The transformers backend's own cap and probe are exercised on
-a tiny model in tests/test_run_e2e.py."""
+cannot stop and probe a trace is refused in one line. Likewise `ttc run --depth-rule stability`: each trace probed
+every --probe-every tokens stops at the first probe that makes its last M valid answers agree, and the run equals
+`ttc replay POOL --depth-rule stability --depth-m M` (the double feeds the pool's probes to the backend's own
+StabilityRule, which is checked against replay/reference_depth.py). The transformers backend's own cap, probes and
+rule are exercised on a tiny model in tests/test_run_e2e.py."""
 from __future__ import annotations
 
 import dataclasses
@@ -268,3 +271,25 @@ def test_the_command_line_refuses_stability_for_a_backend_that_cannot_probe(pp, 
     lines = [ln for ln in r.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: --depth-rule stability needs a backend"), r.output
     assert "openai" in lines[0] and not (tmp_path / "out").exists()
+
+
+def test_the_live_stability_rule_stops_where_the_reference_does():
+    """StabilityRule (the live rule, fed one probe answer at a time) stops at the probe replay/reference_depth.py's
+    stopped_trace stops at, on random answer sequences with invalid answers, every m from 1 to 4."""
+    from ttc.replay.reference_depth import stopped_trace
+
+    rng = np.random.default_rng(7)
+    stops = 0
+    for _ in range(2000):
+        m, n = int(rng.integers(1, 5)), int(rng.integers(0, 12))
+        answers = [int(a) for a in rng.integers(-1, 3, n)]
+        probes = [(STEP * (k + 1), a, int(a == 0)) for k, a in enumerate(answers)]
+        want, _, _ = stopped_trace(probes, STEP * (n + 1), 9, 0, rule="stability", m=m)
+        rule, got = StabilityRule(m), STEP * (n + 1)
+        for off, a, _ok in probes:
+            if rule.feed(None if a < 0 else str(a)):
+                got = off
+                break
+        assert got == want, (m, answers)
+        stops += got < STEP * (n + 1)
+    assert 200 < stops < 1800  # both outcomes exercised
