@@ -1255,6 +1255,9 @@ def run_cmd(
                                       "query that wants more is exhausted).", rich_help_panel=_RUN_PANEL),
     lookahead: int = typer.Option(1, help="Responses generated per query per backend call: more means fewer calls "
                                   "and up to lookahead - 1 unused responses per query; decisions do not change."),
+    probe_every: int = typer.Option(500, help="--depth-rule stability: probe each trace for its answer so far "
+                                    "every this many tokens (the probe spacing replay reads from a probed pool's "
+                                    "offsets; AutoTTS's 500)."),
     free_slots: bool = typer.Option(True, "--free-slots/--no-free-slots", help="With a backend that takes "
                                     "concurrent requests (openai): ask for each query's next response as soon as "
                                     "the run wants it, --concurrency in flight, so a request that finishes early "
@@ -1302,7 +1305,8 @@ def run_cmd(
         policy=_value(policy), unit=_value(unit), oracle=_value(oracle), eliminate=_value(eliminate), conf=conf,
         prior=prior, side=side, select=_value(select), **_config_values(params, "run"), score=score,
         scoring=_run_score_options(ctx, scoring, _value(oracle), given), max_per_query=max_per_query,
-        lookahead=lookahead, free_slots=free_slots, retries=retries, retry_delay_s=retry_delay,
+        lookahead=lookahead, probe_every=probe_every, free_slots=free_slots, retries=retries,
+        retry_delay_s=retry_delay,
         grade_timeout_s=scoring["timeout"] if scoring["timeout"] is not None else 5.0,
         sampling=Sampling(n=1, temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed),
         template=_value(template), chat=chat, revision=revision, limit=limit, task=_value(data["task"]),

@@ -54,6 +54,29 @@ PROBE_PROMPT = ("\n\nConsidering the limited time, I have to give the solution b
 PROBE_TOKENS = 24
 
 
+class StabilityRule:
+    """--depth-rule stability on one trace, live: fed the answers of its probes in order (None: no valid answer), it
+    says stop at the first that makes the last m answers valid and equal, the rule replay applies to a probed pool's
+    probes (replay/reference_depth.py stopped_trace)."""
+
+    def __init__(self, m: int):
+        if not isinstance(m, numbers.Integral) or isinstance(m, bool) or m < 1:
+            raise InputError(f"depth_m must be a whole number >= 1, got {m!r}")
+        self.m, self.last = int(m), []
+
+    def feed(self, answer: str | None) -> bool:
+        self.last = (self.last + [answer])[-self.m:]
+        return len(self.last) == self.m and self.last[0] is not None and all(a == self.last[0] for a in self.last)
+
+
+def probe_value(probe: str) -> str | None:
+    """The answer a probe's continuation gives (the math extractor, normalised, as --oracle gt and sc read a
+    response): what the stability rule compares."""
+    from .scoring import response_answer
+
+    return response_answer("gt", PROBE_PROMPT + probe, "stop")
+
+
 class BackendError(UserError, RuntimeError):
     """A backend could not produce responses (server errors after retries, a dead worker, ...): the environment failed,
     not the input, so the command line exits with status 1 and names the error (`error: BackendError: ...`)."""
@@ -217,14 +240,23 @@ class TransformersBackend:
 
     def generate(self, prompts: Sequence[str], sampling: Sampling, seeds: Sequence[int], *,
                  stop: Sequence[str] | None = None, confidence: ConfidenceSpec | None = None,
-                 conf_stop: Sequence[float | None] | None = None, trace_cap: int = 0) -> list[list[Response]]:
+                 conf_stop: Sequence[float | None] | None = None, trace_cap: int = 0, probe_every: int = 0,
+                 depth_m: int = 0) -> list[list[Response]]:
         """trace_cap > 0: a trace still running after trace_cap tokens stops there (finish_reason "cap", n_tokens
         the cap) and is asked for its answer so far (probe_answer): its text is the trace, PROBE_PROMPT and the
-        probe's continuation."""
+        probe's continuation. probe_every > 0 (the stability depth rule, depth_m >= 1): a trace still running
+        after each probe_every tokens (below max_tokens) is probed there, and stops at the first probe that makes its
+        last depth_m probe answers valid and equal (finish_reason "stable", n_tokens the probe's offset, its text
+        as a capped trace's). Probing draws nothing from a trace's generator, so a stopped trace is the prefix of
+        the whole one."""
         check_sampling(prompts, sampling, seeds)
         thresholds = check_conf_stop(prompts, conf_stop, confidence)
         if not isinstance(trace_cap, numbers.Integral) or isinstance(trace_cap, bool) or trace_cap < 0:
             raise InputError(f"trace_cap must be a whole number of tokens >= 0, got {trace_cap!r}")
+        if not isinstance(probe_every, numbers.Integral) or isinstance(probe_every, bool) or probe_every < 0:
+            raise InputError(f"probe_every must be a whole number of tokens >= 0, got {probe_every!r}")
+        if probe_every:
+            StabilityRule(depth_m)  # (checks it)
         stop = [s for s in (stop or ()) if s]
         capped = sampling if not 0 < trace_cap < sampling.max_tokens else Sampling(
             n=sampling.n, temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=int(trace_cap),
@@ -232,15 +264,16 @@ class TransformersBackend:
         out = []
         for text, seed, floor in zip(prompts, seeds, thresholds):
             ids = encode_prompt(self.tokenizer, text)
+            probes: dict[str, str] = {}  # trace text -> its probe (greedy: one per distinct text of a prompt)
+            depth = (int(probe_every), int(depth_m), sampling.max_tokens, probes) if probe_every else None
             if sampling.temperature == 0:
-                rows = self._decode(ids, [seed], capped, stop, confidence, floor) * sampling.n
+                rows = self._decode(ids, [seed], capped, stop, confidence, floor, depth) * sampling.n
             else:
                 rows = []
                 for start in range(0, sampling.n, self.batch_size):
                     chunk = [seed + j for j in range(start, min(sampling.n, start + self.batch_size))]
-                    rows.extend(self._decode(ids, chunk, capped, stop, confidence, floor))
+                    rows.extend(self._decode(ids, chunk, capped, stop, confidence, floor, depth))
             if capped is not sampling:  # the traces still running at the cap: stopped there, and probed
-                probes: dict[str, str] = {}
                 rows = [self._at_cap(ids, r, probes) if r.finish_reason == "length" else r for r in rows]
             out.append(rows)
         return out
@@ -284,7 +317,11 @@ class TransformersBackend:
         return self.tokenizer.decode(got, skip_special_tokens=True)
 
     def _decode(self, ids: list[int], row_seeds: list[int], sampling: Sampling, stop: list[str],
-                confidence: ConfidenceSpec | None = None, threshold: float | None = None) -> list[Response]:
+                confidence: ConfidenceSpec | None = None, threshold: float | None = None,
+                depth: tuple | None = None) -> list[Response]:
+        """depth: (every, m, limit, probes): the stability rule (generate's probe_every, depth_m), probing a running
+        trace at every multiple of `every` tokens below `limit` (a trace cut at max_tokens is not probed there: its
+        pool reads no probe at or past its end), with `probes` the prompt's cache of probe texts."""
         import torch
 
         rows = len(row_seeds)
@@ -297,6 +334,7 @@ class TransformersBackend:
         done: list[str | None] = [None] * rows
         cut: list[int | None] = [None] * rows
         stoppers = [GroupStop(confidence.window, threshold) for _ in range(rows)] if threshold is not None else None
+        rules = [StabilityRule(depth[1]) for _ in range(rows)] if depth is not None else None
         window = max((len(s) for s in stop), default=0) + 4
         with torch.inference_mode():
             prompt = torch.tensor([ids], device=dev)
@@ -339,6 +377,13 @@ class TransformersBackend:
                     # filter stopped (its lows end below the threshold there, which is how replay will read it)
                     if stoppers is not None and stoppers[r].feed(confs[r][-1]):
                         done[r] = "confidence"
+                    if rules is not None and done[r] is None and len(tokens[r]) % depth[0] == 0 \
+                            and len(tokens[r]) < depth[2]:
+                        trace = self.tokenizer.decode(tokens[r], skip_special_tokens=True)
+                        if trace not in depth[3]:
+                            depth[3][trace] = self.probe_answer(ids, trace)
+                        if rules[r].feed(probe_value(depth[3][trace])):
+                            done[r] = "stable"
                 if all(d is not None for d in done) or step == sampling.max_tokens - 1:
                     break
                 out = self.model(input_ids=nxt.view(rows, 1), use_cache=True, **{self._cache_kw: past})
@@ -350,6 +395,8 @@ class TransformersBackend:
             text = self.tokenizer.decode(body, skip_special_tokens=True)
             if cut[r] is not None:
                 text = text[:cut[r]]
+            if done[r] == "stable":  # (its tokens hold no EOS: text is the probed trace)
+                text = text + PROBE_PROMPT + depth[3][text]
             signals = confidence.compute(sampled[r], confs[r] if k else None) if confidence is not None else None
             res.append(Response(text=text, n_tokens=len(tokens[r]), finish_reason=done[r] or "length",
                                 signals=signals))

@@ -78,7 +78,7 @@ class BackendSource:
                  prompt_len: Callable[[str], int] | None = None,
                  on_call: Callable[[list, dict], None] | None = None, scorer: Any = None,
                  confidence: Any = None, score_signal: str | None = None, side_column: str | None = None,
-                 slots: int = 0, stops: bool = False, token_cap: int = 0):
+                 slots: int = 0, stops: bool = False, token_cap: int = 0, depth: tuple[int, int] | None = None):
         if lookahead < 1:
             raise InputError(f"lookahead must be >= 1, got {lookahead}")
         if scorer is not None:
@@ -127,6 +127,10 @@ class BackendSource:
         # token_cap: each trace stops at this many tokens and answers its probe there (ttc run --trace-cap: a backend
         # whose generate takes trace_cap, the registry's `probes`); 0: whole traces
         self.token_cap = token_cap
+        # depth: (every, m): each trace is probed every `every` tokens and stops at the first probe that makes its
+        # last m valid probe answers agree (ttc run --depth-rule stability: a backend whose generate takes
+        # probe_every and depth_m, the registry's `probes`); None: no probes
+        self.depth = depth
         self._threshold: Callable[[int], float | None] | None = None
         self._warm = 0
 
@@ -304,6 +308,8 @@ class BackendSource:
             kw["confidence"] = self.confidence
         if self.token_cap:
             kw["trace_cap"] = self.token_cap
+        if self.depth is not None:
+            kw["probe_every"], kw["depth_m"] = self.depth
         if self._threshold is not None:  # a request's responses after the warm-up stop at the query's threshold
             floors = [self._threshold(q) if len(self._cache[q]) >= self._warm else None for q in todo]
             if any(f is not None for f in floors):

@@ -148,8 +148,9 @@ class Backend:
     for each query's next response as soon as the run wants it, instead of a call per round: harvest.live.BackendSource
     slots); stops: generate takes conf_stop: it can stop a trace mid-way on its group confidence (deepconf-online
     under ttc run; a backend that cannot generates each trace whole and the run pays it up to where the filter would
-    have stopped it); probes: generate takes trace_cap: it can stop a trace at a token cap and ask it for its answer
-    so far (ttc run --trace-cap; a backend that cannot is refused it); doc: one line for --help and the docs table."""
+    have stopped it); probes: generate takes trace_cap, probe_every and depth_m: it can stop a trace part-way and ask
+    it for its answer so far (ttc run --trace-cap, --depth-rule stability; a backend that cannot is refused them);
+    doc: one line for --help and the docs table."""
 
     name: str
     impl: str

@@ -313,10 +313,11 @@ class RunConfig:
     # depth (issue 30): every policy's traces under a depth rule and a token cap per trace (0: none), with a probe
     # cost convention; parallel-probe's and cmc's own parameters (the values of AutoTTS's evaluator)
     depth_rule: str = param("whole", "Depth, every width policy: when a trace stops part-way: whole (runs to its "
-                            "end) or stability (its last --depth-m probes agree).", choices=("whole", "stability"),
-                            scope="every width policy (depth)", live=False, view=True)
+                            "end) or stability (its last --depth-m probes agree; ttc run: a backend that can probe a "
+                            "trace, transformers, every --probe-every tokens).", choices=("whole", "stability"),
+                            scope="every width policy (depth)", view=True)
     depth_m: int = param(3, "stability: agreeing valid probe answers in a row that stop a trace.",
-                         scope="the stability depth rule", live=False, view=True)
+                         scope="the stability depth rule", view=True)
     trace_cap: int = param(0, "Depth, every policy: each trace stops at this many tokens and answers its last probe "
                            "there (0: none; replay: needs the pool's probes; ttc run: a backend that can stop a trace "
                            "and probe it, transformers).", scope="every policy (depth)", view=True)
@@ -695,10 +696,10 @@ def markdown_methods() -> str:
 
 
 PARAMS = tuple(f for f in fields(RunConfig) if "doc" in f.metadata)  # the parameters, in declaration order
-# The parameters `ttc run` leaves at their defaults (replay only: depth's but the trace cap, which a backend that can
-# stop a trace and probe it takes live)
+# The parameters `ttc run` leaves at their defaults (replay only: depth's but the trace cap and the stability rule,
+# which a backend that can stop a trace and probe it takes live)
 DEPTH_FIELDS = tuple(f.name for f in PARAMS if not f.metadata["live"])
-VIEW_FIELDS = tuple(f.name for f in PARAMS if f.metadata["view"])  # the depth view's (trace_cap is also live)
+VIEW_FIELDS = tuple(f.name for f in PARAMS if f.metadata["view"])  # the depth view's (all but probe_cost also live)
 SWEPT = tuple(f.name for f in PARAMS if f.metadata["sweep"])  # what ttc replay takes as comma lists
 
 

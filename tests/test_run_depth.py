@@ -2,8 +2,11 @@
 depth view replay gives a probed pool (kernel.depth_view). Against a backend that answers from a probed pool (each
 trace cut at the cap answers its probe at that offset, as the transformers backend answers its probe prompt there),
 the run equals `ttc replay POOL --trace-cap C` on the same seed, query by query and in what it pays; a backend that
-cannot stop and probe a trace is refused in one line. The transformers backend's own cap and probe are exercised on
-a tiny model in tests/test_run_e2e.py."""
+cannot stop and probe a trace is refused in one line. Likewise `ttc run --depth-rule stability`: each trace probed
+every --probe-every tokens stops at the first probe that makes its last M valid answers agree, and the run equals
+`ttc replay POOL --depth-rule stability --depth-m M` (the double feeds the pool's probes to the backend's own
+StabilityRule, which is checked against replay/reference_depth.py). The transformers backend's own cap, probes and
+rule are exercised on a tiny model in tests/test_run_e2e.py."""
 from __future__ import annotations
 
 import dataclasses
@@ -17,6 +20,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from ttc.harvest.backends import StabilityRule  # noqa: E402
 from ttc.harvest.pipeline import query_seed  # noqa: E402
 from ttc.harvest.run import RunError, RunRequest, execute, plan_run  # noqa: E402
 from ttc.harvest.types import Response, Sampling  # noqa: E402
@@ -74,12 +78,14 @@ class ProbedBackend:
         self.pp, self.perm = pp, permutation(pool.off, pool.qkeys, SEED)
         self.by_prompt = {f"problem {q}": i for i, q in enumerate(pp.ids)}
         self.caps: list[int] = []
+        self.depths: list[tuple[int, int]] = []
 
     def info(self):
         return {"backend": "probed-pool"}
 
-    def generate(self, prompts, sampling, seeds, stop=None, trace_cap=0):
+    def generate(self, prompts, sampling, seeds, stop=None, trace_cap=0, probe_every=0, depth_m=0):
         self.caps.append(trace_cap)
+        self.depths.append((probe_every, depth_m))
         out = []
         for p, s in zip(prompts, seeds):
             i = self.by_prompt[p]
@@ -88,6 +94,8 @@ class ProbedBackend:
                 j = int(self.perm[i * self.pp.size + k]) if k < self.pp.size else None
                 if j is None:  # beyond the pool: never used (--max-per-query is the pool size)
                     rows.append(Response("beyond the pool", 1, "stop"))
+                elif probe_every and (hit := self._stable(j, probe_every, depth_m, trace_cap, sampling)):
+                    rows.append(Response("thinking ... " + _text(hit[1], "the answer so far is"), hit[0], "stable"))
                 elif trace_cap and self.pp.tok[j] > trace_cap:
                     probe = dict(self.pp.probes[j])[trace_cap]  # (the pool holds a probe at every STEP before its end)
                     rows.append(Response("thinking ... " + _text(probe, "the answer so far is"), trace_cap, "cap"))
@@ -95,6 +103,19 @@ class ProbedBackend:
                     rows.append(Response(_text(self.pp.ans[j]), self.pp.tok[j], "stop"))
             out.append(rows)
         return out
+
+
+    def _stable(self, j, every, m, cap, sampling):
+        """(offset, answer) of the probe that stops trace j under the stability rule, as TransformersBackend probes a
+        running trace (every `every` tokens below its end, the cap and max_tokens; the pool holds a probe at every
+        STEP before its end), fed to the backend's own rule; None: no probe stops it."""
+        rule, probes = StabilityRule(m), dict(self.pp.probes[j])
+        for off in range(every, self.pp.tok[j], every):
+            if (cap and off > cap) or off >= sampling.max_tokens:
+                break
+            if rule.feed(None if probes[off] < 0 else str(probes[off])):
+                return off, probes[off]
+        return None
 
 
 @pytest.fixture(scope="module")
@@ -177,3 +198,98 @@ def test_the_command_line_refuses_a_cap_for_a_backend_that_cannot_probe(pp, tmp_
     assert r.exit_code == 2, r.output
     lines = [ln for ln in r.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: --trace-cap needs a backend") and "openai" in lines[0]
+
+
+# --depth-rule stability live (issue 30): each trace probed every --probe-every tokens stops at the first probe that
+# makes its last M valid answers agree, and pays the tokens it ran
+
+
+@pytest.mark.parametrize("m, cap", [(2, 0), (3, 0), (2, CAP)])
+@pytest.mark.parametrize("unit, budget", [("samples", 3.0), ("tokens", 2500.0)])
+@pytest.mark.parametrize("policy", ["uniform", "elimination", "entropy"])
+def test_a_stability_run_equals_the_replay_with_the_rule(pp, tmp_path, policy, unit, budget, m, cap):
+    import polars as pl
+
+    backend = ProbedBackend(pp)
+    kw = dict(policy=policy, unit=unit, budget=budget, trace_cap=cap, depth_rule="stability", depth_m=m)
+    o = execute(plan_run(request(pp, tmp_path / "out", probe_every=STEP, **kw)), backend, None, echo=lambda s: None)
+    assert set(backend.depths) == {(STEP, m)} and set(backend.caps) == {cap}
+    cfg = RunConfig(policy, unit=unit, trace_cap=cap, depth_rule="stability", depth_m=m)
+    df, pq = replay(pp.pool(), [cfg], [budget], [SEED], per_query=True)
+    tot, per_query = df.row(0, named=True), {r["query_id"]: r for r in pq.iter_rows(named=True)}
+    for r in o.results:
+        e = per_query[r["query_id"]]
+        assert (r["responses"], r["answered"], r["exhausted"]) == (e["n_drawn"], e["answered"], e["exhausted"])
+        assert (r["covered"], r["correct"]) == (e["covered"], e["selected_correct"]), r["query_id"]
+    s = o.summary
+    assert s["spent"] == {"samples": tot["samples_used"], "tokens": tot["tokens_used"]}
+    assert s["outcome"]["accuracy"] == pytest.approx(tot["accuracy"])
+    assert s["config"] == cfg.label() and f"depth=stability:{m}" in s["config"]
+    parts = pl.read_parquet(tmp_path / "out" / "pool" / "samples")
+    stable = parts.filter(pl.col("finish_reason") == "stable")
+    assert stable.height > 0 and (stable["n_tokens"] % STEP == 0).all()  # each paid up to the probe that stopped it
+    if cap:
+        assert (parts["n_tokens"] <= cap).all()
+    meta = json.loads((tmp_path / "out" / "pool" / "pool.json").read_text())
+    assert meta["allocation"]["depth"]["m"] == m and meta["allocation"]["depth"]["probe_every"] == STEP
+    with pytest.raises(RunError, match="another configuration"):  # another rule or spacing is another run
+        plan_run(request(pp, tmp_path / "out", probe_every=2 * STEP, **kw))
+    again = execute(plan_run(request(pp, tmp_path / "out", probe_every=STEP, **kw)), backend, None,
+                    echo=lambda s: None)
+    assert again.generated_now == 0 and again.results == o.results
+
+
+@pytest.mark.parametrize("kw, msg", [
+    (dict(backend="openai", backend_options={"base_url": "http://localhost:9/v1"}),
+     "--depth-rule stability needs a backend"),
+    (dict(backend="vllm"), "--backend vllm cannot"),
+    (dict(trace_cap=750), "not a multiple of --probe-every"),
+    (dict(probe_every=4 * STEP * 4), "--probe-every 8000 is not below --max-tokens"),
+    (dict(probe_every=0), "--probe-every must be a whole number"),
+    (dict(oracle="judge"), "replay only for now"),
+    (dict(policy="deepconf-online"), "replay only for now"),
+    (dict(probe_cost="autotts"), "--probe-cost is replay only"),
+    (dict(depth_rule="whole", probe_every=250), "--probe-every spaces the probes"),
+])
+def test_a_stability_rule_the_run_cannot_honour_is_refused(pp, tmp_path, kw, msg):
+    base = dict(trace_cap=0, depth_rule="stability", depth_m=2)
+    with pytest.raises(RunError, match=msg):
+        plan_run(request(pp, tmp_path / "out", **{**base, **kw}))
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_command_line_refuses_stability_for_a_backend_that_cannot_probe(pp, tmp_path):
+    from typer.testing import CliRunner
+
+    from ttc.cli import app
+
+    r = CliRunner().invoke(app, ["run", "--dataset", str(pp.path), "--model", "m", "--backend", "openai",
+                                 "--base-url", "http://localhost:9/v1", "--max-tokens", "4000", "--budget", "2",
+                                 "--depth-rule", "stability", "--depth-m", "2", "--out", str(tmp_path / "out"),
+                                 "--no-progress"])
+    assert r.exit_code == 2, r.output
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: --depth-rule stability needs a backend"), r.output
+    assert "openai" in lines[0] and not (tmp_path / "out").exists()
+
+
+def test_the_live_stability_rule_stops_where_the_reference_does():
+    """StabilityRule (the live rule, fed one probe answer at a time) stops at the probe replay/reference_depth.py's
+    stopped_trace stops at, on random answer sequences with invalid answers, every m from 1 to 4."""
+    from ttc.replay.reference_depth import stopped_trace
+
+    rng = np.random.default_rng(7)
+    stops = 0
+    for _ in range(2000):
+        m, n = int(rng.integers(1, 5)), int(rng.integers(0, 12))
+        answers = [int(a) for a in rng.integers(-1, 3, n)]
+        probes = [(STEP * (k + 1), a, int(a == 0)) for k, a in enumerate(answers)]
+        want, _, _ = stopped_trace(probes, STEP * (n + 1), 9, 0, rule="stability", m=m)
+        rule, got = StabilityRule(m), STEP * (n + 1)
+        for off, a, _ok in probes:
+            if rule.feed(None if a < 0 else str(a)):
+                got = off
+                break
+        assert got == want, (m, answers)
+        stops += got < STEP * (n + 1)
+    assert 200 < stops < 1800  # both outcomes exercised

@@ -266,3 +266,39 @@ def test_trace_cap_stops_each_trace_there_and_probes_it(tiny, tmp_path):
     assert summary["spent"]["tokens"] == int(capped["n_tokens"].sum()) < int(whole["n_tokens"].sum())
     assert json.loads((tmp_path / "capped" / "pool" / "pool.json").read_text())["allocation"]["trace_cap"][
         "tokens"] == cap
+
+
+@pytest.mark.parametrize("every, m", [(3, 1), (2, 2)])
+def test_stability_stops_a_trace_at_agreeing_probes_as_a_prefix_of_the_whole(tiny, tmp_path, every, m):
+    """--depth-rule stability with the transformers backend: a trace probed every `every` tokens that stops
+    (finish_reason stable) is the whole trace's first n_tokens tokens (probing draws nothing from its generator), at
+    a probe's offset, shorter than the whole trace, and holds PROBE_PROMPT and a probe with a valid answer (the last
+    of m that agree); a trace that no probe stops is the same as without the rule; the run pays the tokens run."""
+    from transformers import AutoTokenizer
+
+    from ttc.harvest.backends import PROBE_PROMPT, probe_value
+
+    ok(runner.invoke(app, run_args(tiny, tmp_path / "whole", "--policy", "uniform", "--budget", "3")))
+    r = ok(runner.invoke(app, run_args(tiny, tmp_path / "stable", "--policy", "uniform", "--budget", "3",
+                                       "--depth-rule", "stability", "--depth-m", str(m), "--probe-every",
+                                       str(every))))
+    assert f"depth=stability:{m}" in r.output
+    whole, stable = samples(tmp_path / "whole" / "pool"), samples(tmp_path / "stable" / "pool")
+    assert whole.select("query_id", "sample_idx").equals(stable.select("query_id", "sample_idx"))
+    tok = AutoTokenizer.from_pretrained(str(tiny))
+    stopped = 0
+    for w, s in zip(whole.iter_rows(named=True), stable.iter_rows(named=True)):
+        if s["finish_reason"] != "stable":
+            assert (s["text"], s["n_tokens"], s["finish_reason"]) == (w["text"], w["n_tokens"], w["finish_reason"])
+            continue
+        stopped += 1
+        n = s["n_tokens"]
+        assert n % every == 0 and n >= every * m and n < w["n_tokens"], (s, w)
+        trace, probe = s["text"].split(PROBE_PROMPT)
+        assert trace == tok.decode(tok.encode(w["text"], add_special_tokens=False)[:n], skip_special_tokens=True)
+        assert probe_value(probe) is not None and s["answer"] == probe_value(probe)
+    assert stopped > 0
+    summary = json.loads((tmp_path / "stable" / "run.json").read_text())
+    assert summary["spent"]["tokens"] == int(stable["n_tokens"].sum()) < int(whole["n_tokens"].sum())
+    depth = json.loads((tmp_path / "stable" / "pool" / "pool.json").read_text())["allocation"]["depth"]
+    assert (depth["rule"], depth["m"], depth["probe_every"]) == ("stability", m, every)

@@ -55,7 +55,7 @@ class Executor:
                              retry_delay_s=req.retry_delay_s, grade_timeout_s=req.grade_timeout_s,
                              prompt_len=self.prompt_len, on_call=on_call, scorer=self.scorer,
                              side_column=plan.side_column, slots=slots, stops=package.backend_stops(req),
-                             token_cap=plan.config.trace_cap, **_signal_options(plan))
+                             token_cap=plan.config.trace_cap, depth=_depth(plan), **_signal_options(plan))
 
     def preload(self, source, index: dict[str, int]) -> None:
         """What an earlier process left for these queries: their responses, prompt counts and failures."""
@@ -421,6 +421,12 @@ def _source_oracle(oracle: str) -> str:
     """What harvest.live.BackendSource scores with: --oracle confidence is --oracle sc's answers with the signal as
     the score (BackendSource's score_signal)."""
     return "sc" if oracle == "confidence" else oracle
+
+
+def _depth(plan: RunPlan) -> tuple[int, int] | None:
+    """--depth-rule stability: (probe spacing in tokens, agreeing probes that stop a trace); None: whole traces."""
+    cfg = plan.config
+    return (plan.req.probe_every, cfg.depth_m) if cfg.depth_rule == "stability" else None
 
 
 def _signal_options(plan: RunPlan) -> dict:

@@ -66,6 +66,7 @@ def plan_run(req: RunRequest) -> RunPlan:
     from ttc.replay.outputs import check_output
     from ttc.replay.policies import ELIMINATION_RULES, LIVE_SELECTIONS, SELECTION_RULES
 
+    check_trace_cap(req, req.config)  # (first: a backend that cannot probe is refused before its extra is asked for)
     check_request(req)
     eliminate = req.eliminate or DEFAULT_ELIMINATE[req.oracle]
     select = req.select or DEFAULT_SELECT[req.oracle]
@@ -74,7 +75,6 @@ def plan_run(req: RunRequest) -> RunPlan:
     if select not in LIVE_SELECTIONS:  # (the command line offers only these; a RunRequest built in Python may not)
         raise RunError(f"--select {select} is computed by replay only; ttc run returns {', '.join(LIVE_SELECTIONS)}")
     cfg = run_config(req, eliminate)
-    check_trace_cap(req, cfg)
     check_oracle(req, cfg, select)
     check_inputs(req, cfg)
     score_column, scoring, scorer_config = oracle_settings(req)
@@ -113,25 +113,40 @@ def plan_run(req: RunRequest) -> RunPlan:
 
 
 def check_trace_cap(req: RunRequest, cfg) -> None:
-    """--trace-cap live: only a backend that can stop a trace at the cap and probe it (the registry's `probes`), for
-    math answers (the probe asks for a \\boxed{} one), below --max-tokens (a trace never runs past that), and not
-    with deepconf-online (which stops traces its own way)."""
+    """--trace-cap and --depth-rule stability live: only a backend that can stop a trace part-way and probe it (the
+    registry's `probes`), for math answers (the probe asks for a \\boxed{} one), below --max-tokens (a trace never
+    runs past that), and not with deepconf-online (which stops traces its own way). Stability probes every
+    --probe-every tokens; with a cap too, the cap is a probe's offset (replay answers a capped trace with its last
+    probe at or below the cap, and the live trace answers the probe it gets there)."""
     from ..registry import BACKENDS
 
-    cap = cfg.trace_cap
-    if not cap:
+    cap, stability = cfg.trace_cap, cfg.depth_rule == "stability"
+    if not stability and req.probe_every != RunRequest.probe_every:
+        raise RunError("--probe-every spaces the probes of --depth-rule stability; without it nothing reads it")
+    if not cap and not stability:
         return
+    what = "--trace-cap" if not stability else "--depth-rule stability"
     able = [name for name, b in BACKENDS.items() if b.probes]
     if req.backend in BACKENDS and not BACKENDS[req.backend].probes:
-        raise RunError(f"--trace-cap needs a backend that can stop a trace at the cap and ask it for its answer so "
-                       f"far ({', '.join(able)}); --backend {req.backend} cannot (docs/run.md, \"Depth\")")
-    if cap >= req.sampling.max_tokens:
+        raise RunError(f"{what} needs a backend that can stop a trace part-way and ask it for its answer so far "
+                       f"({', '.join(able)}); --backend {req.backend} cannot (docs/run.md, \"Depth\")")
+    if cap and cap >= req.sampling.max_tokens:
         raise RunError(f"--trace-cap {cap} is not below --max-tokens {req.sampling.max_tokens}: no trace runs past "
                        "--max-tokens, so the cap would stop none")
     if req.oracle in ("exec", "prm", "judge", "confidence") or cfg.policy == "deepconf-online":
-        what = f"--policy {cfg.policy}" if cfg.policy == "deepconf-online" else f"--oracle {req.oracle}"
-        raise RunError(f"--trace-cap with {what} is replay only for now: a live trace stopped at the cap answers "
+        by = f"--policy {cfg.policy}" if cfg.policy == "deepconf-online" else f"--oracle {req.oracle}"
+        raise RunError(f"{what} with {by} is replay only for now: a live trace stopped part-way answers "
                        "a \\boxed{} probe, read by --oracle gt or sc")
+    every = req.probe_every
+    if stability:
+        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+            raise RunError(f"--probe-every must be a whole number of tokens >= 1, got {every!r}")
+        if every >= req.sampling.max_tokens:
+            raise RunError(f"--probe-every {every} is not below --max-tokens {req.sampling.max_tokens}: no trace "
+                           "would be probed")
+        if cap and cap % every:
+            raise RunError(f"--trace-cap {cap} is not a multiple of --probe-every {every}: a capped trace answers its "
+                           "last probe at or below the cap, so the cap must be a probe's offset")
 
 
 def check_request(req: RunRequest) -> None:
@@ -287,6 +302,12 @@ def run_records(req: RunRequest, cfg, queries: Sequence[Query], info: dict, data
 
         allocation["trace_cap"] = {"tokens": cfg.trace_cap, "probe": PROBE_PROMPT, "probe_max_tokens": PROBE_TOKENS,
                                    "cost": "a trace stopped at the cap pays the cap; its probe is not charged"}
+    if cfg.depth_rule == "stability":  # (likewise only then)
+        from ..backends import PROBE_PROMPT, PROBE_TOKENS
+
+        allocation["depth"] = {"rule": "stability", "m": cfg.depth_m, "probe_every": req.probe_every,
+                               "probe": PROBE_PROMPT, "probe_max_tokens": PROBE_TOKENS,
+                               "cost": "a trace stopped by its probes pays the tokens it ran; probes are not charged"}
 
     return generation, allocation
 

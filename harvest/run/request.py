@@ -81,6 +81,8 @@ class _RequestFields:
     #                                     scores of --oracle confidence; with another oracle, columns for replay)
     max_per_query: int = 256
     lookahead: int = 1
+    probe_every: int = 500              # --depth-rule stability: a probe every this many tokens of a trace (the
+    #                                     spacing replay reads from a probed pool's offsets: AutoTTS's 500)
     plan_ahead: bool = True             # uniform with a sample budget: generate every query's whole allocation up
     #                                     front (planned_counts), one backend call per distinct count
     free_slots: bool = True             # a backend that takes concurrent calls (openai): each query's next response
@@ -149,8 +151,8 @@ def run_config(req: RunRequest, eliminate: str):
     default = RunConfig(req.config.policy)
     for name in DEPTH_FIELDS:
         if getattr(req.config, name) != getattr(default, name):
-            raise RunError(f"{flag(name)} is replay only: ttc run generates whole traces (ttc replay RUN/pool "
-                           f"{flag(name)} replays the run's pool with it)")
+            raise RunError(f"{flag(name)} is replay only: ttc run charges a trace the tokens it ran (ttc replay "
+                           f"RUN/pool {flag(name)} replays the run's pool with it)")
     try:
         return replace(req.config, eliminate=eliminate)
     except ValueError as e:
