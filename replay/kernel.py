@@ -203,6 +203,8 @@ _ONE = np.uint64(1)
 # run types, lowers and emits (-1.1 to -1.5 s of a cold `ttc replay` for the 17 helpers, measured interleaved).
 jit = njit(cache=True, no_cfunc_wrapper=True)
 inner = njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+# ... and one inlined where it is called (numba IR inlining: each call site compiles its own copy)
+inline = njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True, inline="always")
 
 # Indexing with an unsigned integer skips numba's negative-index wraparound (a compare and a select per access);
 # the hot loops cast their (never negative) indices with it: 12-15% fewer ns per draw, measured.
@@ -1274,7 +1276,7 @@ def mmc_log_e(s, f, q):
     return (s + f) * math.log(2.0) + s * math.log(q) + f * math.log1p(-q)
 
 
-@inner
+@inline
 def mmc_advance(qs, i, mm, base, na, ans, perm, a0, n, m_top):
     """MMC's two e-processes (query i's mm_* fields) brought up to its first n draws (perm[a0 .. a0 + n - 1]; its
     answers are 0 .. na - 1, ranked in mm's rows base .. base + na - 1), vote by vote as its source does
@@ -1287,7 +1289,10 @@ def mmc_advance(qs, i, mm, base, na, ans, perm, a0, n, m_top):
     query's checks cost O(its draws) in all, not O(draws^2). Each process keeps its latest bet rather than its log
     e: the source's log e is a function of (s, f, that bet), so the logs wait for a check that needs them. The
     answers read are kept ranked (MM_ORDER, MM_RANK: by count, ties to the first seen), so that a vote costs its
-    rank's move up rather than a scan of every answer."""
+    rank's move up rather than a scan of every answer. Inlined (numba inline="always", as is mmc_stops): called per
+    check with four arrays, the calls cost more than the votes they read (budget 32: 138-159 ns per decision as calls,
+    90-91 ns inlined, benchmarks/mmc_cost.py), for ~3 s more of a cold compile of the rules' run_one (26.4 -> 29.7 s
+    CPU, one run each)."""
     r = qs[i]
     p = r.mm_p
     if p >= n:
@@ -1366,7 +1371,7 @@ def mmc_result(r, mm, base):
     return l1, u1, l2, u2, same
 
 
-@inner
+@inline
 def mmc_stops(qs, i, mm, base, na, ans, perm, a0, n, m_top, delta):
     """MMC's certificate on query i's n draws: both e-processes at or above log(1 / delta), each after at least
     MMC_MIN_UPDATES updates, and the leader unchanged by the last vote. One call in run_one's rule check, which
