@@ -4,10 +4,11 @@ decider, on a pool.
     python benchmarks/mmc_source.py --source /tmp/mmc_source.py [--pool data/lastletters-gpt35-40] [--seeds 20]
 
 The source is the file whose docstring opens "Martingale Majority Certificate (MMC) stopping rule", class
-PluralityEAndDeciderPrior (docs/semantics.md, mmc, says where it was found; never committed here): one on_vote per
-answer, stop when both e-processes cross log(1 / delta), abstain at N_max votes. Per seed, each question's responses
-in a fresh random order, its valid answers voted one by one (delta 0.05, M 3, N_max 32, its defaults), against the
-engine (elimination, --eliminate mmc, --max-samples 32) on the same order:
+PluralityEAndDeciderPrior, from github.com/paulaoak/certified_self_consistency at 2c41622,
+verl/verl/utils/statistical_certificates/MMC_stopping_rule.py (docs/semantics.md, mmc; never committed here): one
+on_vote per answer, stop when both e-processes cross log(1 / delta), abstain at N_max votes. Per seed, each
+question's responses in a fresh random order, its valid answers voted one by one (delta 0.05, M 3, N_max 32, its
+defaults), against the engine (elimination, --eliminate mmc, --max-samples 32) on the same order:
 
 - labels in order of first appearance ("0000", "0001", ...): the source's ties (alphabetical for its top M, the first
   character then the first seen for its final leader check) then fall as the engine's (the answer drawn first), so

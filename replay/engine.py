@@ -555,9 +555,9 @@ def replay(pool: Pool, configs: list[RunConfig], budgets, seeds, select: str = "
 def scratch(n: int, slots: int, perm, order, bins: int = 0, live: bool = False) -> Scratch:
     """Scratch for runs on a given permutation (no lazy generation) and query order; bins: side-eb's, at most;
     live: room for a live run's deferred queries."""
-    qs, si, sf, tot = new_state(n, slots)
+    qs, si, sf, tot, mm = new_state(n, slots)
     return Scratch(np.ascontiguousarray(perm, np.int64), np.zeros((0, 2), np.int64), np.zeros(0, np.uint64),
-                   np.ascontiguousarray(order, np.int64), qs, si, sf, tot, *sched(n, bins, live))
+                   np.ascontiguousarray(order, np.int64), qs, si, sf, tot, mm, *sched(n, bins, live))
 
 
 def sched(n: int, bins: int = 0, live: bool = False) -> Sched:

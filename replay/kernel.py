@@ -13,9 +13,10 @@ those operations; adding one is a code here and its branch in `run_one`, its ent
 registry, its twin in replay/reference.py (the plain-Python test oracle) and its paragraph in docs/semantics.md,
 the contract.
 
-State is four arrays so that the kernels touch no Python objects: `qs` (one QSTATE record per query), `si` and
+State is five arrays so that the kernels touch no Python objects: `qs` (one QSTATE record per query), `si` and
 `sf` (per-answer slots: query i owns aoff[i] .. aoff[i + 1] - 1, slot aoff[i] counting invalid answers and slot
-aoff[i] + 1 + a answer a; see answer_offsets) and `tot` (run totals).
+aoff[i] + 1 + a answer a; see answer_offsets) and `tot` (run totals); `mm` (rows as si's) is mmc's ranking of the
+answers it has read (mmc_advance).
 """
 from __future__ import annotations
 
@@ -104,13 +105,23 @@ AC_ENTROPY_TIE = 1e-12
 # covered: one was correct; lead / lead_cnt / second_cnt: the leading valid answer, its count and the runner-up's;
 # wlead / wlead_sum: the answer with the largest summed score and that sum; elim / capped / exh: answered, at its
 # cap, exhausted; ssum: the summed score; s: entropy's sum of c log c (deepconf-online: the summed vote).
+# mm_*: mmc's e-processes, advanced at each check over the draws since the last (mmc_advance): mm_p draws read,
+# mm_d answers seen, mm_last the leader chosen before the latest vote, mm_s1 / mm_f1 / mm_q1 the pair e-process's
+# successes, failures and latest bet (its log e is mmc_log_e of the three), mm_s2 / mm_f2 / mm_q2 the other one's.
 QSTATE = np.dtype([("n", np.int64), ("best_j", np.int64), ("covered", np.int64), ("lead", np.int64),
                    ("lead_cnt", np.int64), ("second_cnt", np.int64), ("wlead", np.int64), ("elim", np.int64),
                    ("capped", np.int64), ("exh", np.int64), ("ssum", np.float64), ("best", np.float64),
-                   ("s", np.float64), ("wlead_sum", np.float64)], align=True)
-N, BEST_J, COVERED, LEAD, LEAD_CNT, SECOND_CNT, WLEAD, ELIM, CAPPED, EXH, SSUM, BEST, S, WLEAD_SUM = QSTATE.names
+                   ("s", np.float64), ("wlead_sum", np.float64),
+                   ("mm_p", np.int64), ("mm_d", np.int64), ("mm_last", np.int64), ("mm_s1", np.int64),
+                   ("mm_f1", np.int64), ("mm_s2", np.int64), ("mm_f2", np.int64), ("mm_q1", np.float64),
+                   ("mm_q2", np.float64)], align=True)
+N, BEST_J, COVERED, LEAD, LEAD_CNT, SECOND_CNT, WLEAD, ELIM, CAPPED, EXH, SSUM, BEST, S, WLEAD_SUM = QSTATE.names[:14]
 # si columns (sf holds the summed score of each answer)
 CNT, FIRST_J = 0, 1
+# mm columns (one row per answer slot, as si: mmc's ranking of the answers over the draws it has read): an answer's
+# count and the order it was first seen in (MM_CNT, MM_FIRST), the answer at rank r (row base + r, MM_ORDER) and an
+# answer's rank (MM_RANK)
+MM_CNT, MM_FIRST, MM_ORDER, MM_RANK = 0, 1, 2, 3
 # tot slots. NEED: 1 + the query whose next response is not there yet (live runs), 0 when none
 SAMPLES, TOKENS, EXHAUSTED, STOP, NEED = range(5)
 TOT_SLOTS = 5
@@ -137,7 +148,7 @@ CONFIG = np.dtype([("policy", np.int64), ("unit", np.int64), ("K", np.int64), ("
 PoolArrays = namedtuple("PoolArrays", "off aoff correct score ans tok have T L min_a prior side mode")
 # What a run writes: the permutation and its lazy-generation state (perm, qgen, hs; qgen has no rows when perm is
 # given whole), the query order, and the state arrays qs, si, sf, tot. The grid allocates one per thread.
-Scratch = namedtuple("Scratch", "perm qgen hs order qs si sf tot act hk hr hq eb ex U alloc cost first cand sch dfr")
+Scratch = namedtuple("Scratch", "perm qgen hs order qs si sf tot mm act hk hr hq eb ex U alloc cost first cand sch dfr")
 # ... and the scheduler's, a Sched that engine.sched allocates: its per-query arrays (act: round-robin's active
 # queries; hk, hr, hq: the index rules' heap; eb, ex: side-eb's bins and per-query sums; U, alloc: two-stage's,
 # optscale's and dsc's stage 2; cost, first, cand: the oracle's candidates), sch: its cursors (one SCHED record,
@@ -194,6 +205,8 @@ _ONE = np.uint64(1)
 # run types, lowers and emits (-1.1 to -1.5 s of a cold `ttc replay` for the 17 helpers, measured interleaved).
 jit = njit(cache=True, no_cfunc_wrapper=True)
 inner = njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+# ... and one inlined where it is called (numba IR inlining: each call site compiles its own copy)
+inline = njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True, inline="always")
 
 # Indexing with an unsigned integer skips numba's negative-index wraparound (a compare and a select per access);
 # the hot loops cast their (never negative) indices with it: 12-15% fewer ns per draw, measured.
@@ -337,11 +350,12 @@ def new_state(n, slots):
     si = np.zeros((slots, 2), np.int64)
     sf = np.zeros(slots)
     tot = np.zeros(TOT_SLOTS, np.int64)
+    mm = np.empty((slots, 4), np.int64)  # (mmc_advance clears a query's rows when it first reads the query)
     for i in range(n):
         _reset_query(qs, i)
     for j in range(slots):
         si[j, FIRST_J] = -1
-    return qs, si, sf, tot
+    return qs, si, sf, tot, mm
 
 
 @inner
@@ -361,6 +375,15 @@ def _reset_query(qs, i):
     r.best = -1.0
     r.s = 0.0
     r.wlead_sum = -1.0
+    r.mm_p = 0
+    r.mm_d = 0
+    r.mm_last = -1
+    r.mm_s1 = 0
+    r.mm_f1 = 0
+    r.mm_s2 = 0
+    r.mm_f2 = 0
+    r.mm_q1 = 0.5
+    r.mm_q2 = 0.5
 
 
 @inner
@@ -1358,75 +1381,117 @@ def mmc_log_e(s, f, q):
     return (s + f) * math.log(2.0) + s * math.log(q) + f * math.log1p(-q)
 
 
-@jit
-def mmc_state(ans, perm, a0, n, na, m_top):
-    """MMC's two e-processes after query i's first n draws (perm[a0 .. a0 + n - 1]; its answers are 0 .. na - 1),
-    replayed vote by vote as its source does (docs/semantics.md, mmc): before each valid vote, the leader i and
-    runner-up j and the top m_top answers C from the counts so far (ties: the answer drawn first); the vote then
-    updates the pair e-process (i: a success, j: a failure) and the other one (i: a success, an answer outside C: a
-    failure). Invalid answers do not vote. Returns (pair log e, its updates, other log e, its updates, whether the
-    leader after the last vote is the i chosen before it).
+@inline
+def mmc_advance(qs, i, mm, base, na, ans, perm, a0, n, m_top):
+    """MMC's two e-processes (query i's mm_* fields) brought up to its first n draws (perm[a0 .. a0 + n - 1]; its
+    answers are 0 .. na - 1, ranked in mm's rows base .. base + na - 1), vote by vote as its source does
+    (docs/semantics.md, mmc): before each valid vote, the leader i and runner-up j and the top m_top answers C from
+    the counts so far (ties: the answer drawn first); the vote then updates the pair e-process (i: a success, j: a
+    failure) and the other one (i: a success, an answer outside C: a failure). Invalid answers do not vote.
 
-    The answers drawn are kept ranked (order[r], rank[a]: by count, ties to the first drawn), so that a vote costs
-    its rank's move up rather than a scan of every answer."""
-    w = np.empty((4, max(na, 1)), np.int64)  # one allocation for the four per-answer arrays
-    cnt, first, order, rank = w[0], w[1], w[2], w[3]
-    for a in range(na):
-        cnt[a] = 0
-    d = 0
-    s1 = f1 = s2 = f2 = 0
-    l1 = l2 = 0.0
-    last_i = -1
-    for k in range(a0, a0 + n):
+    The state after each vote depends on the order of the votes, not only on the counts, so a check cannot
+    recompute it from si; it goes on from the draws the last check read (mm_p) instead of from the first, so that a
+    query's checks cost O(its draws) in all, not O(draws^2). Each process keeps its latest bet rather than its log
+    e: the source's log e is a function of (s, f, that bet), so the logs wait for a check that needs them. The
+    answers read are kept ranked (MM_ORDER, MM_RANK: by count, ties to the first seen), so that a vote costs its
+    rank's move up rather than a scan of every answer. Inlined (numba inline="always", as is mmc_stops): called per
+    check with four arrays, the calls cost more than the votes they read (budget 32: 138-159 ns per decision as calls,
+    90-91 ns inlined, benchmarks/mmc_cost.py), for ~3 s more of a cold compile of the rules' run_one (26.4 -> 29.7 s
+    CPU, one run each)."""
+    r = qs[i]
+    p = r.mm_p
+    if p >= n:
+        return
+    if p == 0:
+        for a in range(na):
+            mm[base + a, MM_CNT] = 0
+    d, last_i = r.mm_d, r.mm_last
+    s1, f1, s2, f2, q1, q2 = r.mm_s1, r.mm_f1, r.mm_s2, r.mm_f2, r.mm_q1, r.mm_q2
+    for k in range(a0 + p, a0 + n):
         a = ans[perm[k]]
         if a < 0:
             continue
-        i1 = order[0] if d > 0 else -1
-        i2 = order[1] if d > 1 else -1
-        in_c = cnt[a] > 0 and rank[a] < m_top
+        i1 = mm[base, MM_ORDER] if d > 0 else -1
+        i2 = mm[base + 1, MM_ORDER] if d > 1 else -1
+        ra = base + a
+        c = mm[ra, MM_CNT]
+        in_c = c > 0 and mm[ra, MM_RANK] < m_top
         if i1 >= 0 and i2 >= 0 and (a == i1 or a == i2):
-            q = mmc_bet(s1, f1)
+            q1 = mmc_bet(s1, f1)
             if a == i1:
                 s1 += 1
             else:
                 f1 += 1
-            l1 = mmc_log_e(s1, f1, q)
         if i1 >= 0 and (a == i1 or not in_c):
-            q = mmc_bet(s2, f2)
+            q2 = mmc_bet(s2, f2)
             if a == i1:
                 s2 += 1
             else:
                 f2 += 1
-            l2 = mmc_log_e(s2, f2, q)
         last_i = i1
-        if cnt[a] == 0:
-            first[a] = d
-            order[d] = a
-            rank[a] = d
+        if c == 0:
+            mm[ra, MM_FIRST] = d
+            mm[base + d, MM_ORDER] = a
+            mm[ra, MM_RANK] = d
             d += 1
-        c = cnt[a] + 1
-        cnt[a] = c
-        r = rank[a]
-        while r > 0:
-            b = order[r - 1]
-            if cnt[b] > c or (cnt[b] == c and first[b] < first[a]):
+        c += 1
+        mm[ra, MM_CNT] = c
+        fa = mm[ra, MM_FIRST]
+        rk = mm[ra, MM_RANK]
+        while rk > 0:
+            b = mm[base + rk - 1, MM_ORDER]
+            cb = mm[base + b, MM_CNT]
+            if cb > c or (cb == c and mm[base + b, MM_FIRST] < fa):
                 break
-            order[r] = b
-            rank[b] = r
-            r -= 1
-        order[r] = a
-        rank[a] = r
-    return l1, s1 + f1, l2, s2 + f2, last_i >= 0 and d > 0 and order[0] == last_i
+            mm[base + rk, MM_ORDER] = b
+            mm[base + b, MM_RANK] = rk
+            rk -= 1
+        mm[base + rk, MM_ORDER] = a
+        mm[ra, MM_RANK] = rk
+    r.mm_p = n
+    r.mm_d, r.mm_last = d, last_i
+    r.mm_s1, r.mm_f1, r.mm_s2, r.mm_f2, r.mm_q1, r.mm_q2 = s1, f1, s2, f2, q1, q2
+
+
+@jit
+def mmc_state(ans, perm, a0, n, na, m_top):
+    """MMC's two e-processes after a query's first n draws (perm[a0 .. a0 + n - 1]; answers 0 .. na - 1), read in
+    one go by mmc_advance: (pair log e, its updates, other log e, its updates, whether the leader after the last vote
+    is the i chosen before it)."""
+    qs = np.empty(1, QSTATE)
+    _reset_query(qs, 0)
+    mm = np.empty((max(na, 1), 4), np.int64)
+    mmc_advance(qs, 0, mm, 0, na, ans, perm, a0, n, m_top)
+    return mmc_result(qs[0], mm, 0)
 
 
 @inner
-def mmc_stops(ans, perm, a0, n, na, m_top, delta):
-    """MMC's certificate on a query's n draws: both e-processes at or above log(1 / delta), each after at least
+def mmc_result(r, mm, base):
+    """(pair log e, its updates, other log e, its updates, leader unchanged by the last vote) from a query's mm_*
+    fields (r) and its ranking (mm's rows from base)."""
+    same = r.mm_last >= 0 and r.mm_d > 0 and mm[base, MM_ORDER] == r.mm_last
+    u1, u2 = r.mm_s1 + r.mm_f1, r.mm_s2 + r.mm_f2
+    l1 = mmc_log_e(r.mm_s1, r.mm_f1, r.mm_q1) if u1 > 0 else 0.0
+    l2 = mmc_log_e(r.mm_s2, r.mm_f2, r.mm_q2) if u2 > 0 else 0.0
+    return l1, u1, l2, u2, same
+
+
+@inline
+def mmc_stops(qs, i, mm, base, na, ans, perm, a0, n, m_top, delta):
+    """MMC's certificate on query i's n draws: both e-processes at or above log(1 / delta), each after at least
     MMC_MIN_UPDATES updates, and the leader unchanged by the last vote. One call in run_one's rule check, which
-    skips it while a single answer has been drawn (no runner-up yet: the pair e-process has not moved)."""
-    l1, u1, l2, u2, same = mmc_state(ans, perm, a0, n, na, m_top)
+    skips it while a single answer has been drawn (no runner-up yet: the pair e-process has not moved; the next
+    check reads the votes it skipped)."""
+    mmc_advance(qs, i, mm, base, na, ans, perm, a0, n, m_top)
+    r = qs[i]
+    if r.mm_s1 + r.mm_f1 < MMC_MIN_UPDATES or r.mm_s2 + r.mm_f2 < MMC_MIN_UPDATES:
+        return False
+    if r.mm_last < 0 or mm[base, MM_ORDER] != r.mm_last:  # (mm_last >= 0: an answer was seen)
+        return False
+    # the logs only now, as the source computes them (the latest bet over the whole past): one check's worth, not
+    # one per vote read
     bar = math.log(1.0 / delta)
-    return same and l1 >= bar and u1 >= MMC_MIN_UPDATES and l2 >= bar and u2 >= MMC_MIN_UPDATES
+    return mmc_log_e(r.mm_s1, r.mm_f1, r.mm_q1) >= bar and mmc_log_e(r.mm_s2, r.mm_f2, r.mm_q2) >= bar
 
 
 @jit
@@ -1862,7 +1927,7 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
     off, aoff, correct, score, ans, tok, have = P.off, P.aoff, P.correct, P.score, P.ans, P.tok, P.have
     T, L, min_a, prior, side = P.T, P.L, P.min_a, P.prior, P.side
     perm, qgen, hs, order = W.perm, W.qgen, W.hs, W.order
-    qs, si, sf, tot = W.qs, W.si, W.sf, W.tot
+    qs, si, sf, tot, mm = W.qs, W.si, W.sf, W.tot, W.mm
     policy, unit, K, elim, max_samples, m_min = cfg.policy, cfg.unit, cfg.K, cfg.elim, cfg.max_samples, cfg.m_min
     gamma, lam, eps, rho, tau, share, hmax = cfg.gamma, cfg.lam, cfg.eps, cfg.rho, cfg.tau, cfg.share, cfg.hmax
     warmup, judge, pct, strength = cfg.warmup, cfg.judge, cfg.percentile, cfg.prior_strength
@@ -1909,7 +1974,8 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
             return lead >= 0 and boinf_stops(si, aoff[i], aoff[i + 1], lead, lc, cfg.bf, cfg.bf_mc, tok, score, perm,
                                              off[i], n_, i)
         if rule == ELIM_MMC:
-            return sc > 0 and mmc_stops(ans, perm, off[i], n_, aoff[i + 1] - aoff[i] - 1, cfg.mmc_m, cfg.mmc_delta)
+            return sc > 0 and mmc_stops(qs, i, mm, aoff[i] + 1, aoff[i + 1] - aoff[i] - 1, ans, perm, off[i], n_,
+                                        cfg.mmc_m, cfg.mmc_delta)
         if rule == ELIM_LBAYES:
             return lead >= 0 and lbayes_stops(si, aoff[i], aoff[i + 1], lead, lc, ans, off[i], off[i + 1], cfg.lb_l,
                                               cfg.lb_thre)
@@ -2550,13 +2616,13 @@ def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags,
     per_query = pq_n.shape[0] > 0
     votes = cw.shape[0] > 0
     if s_lo < s_hi:
-        qs, si, sf, tot = new_state(n, aoff[n])
+        qs, si, sf, tot, mm = new_state(n, aoff[n])
         qgen = np.zeros((n, 2), np.int64)
         hs = np.empty(n, np.uint64)  # (filled for every seed before it is read)
         order = np.empty(n, np.int64)
         rank = np.empty(n, np.int64)
         sel = np.empty(n, np.int64)
-        W = Scratch(perm, qgen, hs, order, qs, si, sf, tot, sched.act, sched.hk, sched.hr, sched.hq, sched.eb,
+        W = Scratch(perm, qgen, hs, order, qs, si, sf, tot, mm, sched.act, sched.hk, sched.hr, sched.hq, sched.eb,
                     sched.ex, sched.U, sched.alloc, sched.cost, sched.first, sched.cand, sched.sch, sched.dfr)
         biggest = 0  # the largest pool: the confidence votes' scratch
         for i in range(n):

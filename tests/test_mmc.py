@@ -115,6 +115,32 @@ def test_mmc_equals_the_reference(unit, data):
         assert got[key] == ref[key], (key, cfg, budget)
 
 
+@pytest.mark.parametrize("k", [1, 3])
+def test_incremental_checks_on_long_queries(k):
+    """A check reads only the votes since the last one (the e-processes and the ranking kept per query between
+    checks): on queries of 48 draws with up to 6 answers and invalid ones, where the ranking moves across many
+    checks and checks are skipped while one answer has been drawn, the engine decides as the reference, which
+    replays every query's votes from the first at each check."""
+    rng = np.random.default_rng(k)
+    for _ in range(6):
+        n, size = 8, 48
+        off = np.arange(0, (n + 1) * size, size)
+        probs = rng.dirichlet(np.full(7, 0.6), n)
+        ans = np.concatenate([rng.choice(7, size, p=p) - 1 for p in probs]).astype(np.int64)
+        correct = (ans == 0).astype(np.int8)
+        score = rng.random(n * size)
+        tok = rng.integers(1, 9, n * size)
+        perm = np.concatenate([o + rng.permutation(size) for o in off[:-1]])
+        rank = rng.permutation(n)
+        for m_top, delta in ((1, 0.3), (2, 0.05), (3, 0.05)):
+            cfg = RunConfig("elimination", K=k, eliminate="mmc", mmc_delta=delta, mmc_m=m_top)
+            ref = run_reference(off, correct, score, ans, tok, perm, rank, budget_total=n * size,
+                                **config_kwargs(cfg))
+            got = run_once(off, correct, score, ans, tok, perm, rank, cfg, n * size)
+            assert list(got["n_drawn"]) == list(ref["n_drawn"]), (k, m_top, delta)
+            assert [bool(v) for v in got["answered"]] == [bool(v) for v in ref["answered"]]
+
+
 @pytest.mark.parametrize("unit", ["samples", "tokens"])
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
