@@ -783,20 +783,25 @@ def heapify(hk, hr, hq, size):
     """Floyd's bottom-up heap construction on (key desc, rank asc), for an index rule whose first indices are not
     all +inf (marginal-gain: the predictions). hk[size] is the -inf sentinel."""
     for p0 in range(size // 2 - 1, -1, -1):
-        k, r, q = hk[p0], hr[p0], hq[p0]
-        p = p0
-        while True:
-            c = 2 * p + 1
-            if c >= size:
-                break
-            if hk[c + 1] > hk[c] or (hk[c + 1] == hk[c] and hr[c + 1] < hr[c]):
-                c += 1
-            if hk[c] > k or (hk[c] == k and hr[c] < r):
-                hk[p], hr[p], hq[p] = hk[c], hr[c], hq[c]
-                p = c
-            else:
-                break
-        hk[p], hr[p], hq[p] = k, r, q
+        sift_from(hk, hr, hq, size, p0, hk[p0], hr[p0], hq[p0])
+
+
+@inner
+def sift_from(hk, hr, hq, size, p, k, r, q):
+    """Place (key k, rank r, query q) at heap position p and sift it down (key desc, rank asc; hk[size] the -inf
+    sentinel): heapify's step and uab_split's. run_one keeps its own branch-free copy, a closure (sift_down)."""
+    while True:
+        c = 2 * p + 1
+        if c >= size:
+            break
+        if hk[c + 1] > hk[c] or (hk[c + 1] == hk[c] and hr[c + 1] < hr[c]):
+            c += 1
+        if hk[c] > k or (hk[c] == k and hr[c] < r):
+            hk[p], hr[p], hq[p] = hk[c], hr[c], hq[c]
+            p = c
+        else:
+            break
+    hk[p], hr[p], hq[p] = k, r, q
 
 
 @inner
@@ -844,19 +849,7 @@ def uab_split(qs, side, perm, off, U, alloc, hk, hr, hq, tau, cap, budget, tot, 
             hk[size] = -np.inf
         else:
             k, r, q = hk[0] * (1.0 - p[i]), hr[0], i
-        pp = 0  # sift (k, r, q) down from the top, as heapify does
-        while True:
-            c = 2 * pp + 1
-            if c >= size:
-                break
-            if hk[c + 1] > hk[c] or (hk[c + 1] == hk[c] and hr[c + 1] < hr[c]):
-                c += 1
-            if hk[c] > k or (hk[c] == k and hr[c] < r):
-                hk[pp], hr[pp], hq[pp] = hk[c], hr[c], hq[c]
-                pp = c
-            else:
-                break
-        hk[pp], hr[pp], hq[pp] = k, r, q
+        sift_from(hk, hr, hq, size, 0, k, r, q)
     u = 0
     for i in range(n):  # (u <= i: alloc[i] is read before alloc[u] is written)
         if alloc[i] > 0:
