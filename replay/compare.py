@@ -456,19 +456,26 @@ SUMMARY_HEAD = ("pool", "budget", "best published (tuned)", "new policy [side co
 
 
 def render_table(df: pl.DataFrame):
+    return sectioned_table(f"{METRIC} on the held-out queries: mean ± standard error over seeds; best published = "
+                           "best on the tuning part; new - best paired over seeds; gap closed = (new - best) / "
+                           "(oracle - best)", SUMMARY_HEAD, summary_rows(df),
+                           right=("budget", "new - best", "gap closed"))
+
+
+def sectioned_table(title: str, heads, rows, key=lambda row: row[0], right=()):
+    """A rich table of string rows (markup escaped), a section rule wherever key(row) changes (compare's and the
+    leaderboard's tables); the columns named in `right` right-justified."""
     from rich.markup import escape
     from rich.table import Table
 
-    t = Table(title=f"{METRIC} on the held-out queries: mean ± standard error over seeds; best published = best on "
-                    "the tuning part; new - best paired over seeds; gap closed = (new - best) / (oracle - best)",
-              title_style="dim")
-    for h in SUMMARY_HEAD:
-        t.add_column(h, justify="right" if h in ("budget", "new - best", "gap closed") else "left")
+    t = Table(title=title, title_style="dim")
+    for h in heads:
+        t.add_column(h, justify="right" if h in right else "left")
     last = None
-    for row in summary_rows(df):
-        if last is not None and row[0] != last:
+    for row in rows:
+        if last is not None and key(row) != last:
             t.add_section()
-        last = row[0]
+        last = key(row)
         t.add_row(*map(escape, row))
     return t
 

@@ -621,20 +621,10 @@ def depth_rows(dw: pl.DataFrame) -> list[list[str]]:
 
 
 def render_depth(dw: pl.DataFrame):
-    from rich.markup import escape
-    from rich.table import Table
+    from .compare import sectioned_table
 
-    t = Table(title="depth against width at equal token budgets (held-out accuracy, sc track; * beyond 2 SE)",
-              title_style="dim")
-    for h in DEPTH_HEAD:
-        t.add_column(h)
-    last = None
-    for row in depth_rows(dw):
-        if last is not None and row[0] != last:
-            t.add_section()
-        last = row[0]
-        t.add_row(*map(escape, row))
-    return t
+    return sectioned_table("depth against width at equal token budgets (held-out accuracy, sc track; * beyond 2 SE)",
+                           DEPTH_HEAD, depth_rows(dw))
 
 
 # --------------------------------------------------------------------------------------------------- the command
@@ -745,21 +735,11 @@ AGG_HEAD = ("track", "unit", "budget", "policy", "mean rank", "beats uniform (po
 
 
 def render(agg: pl.DataFrame):
-    from rich.markup import escape
-    from rich.table import Table
+    from .compare import sectioned_table
 
-    t = Table(title="across pools (held-out): mean rank, pools beating uniform / the best published adaptive policy "
-                    "beyond 2 SE, median efficiency gain", title_style="dim")
-    for h in AGG_HEAD:
-        t.add_column(h)
-    last = None
-    for row in aggregate_rows(agg):
-        key = tuple(row[:3])
-        if last is not None and key != last:
-            t.add_section()
-        last = key
-        t.add_row(*map(escape, row))
-    return t
+    return sectioned_table("across pools (held-out): mean rank, pools beating uniform / the best published adaptive "
+                           "policy beyond 2 SE, median efficiency gain", AGG_HEAD, aggregate_rows(agg),
+                           key=lambda row: tuple(row[:3]))
 
 
 POOL_HEAD = ("policy", "config", "coverage", "accuracy", "spent / query", "gain", "vs uniform", "gap closed", "rank")
