@@ -177,7 +177,7 @@ def _config_group(mode: str, panel: str | None = None) -> dict:
     """The options of RunConfig's parameters, each declared once in replay/policies.py (param(): its help, flag,
     default and whether a replay sweeps it). mode "replay": the swept ones as comma lists, the others one value;
     "run": one value each; "tune": each an optional comma list (a grid to tune over)."""
-    from ttc.replay.policies import PARAMS, flag, param_type
+    from ttc.replay.policies import PARAMS, allowed, flag, param_type
 
     group = {}
     for f in PARAMS:
@@ -186,17 +186,20 @@ def _config_group(mode: str, panel: str | None = None) -> dict:
             continue
         names = [flag(f.name)] + ([m["short"]] if m["short"] else [])
         kw = {"rich_help_panel": panel} if panel else {}
+        typ = param_type(f.name)
+        # its allowed values, from the same declaration RunConfig checks them against (a string's choices: typer's)
+        values = "" if typ is str else f" Allowed: {allowed(f.name)}" + (f" ({m['why']})." if m["why"] else ".")
         if mode == "tune" or (mode == "replay" and m["sweep"]):
             default = None if mode == "tune" else m["replay_default"] or (
                 None if f.default is None else format(f.default, "g"))
-            group[f.name] = (Optional[str], typer.Option(default, *names, help=m["doc"] + " A comma list.", **kw))
-        elif m["choices"]:  # a string parameter: its choices, which --help lists and the parser holds to
+            group[f.name] = (Optional[str], typer.Option(default, *names, help=m["doc"] + " A comma list." + values,
+                                                         **kw))
+        elif typ is str:  # a string parameter: its choices, which --help lists and the parser holds to
             kind = _choice(f.name, m["choices"])
             group[f.name] = (kind, typer.Option(kind(f.default), *names, help=m["doc"], **kw))
         else:
-            typ = param_type(f.name)
             group[f.name] = (Optional[typ] if f.default is None else typ,
-                             typer.Option(f.default, *names, help=m["doc"], **kw))
+                             typer.Option(f.default, *names, help=m["doc"] + values, **kw))
     return group
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import re
 from dataclasses import asdict, dataclass, field, fields
 
 
@@ -251,22 +252,66 @@ def markdown_choices(entries: dict) -> str:
     return "; ".join(f"`{n}`: {e.doc}" for n, e in entries.items())
 
 
+@dataclass(frozen=True)
+class Range:
+    """A numeric parameter's allowed values, declared once with its field (param's `within`) as interval text:
+    "(0, 1]", "[0, inf)", f"[1, {MAX_COUNT}]" (an int's ends are written closed). RunConfig refuses a value outside
+    it, and --help, docs/cli.md and the README's table show it, so the range a user reads is the one checked."""
+
+    lo: float
+    hi: float
+    lo_open: bool = False
+    hi_open: bool = False
+
+    @classmethod
+    def parse(cls, text: str) -> "Range":
+        m = re.fullmatch(r"\s*([\[(])\s*([^,\s]+)\s*,\s*([^\]\s)]+)\s*([\])])\s*", text)
+        if not m:
+            raise ValueError(f"a range is written like '(0, 1]' or '[1, 1024]', not {text!r}")
+        lo, hi = (int(v) if re.fullmatch(r"-?\d+", v) else float(v) for v in m.group(2, 3))
+        if not lo < hi:
+            raise ValueError(f"range {text!r} holds no value")
+        return cls(lo, hi, m.group(1) == "(", m.group(4) == ")")
+
+    def holds(self, value) -> bool:
+        """Whether `value` is in it (NaN never is: it fails every comparison)."""
+        above = self.lo < value if self.lo_open else self.lo <= value
+        below = value < self.hi if self.hi_open else value <= self.hi
+        return bool(above and below)
+
+    def text(self, kind: type = float) -> str:
+        """Interval notation, or lo..hi for an int (its thousands separated): what the docs and --help show."""
+        if kind is int:
+            return f"{self.lo:,}..{self.hi:,}"
+        return f"{'(' if self.lo_open else '['}{self.lo:g}, {self.hi:g}{')' if self.hi_open else ']'}"
+
+    def phrase(self, kind: type = float) -> str:
+        """The range in an error message: 'in (0, 1)', 'a finite number >= 0'."""
+        if kind is float and self.hi == math.inf and self.hi_open:
+            return f"a finite number {'>' if self.lo_open else '>='} {self.lo:g}"
+        return f"{'an integer ' if kind is int else ''}in {self.text(kind)}"
+
+
 def param(default, doc: str, *, flag: str | None = None, short: str | None = None, sweep: bool = False,
-          replay_default: str | None = None, choices: tuple | None = None, scope: str | None = None,
-          live: bool = True, view: bool = False):
+          replay_default: str | None = None, choices: tuple | None = None, within: str | None = None,
+          why: str = "", scope: str | None = None, live: bool = True, view: bool = False):
     """A RunConfig field with its one declaration of what the layers above need: its help (`doc`, which policy or
     rule reads it first), its command-line flag (default `--name-with-dashes`; `short`: an alias), whether `ttc
     replay` sweeps it as a comma list (`sweep`, with `replay_default` its list default where it is not the field's)
     and so whether a replay's results carry it per configuration. cli.py builds the options of ttc replay, tune and
     run from these; ReplayRequest and RunRequest take their fields from RunConfig's (replay/run.py, harvest/run/);
     ttc.replay's keywords are the field names; the kernel reads the record fields of the same names (record()).
-    choices: a string parameter's values; scope: who reads it when no registry entry lists it (depth's, read by
-    every policy through the pool's depth view); live: whether `ttc run` takes it (depth's are replay only until a
-    backend can stop a trace part-way: ttc run leaves them at their defaults, whole traces); view: read through the
-    pool's depth view (engine.depth_pool), never by a width policy's own code or its reference twin."""
+    Its allowed values, which RunConfig checks (param_problem) and the help and docs show: `within`, a numeric
+    parameter's range (Range.parse's interval text), or `choices`, the values of a string parameter or of an int
+    one that takes a few; `why`: what the range means, said in the error message (e.g. "0: no cap").
+    scope: who reads it when no registry entry lists it (depth's, read by every policy through the pool's depth
+    view); live: whether `ttc run` takes it (depth's are replay only until a backend can stop a trace part-way: ttc
+    run leaves them at their defaults, whole traces); view: read through the pool's depth view (engine.depth_pool),
+    never by a width policy's own code or its reference twin."""
     return field(default=default, metadata={"doc": doc, "flag": flag, "short": short, "sweep": sweep,
-                                            "replay_default": replay_default, "choices": choices, "scope": scope,
-                                            "live": live, "view": view})
+                                            "replay_default": replay_default, "choices": choices,
+                                            "range": Range.parse(within) if within is not None else None, "why": why,
+                                            "scope": scope, "live": live, "view": view})
 
 
 @dataclass(frozen=True)
@@ -277,39 +322,48 @@ class RunConfig:
 
     policy: str
     unit: str = "samples"
-    K: int = param(1, "Responses per pull.", flag="--K", short="-K", sweep=True)
+    K: int = param(1, "Responses per pull.", flag="--K", short="-K", sweep=True, within=f"[1, {MAX_COUNT}]")
     eliminate: str = "threshold"
-    gamma: float = param(1.0, "Threshold gamma: eliminate when a score >= gamma.", sweep=True)
-    lam: float | None = param(None, "Exploration bonus (default ucb 1, entropy 3).", flag="--lambda", sweep=True)
-    eps: float = param(0.01, "gap's epsilon.")
+    gamma: float = param(1.0, "Threshold gamma: eliminate when a score >= gamma.", sweep=True, within="[0, 1]",
+                         why='scores are')
+    lam: float | None = param(None, "Exploration bonus (default ucb 1, entropy 3).", flag="--lambda", sweep=True,
+                              within="[0, inf)")
+    eps: float = param(0.01, "gap's epsilon.", within="[0, inf)")
     max_samples: int = param(0, "Per-query cap of the adaptive policies (0: none, the pool size; ttc run: "
-                             "--max-per-query).", sweep=True)
+                             "--max-per-query).", sweep=True, within=f"[0, {MAX_COUNT}]", why='0: no cap')
     rho: float = param(0.5, "two-stage: share of the budget spent in stage 1.", sweep=True,
-                       replay_default="0.25,0.5,0.75")
+                       replay_default="0.25,0.5,0.75", within="(0, 1)")
     tau: float = param(0.5, "sc-share: the leading answer's share needed; deepconf-online: the leading answer's "
-                       "share of the confidence-weighted vote that stops a query (DeepConf's 0.95).", sweep=True)
-    m_min: int = param(3, "sc-share: responses needed before it can stop.")
-    share: float = param(0.8, "ac-majority: the leading answer's share of the draws needed to stop.")
-    hmax: float = param(0.75, "ac-entropy: the normalised answer entropy at or below which it stops.")
+                       "share of the confidence-weighted vote that stops a query (DeepConf's 0.95).", sweep=True,
+                       within="[0, 1)")
+    m_min: int = param(3, "sc-share: responses needed before it can stop.", within=f"[1, {MAX_COUNT}]")
+    share: float = param(0.8, "ac-majority: the leading answer's share of the draws needed to stop.", within="(0, 1]")
+    hmax: float = param(0.75, "ac-entropy: the normalised answer entropy at or below which it stops.", within="[0, 1]",
+                        why='a normalised entropy')
     warmup: int = param(3, "optscale: responses per query before its N is set (the source's smallest "
                         "peek_number); deepconf-online: whole traces per query before its threshold is set "
-                        "(DeepConf's 16).")
+                        "(DeepConf's 16).", within=f"[1, {MAX_COUNT}]",
+                        why='responses per query before its N or threshold is set')
     percentile: float = param(0.05, "optscale: the chance of no draw reaching gamma that its N accepts (the "
                               "source's percentile; N: the fewest with (1 - p)^N <= it); deepconf-online: the share "
                               "of warm-up traces at or above its threshold (DeepConf's confidence_percentile / 100: "
-                              "0.1 DeepConf-low, 0.9 DeepConf-high).")
+                              "0.1 DeepConf-low, 0.9 DeepConf-high).", within="(0, 1)")
     prior_strength: float = param(2.0, "marginal-gain: the prediction's weight in pseudo-draws (its Beta prior's "
-                                  "a + b); side-eb: the strength of its base rate's Beta prior.")
+                                  "a + b); side-eb: the strength of its base rate's Beta prior.", within="(0, inf)",
+                                  why='pseudo-draws')
     judge: int = param(32, "dsc: queries judged around each midpoint of its partition's binary search (the "
-                       "source's judge_window_size).")
-    bins: int = param(3, "side-eb: bins of the side signal's mean over a query's failed draws.")
+                       "source's judge_window_size).", within=f"[2, {MAX_COUNT}]",
+                       why='queries judged around each midpoint')
+    bins: int = param(3, "side-eb: bins of the side signal's mean over a query's failed draws.", within="[1, 1024]")
     refresh: int = param(8, "side-eb: pulls between refreshes of every query's index (at least one round of the "
-                         "active queries).")
+                         "active queries).", within=f"[1, {MAX_COUNT}]", why='pulls between refreshes')
     dirichlet_conf: float = param(0.95, "ac-dirichlet: the chance that the leading answer is the most likely one "
-                                  "(Dirichlet posterior over the top 5) needed to stop (the source's conf_thresh).")
+                                  "(Dirichlet posterior over the top 5) needed to stop (the source's conf_thresh).",
+                                  within="(0.5, 1)", why='a probability that the leading answer leads')
     horizon: int = param(0, "side-eb: 0: its index is the next draw's chance; 1: the chance of a success within the "
                          "draws each active query can still get (budget left / active queries) per draw used "
-                         "(docs/semantics.md).")
+                         "(docs/semantics.md).", choices=(0, 1),
+                         why="0: side-eb's one-step index; 1: its rate over the draws each query can still get")
     # depth (issue 30): every policy's traces under a depth rule and a token cap per trace (0: none), with a probe
     # cost convention; parallel-probe's and cmc's own parameters (the values of AutoTTS's evaluator)
     depth_rule: str = param("whole", "Depth, every width policy: when a trace stops part-way: whole (runs to its "
@@ -317,130 +371,69 @@ class RunConfig:
                             "trace, transformers, every --probe-every tokens).", choices=("whole", "stability"),
                             scope="every width policy (depth)", view=True)
     depth_m: int = param(3, "stability: agreeing valid probe answers in a row that stop a trace.",
-                         scope="the stability depth rule", view=True)
+                         scope="the stability depth rule", view=True, within=f"[1, {MAX_COUNT}]",
+                         why='agreeing probes in a row')
     trace_cap: int = param(0, "Depth, every policy: each trace stops at this many tokens and answers its last probe "
                            "there (0: none; replay: needs the pool's probes; ttc run: a backend that can stop a trace "
-                           "and probe it, transformers).", scope="every policy (depth)", view=True)
+                           "and probe it, transformers).", scope="every policy (depth)", view=True,
+                           within=f"[0, {2**62 - 1}]", why='tokens; 0: none')
     probe_cost: str = param("tokens", "Depth: tokens (a probe costs its offset; probes at or past a trace's end are "
                             "not reached) or autotts (AutoTTS's replay: every probe paid, finishing pays max(total, "
                             "last offset)).", choices=("tokens", "autotts"), scope="every policy (depth)", live=False,
                             view=True)
-    chains: int = param(64, "parallel-probe: traces per query.", live=False)
-    stable: int = param(40, "parallel-probe: steps the majority must hold to stop a query.", live=False)
-    patience: int = param(7, "parallel-probe: steps off the majority in a row that prune a trace.", live=False)
-    probe_warmup: int = param(15, "parallel-probe: steps before any pruning.", live=False)
+    chains: int = param(64, "parallel-probe: traces per query.", live=False, within=f"[1, {MAX_COUNT}]")
+    stable: int = param(40, "parallel-probe: steps the majority must hold to stop a query.", live=False,
+                        within=f"[1, {MAX_COUNT}]")
+    patience: int = param(7, "parallel-probe: steps off the majority in a row that prune a trace.", live=False,
+                          within=f"[1, {MAX_COUNT}]")
+    probe_warmup: int = param(15, "parallel-probe: steps before any pruning.", live=False, within=f"[0, {MAX_COUNT}]",
+                              why='steps')
     cmc_beta: float = param(0.5, "cmc: its one knob in [0, 1] (0: few traces, easy to stop; 1: up to 64).",
-                            live=False)
+                            live=False, within="[0, 1]")
     # the 2025-26 per-query stops (issue 29)
     bf: float = param(10.0, "boinf: the Bayes factor at or above which a query stops (Best-of-Infinity's "
-                      "--bayes-threshold; its sweep: 2, 5, 7, 10, 30, 100, 300, ...).")
+                      "--bayes-threshold; its sweep: 2, 5, 7, 10, 30, 100, 300, ...).", within="(0, inf)",
+                      why="boinf's Bayes factor threshold")
     bf_mc: int = param(1000, "boinf: the Dirichlet draws of the source's Monte Carlo estimate of P, whose random "
                        "decision (its Hoeffding term where every draw favours the mode) the engine draws from the same "
-                       "law (docs/semantics.md); 0: the exact Bayes factor, the paper's rule.")
+                       "law (docs/semantics.md); 0: the exact Bayes factor, the paper's rule.",
+                       within="[0, 1000000000]", why="the source's Monte Carlo draws; 0: the exact Bayes factor")
     mmc_delta: float = param(0.05, "mmc: the error level delta; a query stops when both e-processes reach 1 / delta "
-                             "(the source's delta).")
+                             "(the source's delta).", within="(0, 1)", why="mmc's error level")
     mmc_m: int = param(3, "mmc: the contender set's size (the source's M): votes outside the top mmc_m answers count "
-                       "against the leader in the leader-vs-others e-process.")
+                       "against the leader in the leader-vs-others e-process.", within=f"[1, {MAX_COUNT}]",
+                       why="mmc's contender set of top answers")
     lb_thre: float = param(0.95, "lbayes: the posterior probability that the leading answer is the mode needed to "
-                           "stop (the source's prob_thre: 0.95, 0.975, 0.99).")
+                           "stop (the source's prob_thre: 0.95, 0.975, 0.99).", within="(0, 1]",
+                           why="lbayes's posterior threshold")
     lb_l: int = param(2, "lbayes: L, the head counts the posterior keeps plus one (2: the leader's; 3: also the "
-                      "runner-up's).")
+                      "runner-up's).", choices=(2, 3), why="the source's L = 4 is not built")
     # the 2025-26 cross-query allocations (issue 29)
     uab_tau: float = param(0.2, "uab: the temperature of p = exp(-ANLL / uab_tau) = conf^(1 / uab_tau), the success "
-                           "chance its greedy split reads from the first draw's confidence (the source's --tau, 0.2).")
+                           "chance its greedy split reads from the first draw's confidence (the source's --tau, 0.2).",
+                           within="(0, inf)", why="UAB's temperature: p = exp(-ANLL / uab_tau)")
     pets_options: int = param(16, "pets: the Dirichlet's answer buckets per query (the source's --max_options, 16); a "
-                              "new answer once all hold one is discarded (its draw paid).")
+                              "new answer once all hold one is discarded (its draw paid).", within="[2, 1024]",
+                              why='answer buckets')
     pets_mc: int = param(0, "pets: 0: OKG's rewards exactly; N: as the source estimates them (its --nsamples, 500), "
                          "each h from N draws afresh for every query at every step, drawn from a hash of the query's "
-                         "draws (docs/semantics.md).")
+                         "draws (docs/semantics.md).", within="[0, 1000000]",
+                         why="the source's Monte Carlo draws per estimate; 0: exact")
 
     def __post_init__(self):
-        if not 2 <= self.pets_options <= 1024:
-            raise ValueError(f"pets_options must be in 2..1024 (answer buckets), got {self.pets_options}")
-        if not 0 <= self.pets_mc <= 10**6:
-            raise ValueError(f"pets_mc must be in 0..1e6 (the source's Monte Carlo draws per estimate; 0: exact), got "
-                             f"{self.pets_mc}")
-        if not 0.0 < self.uab_tau < math.inf:
-            raise ValueError(f"uab_tau must be a finite number > 0 (UAB's temperature: p = exp(-ANLL / uab_tau)), got "
-                             f"{self.uab_tau}")
-        if not 0.0 < self.bf < math.inf:
-            raise ValueError(f"bf must be a finite number > 0 (boinf's Bayes factor threshold), got {self.bf}")
-        if not 0 <= self.bf_mc <= 10**9:
-            raise ValueError(f"bf_mc must be in 0..1e9 (the source's Monte Carlo draws whose Hoeffding branch boinf "
-                             f"follows; 0: the exact Bayes factor), got {self.bf_mc}")
-        if not 0.0 < self.mmc_delta < 1.0:
-            raise ValueError(f"mmc_delta must be in (0, 1) (mmc's error level), got {self.mmc_delta}")
-        if not 1 <= self.mmc_m <= MAX_COUNT:
-            raise ValueError(f"mmc_m must be in 1..{MAX_COUNT:,} (mmc's contender set of top answers), got "
-                             f"{self.mmc_m}")
-        if not 0.0 < self.lb_thre <= 1.0:
-            raise ValueError(f"lb_thre must be in (0, 1] (lbayes's posterior threshold), got {self.lb_thre}")
-        if self.lb_l not in (2, 3):
-            raise ValueError(f"lb_l must be 2 or 3 (lbayes's L; the source's L = 4 is not built), got {self.lb_l}")
-        if not 0.0 <= self.cmc_beta <= 1.0:
-            raise ValueError(f"cmc_beta must be in [0, 1], got {self.cmc_beta}")
-        if self.depth_rule not in DEPTH_RULES:
-            raise ValueError(f"unknown depth rule {self.depth_rule!r}; choose from {', '.join(DEPTH_RULES)}")
-        if self.probe_cost not in PROBE_COSTS:
-            raise ValueError(f"unknown probe cost {self.probe_cost!r}; choose from {', '.join(PROBE_COSTS)}")
-        if not 1 <= self.depth_m <= MAX_COUNT:
-            raise ValueError(f"depth_m must be in 1..{MAX_COUNT:,} (agreeing probes in a row), got {self.depth_m}")
-        if not 0 <= self.trace_cap < 2**62:
-            raise ValueError(f"trace_cap must be >= 0 tokens (0: none), got {self.trace_cap}")
-        for name in ("chains", "stable", "patience"):
-            if not 1 <= getattr(self, name) <= MAX_COUNT:
-                raise ValueError(f"{name} must be in 1..{MAX_COUNT:,}, got {getattr(self, name)}")
-        if not 0 <= self.probe_warmup <= MAX_COUNT:
-            raise ValueError(f"probe_warmup must be in 0..{MAX_COUNT:,} (steps), got {self.probe_warmup}")
-        if self.horizon not in (0, 1):
-            raise ValueError(f"horizon must be 0 (side-eb's one-step index) or 1 (its rate over the draws each query "
-                             f"can still get), got {self.horizon}")
-        if not (1 <= self.bins <= 1024 and 1 <= self.refresh <= MAX_COUNT):
-            raise ValueError(f"bins must be in 1..1024 and refresh in 1..{MAX_COUNT:,} (pulls between refreshes), got "
-                             f"{self.bins} and {self.refresh}")
+        # Each parameter's range is its declaration's (param_problem): none is checked by hand here
+        # (tests/test_params_once.py). No check compares one field with another: the cross-field checks live where
+        # the second value is known (README, below the parameter table).
         if self.policy not in REGISTRY:
             raise ValueError(f"unknown policy {self.policy!r}; choose from {', '.join(REGISTRY)}")
         if self.eliminate not in ELIMINATION_RULES:
             raise ValueError(f"unknown elimination rule {self.eliminate!r}; choose from {', '.join(ELIMINATION_RULES)}")
-        if self.unit not in ("samples", "tokens", "token-matched"):
+        if self.unit not in BUDGET_UNITS:
             raise ValueError(f"unknown budget unit {self.unit!r}; choose samples, tokens or token-matched")
-        if self.K < 1:
-            raise ValueError(f"K must be >= 1, got {self.K}")
-        if self.K > MAX_COUNT or self.max_samples > MAX_COUNT:  # the kernel multiplies counts in int64
-            raise ValueError(f"K and max_samples must be <= {MAX_COUNT:,} (a pull can draw no more than a pool)")
-        if self.max_samples < 0:
-            raise ValueError(f"max_samples must be >= 0 (0 = no cap), got {self.max_samples}")
-        if not 0.0 < self.rho < 1.0:
-            raise ValueError(f"rho must be in (0, 1), got {self.rho}")
-        if not 0.0 <= self.tau < 1.0:
-            raise ValueError(f"tau must be in [0, 1), got {self.tau}")
-        if not 0.0 < self.share <= 1.0:
-            raise ValueError(f"share must be in (0, 1], got {self.share}")
-        if not 0.0 <= self.hmax <= 1.0:
-            raise ValueError(f"hmax must be in [0, 1] (a normalised entropy), got {self.hmax}")
-        if self.m_min < 1:
-            raise ValueError(f"m_min must be >= 1, got {self.m_min}")
-        if not 0.5 < self.dirichlet_conf < 1.0:
-            raise ValueError(f"dirichlet_conf must be in (0.5, 1) (a probability that the leading answer leads), got "
-                             f"{self.dirichlet_conf}")
-        # `not x >= 0` rather than `x < 0`: NaN fails every comparison and would otherwise pass as a valid value
-        if not 0.0 <= self.eps < math.inf:
-            raise ValueError(f"eps must be a finite number >= 0, got {self.eps}")
-        if self.lam is not None and not 0.0 <= self.lam < math.inf:
-            raise ValueError(f"lambda must be a finite number >= 0, got {self.lam}")
-        if not 0.0 <= self.gamma <= 1.0:
-            raise ValueError(f"gamma must be in [0, 1] (scores are), got {self.gamma}")
-        if not 1 <= self.warmup <= MAX_COUNT:
-            raise ValueError(f"warmup must be in 1..{MAX_COUNT:,} (responses per query before its N is set), got "
-                             f"{self.warmup}")
-        if not 0.0 < self.percentile < 1.0:
-            raise ValueError(f"percentile must be in (0, 1) (the chance of no success it accepts), got "
-                             f"{self.percentile}")
-        if not 0.0 < self.prior_strength < math.inf:
-            raise ValueError(f"prior_strength must be a finite number > 0 (pseudo-draws), got {self.prior_strength}")
-        if not 2 <= self.judge <= MAX_COUNT:
-            raise ValueError(f"judge must be in 2..{MAX_COUNT:,} (queries judged around each midpoint), got "
-                             f"{self.judge}")
+        for f in PARAMS:
+            why = param_problem(f.name, getattr(self, f.name))
+            if why:
+                raise ValueError(why)
 
     @property
     def lam_value(self) -> float:
@@ -696,6 +689,7 @@ def markdown_methods() -> str:
 
 
 PARAMS = tuple(f for f in fields(RunConfig) if "doc" in f.metadata)  # the parameters, in declaration order
+PARAMS_BY_NAME = {f.name: f for f in PARAMS}
 # The parameters `ttc run` leaves at their defaults (replay only: depth's but the trace cap and the stability rule,
 # which a backend that can stop a trace and probe it takes live)
 DEPTH_FIELDS = tuple(f.name for f in PARAMS if not f.metadata["live"])
@@ -705,8 +699,7 @@ SWEPT = tuple(f.name for f in PARAMS if f.metadata["sweep"])  # what ttc replay 
 
 def flag(name: str) -> str:
     """A parameter's command-line flag (`--max-samples`, `--lambda`)."""
-    f = next(f for f in PARAMS if f.name == name)
-    return f.metadata["flag"] or "--" + name.replace("_", "-")
+    return PARAMS_BY_NAME[name].metadata["flag"] or "--" + name.replace("_", "-")
 
 
 def param_type(name: str) -> type:
@@ -715,6 +708,41 @@ def param_type(name: str) -> type:
 
     hint = get_type_hints(RunConfig)[name]
     return hint if hint in (int, str) else float
+
+
+def allowed(name: str) -> str:
+    """A parameter's allowed values as the docs and --help show them: '(0, 1]', '1..1,024', '2 or 3'."""
+    m = PARAMS_BY_NAME[name].metadata
+    if m["choices"]:
+        return " or ".join(map(str, m["choices"]))
+    return m["range"].text(param_type(name))
+
+
+def param_problem(name: str, value) -> str | None:
+    """Why `value` is not allowed for parameter `name` (None when it is), in one line that names the option and its
+    allowed values: the one range check of every parameter, read from its declaration (RunConfig runs it for each
+    field). None stands for the policy's default where the field's default is None (lam)."""
+    f = PARAMS_BY_NAME[name]
+    m, kind = f.metadata, param_type(name)
+    if value is None and f.default is None:
+        return None
+    why = f" ({m['why']})" if m["why"] else ""
+    if m["choices"]:
+        if value not in m["choices"] or isinstance(value, bool):
+            shown = repr(value) if isinstance(value, str) else value
+            return f"{flag(name)} must be {allowed(name)}{why}, got {shown}"
+        return None
+    rng = m["range"]
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    try:  # numpy scalars are numbers too
+        number = number or (float(value) == value and not isinstance(value, (str, bool)))
+    except (TypeError, ValueError):
+        number = False
+    integral = number and (kind is not int or (math.isfinite(value) and int(value) == value))
+    if not (integral and rng.holds(value)):
+        shown = repr(value) if isinstance(value, str) else value
+        return f"{flag(name)} must be {rng.phrase(kind)}{why}, got {shown}"
+    return None
 
 
 def readers(name: str) -> list[str]:
@@ -746,12 +774,11 @@ def config_fields(lists: bool = False, live_only: bool = False, **defaults) -> l
 def markdown_params() -> str:
     """The README's table of the policy parameters, one row per RunConfig parameter (tests/test_params_once.py
     checks the README holds it; paste this function's output after a change)."""
-    rows = ["| option | default | read by | meaning |", "|---|---|---|---|"]
+    rows = ["| option | default | allowed | read by | meaning |", "|---|---|---|---|---|"]
     for f in PARAMS:
         m = f.metadata
         text = m["replay_default"] or ("policy's own" if f.default is None else
                                        f.default if isinstance(f.default, str) else format(f.default, "g"))
-        opt = f"`{flag(f.name)}`" + (" (list)" if m["sweep"] else "") + (
-            f" ({' or '.join(m['choices'])})" if m["choices"] else "")
-        rows.append(f"| {opt} | `{text}` | {', '.join(readers(f.name))} | {m['doc']} |")
+        opt = f"`{flag(f.name)}`" + (" (list)" if m["sweep"] else "")
+        rows.append(f"| {opt} | `{text}` | {allowed(f.name)} | {', '.join(readers(f.name))} | {m['doc']} |")
     return "\n".join(rows)

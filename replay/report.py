@@ -124,10 +124,6 @@ def validate(req: ReportRequest):
     check_budgets(req.budgets)
     if len(set(req.budgets)) != len(req.budgets):
         raise PoolError(f"--budgets lists a budget twice: {req.budgets}")
-    if not 0.0 <= req.gamma <= 1.0:
-        raise PoolError(f"--gamma must be in [0, 1] (scores are), got {req.gamma}")
-    if req.max_samples < 0:
-        raise PoolError(f"--max-samples must be >= 0 (0 = the pool size), got {req.max_samples}")
     config_from_options("elimination", gamma=req.gamma, max_samples=req.max_samples)  # RunConfig's own range checks
     set_threads(req.threads)
     check_output(req.out, flag="--out", command="report", reads=req.pools, force=req.force, kind="dir")

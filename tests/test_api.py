@@ -134,6 +134,6 @@ def test_run_is_the_command_as_a_function(tmp_path, capsys):
     assert "resuming" in capsys.readouterr().out
     with pytest.raises(UserError, match="unknown option 'bogus'"):
         ttc.run("coin", out=tmp_path / "x", generator=_Coin(), bogus=1, **kw)
-    with pytest.raises(UserError, match="K must be >= 1"):
+    with pytest.raises(UserError, match="--K must be an integer in 1"):
         ttc.run("coin", out=tmp_path / "x", generator=_Coin(), **{**kw, "K": 0})
     assert not (tmp_path / "x").exists()

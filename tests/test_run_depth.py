@@ -179,10 +179,10 @@ def test_the_cap_is_part_of_the_configuration(pp, tmp_path):
     (dict(trace_cap=4 * STEP * 4), "not below --max-tokens"),
     (dict(oracle="judge"), "replay only for now"),
     (dict(policy="deepconf-online"), "replay only for now"),
-    (dict(trace_cap=-1), "trace_cap must be >= 0"),
+    (dict(trace_cap=-1), "--trace-cap must be an integer in 0\\.\\."),
 ])
 def test_a_cap_the_run_cannot_honour_is_refused(pp, tmp_path, kw, msg):
-    with pytest.raises(RunError if "trace_cap must" not in msg else Exception, match=msg):
+    with pytest.raises(RunError if "--trace-cap must" not in msg else Exception, match=msg):
         plan_run(request(pp, tmp_path / "out", **kw))
     assert not (tmp_path / "out").exists()
 

@@ -328,7 +328,7 @@ def _data(tmp_path, sp, values) -> str:
     (dict(policy="dsc", judge=1), "judge must be"),
     (dict(policy="side-eb", bins=0), "bins must be"),
     (dict(policy="side-eb", refresh=0), "refresh"),
-    (dict(policy="marginal-gain", prior_strength=0.0), "prior_strength must be"),
+    (dict(policy="marginal-gain", prior_strength=0.0), "--prior-strength must be a finite number > 0"),
     (dict(policy="streaming", stream=True, batch=Path("-"), dataset=None, prior="pred"),
      "--prior is read by --policy marginal-gain"),
 ])
