@@ -710,6 +710,19 @@ def param_type(name: str) -> type:
     return hint if hint in (int, str) else float
 
 
+def _check_declarations():
+    """Each parameter declares its allowed values (a number its range, a string its choices): one without would be
+    checked nowhere, so the registry refuses to load, naming it."""
+    for f in PARAMS:
+        m = f.metadata
+        if not (m["choices"] or (m["range"] is not None and param_type(f.name) is not str)):
+            raise TypeError(f"RunConfig.{f.name}: declare its allowed values, param(within='[lo, hi]') for a number, "
+                            f"param(choices=...) for a string or a few-valued int")
+
+
+_check_declarations()
+
+
 def allowed(name: str) -> str:
     """A parameter's allowed values as the docs and --help show them: '(0, 1]', '1..1,024', '2 or 3'."""
     m = PARAMS_BY_NAME[name].metadata

@@ -127,7 +127,9 @@ def test_every_config_field_reaches_the_run():
     command line declares the newer policies' parameters for ttc replay and ttc run alike."""
     from ttc import cli
     from ttc.harvest.types import Sampling
-    from ttc.replay.policies import DEPTH_FIELDS
+    from ttc.replay.policies import DEPTH_FIELDS, PARAMS
+
+    from support.params import example
 
     req = {f.name: f for f in dataclasses.fields(RunRequest)}
     assert "config" in req and not set(req) & ({f.name for f in dataclasses.fields(RunConfig)} - {"eliminate"})
@@ -135,14 +137,10 @@ def test_every_config_field_reaches_the_run():
                 sampling=Sampling(n=1, max_tokens=8))
     r = RunRequest(**base, policy="ucb")
     assert r.config == RunConfig("ucb") and r.eliminate is None and r.policy == "ucb" and r.unit == "samples"
-    other = dataclasses.asdict(RunConfig("elimination", unit="tokens", K=2, gamma=0.5, lam=2.0, eps=0.02,
-                                         max_samples=5, rho=0.25, tau=0.6, m_min=4, share=0.7, hmax=0.5, warmup=4,
-                                         percentile=0.1, prior_strength=3.0, judge=8, bins=2, refresh=3,
-                                         dirichlet_conf=0.9, horizon=1, depth_rule="stability", depth_m=2,
-                                         trace_cap=100, probe_cost="autotts", chains=8, stable=5, patience=3,
-                                         probe_warmup=2, cmc_beta=0.25, bf=5.0, bf_mc=10, mmc_delta=0.1,
-                                         mmc_m=4, lb_thre=0.99, lb_l=3, uab_tau=1.0, pets_options=4,
-                                         pets_mc=30))
+    # a valid value other than its default for every parameter, from its declaration (support/params.py): a new
+    # parameter is covered without an edit here
+    other = dataclasses.asdict(RunConfig("elimination", unit="tokens", **{f.name: example(f.name) for f in PARAMS}))
+    assert set(other) == {f.name for f in dataclasses.fields(RunConfig)}
     for name, value in other.items():
         if name in ("policy", "eliminate"):
             continue
