@@ -173,11 +173,20 @@ def _option_group(group: dict, arg: str):
     return decorate
 
 
+def _allowed(name: str) -> str:
+    """' Allowed: (0, 1).': a parameter's allowed values for its --help, from the declaration RunConfig checks them
+    against (replay/policies.py param())."""
+    from ttc.replay.policies import PARAMS_BY_NAME, allowed
+
+    why = PARAMS_BY_NAME[name].metadata["why"]
+    return f" Allowed: {allowed(name)}" + (f" ({why})." if why else ".")
+
+
 def _config_group(mode: str, panel: str | None = None) -> dict:
     """The options of RunConfig's parameters, each declared once in replay/policies.py (param(): its help, flag,
     default and whether a replay sweeps it). mode "replay": the swept ones as comma lists, the others one value;
     "run": one value each; "tune": each an optional comma list (a grid to tune over)."""
-    from ttc.replay.policies import PARAMS, allowed, flag, param_type
+    from ttc.replay.policies import PARAMS, flag, param_type
 
     group = {}
     for f in PARAMS:
@@ -187,8 +196,7 @@ def _config_group(mode: str, panel: str | None = None) -> dict:
         names = [flag(f.name)] + ([m["short"]] if m["short"] else [])
         kw = {"rich_help_panel": panel} if panel else {}
         typ = param_type(f.name)
-        # its allowed values, from the same declaration RunConfig checks them against (a string's choices: typer's)
-        values = "" if typ is str else f" Allowed: {allowed(f.name)}" + (f" ({m['why']})." if m["why"] else ".")
+        values = "" if typ is str else _allowed(f.name)  # (a string's choices: typer lists them)
         if mode == "tune" or (mode == "replay" and m["sweep"]):
             default = None if mode == "tune" else m["replay_default"] or (
                 None if f.default is None else format(f.default, "g"))
@@ -705,8 +713,9 @@ def report_cmd(
     select: Select = typer.Option(Select("bon"), help="Selection for accuracy."),
     cisc_temp: float = typer.Option(0.2, help=_CISC_TEMP_HELP),
     deepconf_eta: float = typer.Option(10.0, help=_DEEPCONF_ETA_HELP),
-    gamma: float = typer.Option(1.0, help="Threshold gamma of every table but the gamma sweep."),
-    max_samples: int = typer.Option(0, help="Per-query cap of the adaptive policies (0 = the pool size)."),
+    gamma: float = typer.Option(1.0, help="Threshold gamma of every table but the gamma sweep." + _allowed("gamma")),
+    max_samples: int = typer.Option(0, help="Per-query cap of the adaptive policies (0 = the pool size)."
+                                    + _allowed("max_samples")),
     latex: bool = typer.Option(False, "--latex", help="Also write every table as LaTeX (tables/*.tex)."),
     fmt: str = typer.Option("png", "--format", help="The figures' formats, comma-separated: png (200 dpi), pdf, "
                             "svg (vector, for a paper); report.md shows png when written, else the first."),
