@@ -203,6 +203,34 @@ def test_ttc_run_refuses_each_value_outside_its_declared_range(case, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def _tuned_by(name: str) -> list[str]:
+    """Options under which `ttc tune` tunes `name`: a policy that reads it, or elimination under a rule that does
+    (tune refuses a grid its policy ignores before it reads a range)."""
+    from ttc.replay.policies import ELIMINATION_RULES, REGISTRY
+
+    policies = [p for p in readers(name) if p in REGISTRY]
+    if policies:
+        return ["--policy", policies[0]]
+    rules = [r for r in readers(name) if r in ELIMINATION_RULES]
+    if rules:
+        return ["--policy", "elimination", "--eliminate", rules[0]]
+    # a depth field, read by every policy through the depth view (the stability rule's own under that rule)
+    return ["--policy", "uniform"] + (["--depth-rule", "stability"] if name != "depth_rule" else [])
+
+
+@pytest.mark.parametrize("case", BAD_CLI, ids=_id)
+def test_ttc_tune_refuses_each_value_outside_its_declared_range(case, tmp_path):
+    name, value = case
+    r = CliRunner().invoke(cli.app, ["tune", *_tuned_by(name), f"{flag(name)}={value}", "--seeds", "1",
+                                     "--budgets", "2", "--out", str(tmp_path / "t.parquet")])
+    assert r.exit_code == 2, (name, r.output)
+    errors = [ln for ln in r.output.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and f"{flag(name)} " in errors[0], r.output
+    if param_type(name) is not str:
+        assert f"{flag(name)} must be {allowed_words(name)}" in errors[0], r.output
+    assert not (tmp_path / "t.parquet").exists()
+
+
 @pytest.mark.parametrize("command", sorted(set(typer.main.get_command(cli.app).commands) - {"synth"}))
 def test_each_numeric_option_shows_its_declared_range_in_its_help(command):
     """Every command's option named as a parameter (replay's, tune's, run's from _config_group; report's gamma and
