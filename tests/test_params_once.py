@@ -290,3 +290,18 @@ def test_the_range_scan_catches_a_hand_written_check():
                                  "    if self.depth_rule != 'whole': pass", "    if self.lb_l not in (2, 3): pass",
                                  "    if cfg.max_samples == 0: pass"]))
     assert [h.split(":")[0] for h in _range_checks(tree)] == ["line 2", "line 3", "line 4", "line 6"]
+
+
+def test_the_search_grids_hold_only_allowed_values():
+    """The tuning grids (tune's DEFAULT_GRID and POLICY_GRID, the leaderboard's narrower ones) are search spaces
+    written beside the code that tunes, not declarations: each of their values must be one RunConfig takes, so a
+    narrowed range cannot leave a grid that fails (or, worse, one that a layer had let through) at run time."""
+    from ttc.replay import leaderboard, tune
+
+    grids = [tune.DEFAULT_GRID, leaderboard.LEADERBOARD_GRID, *tune.POLICY_GRID.values(),
+             *leaderboard.RULE_GRID.values(), *leaderboard.DEPTH_GRID.values(), {"depth_m": leaderboard.DEPTH_M}]
+    for grid in grids:
+        for name, values in grid.items():
+            assert name in NAMES, name
+            for v in values:
+                assert param_problem(name, v) is None, (name, v, param_problem(name, v))
