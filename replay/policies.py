@@ -317,8 +317,9 @@ def param(default, doc: str, *, flag: str | None = None, short: str | None = Non
 @dataclass(frozen=True)
 class RunConfig:
     """One policy configuration. unit: samples, tokens or token-matched; max_samples 0 means no cap. Every field
-    after `eliminate` is a parameter declared with param(): adding one is its declaration here (with its range
-    check below when it has one), plus the kernel and reference code that read it."""
+    after `eliminate` is a parameter declared with param(): adding one is its declaration here (its allowed values
+    included: within= or choices=, which __post_init__ checks through param_problem), plus the kernel and reference
+    code that read it."""
 
     policy: str
     unit: str = "samples"
