@@ -13,8 +13,10 @@ from the kernel when first read.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import math
+import operator
 import re
 from dataclasses import asdict, dataclass, field, fields
 
@@ -431,10 +433,12 @@ class RunConfig:
             raise ValueError(f"unknown elimination rule {self.eliminate!r}; choose from {', '.join(ELIMINATION_RULES)}")
         if self.unit not in BUDGET_UNITS:
             raise ValueError(f"unknown budget unit {self.unit!r}; choose samples, tokens or token-matched")
-        for f in PARAMS:
-            why = param_problem(f.name, getattr(self, f.name))
-            if why:
-                raise ValueError(why)
+        for name, ok in _fast_checks():
+            value = getattr(self, name)
+            if not ok(value):  # (a value the quick test does not vouch for, such as a numpy number: the full one)
+                why = param_problem(name, value)
+                if why:
+                    raise ValueError(why)
 
     @property
     def lam_value(self) -> float:
@@ -705,10 +709,36 @@ def flag(name: str) -> str:
 
 def param_type(name: str) -> type:
     """int, float or str: what a parameter's values parse as (lam, Optional, is a float)."""
+    return _param_types()[name]
+
+
+@functools.cache
+def _param_types() -> dict:
+    """The types of every parameter, read from the annotations once (get_type_hints costs ~0.2 ms a call, and
+    RunConfig checks each field at every construction)."""
     from typing import get_type_hints
 
-    hint = get_type_hints(RunConfig)[name]
-    return hint if hint in (int, str) else float
+    hints = get_type_hints(RunConfig)
+    return {f.name: hints[f.name] if hints[f.name] in (int, str) else float for f in PARAMS}
+
+
+@functools.cache
+def _fast_checks() -> tuple:
+    """(name, test) per parameter: a quick test that vouches only for a plain int, float or choice inside the
+    declared range (True means allowed; False sends the value to param_problem, the full check and its message),
+    so that building a RunConfig stays cheap (a report builds thousands)."""
+    def test(f):
+        m, kind = f.metadata, param_type(f.name)
+        nullable = f.default is None
+        if m["choices"]:
+            choices = frozenset(m["choices"])
+            return lambda v: type(v) is kind and v in choices
+        r, types = m["range"], ((int,) if kind is int else (int, float))
+        above, below = operator.lt if r.lo_open else operator.le, operator.lt if r.hi_open else operator.le
+        lo, hi = r.lo, r.hi
+        return lambda v: (nullable and v is None) or (type(v) in types and above(lo, v) and below(v, hi))
+
+    return tuple((f.name, test(f)) for f in PARAMS)
 
 
 def _check_declarations():

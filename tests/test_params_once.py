@@ -17,6 +17,7 @@ from ttc.replay.policies import (
     SWEPT,
     Range,
     RunConfig,
+    _fast_checks,
     allowed,
     flag,
     param_problem,
@@ -156,7 +157,8 @@ def test_range_text_is_parsed_and_shown_as_written():
 @pytest.mark.parametrize("case", [(f.name, v) for f in PARAMS for v in inside(f.name)], ids=_id)
 def test_each_end_of_each_range_is_taken(case):
     name, value = case
-    assert getattr(RunConfig("elimination", **{name: value}), name) == value
+    assert getattr(RunConfig("elimination", **{name: value}), name) == value and param_problem(name, value) is None
+    assert dict(_fast_checks())[name](value)  # the quick test RunConfig runs first vouches for a plain value inside
 
 
 @pytest.mark.parametrize("case", BAD, ids=_id)
@@ -164,7 +166,7 @@ def test_runconfig_refuses_each_value_outside_its_declared_range(case):
     name, value = case
     with pytest.raises(ValueError) as e:
         RunConfig("elimination", **{name: value})
-    assert str(e.value) == param_problem(name, value)
+    assert str(e.value) == param_problem(name, value) and not dict(_fast_checks())[name](value)
     assert str(e.value).startswith(f"{flag(name)} must be ") and allowed_words(name) in str(e.value)
 
 
@@ -305,3 +307,15 @@ def test_the_search_grids_hold_only_allowed_values():
             assert name in NAMES, name
             for v in values:
                 assert param_problem(name, v) is None, (name, v, param_problem(name, v))
+
+
+def test_numpy_numbers_are_checked_as_numbers():
+    """A grid read from an array holds numpy scalars: the quick test does not vouch for them, the full one takes
+    them inside the range and refuses them outside."""
+    import numpy as np
+
+    c = RunConfig("elimination", K=np.int64(4), rho=np.float64(0.25), lb_l=np.int64(3))
+    assert (c.K, c.rho, c.lb_l) == (4, 0.25, 3)
+    for name, value in (("rho", np.float64("nan")), ("K", np.int64(0)), ("gamma", np.float32(1.5)), ("K", True)):
+        with pytest.raises(ValueError, match=f"^{flag(name)} must be "):
+            RunConfig("elimination", **{name: value})
