@@ -328,12 +328,12 @@ class RunConfig:
     K: int = param(1, "Responses per pull.", flag="--K", short="-K", sweep=True, within=f"[1, {MAX_COUNT}]")
     eliminate: str = "threshold"
     gamma: float = param(1.0, "Threshold gamma: eliminate when a score >= gamma.", sweep=True, within="[0, 1]",
-                         why='scores are')
+                         why="scores are")
     lam: float | None = param(None, "Exploration bonus (default ucb 1, entropy 3).", flag="--lambda", sweep=True,
                               within="[0, inf)")
     eps: float = param(0.01, "gap's epsilon.", within="[0, inf)")
     max_samples: int = param(0, "Per-query cap of the adaptive policies (0: none, the pool size; ttc run: "
-                             "--max-per-query).", sweep=True, within=f"[0, {MAX_COUNT}]", why='0: no cap')
+                             "--max-per-query).", sweep=True, within=f"[0, {MAX_COUNT}]", why="0: no cap")
     rho: float = param(0.5, "two-stage: share of the budget spent in stage 1.", sweep=True,
                        replay_default="0.25,0.5,0.75", within="(0, 1)")
     tau: float = param(0.5, "sc-share: the leading answer's share needed; deepconf-online: the leading answer's "
@@ -342,27 +342,27 @@ class RunConfig:
     m_min: int = param(3, "sc-share: responses needed before it can stop.", within=f"[1, {MAX_COUNT}]")
     share: float = param(0.8, "ac-majority: the leading answer's share of the draws needed to stop.", within="(0, 1]")
     hmax: float = param(0.75, "ac-entropy: the normalised answer entropy at or below which it stops.", within="[0, 1]",
-                        why='a normalised entropy')
+                        why="a normalised entropy")
     warmup: int = param(3, "optscale: responses per query before its N is set (the source's smallest "
                         "peek_number); deepconf-online: whole traces per query before its threshold is set "
                         "(DeepConf's 16).", within=f"[1, {MAX_COUNT}]",
-                        why='responses per query before its N or threshold is set')
+                        why="responses per query before its N or threshold is set")
     percentile: float = param(0.05, "optscale: the chance of no draw reaching gamma that its N accepts (the "
                               "source's percentile; N: the fewest with (1 - p)^N <= it); deepconf-online: the share "
                               "of warm-up traces at or above its threshold (DeepConf's confidence_percentile / 100: "
                               "0.1 DeepConf-low, 0.9 DeepConf-high).", within="(0, 1)")
     prior_strength: float = param(2.0, "marginal-gain: the prediction's weight in pseudo-draws (its Beta prior's "
                                   "a + b); side-eb: the strength of its base rate's Beta prior.", within="(0, inf)",
-                                  why='pseudo-draws')
+                                  why="pseudo-draws")
     judge: int = param(32, "dsc: queries judged around each midpoint of its partition's binary search (the "
                        "source's judge_window_size).", within=f"[2, {MAX_COUNT}]",
-                       why='queries judged around each midpoint')
+                       why="queries judged around each midpoint")
     bins: int = param(3, "side-eb: bins of the side signal's mean over a query's failed draws.", within="[1, 1024]")
     refresh: int = param(8, "side-eb: pulls between refreshes of every query's index (at least one round of the "
-                         "active queries).", within=f"[1, {MAX_COUNT}]", why='pulls between refreshes')
+                         "active queries).", within=f"[1, {MAX_COUNT}]", why="pulls between refreshes")
     dirichlet_conf: float = param(0.95, "ac-dirichlet: the chance that the leading answer is the most likely one "
                                   "(Dirichlet posterior over the top 5) needed to stop (the source's conf_thresh).",
-                                  within="(0.5, 1)", why='a probability that the leading answer leads')
+                                  within="(0.5, 1)", why="a probability that the leading answer leads")
     horizon: int = param(0, "side-eb: 0: its index is the next draw's chance; 1: the chance of a success within the "
                          "draws each active query can still get (budget left / active queries) per draw used "
                          "(docs/semantics.md).", choices=(0, 1),
@@ -375,11 +375,11 @@ class RunConfig:
                             scope="every width policy (depth)", view=True)
     depth_m: int = param(3, "stability: agreeing valid probe answers in a row that stop a trace.",
                          scope="the stability depth rule", view=True, within=f"[1, {MAX_COUNT}]",
-                         why='agreeing probes in a row')
+                         why="agreeing probes in a row")
     trace_cap: int = param(0, "Depth, every policy: each trace stops at this many tokens and answers its last probe "
                            "there (0: none; replay: needs the pool's probes; ttc run: a backend that can stop a trace "
                            "and probe it, transformers).", scope="every policy (depth)", view=True,
-                           within=f"[0, {2**62 - 1}]", why='tokens; 0: none')
+                           within=f"[0, {2**62 - 1}]", why="tokens; 0: none")
     probe_cost: str = param("tokens", "Depth: tokens (a probe costs its offset; probes at or past a trace's end are "
                             "not reached) or autotts (AutoTTS's replay: every probe paid, finishing pays max(total, "
                             "last offset)).", choices=("tokens", "autotts"), scope="every policy (depth)", live=False,
@@ -390,7 +390,7 @@ class RunConfig:
     patience: int = param(7, "parallel-probe: steps off the majority in a row that prune a trace.", live=False,
                           within=f"[1, {MAX_COUNT}]")
     probe_warmup: int = param(15, "parallel-probe: steps before any pruning.", live=False, within=f"[0, {MAX_COUNT}]",
-                              why='steps')
+                              why="steps")
     cmc_beta: float = param(0.5, "cmc: its one knob in [0, 1] (0: few traces, easy to stop; 1: up to 64).",
                             live=False, within="[0, 1]")
     # the 2025-26 per-query stops (issue 29)
@@ -417,7 +417,7 @@ class RunConfig:
                            within="(0, inf)", why="UAB's temperature: p = exp(-ANLL / uab_tau)")
     pets_options: int = param(16, "pets: the Dirichlet's answer buckets per query (the source's --max_options, 16); a "
                               "new answer once all hold one is discarded (its draw paid).", within="[2, 1024]",
-                              why='answer buckets')
+                              why="answer buckets")
     pets_mc: int = param(0, "pets: 0: OKG's rewards exactly; N: as the source estimates them (its --nsamples, 500), "
                          "each h from N draws afresh for every query at every step, drawn from a hash of the query's "
                          "draws (docs/semantics.md).", within="[0, 1000000]",
