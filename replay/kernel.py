@@ -95,6 +95,8 @@ BOINF_ALPHA = 0.3
 # before it may certify, and its plug-in bet stays within these bounds
 MMC_MIN_UPDATES = 2
 MMC_Q_LO, MMC_Q_HI = 0.50001, 0.99999
+LOG2 = math.log(2.0)
+MMC_LOG_SLACK = 1e-9  # (far above the rounding of s log 2 and of mmc_log_e at any count a pool holds)
 # ac-entropy stops at h <= hmax + AC_ENTROPY_TIE: an entropy exactly equal to hmax (counts 8, 3, 1 give 0.75 exactly)
 # computes a few ulps either side of it in floating point; the margin, far above that error and far below any gap
 # between distinct values of h at the counts a pool holds, makes such a tie stop, as `h <= hmax` says
@@ -1907,8 +1909,12 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
         if r.mm_last < 0 or mm[base, MM_ORDER] != r.mm_last:  # (mm_last >= 0: an answer was seen)
             return False
         # the logs only now, as the source computes them (the latest bet over the whole past): one check's worth,
-        # not one per vote read
+        # not one per vote read, and only where they can reach the bar: with its bet in [1/2, 1), a process's log e
+        # is below s log 2 (s its successes), so the logs wait until both have enough successes (log and log1p
+        # were 7% of a run at budget 8 before; MMC_LOG_SLACK keeps float rounding from ever refusing a pass)
         bar = math.log(1.0 / cfg.mmc_delta)
+        if min(r.mm_s1, r.mm_s2) * LOG2 + MMC_LOG_SLACK < bar:
+            return False
         return mmc_log_e(r.mm_s1, r.mm_f1, r.mm_q1) >= bar and mmc_log_e(r.mm_s2, r.mm_f2, r.mm_q2) >= bar
 
     def answered(i, rule, n_, best, lead, lc, sc):

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from ttc.replay.engine import pool_arrays, run_once
 from ttc.replay.engine import reading_flag, scratch
-from ttc.replay.kernel import MM_ORDER, mmc_log_e, run_one
+from ttc.replay.kernel import LOG2, MM_ORDER, MMC_LOG_SLACK, mmc_log_e, run_one
 from ttc.replay.live import run_live
 from ttc.replay.policies import RunConfig
 from ttc.replay.reference import mmc_state as ref_state
@@ -189,3 +189,11 @@ def test_live_equals_replay(unit, data):
 def test_bad_parameters_are_refused(bad):
     with pytest.raises(ValueError, match="mmc_"):
         RunConfig("elimination", eliminate="mmc", **bad)
+
+
+@settings(max_examples=500, deadline=None)
+@given(s=st.integers(0, 10**5), f=st.integers(0, 10**5), q=st.floats(0.50001, 0.99999))
+def test_log_e_is_below_its_successes_times_log_2(s, f, q):
+    """The check skips the logs while min(successes) log 2 + MMC_LOG_SLACK is below the bar: a bet in [1/2, 1) makes
+    every success add at most log 2 and every failure less than 0, so no log e it skips could have reached it."""
+    assert mmc_log_e(s, f, q) < s * LOG2 + MMC_LOG_SLACK
