@@ -1,11 +1,13 @@
 """mmc's cost per decision against its reference's, in CPU time, interleaved (docs/semantics.md, mmc).
 
-    python benchmarks/mmc_cost.py [--repeats 3]
+    python benchmarks/mmc_cost.py [--repeats 3] [--seeds 20] [--threads N]
 
 On `ttc bench`'s synthetic pool (200 queries of 64), elimination with mmc at its defaults: per budget (8 and 32 a
-query), each repeat times the engine on 20 seeds (run_grid) and then the reference on 2 of them, so that a load
-change on a shared machine hits both; CPU time (time.process_time: the engine's threads count in full), medians over
-the repeats. `ttc bench` times wall clock on its own grid; this isolates the rule.
+query), each repeat times the engine on --seeds seeds (one run_grid call) and then the reference on 2 of them, so that
+a load change on a shared machine hits both; CPU time (time.process_time: the engine's threads count in full), medians
+over the repeats. `ttc bench` times wall clock on its own grid; this isolates the rule. A grid call has a fixed cost
+(its Python set-up and its threads: ~0.5 ms of CPU on this machine, docs/semantics.md, mmc), which 20 seeds at budget
+8 (32,000 decisions) spread at ~16 ns a decision; more seeds spread it thinner, one thread (--threads 1) halves it.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import time
 
 import numpy as np
 
-from ttc.replay.engine import run_grid
+from ttc.replay.engine import run_grid, set_threads
 from ttc.replay.policies import RunConfig
 from ttc.replay.reference import run_reference
 from ttc.replay.rng import permutation, query_order
@@ -26,8 +28,11 @@ from ttc.replay.tables import make_tables
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--seeds", type=int, default=20)
+    ap.add_argument("--threads", type=int, default=None, help="the grid's threads (default: every core)")
     args = ap.parse_args()
-    n, size, seeds = 200, 64, np.arange(20)
+    set_threads(args.threads)
+    n, size, seeds = 200, 64, np.arange(args.seeds)
     pool = make_pool(n=n, size=size, seed=0)
     tables = make_tables(size, 0.95, sc_beta=False)
     cfg = RunConfig("elimination", eliminate="mmc")

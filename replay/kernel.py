@@ -16,7 +16,7 @@ the contract.
 State is five arrays so that the kernels touch no Python objects: `qs` (one QSTATE record per query), `si` and
 `sf` (per-answer slots: query i owns aoff[i] .. aoff[i + 1] - 1, slot aoff[i] counting invalid answers and slot
 aoff[i] + 1 + a answer a; see answer_offsets) and `tot` (run totals); `mm` (rows as si's) is mmc's ranking of the
-answers it has read (mmc_advance).
+answers it has read (run_one's mmc_stops).
 """
 from __future__ import annotations
 
@@ -95,6 +95,8 @@ BOINF_ALPHA = 0.3
 # before it may certify, and its plug-in bet stays within these bounds
 MMC_MIN_UPDATES = 2
 MMC_Q_LO, MMC_Q_HI = 0.50001, 0.99999
+LOG2 = math.log(2.0)
+MMC_LOG_SLACK = 1e-9  # (far above the rounding of s log 2 and of mmc_log_e at any count a pool holds)
 # ac-entropy stops at h <= hmax + AC_ENTROPY_TIE: an entropy exactly equal to hmax (counts 8, 3, 1 give 0.75 exactly)
 # computes a few ulps either side of it in floating point; the margin, far above that error and far below any gap
 # between distinct values of h at the counts a pool holds, makes such a tie stop, as `h <= hmax` says
@@ -105,7 +107,7 @@ AC_ENTROPY_TIE = 1e-12
 # covered: one was correct; lead / lead_cnt / second_cnt: the leading valid answer, its count and the runner-up's;
 # wlead / wlead_sum: the answer with the largest summed score and that sum; elim / capped / exh: answered, at its
 # cap, exhausted; ssum: the summed score; s: entropy's sum of c log c (deepconf-online: the summed vote).
-# mm_*: mmc's e-processes, advanced at each check over the draws since the last (mmc_advance): mm_p draws read,
+# mm_*: mmc's e-processes, advanced at each check over the draws since the last (run_one's mmc_stops): mm_p draws read,
 # mm_d answers seen, mm_last the leader chosen before the latest vote, mm_s1 / mm_f1 / mm_q1 the pair e-process's
 # successes, failures and latest bet (its log e is mmc_log_e of the three), mm_s2 / mm_f2 / mm_q2 the other one's.
 QSTATE = np.dtype([("n", np.int64), ("best_j", np.int64), ("covered", np.int64), ("lead", np.int64),
@@ -205,7 +207,8 @@ _ONE = np.uint64(1)
 # run types, lowers and emits (-1.1 to -1.5 s of a cold `ttc replay` for the 17 helpers, measured interleaved).
 jit = njit(cache=True, no_cfunc_wrapper=True)
 inner = njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-# ... and one inlined where it is called (numba IR inlining: each call site compiles its own copy)
+# ... and one inlined where it is called (numba IR inlining: each call site compiles its own copy; an array argument
+# is still increfed and decrefed at each call, which LLVM did not prune inside run_one: see its mmc_stops)
 inline = njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True, inline="always")
 
 # Indexing with an unsigned integer skips numba's negative-index wraparound (a compare and a select per access);
@@ -350,7 +353,7 @@ def new_state(n, slots):
     si = np.zeros((slots, 2), np.int64)
     sf = np.zeros(slots)
     tot = np.zeros(TOT_SLOTS, np.int64)
-    mm = np.empty((slots, 4), np.int64)  # (mmc_advance clears a query's rows when it first reads the query)
+    mm = np.empty((slots, 4), np.int64)  # (mmc_stops clears a query's rows when it first reads the query)
     for i in range(n):
         _reset_query(qs, i)
     for j in range(slots):
@@ -1374,119 +1377,6 @@ def mmc_log_e(s, f, q):
     return (s + f) * math.log(2.0) + s * math.log(q) + f * math.log1p(-q)
 
 
-@inline
-def mmc_advance(qs, i, mm, base, na, ans, perm, a0, n, m_top):
-    """MMC's two e-processes (query i's mm_* fields) brought up to its first n draws (perm[a0 .. a0 + n - 1]; its
-    answers are 0 .. na - 1, ranked in mm's rows base .. base + na - 1), vote by vote as its source does
-    (docs/semantics.md, mmc): before each valid vote, the leader i and runner-up j and the top m_top answers C from
-    the counts so far (ties: the answer drawn first); the vote then updates the pair e-process (i: a success, j: a
-    failure) and the other one (i: a success, an answer outside C: a failure). Invalid answers do not vote.
-
-    The state after each vote depends on the order of the votes, not only on the counts, so a check cannot
-    recompute it from si; it goes on from the draws the last check read (mm_p) instead of from the first, so that a
-    query's checks cost O(its draws) in all, not O(draws^2). Each process keeps its latest bet rather than its log
-    e: the source's log e is a function of (s, f, that bet), so the logs wait for a check that needs them. The
-    answers read are kept ranked (MM_ORDER, MM_RANK: by count, ties to the first seen), so that a vote costs its
-    rank's move up rather than a scan of every answer. Inlined (numba inline="always", as is mmc_stops): called per
-    check with four arrays, the calls cost more than the votes they read (budget 32: 138-159 ns per decision as calls,
-    90-91 ns inlined, benchmarks/mmc_cost.py), for ~3 s more of a cold compile of the rules' run_one (26.4 -> 29.7 s
-    CPU, one run each)."""
-    r = qs[i]
-    p = r.mm_p
-    if p >= n:
-        return
-    if p == 0:
-        for a in range(na):
-            mm[base + a, MM_CNT] = 0
-    d, last_i = r.mm_d, r.mm_last
-    s1, f1, s2, f2, q1, q2 = r.mm_s1, r.mm_f1, r.mm_s2, r.mm_f2, r.mm_q1, r.mm_q2
-    for k in range(a0 + p, a0 + n):
-        a = ans[perm[k]]
-        if a < 0:
-            continue
-        i1 = mm[base, MM_ORDER] if d > 0 else -1
-        i2 = mm[base + 1, MM_ORDER] if d > 1 else -1
-        ra = base + a
-        c = mm[ra, MM_CNT]
-        in_c = c > 0 and mm[ra, MM_RANK] < m_top
-        if i1 >= 0 and i2 >= 0 and (a == i1 or a == i2):
-            q1 = mmc_bet(s1, f1)
-            if a == i1:
-                s1 += 1
-            else:
-                f1 += 1
-        if i1 >= 0 and (a == i1 or not in_c):
-            q2 = mmc_bet(s2, f2)
-            if a == i1:
-                s2 += 1
-            else:
-                f2 += 1
-        last_i = i1
-        if c == 0:
-            mm[ra, MM_FIRST] = d
-            mm[base + d, MM_ORDER] = a
-            mm[ra, MM_RANK] = d
-            d += 1
-        c += 1
-        mm[ra, MM_CNT] = c
-        fa = mm[ra, MM_FIRST]
-        rk = mm[ra, MM_RANK]
-        while rk > 0:
-            b = mm[base + rk - 1, MM_ORDER]
-            cb = mm[base + b, MM_CNT]
-            if cb > c or (cb == c and mm[base + b, MM_FIRST] < fa):
-                break
-            mm[base + rk, MM_ORDER] = b
-            mm[base + b, MM_RANK] = rk
-            rk -= 1
-        mm[base + rk, MM_ORDER] = a
-        mm[ra, MM_RANK] = rk
-    r.mm_p = n
-    r.mm_d, r.mm_last = d, last_i
-    r.mm_s1, r.mm_f1, r.mm_s2, r.mm_f2, r.mm_q1, r.mm_q2 = s1, f1, s2, f2, q1, q2
-
-
-@jit
-def mmc_state(ans, perm, a0, n, na, m_top):
-    """MMC's two e-processes after a query's first n draws (perm[a0 .. a0 + n - 1]; answers 0 .. na - 1), read in
-    one go by mmc_advance: (pair log e, its updates, other log e, its updates, whether the leader after the last vote
-    is the i chosen before it)."""
-    qs = np.empty(1, QSTATE)
-    _reset_query(qs, 0)
-    mm = np.empty((max(na, 1), 4), np.int64)
-    mmc_advance(qs, 0, mm, 0, na, ans, perm, a0, n, m_top)
-    return mmc_result(qs[0], mm, 0)
-
-
-@inner
-def mmc_result(r, mm, base):
-    """(pair log e, its updates, other log e, its updates, leader unchanged by the last vote) from a query's mm_*
-    fields (r) and its ranking (mm's rows from base)."""
-    same = r.mm_last >= 0 and r.mm_d > 0 and mm[base, MM_ORDER] == r.mm_last
-    u1, u2 = r.mm_s1 + r.mm_f1, r.mm_s2 + r.mm_f2
-    l1 = mmc_log_e(r.mm_s1, r.mm_f1, r.mm_q1) if u1 > 0 else 0.0
-    l2 = mmc_log_e(r.mm_s2, r.mm_f2, r.mm_q2) if u2 > 0 else 0.0
-    return l1, u1, l2, u2, same
-
-
-@inline
-def mmc_stops(qs, i, mm, base, na, ans, perm, a0, n, m_top, delta):
-    """MMC's certificate on query i's n draws: both e-processes at or above log(1 / delta), each after at least
-    MMC_MIN_UPDATES updates, and the leader unchanged by the last vote. One call in run_one's rule check, which
-    skips it while a single answer has been drawn (no runner-up yet: the pair e-process has not moved; the next
-    check reads the votes it skipped)."""
-    mmc_advance(qs, i, mm, base, na, ans, perm, a0, n, m_top)
-    r = qs[i]
-    if r.mm_s1 + r.mm_f1 < MMC_MIN_UPDATES or r.mm_s2 + r.mm_f2 < MMC_MIN_UPDATES:
-        return False
-    if r.mm_last < 0 or mm[base, MM_ORDER] != r.mm_last:  # (mm_last >= 0: an answer was seen)
-        return False
-    # the logs only now, as the source computes them (the latest bet over the whole past): one check's worth, not
-    # one per vote read
-    bar = math.log(1.0 / delta)
-    return mmc_log_e(r.mm_s1, r.mm_f1, r.mm_q1) >= bar and mmc_log_e(r.mm_s2, r.mm_f2, r.mm_q2) >= bar
-
-
 @jit
 def log_add(x, y):
     """log(e^x + e^y) as the lbayes source's log_add computes it (-inf: a zero)."""
@@ -1942,6 +1832,91 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
         st.resume = 0
         live = live or resume
 
+    def mmc_stops(i, n_):
+        """MMC's certificate on query i's first n_ draws (docs/semantics.md, mmc): both e-processes at or above
+        log(1 / mmc_delta), each after at least MMC_MIN_UPDATES updates, and the leader unchanged by the last vote.
+
+        Its two e-processes (qs[i]'s mm_* fields) are brought up to the n_ draws vote by vote, as its source does:
+        before each valid vote, the leader i and runner-up j and the top mmc_m answers C from the counts so far
+        (ties: the answer drawn first); the vote then updates the pair e-process (i: a success, j: a failure) and the
+        other one (i: a success, an answer outside C: a failure). Invalid answers do not vote. The state after each
+        vote depends on the order of the votes, not only on the counts, so a check cannot recompute it from si; it
+        goes on from the draws the last check read (mm_p), so that a query's checks cost O(its draws) in all. Each
+        process keeps its latest bet rather than its log e (the source's log e is a function of (s, f, that bet)),
+        so the logs wait for a check that needs them. The answers read are kept ranked (mm's rows: MM_ORDER,
+        MM_RANK, by count, ties to the first seen), so that a vote costs its rank's move up rather than a scan.
+
+        A closure over run_one's arrays rather than a function of them: numba increfs an array passed to a
+        function, or bound to an inlined function's argument, and decrefs it after (an atomic add each), and in
+        run_one's rule check LLVM's refcount pruning removed none of those pairs: five per check, about half of
+        mmc's cost per decision (docs/semantics.md, mmc). A closure reads the arrays as they are."""
+        base = aoff[i] + 1
+        r = qs[i]
+        p = r.mm_p
+        if p < n_:
+            if p == 0:  # the query's first check: its rows cleared
+                for a in range(aoff[i + 1] - base):
+                    mm[base + a, MM_CNT] = 0
+            m_top = cfg.mmc_m
+            d, last_i = r.mm_d, r.mm_last
+            s1, f1, s2, f2, q1, q2 = r.mm_s1, r.mm_f1, r.mm_s2, r.mm_f2, r.mm_q1, r.mm_q2
+            for k in range(off[i] + p, off[i] + n_):
+                a = ans[perm[k]]
+                if a < 0:
+                    continue
+                i1 = mm[base, MM_ORDER] if d > 0 else -1
+                i2 = mm[base + 1, MM_ORDER] if d > 1 else -1
+                ra = base + a
+                c = mm[ra, MM_CNT]
+                in_c = c > 0 and mm[ra, MM_RANK] < m_top
+                if i1 >= 0 and i2 >= 0 and (a == i1 or a == i2):
+                    q1 = mmc_bet(s1, f1)
+                    if a == i1:
+                        s1 += 1
+                    else:
+                        f1 += 1
+                if i1 >= 0 and (a == i1 or not in_c):
+                    q2 = mmc_bet(s2, f2)
+                    if a == i1:
+                        s2 += 1
+                    else:
+                        f2 += 1
+                last_i = i1
+                if c == 0:
+                    mm[ra, MM_FIRST] = d
+                    mm[base + d, MM_ORDER] = a
+                    mm[ra, MM_RANK] = d
+                    d += 1
+                c += 1
+                mm[ra, MM_CNT] = c
+                fa = mm[ra, MM_FIRST]
+                rk = mm[ra, MM_RANK]
+                while rk > 0:
+                    b = mm[base + rk - 1, MM_ORDER]
+                    cb = mm[base + b, MM_CNT]
+                    if cb > c or (cb == c and mm[base + b, MM_FIRST] < fa):
+                        break
+                    mm[base + rk, MM_ORDER] = b
+                    mm[base + b, MM_RANK] = rk
+                    rk -= 1
+                mm[base + rk, MM_ORDER] = a
+                mm[ra, MM_RANK] = rk
+            r.mm_p = n_
+            r.mm_d, r.mm_last = d, last_i
+            r.mm_s1, r.mm_f1, r.mm_s2, r.mm_f2, r.mm_q1, r.mm_q2 = s1, f1, s2, f2, q1, q2
+        if r.mm_s1 + r.mm_f1 < MMC_MIN_UPDATES or r.mm_s2 + r.mm_f2 < MMC_MIN_UPDATES:
+            return False
+        if r.mm_last < 0 or mm[base, MM_ORDER] != r.mm_last:  # (mm_last >= 0: an answer was seen)
+            return False
+        # the logs only now, as the source computes them (the latest bet over the whole past): one check's worth,
+        # not one per vote read, and only where they can reach the bar: with its bet in [1/2, 1), a process's log e
+        # is below s log 2 (s its successes), so the logs wait until both have enough successes (log and log1p
+        # were 7% of a run at budget 8 before; MMC_LOG_SLACK keeps float rounding from ever refusing a pass)
+        bar = math.log(1.0 / cfg.mmc_delta)
+        if min(r.mm_s1, r.mm_s2) * LOG2 + MMC_LOG_SLACK < bar:
+            return False
+        return mmc_log_e(r.mm_s1, r.mm_f1, r.mm_q1) >= bar and mmc_log_e(r.mm_s2, r.mm_f2, r.mm_q2) >= bar
+
     def answered(i, rule, n_, best, lead, lc, sc):
         """The elimination rule on query i's state (n_ responses drawn). The rules of ESC and Adaptive-
         Consistency that need more than the running counts read the drawn responses or the answer slots here, at
@@ -1967,8 +1942,9 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
             return lead >= 0 and boinf_stops(si, aoff[i], aoff[i + 1], lead, lc, cfg.bf, cfg.bf_mc, tok, score, perm,
                                              off[i], n_, i)
         if rule == ELIM_MMC:
-            return sc > 0 and mmc_stops(qs, i, mm, aoff[i] + 1, aoff[i + 1] - aoff[i] - 1, ans, perm, off[i], n_,
-                                        cfg.mmc_m, cfg.mmc_delta)
+            # (skipped while one answer has been drawn: no runner-up, the pair e-process has not moved; the next
+            # check reads the votes it skipped)
+            return sc > 0 and mmc_stops(i, n_)
         if rule == ELIM_LBAYES:
             return lead >= 0 and lbayes_stops(si, aoff[i], aoff[i + 1], lead, lc, ans, off[i], off[i + 1], cfg.lb_l,
                                               cfg.lb_thre)
