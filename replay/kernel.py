@@ -2734,8 +2734,24 @@ def depth_view(poff, ptok, pans, pok, tok, ans, correct, rule, m, cap, cost_mode
 
 
 @inner
-def parallel_probe(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order, chains, T,
-                   patience, warm, unit, budget, t_idx, t_paid, t_st, t_off, t_ans, t_ok, qi, cnt, tot):
+def depth_records(poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, rec):
+    """Each trace's segments as one run of records a depth policy reads in order: trace j's at poff[j] + j onwards,
+    its reach[j] probes then its end (rec sized poff[-1] + traces). A record is (tokens at its end, 4 * (answer + 1)
+    + 2 * (it is the end) + correct): one cache line for what a segment reads, where the probe arrays, the trace's
+    offsets and its end put a segment's reads on up to eight lines, all missed once the batch has moved on."""
+    for j in range(reach.shape[0]):
+        r = poff[j] + j
+        for k in range(poff[j], poff[j] + reach[j]):
+            rec[r, 0] = ptok[k]
+            rec[r, 1] = 4 * (pans[k] + 1) + pok[k]
+            r += 1
+        rec[r, 0] = end_tok[j]
+        rec[r, 1] = 4 * (end_ans[j] + 1) + 2 + end_ok[j]
+
+
+@inner
+def parallel_probe(off, aoff, poff, rec, perm, order, chains, T, patience, warm, unit, budget, t_r, t_paid, t_st,
+                   t_off, t_ans, t_ok, qi, cnt, tot):
     """Parallel-Probe (arXiv 2602.03845, as AutoTTS's replay runs it: docs/semantics.md) on every query, under one
     budget shared by the batch. Each query starts `chains` traces (its permutation's first), each explored once
     (one probe, or its end); then steps, round-robin over the queries in rank order, one step each per round: every
@@ -2744,131 +2760,121 @@ def parallel_probe(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, en
     winner `patience` steps in a row is pruned, and the query stops when its winner has been the same for T steps
     in a row, when every trace has finished or been pruned, or after PP_MAX_STEPS steps. A segment or a trace
     that does not fit in the budget left ends the run; a query then holds the majority of its unpruned traces'
-    latest answers. Per trace (a position p of the permutation): t_idx probes explored, t_paid tokens paid, t_st
-    (0 live, 1 finished, 2 pruned), t_off off-track count, t_ans / t_ok its latest answer. Per query qi[i]: chains
-    started, step, stable count, previous winner (-2: none), done, held answer, held correct, steps run. cnt: per
-    answer slot, the unpruned traces whose latest answer it is (zero on entry; kept as traces advance and are pruned,
-    so a majority is one pass over the query's traces)."""
+    latest answers. The segments are depth_records' rec. Per trace (a position p of the permutation): t_r its next
+    record, t_paid tokens paid, t_st (0 live, 1 finished, 2 pruned), t_off off-track count, t_ans / t_ok its latest
+    answer. Per query qi[i]: chains started, step, stable count, previous winner (-2: none), done, held answer,
+    held correct, steps run, traces pruned. cnt: per answer slot, the unpruned traces whose latest answer it is
+    (zero on entry; the invalid answers' slot aoff[i] counts too, so that a segment updates it without a branch;
+    kept as traces advance and are pruned, so a majority is one pass over the query's traces)."""
     n = off.shape[0] - 1
     ended = False
-
-    def explore(p, base):
-        """One more segment of the (unpruned) trace at position p of the query whose answer slots start at base:
-        False when it does not fit in the budget (nothing changes)."""
-        j = perm[p]
-        k = t_idx[p]
-        if k < reach[j]:
-            cost = ptok[poff[j] + k] - t_paid[p]
-        else:
-            cost = max(0, end_tok[j] - t_paid[p])
-        if unit == UNIT_TOKENS and cost > budget - tot[TOKENS]:
-            return False
-        tot[TOKENS] += cost
-        t_paid[p] += cost
-        if t_ans[p] >= 0:
-            cnt[base + t_ans[p]] -= 1
-        if k < reach[j]:
-            t_ans[p] = pans[poff[j] + k]
-            t_ok[p] = pok[poff[j] + k]
-            t_idx[p] = k + 1
-        else:
-            t_ans[p] = end_ans[j]
-            t_ok[p] = end_ok[j]
-            t_st[p] = 1
-        if t_ans[p] >= 0:
-            cnt[base + t_ans[p]] += 1
-        return True
+    lim = budget if unit == UNIT_TOKENS else np.int64(1) << 62  # the tokens a run may spend
+    used = tot[TOKENS]
 
     def majority(i):
-        """(winner, its correctness, unpruned traces): the winner -1 when none of them has a valid answer; the first
-        in trace order of the answers held by the most unpruned traces (cnt)."""
-        a0 = off[i]
+        """(winner, its correctness): the winner -1 when no unpruned trace has a valid answer; the first in trace
+        order of the answers held by the most unpruned traces (cnt)."""
         base = aoff[i] + 1
-        live = 0
         best, bc, bok = -1, 0, 0
-        for p in range(a0, a0 + qi[i, 0]):
-            if t_st[p] != 2:
-                live += 1
-                if t_ans[p] >= 0 and cnt[base + t_ans[p]] > bc:
-                    best, bc, bok = t_ans[p], cnt[base + t_ans[p]], t_ok[p]
-        return best, bok, live
+        for p in range(off[i], off[i] + qi[i, 0]):
+            a = t_ans[p]
+            if t_st[p] != 2 and a >= 0 and cnt[base + a] > bc:
+                best, bc, bok = a, cnt[base + a], t_ok[p]
+        return best, bok
 
-    def hold(i):  # (the budget ended the run) the majority of what the query's traces hold now
-        if qi[i, 4] == 0:
-            w, wok, live = majority(i)
-            if live > 0:
-                qi[i, 5], qi[i, 6] = w, wok
-
-    # round 0: every query starts its chains, in rank order
+    # round 0: every query starts its chains, in rank order, each explored once
     for r in range(n):
         i = order[r]
-        m = min(chains, off[i + 1] - off[i])
-        for c in range(m):
-            p = off[i] + c
+        base = aoff[i] + 1
+        for p in range(off[i], off[i] + min(chains, off[i + 1] - off[i])):
             if unit == UNIT_SAMPLES and tot[SAMPLES] >= budget:
                 ended = True
                 break
-            t_idx[p], t_paid[p], t_st[p], t_off[p], t_ans[p], t_ok[p] = 0, 0, 0, 0, -1, 0
-            if not explore(p, aoff[i] + 1):
+            j = perm[p]
+            k = poff[j] + j
+            cost = rec[k, 0]
+            fin = rec[k, 1] & 2
+            if fin:
+                cost = max(0, cost)
+            if cost > lim - used:
                 ended = True
                 break
+            used += cost
+            a = (rec[k, 1] >> 2) - 1
+            t_r[p], t_paid[p], t_st[p], t_off[p], t_ans[p], t_ok[p] = k + 1, cost, fin >> 1, 0, a, rec[k, 1] & 1
+            cnt[base + a] += 1
             qi[i, 0] += 1
             tot[SAMPLES] += 1
         if ended:
             break
-    if not ended:
-        going = True
-        while going and not ended:
-            going = False
-            for r in range(n):
-                i = order[r]
-                if qi[i, 4] != 0:
+    while not ended:
+        going = False
+        for r in range(n):
+            i = order[r]
+            if qi[i, 4] != 0:
+                continue
+            going = True
+            a0 = off[i]
+            m = qi[i, 0]
+            step = qi[i, 1]
+            base = aoff[i] + 1
+            for p in range(a0, a0 + m):  # forward every live trace one segment
+                if t_st[p] != 0:
                     continue
-                going = True
-                a0 = off[i]
-                m = qi[i, 0]
-                step = qi[i, 1]
-                base = aoff[i] + 1
-                for p in range(a0, a0 + m):  # forward every live trace one segment
-                    if t_st[p] == 0 and not explore(p, base):
-                        ended = True
-                        break
-                if ended:
+                k = t_r[p]
+                cost = rec[k, 0] - t_paid[p]
+                fin = rec[k, 1] & 2
+                if fin:
+                    cost = max(0, cost)
+                if cost > lim - used:
+                    ended = True
                     break
-                w, wok, live = majority(i)
-                if step >= warm and live > 1:
-                    pruned = False  # (a trace's off-track count reads w only: counted and pruned in one pass)
-                    for p in range(a0, a0 + m):
-                        if t_st[p] == 0:
-                            t_off[p] = t_off[p] + 1 if t_ans[p] != w else 0
-                            if t_off[p] >= patience:
-                                t_st[p] = 2
-                                if t_ans[p] >= 0:
-                                    cnt[base + t_ans[p]] -= 1
-                                pruned = True
-                    if pruned:
-                        w, wok, live = majority(i)
-                        if live == 0:  # every trace pruned: the previous winner stands
-                            qi[i, 4] = 1
-                            qi[i, 7] = step + 1
-                            continue
-                qi[i, 2] = qi[i, 2] + 1 if w == qi[i, 3] else 0
-                qi[i, 3] = w
-                qi[i, 5], qi[i, 6] = w, wok
-                qi[i, 1] = step + 1
-                qi[i, 7] = step + 1
-                if qi[i, 2] >= T:
-                    qi[i, 4] = 2  # consensus: answered
-                    continue
-                alive = False
+                used += cost
+                t_paid[p] += cost
+                cnt[base + t_ans[p]] -= 1
+                a = (rec[k, 1] >> 2) - 1
+                t_ans[p], t_ok[p], t_r[p], t_st[p] = a, rec[k, 1] & 1, k + 1, fin >> 1
+                cnt[base + a] += 1
+            if ended:
+                break
+            w, wok = majority(i)
+            if step >= warm and m - qi[i, 8] > 1:
+                pruned = False  # (a trace's off-track count reads w only: counted and pruned in one pass)
                 for p in range(a0, a0 + m):
                     if t_st[p] == 0:
-                        alive = True
-                        break
-                if not alive or step + 1 >= PP_MAX_STEPS:
-                    qi[i, 4] = 1
-    for i in range(n):
-        hold(i)
+                        t_off[p] = t_off[p] + 1 if t_ans[p] != w else 0
+                        if t_off[p] >= patience:
+                            t_st[p] = 2
+                            cnt[base + t_ans[p]] -= 1
+                            qi[i, 8] += 1
+                            pruned = True
+                if pruned:
+                    w, wok = majority(i)
+                    if qi[i, 8] == m:  # every trace pruned: the previous winner stands
+                        qi[i, 4] = 1
+                        qi[i, 7] = step + 1
+                        continue
+            qi[i, 2] = qi[i, 2] + 1 if w == qi[i, 3] else 0
+            qi[i, 3] = w
+            qi[i, 5], qi[i, 6] = w, wok
+            qi[i, 1] = step + 1
+            qi[i, 7] = step + 1
+            if qi[i, 2] >= T:
+                qi[i, 4] = 2  # consensus: answered
+                continue
+            alive = False
+            for p in range(a0, a0 + m):
+                if t_st[p] == 0:
+                    alive = True
+                    break
+            if not alive or step + 1 >= PP_MAX_STEPS:
+                qi[i, 4] = 1
+        if not going:
+            break
+    tot[TOKENS] = used
+    for i in range(n):  # (the budget ended the run) the majority of what each query's traces hold now
+        if qi[i, 4] == 0 and qi[i, 0] > qi[i, 8]:
+            qi[i, 5], qi[i, 6] = majority(i)
 
 
 @inner
@@ -2912,13 +2918,15 @@ def _depth_grid(off, aoff, qkeys, seeds, poff, pans, pok, ptok, reach, end_tok, 
     perm = np.empty(total, np.int64)
     order = np.empty(n, np.int64)
     rank = np.empty(n, np.int64)
-    t_idx = np.zeros(total, np.int64)
+    rec = np.empty((poff[-1] + reach.shape[0], 2), np.int64)
+    depth_records(poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, rec)
+    t_r = np.zeros(total, np.int64)
     t_paid = np.zeros(total, np.int64)
     t_st = np.zeros(total, np.int64)
     t_off = np.zeros(total, np.int64)
     t_ans = np.zeros(total, np.int64)
     t_ok = np.zeros(total, np.int64)
-    qi = np.zeros((n, 8), np.int64)
+    qi = np.zeros((n, 9), np.int64)
     cnt = np.zeros(aoff[n], np.int64)
     tot = np.zeros(TOT_SLOTS, np.int64)
     per_query = pq_n.shape[0] > 0
@@ -2932,9 +2940,8 @@ def _depth_grid(off, aoff, qkeys, seeds, poff, pans, pok, ptok, reach, end_tok, 
             for i in range(n):
                 qi[i, 3] = -2
                 qi[i, 5] = -1
-            parallel_probe(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order,
-                           cfgs[c, 0], cfgs[c, 1], cfgs[c, 2], cfgs[c, 3], cfgs[c, 4], budgets[c, s], t_idx, t_paid,
-                           t_st, t_off, t_ans, t_ok, qi, cnt, tot)
+            parallel_probe(off, aoff, poff, rec, perm, order, cfgs[c, 0], cfgs[c, 1], cfgs[c, 2], cfgs[c, 3],
+                           cfgs[c, 4], budgets[c, s], t_r, t_paid, t_st, t_off, t_ans, t_ok, qi, cnt, tot)
             depth_tally(off, qi, 4, 6, t_ok, tot, per_query, pq_n, pq_flags, out_f, out_i, c, s)
 
 
@@ -2946,20 +2953,22 @@ def parallel_probe_once(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_an
     its permutation position)."""
     n = off.shape[0] - 1
     total = off[n]
-    t_idx = np.zeros(total, np.int64)
+    rec = np.empty((poff[-1] + reach.shape[0], 2), np.int64)
+    depth_records(poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, rec)
+    t_r = np.zeros(total, np.int64)
     t_paid = np.zeros(total, np.int64)
     t_st = np.zeros(total, np.int64)
     t_off = np.zeros(total, np.int64)
     t_ans = np.full(total, -1, np.int64)
     t_ok = np.zeros(total, np.int64)
-    qi = np.zeros((n, 8), np.int64)
+    qi = np.zeros((n, 9), np.int64)
     for i in range(n):
         qi[i, 3] = -2
         qi[i, 5] = -1
     cnt = np.zeros(aoff[n], np.int64)
     tot = np.zeros(TOT_SLOTS, np.int64)
-    parallel_probe(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order, chains, T,
-                   patience, warm, unit, budget, t_idx, t_paid, t_st, t_off, t_ans, t_ok, qi, cnt, tot)
+    parallel_probe(off, aoff, poff, rec, perm, order, chains, T, patience, warm, unit, budget, t_r, t_paid, t_st,
+                   t_off, t_ans, t_ok, qi, cnt, tot)
     return qi, tot, t_ok, t_paid
 
 
