@@ -2985,9 +2985,33 @@ def _largest(off):
 
 
 @inner
-def _cmc_stats(aoff, i, cc, fr, cok, pascal):
+def _cmc_conf():
+    """conf[m, b]: the chance of at most b heads in m fair flips (the Beta(1, 1) posterior's confidence that the
+    leader, b of m - 1 completed votes ahead of the runner-up, is the majority), summed term by term in the order
+    _cmc_stats used to: the same floats, looked up instead of summed at every round."""
+    pascal = np.zeros((80, 80), np.int64)
+    for a in range(80):
+        pascal[a, 0] = 1
+        for b in range(1, a + 1):
+            pascal[a, b] = pascal[a - 1, b - 1] + pascal[a - 1, b]
+    conf = np.zeros((80, 80))
+    for m in range(80):
+        h = 0.5 ** m
+        acc = 0.0
+        for k in range(m):
+            acc += np.float64(pascal[m, k]) * h
+            conf[m, k] = acc
+    return conf
+
+
+@inner
+def _cmc_stats(aoff, i, cc, fr, cok, conf, qi, qf):
     """(winner, its correctness, confidence) over query i's completed answers (cc: counts per answer slot, fr: the
-    order each answer was first completed in; ties to the first completed, as a Counter); winner -2 when none."""
+    order each answer was first completed in; ties to the first completed, as a Counter); winner -2 when none. They
+    change only when a trace of the query completes (complete clears qi[i, 8]): kept in qi[i, 9], qi[i, 10] and
+    qf[i, 1] until then, as a round reads them twice and most rounds complete nothing."""
+    if qi[i, 8] == 1:
+        return qi[i, 9], qi[i, 10], qf[i, 1]
     best, bc, bf, bok, second = -2, 0, 0, 0, 0
     for s in range(aoff[i] + 1, aoff[i + 1]):
         c = cc[s]
@@ -2999,48 +3023,39 @@ def _cmc_stats(aoff, i, cc, fr, cok, pascal):
             best, bc, bf, bok = s - aoff[i] - 1, c, fr[s], cok[s]
         else:
             second = max(second, c)
-    conf = 0.0
-    if bc > 0:
-        m = bc + second + 1
-        h = 0.5 ** m
-        for k in range(bc + 1):
-            conf += np.float64(pascal[m, k]) * h
-    return best, bok, conf
+    cf = conf[bc + second + 1, bc] if bc > 0 else 0.0
+    qi[i, 8], qi[i, 9], qi[i, 10], qf[i, 1] = 1, best, bok, cf
+    return best, bok, cf
 
 
 @inner
-def cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order, kn, kf, unit, budget, t_idx,
-        t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi, qf, hist, cc, fr, cok, pascal, tot, srv):
+def cmc(off, aoff, poff, rec, perm, order, kn, kf, unit, budget, t_r, t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi, qf,
+        hist, cc, fr, cok, conf, tot, srv):
     """AutoTTS's Confidence Momentum Controller (its search's round r0004; docs/semantics.md) on every query under one
     shared budget, round-robin in rank order as parallel_probe. kn: (n_init, max_branch, warm_up, abandon_patience,
-    T_ema, burst_aligned, widen_burst, min_complete), kf: (ema_alpha, conf_thresh, delta_slack, trend_thresh). Per
-    trace at position p: t_st 0 live, 1 finished, 2 abandoned; t_pr probes run; t_dis rounds off the pool winner.
-    Per query qi[i]: traces started, step, done (1 ended, 2 stopped by the gate), held answer, held correct, hist
-    length, distinct completed answers, completed count; qf[i, 0] the EMA. srv: scratch, the largest query's size."""
+    T_ema, burst_aligned, widen_burst, min_complete), kf: (ema_alpha, conf_thresh, delta_slack, trend_thresh). The
+    segments are depth_records' rec. Per trace at position p: t_r its next record; t_st 0 live, 1 finished, 2
+    abandoned; t_pr probes run; t_dis rounds off the pool winner. Per query qi[i]: traces started, step, done (1
+    ended, 2 stopped by the gate), held answer, held correct, hist length, distinct completed answers, completed
+    count, then _cmc_stats' cache (columns 8-10); qf[i, 0] the EMA, qf[i, 1] the cached confidence (conf:
+    _cmc_conf's table). srv: scratch, the largest query's size."""
     n = off.shape[0] - 1
     n_init, max_branch, warm_up, patience, t_ema, burst, widen, min_complete = kn[0], kn[1], kn[2], kn[3], kn[4], \
         kn[5], kn[6], kn[7]
     alpha, thresh, slack, trend = kf[0], kf[1], kf[2], kf[3]
+    lim = budget if unit == UNIT_TOKENS else np.int64(1) << 62  # the tokens a run may spend
 
     def explore(p):
-        j = perm[p]
-        k = t_idx[p]
-        if k < reach[j]:
-            cost = ptok[poff[j] + k] - t_paid[p]
-        else:
-            cost = max(0, end_tok[j] - t_paid[p])
-        if unit == UNIT_TOKENS and cost > budget - tot[TOKENS]:
+        k = t_r[p]
+        cost = rec[k, 0] - t_paid[p]
+        fin = rec[k, 1] & 2
+        if fin:
+            cost = max(0, cost)
+        if cost > lim - tot[TOKENS]:
             return False
         tot[TOKENS] += cost
         t_paid[p] += cost
-        if k < reach[j]:
-            t_ans[p] = pans[poff[j] + k]
-            t_ok[p] = pok[poff[j] + k]
-            t_idx[p] = k + 1
-        else:
-            t_ans[p] = end_ans[j]
-            t_ok[p] = end_ok[j]
-            t_st[p] = 1
+        t_ans[p], t_ok[p], t_r[p], t_st[p] = (rec[k, 1] >> 2) - 1, rec[k, 1] & 1, k + 1, fin >> 1
         return True
 
     def complete(i, p):
@@ -3054,6 +3069,7 @@ def cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm,
             qi[i, 6] += 1
             cok[s] = t_ok[p]
         cc[s] += 1
+        qi[i, 8] = 0
 
     def start(i):
         """Open query i's next trace (False: the budget ended the run; True also when it has none left)."""
@@ -3063,7 +3079,8 @@ def cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm,
         p = off[i] + m
         if unit == UNIT_SAMPLES and tot[SAMPLES] >= budget:
             return False
-        t_idx[p], t_paid[p], t_st[p], t_pr[p], t_dis[p], t_ans[p], t_ok[p] = 0, 0, 0, 0, 0, -1, 0
+        j = perm[p]
+        t_r[p], t_paid[p], t_st[p], t_pr[p], t_dis[p], t_ans[p], t_ok[p] = poff[j] + j, 0, 0, 0, 0, -1, 0
         if not explore(p):
             return False
         qi[i, 0] = m + 1
@@ -3073,7 +3090,7 @@ def cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm,
         return True
 
     def final(i):  # the completed answers' winner, else the majority of the latest answers of the traces kept
-        w, wok, _ = _cmc_stats(aoff, i, cc, fr, cok, pascal)
+        w, wok, _ = _cmc_stats(aoff, i, cc, fr, cok, conf, qi, qf)
         if w == -2:
             best, bc, bok = -1, 0, 0
             a0 = off[i]
@@ -3108,9 +3125,9 @@ def cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm,
             a0 = off[i]
             m = qi[i, 0]
             step = qi[i, 1]
-            w, _, conf = _cmc_stats(aoff, i, cc, fr, cok, pascal)
+            w, _, cf = _cmc_stats(aoff, i, cc, fr, cok, conf, qi, qf)
             warm = step >= warm_up
-            ema = (1.0 - alpha) * qf[i, 0] + alpha * conf
+            ema = (1.0 - alpha) * qf[i, 0] + alpha * cf
             hl = qi[i, 5]
             if hl == t_ema:  # the window is full: drop its oldest
                 for h in range(t_ema - 1):
@@ -3173,8 +3190,8 @@ def cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm,
                     break
             if ended:
                 break
-            w, wok, conf = _cmc_stats(aoff, i, cc, fr, cok, pascal)
-            ema = (1.0 - alpha) * ema + alpha * conf
+            w, wok, cf = _cmc_stats(aoff, i, cc, fr, cok, conf, qi, qf)
+            ema = (1.0 - alpha) * ema + alpha * cf
             qf[i, 0] = ema
             hist[i, hl - 1] = ema
             delta = hist[i, hl - 1] - hist[i, 0] if hl >= 2 else 0.0
@@ -3215,26 +3232,23 @@ def cmc_once(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, 
     """One CMC run on a given permutation and query order: (qi, tot, t_paid)."""
     n = off.shape[0] - 1
     total = off[n]
+    rec = np.empty((poff[-1] + reach.shape[0], 2), np.int64)
+    depth_records(poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, rec)
     z = np.zeros(total, np.int64)
-    t_idx, t_paid, t_st, t_pr, t_dis, t_ok = z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy()
+    t_r, t_paid, t_st, t_pr, t_dis, t_ok = z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy()
     t_ans = np.full(total, -1, np.int64)
-    qi = np.zeros((n, 8), np.int64)
+    qi = np.zeros((n, 11), np.int64)
     for i in range(n):
         qi[i, 3] = -1
-    qf = np.zeros((n, 1))
+    qf = np.zeros((n, 2))
     hist = np.zeros((n, max(kn[4], 1)))
     cc = np.zeros(aoff[n], np.int64)
     fr = np.zeros(aoff[n], np.int64)
     cok = np.zeros(aoff[n], np.int64)
-    pascal = np.zeros((80, 80), np.int64)
-    for a in range(80):
-        pascal[a, 0] = 1
-        for b in range(1, a + 1):
-            pascal[a, b] = pascal[a - 1, b - 1] + pascal[a - 1, b]
     tot = np.zeros(TOT_SLOTS, np.int64)
     srv = np.empty(_largest(off), np.int64)
-    cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order, kn, kf, unit, budget, t_idx,
-        t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi, qf, hist, cc, fr, cok, pascal, tot, srv)
+    cmc(off, aoff, poff, rec, perm, order, kn, kf, unit, budget, t_r, t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi, qf,
+        hist, cc, fr, cok, _cmc_conf(), tot, srv)
     return qi, tot, t_paid
 
 
@@ -3248,20 +3262,18 @@ def _cmc_grid(off, aoff, qkeys, seeds, poff, pans, pok, ptok, reach, end_tok, en
     perm = np.empty(total, np.int64)
     order = np.empty(n, np.int64)
     rank = np.empty(n, np.int64)
+    rec = np.empty((poff[-1] + reach.shape[0], 2), np.int64)
+    depth_records(poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, rec)
     z = np.zeros(total, np.int64)
-    t_idx, t_paid, t_st, t_pr, t_dis, t_ans, t_ok = z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), \
+    t_r, t_paid, t_st, t_pr, t_dis, t_ans, t_ok = z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), \
         z.copy()
-    qi = np.zeros((n, 8), np.int64)
-    qf = np.zeros((n, 1))
+    qi = np.zeros((n, 11), np.int64)
+    qf = np.zeros((n, 2))
     hist = np.zeros((n, 16))
     cc = np.zeros(aoff[n], np.int64)
     fr = np.zeros(aoff[n], np.int64)
     cok = np.zeros(aoff[n], np.int64)
-    pascal = np.zeros((80, 80), np.int64)
-    for a in range(80):
-        pascal[a, 0] = 1
-        for b in range(1, a + 1):
-            pascal[a, b] = pascal[a - 1, b - 1] + pascal[a - 1, b]
+    conf = _cmc_conf()
     tot = np.zeros(TOT_SLOTS, np.int64)
     srv = np.empty(_largest(off), np.int64)
     per_query = pq_n.shape[0] > 0
@@ -3275,7 +3287,6 @@ def _cmc_grid(off, aoff, qkeys, seeds, poff, pans, pok, ptok, reach, end_tok, en
             tot[:] = 0
             for i in range(n):
                 qi[i, 3] = -1
-            cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order, kns[c], kfs[c],
-                units[c], budgets[c, s], t_idx, t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi, qf, hist, cc, fr, cok,
-                pascal, tot, srv)
+            cmc(off, aoff, poff, rec, perm, order, kns[c], kfs[c], units[c], budgets[c, s], t_r, t_paid, t_st, t_pr,
+                t_dis, t_ans, t_ok, qi, qf, hist, cc, fr, cok, conf, tot, srv)
             depth_tally(off, qi, 2, 4, t_ok, tot, per_query, pq_n, pq_flags, out_f, out_i, c, s)
