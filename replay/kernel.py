@@ -2738,15 +2738,20 @@ def depth_records(poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, rec):
     """Each trace's segments as one run of records a depth policy reads in order: trace j's at poff[j] + j onwards,
     its reach[j] probes then its end (rec sized poff[-1] + traces). A record is (tokens at its end, 4 * (answer + 1)
     + 2 * (it is the end) + correct): one cache line for what a segment reads, where the probe arrays, the trace's
-    offsets and its end put a segment's reads on up to eight lines, all missed once the batch has moved on."""
+    offsets and its end put a segment's reads on up to eight lines, all missed once the batch has moved on.
+    Returns the most tokens a segment costs (each pays its tokens past the last one's, at least none)."""
+    seg = 0
     for j in range(reach.shape[0]):
         r = poff[j] + j
         for k in range(poff[j], poff[j] + reach[j]):
             rec[r, 0] = ptok[k]
             rec[r, 1] = 4 * (pans[k] + 1) + pok[k]
+            seg = max(seg, ptok[k] - (ptok[k - 1] if k > poff[j] else 0))
             r += 1
         rec[r, 0] = end_tok[j]
         rec[r, 1] = 4 * (end_ans[j] + 1) + 2 + end_ok[j]
+        seg = max(seg, end_tok[j] - (ptok[poff[j] + reach[j] - 1] if reach[j] > 0 else 0))
+    return seg
 
 
 @inner
@@ -3029,8 +3034,8 @@ def _cmc_stats(aoff, i, cc, fr, cok, conf, qi, qf):
 
 
 @inner
-def cmc(off, aoff, poff, rec, perm, order, kn, kf, unit, budget, t_r, t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi, qf,
-        hist, cc, fr, cok, conf, tot, srv):
+def cmc(off, aoff, poff, rec, seg, perm, order, kn, kf, unit, budget, t_r, t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi,
+        qf, hist, cc, fr, cok, conf, tot, srv, done):
     """AutoTTS's Confidence Momentum Controller (its search's round r0004; docs/semantics.md) on every query under one
     shared budget, round-robin in rank order as parallel_probe. kn: (n_init, max_branch, warm_up, abandon_patience,
     T_ema, burst_aligned, widen_burst, min_complete), kf: (ema_alpha, conf_thresh, delta_slack, trend_thresh). The
@@ -3038,7 +3043,8 @@ def cmc(off, aoff, poff, rec, perm, order, kn, kf, unit, budget, t_r, t_paid, t_
     abandoned; t_pr probes run; t_dis rounds off the pool winner. Per query qi[i]: traces started, step, done (1
     ended, 2 stopped by the gate), held answer, held correct, hist length, distinct completed answers, completed
     count, then _cmc_stats' cache (columns 8-10); qf[i, 0] the EMA, qf[i, 1] the cached confidence (conf:
-    _cmc_conf's table). srv: scratch, the largest query's size."""
+    _cmc_conf's table). seg: the costliest segment (depth_records'). srv (the largest query's size) and done (2 x
+    that): scratch."""
     n = off.shape[0] - 1
     n_init, max_branch, warm_up, patience, t_ema, burst, widen, min_complete = kn[0], kn[1], kn[2], kn[3], kn[4], \
         kn[5], kn[6], kn[7]
@@ -3136,10 +3142,7 @@ def cmc(off, aoff, poff, rec, perm, order, kn, kf, unit, budget, t_r, t_paid, t_
             hist[i, hl] = ema
             hl += 1
             qi[i, 5] = hl
-            # One pass over the query's traces: the live ones' rounds off the pool winner (after warm-up), and the
-            # live ones by probes run, most first (ties: trace order), for the depth step below. Only a served trace
-            # changes, and it is not met again: the serving order is the live traces' at the round's start, sorted
-            # once (a stable insertion sort: the traces run in near lockstep, so it is about one pass)
+            # The live traces' rounds off the pool winner (after warm-up), and the most deviant abandoned
             upd = warm and w != -2
             live = 0
             cand = 0
@@ -3147,13 +3150,7 @@ def cmc(off, aoff, poff, rec, perm, order, kn, kf, unit, budget, t_r, t_paid, t_
                 if t_st[p] == 0:
                     if upd:
                         t_dis[p] = t_dis[p] + 1 if t_ans[p] != w else 0
-                        if t_dis[p] >= patience:
-                            cand += 1
-                    k = live
-                    while k > 0 and t_pr[srv[k - 1]] < t_pr[p]:
-                        srv[k] = srv[k - 1]
-                        k -= 1
-                    srv[k] = p
+                        cand += t_dis[p] >= patience
                     live += 1
             if cand > 0:
                 left = max(0, live - 2)  # abandon the most deviant first (ties: trace order), keep 2 alive
@@ -3166,30 +3163,68 @@ def cmc(off, aoff, poff, rec, perm, order, kn, kf, unit, budget, t_r, t_paid, t_
                         break
                     t_st[bp] = 2
                     left -= 1
-                kept = 0
-                for k in range(live):  # (the abandoned leave the serving order)
-                    if t_st[srv[k]] == 0:
-                        srv[kept] = srv[k]
-                        kept += 1
-                live = kept
-            # depth: aligned traces `burst` segments, the others one
-            for k in range(live):
-                p = srv[k]
-                steps = burst if (warm and w != -2 and t_ans[p] == w) else 1
-                for _ in range(steps):
-                    if t_st[p] == 1:
-                        break
-                    if not explore(p):
-                        ended = True
-                        break
-                    t_pr[p] += 1
-                    if t_st[p] == 1:
-                        complete(i, p)
+                    live -= 1
+            # depth: aligned traces `burst` segments, the others one, served by probes run, most first (ties: trace
+            # order). Serving order shows only where the budget ends inside the round and in the order traces
+            # complete (an answer's first completion, its tie-break): when the round's every segment fits
+            # (seg: depth_records' costliest), the live traces are served in trace order without a budget check,
+            # and their completions then taken in serving order (done: (probes run at the round's start, trace)).
+            if live * max(burst, 1) <= (lim - tot[TOKENS]) // max(seg, 1):
+                used = tot[TOKENS]
+                nd = 0
+                for p in range(a0, a0 + m):
+                    if t_st[p] != 0:
+                        continue
+                    steps = burst if (upd and t_ans[p] == w) else 1
+                    pr0 = t_pr[p]
+                    for _ in range(steps):
+                        k = t_r[p]
+                        cost = rec[k, 0] - t_paid[p]
+                        fin = rec[k, 1] & 2
+                        if fin:
+                            cost = max(0, cost)
+                        used += cost
+                        t_paid[p] += cost
+                        t_r[p] = k + 1
+                        t_pr[p] += 1
+                        if fin:
+                            t_st[p] = 1
+                            d = nd  # (a stable insertion: most probes run first, then trace order)
+                            while d > 0 and done[0, d - 1] < pr0:
+                                done[0, d], done[1, d] = done[0, d - 1], done[1, d - 1]
+                                d -= 1
+                            done[0, d], done[1, d] = pr0, p
+                            nd += 1
+                            break
+                    t_ans[p], t_ok[p] = (rec[k, 1] >> 2) - 1, rec[k, 1] & 1
+                tot[TOKENS] = used
+                for d in range(nd):
+                    complete(i, done[1, d])
+            else:  # the budget may end inside the round: served one by one in order, each checked
+                ns = 0
+                for p in range(a0, a0 + m):  # (a stable insertion sort: the traces run in near lockstep)
+                    if t_st[p] == 0:
+                        k = ns
+                        while k > 0 and t_pr[srv[k - 1]] < t_pr[p]:
+                            srv[k] = srv[k - 1]
+                            k -= 1
+                        srv[k] = p
+                        ns += 1
+                for k in range(ns):
+                    p = srv[k]
+                    steps = burst if (upd and t_ans[p] == w) else 1
+                    for _ in range(steps):
+                        if not explore(p):
+                            ended = True
+                            break
+                        t_pr[p] += 1
+                        if t_st[p] == 1:
+                            complete(i, p)
+                            break
+                    if ended:
                         break
                 if ended:
                     break
-            if ended:
-                break
             w, wok, cf = _cmc_stats(aoff, i, cc, fr, cok, conf, qi, qf)
             ema = (1.0 - alpha) * ema + alpha * cf
             qf[i, 0] = ema
@@ -3199,8 +3234,8 @@ def cmc(off, aoff, poff, rec, perm, order, kn, kf, unit, budget, t_r, t_paid, t_
                 qi[i, 3], qi[i, 4], qi[i, 2] = w, wok, 2
                 continue
             resolved = True
-            for k in range(live):  # (a trace not live at the round's start is not live now)
-                if t_st[srv[k]] == 0:
+            for p in range(a0, a0 + m):  # (a trace not live at the round's start is not live now)
+                if t_st[p] == 0:
                     resolved = False
                     break
             if resolved:
@@ -3233,7 +3268,7 @@ def cmc_once(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, 
     n = off.shape[0] - 1
     total = off[n]
     rec = np.empty((poff[-1] + reach.shape[0], 2), np.int64)
-    depth_records(poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, rec)
+    seg = depth_records(poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, rec)
     z = np.zeros(total, np.int64)
     t_r, t_paid, t_st, t_pr, t_dis, t_ok = z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy()
     t_ans = np.full(total, -1, np.int64)
@@ -3247,8 +3282,9 @@ def cmc_once(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, 
     cok = np.zeros(aoff[n], np.int64)
     tot = np.zeros(TOT_SLOTS, np.int64)
     srv = np.empty(_largest(off), np.int64)
-    cmc(off, aoff, poff, rec, perm, order, kn, kf, unit, budget, t_r, t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi, qf,
-        hist, cc, fr, cok, _cmc_conf(), tot, srv)
+    done = np.empty((2, _largest(off)), np.int64)
+    cmc(off, aoff, poff, rec, seg, perm, order, kn, kf, unit, budget, t_r, t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi,
+        qf, hist, cc, fr, cok, _cmc_conf(), tot, srv, done)
     return qi, tot, t_paid
 
 
@@ -3263,7 +3299,7 @@ def _cmc_grid(off, aoff, qkeys, seeds, poff, pans, pok, ptok, reach, end_tok, en
     order = np.empty(n, np.int64)
     rank = np.empty(n, np.int64)
     rec = np.empty((poff[-1] + reach.shape[0], 2), np.int64)
-    depth_records(poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, rec)
+    seg = depth_records(poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, rec)
     z = np.zeros(total, np.int64)
     t_r, t_paid, t_st, t_pr, t_dis, t_ans, t_ok = z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), \
         z.copy()
@@ -3276,6 +3312,7 @@ def _cmc_grid(off, aoff, qkeys, seeds, poff, pans, pok, ptok, reach, end_tok, en
     conf = _cmc_conf()
     tot = np.zeros(TOT_SLOTS, np.int64)
     srv = np.empty(_largest(off), np.int64)
+    done = np.empty((2, _largest(off)), np.int64)
     per_query = pq_n.shape[0] > 0
     for s in range(s_lo, s_hi):
         fill_permutation(off, qkeys, seeds[s], perm)
@@ -3287,6 +3324,6 @@ def _cmc_grid(off, aoff, qkeys, seeds, poff, pans, pok, ptok, reach, end_tok, en
             tot[:] = 0
             for i in range(n):
                 qi[i, 3] = -1
-            cmc(off, aoff, poff, rec, perm, order, kns[c], kfs[c], units[c], budgets[c, s], t_r, t_paid, t_st, t_pr,
-                t_dis, t_ans, t_ok, qi, qf, hist, cc, fr, cok, conf, tot, srv)
+            cmc(off, aoff, poff, rec, seg, perm, order, kns[c], kfs[c], units[c], budgets[c, s], t_r, t_paid, t_st,
+                t_pr, t_dis, t_ans, t_ok, qi, qf, hist, cc, fr, cok, conf, tot, srv, done)
             depth_tally(off, qi, 2, 4, t_ok, tot, per_query, pq_n, pq_flags, out_f, out_i, c, s)
