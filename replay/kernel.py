@@ -2781,10 +2781,10 @@ def parallel_probe(off, aoff, poff, rec, perm, order, chains, T, patience, warm,
         order of the answers held by the most unpruned traces (cnt)."""
         base = aoff[i] + 1
         best, bc, bok = -1, 0, 0
-        for p in range(off[i], off[i] + qi[i, 0]):
+        for p in range(_ix(off[i]), _ix(off[i] + qi[i, 0])):
             a = t_ans[p]
-            if t_st[p] != 2 and a >= 0 and cnt[base + a] > bc:
-                best, bc, bok = a, cnt[base + a], t_ok[p]
+            if t_st[p] != 2 and a >= 0 and cnt[_ix(base + a)] > bc:
+                best, bc, bok = a, cnt[_ix(base + a)], t_ok[p]
         return best, bok
 
     # round 0: every query starts its chains, in rank order, each explored once
@@ -2823,12 +2823,12 @@ def parallel_probe(off, aoff, poff, rec, perm, order, chains, T, patience, warm,
             m = qi[i, 0]
             step = qi[i, 1]
             base = aoff[i] + 1
-            for p in range(a0, a0 + m):  # forward every live trace one segment
+            for p in range(_ix(a0), _ix(a0 + m)):  # forward every live trace one segment
                 if t_st[p] != 0:
                     continue
                 k = t_r[p]
-                cost = rec[k, 0] - t_paid[p]
-                fin = rec[k, 1] & 2
+                cost = rec[_ix(k), 0] - t_paid[p]
+                fin = rec[_ix(k), 1] & 2
                 if fin:
                     cost = max(0, cost)
                 if cost > lim - used:
@@ -2836,21 +2836,21 @@ def parallel_probe(off, aoff, poff, rec, perm, order, chains, T, patience, warm,
                     break
                 used += cost
                 t_paid[p] += cost
-                cnt[base + t_ans[p]] -= 1
-                a = (rec[k, 1] >> 2) - 1
-                t_ans[p], t_ok[p], t_r[p], t_st[p] = a, rec[k, 1] & 1, k + 1, fin >> 1
-                cnt[base + a] += 1
+                cnt[_ix(base + t_ans[p])] -= 1
+                a = (rec[_ix(k), 1] >> 2) - 1
+                t_ans[p], t_ok[p], t_r[p], t_st[p] = a, rec[_ix(k), 1] & 1, k + 1, fin >> 1
+                cnt[_ix(base + a)] += 1
             if ended:
                 break
             w, wok = majority(i)
             if step >= warm and m - qi[i, 8] > 1:
                 pruned = False  # (a trace's off-track count reads w only: counted and pruned in one pass)
-                for p in range(a0, a0 + m):
+                for p in range(_ix(a0), _ix(a0 + m)):
                     if t_st[p] == 0:
                         t_off[p] = t_off[p] + 1 if t_ans[p] != w else 0
                         if t_off[p] >= patience:
                             t_st[p] = 2
-                            cnt[base + t_ans[p]] -= 1
+                            cnt[_ix(base + t_ans[p])] -= 1
                             qi[i, 8] += 1
                             pruned = True
                 if pruned:
@@ -2868,7 +2868,7 @@ def parallel_probe(off, aoff, poff, rec, perm, order, chains, T, patience, warm,
                 qi[i, 4] = 2  # consensus: answered
                 continue
             alive = False
-            for p in range(a0, a0 + m):
+            for p in range(_ix(a0), _ix(a0 + m)):
                 if t_st[p] == 0:
                     alive = True
                     break
@@ -3146,7 +3146,7 @@ def cmc(off, aoff, poff, rec, seg, perm, order, kn, kf, unit, budget, t_r, t_pai
             upd = warm and w != -2
             live = 0
             cand = 0
-            for p in range(a0, a0 + m):
+            for p in range(_ix(a0), _ix(a0 + m)):
                 if t_st[p] == 0:
                     if upd:
                         t_dis[p] = t_dis[p] + 1 if t_ans[p] != w else 0
@@ -3172,15 +3172,15 @@ def cmc(off, aoff, poff, rec, seg, perm, order, kn, kf, unit, budget, t_r, t_pai
             if live * max(burst, 1) <= (lim - tot[TOKENS]) // max(seg, 1):
                 used = tot[TOKENS]
                 nd = 0
-                for p in range(a0, a0 + m):
+                for p in range(_ix(a0), _ix(a0 + m)):
                     if t_st[p] != 0:
                         continue
                     steps = burst if (upd and t_ans[p] == w) else 1
                     pr0 = t_pr[p]
                     for _ in range(steps):
                         k = t_r[p]
-                        cost = rec[k, 0] - t_paid[p]
-                        fin = rec[k, 1] & 2
+                        cost = rec[_ix(k), 0] - t_paid[p]
+                        fin = rec[_ix(k), 1] & 2
                         if fin:
                             cost = max(0, cost)
                         used += cost
@@ -3196,7 +3196,7 @@ def cmc(off, aoff, poff, rec, seg, perm, order, kn, kf, unit, budget, t_r, t_pai
                             done[0, d], done[1, d] = pr0, p
                             nd += 1
                             break
-                    t_ans[p], t_ok[p] = (rec[k, 1] >> 2) - 1, rec[k, 1] & 1
+                    t_ans[p], t_ok[p] = (rec[_ix(k), 1] >> 2) - 1, rec[_ix(k), 1] & 1
                 tot[TOKENS] = used
                 for d in range(nd):
                     complete(i, done[1, d])
@@ -3234,7 +3234,7 @@ def cmc(off, aoff, poff, rec, seg, perm, order, kn, kf, unit, budget, t_r, t_pai
                 qi[i, 3], qi[i, 4], qi[i, 2] = w, wok, 2
                 continue
             resolved = True
-            for p in range(a0, a0 + m):  # (a trace not live at the round's start is not live now)
+            for p in range(_ix(a0), _ix(a0 + m)):  # (a trace not live at the round's start is not live now)
                 if t_st[p] == 0:
                     resolved = False
                     break
