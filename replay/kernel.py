@@ -2778,9 +2778,20 @@ def parallel_probe(off, aoff, poff, rec, perm, order, chains, T, patience, warm,
 
     def majority(i):
         """(winner, its correctness): the winner -1 when no unpruned trace has a valid answer; the first in trace
-        order of the answers held by the most unpruned traces (cnt)."""
+        order of the answers held by the most unpruned traces (cnt). With fewer answer slots than traces, the most
+        votes come from the slots and the winner from the first trace that holds that many (the majority is
+        usually met early); else from one pass over the traces."""
         base = aoff[i] + 1
         best, bc, bok = -1, 0, 0
+        if aoff[i + 1] - base < qi[i, 0]:
+            for s in range(_ix(base), _ix(aoff[i + 1])):
+                bc = max(bc, cnt[s])
+            if bc > 0:
+                for p in range(_ix(off[i]), _ix(off[i] + qi[i, 0])):
+                    a = t_ans[p]
+                    if t_st[p] != 2 and a >= 0 and cnt[_ix(base + a)] == bc:
+                        return a, t_ok[p]
+            return best, bok
         for p in range(_ix(off[i]), _ix(off[i] + qi[i, 0])):
             a = t_ans[p]
             if t_st[p] != 2 and a >= 0 and cnt[_ix(base + a)] > bc:
