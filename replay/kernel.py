@@ -3163,7 +3163,12 @@ def cmc(off, aoff, poff, rec, seg, perm, order, kn, kf, unit, budget, t_r, t_pai
                         t_dis[p] = t_dis[p] + 1 if t_ans[p] != w else 0
                         cand += t_dis[p] >= patience
                     live += 1
-            if cand > 0:
+            if 0 < cand <= live - 2:  # every candidate goes
+                for p in range(_ix(a0), _ix(a0 + m)):
+                    if t_st[p] == 0 and t_dis[p] >= patience:
+                        t_st[p] = 2
+                live -= cand
+            elif cand > 0:
                 left = max(0, live - 2)  # abandon the most deviant first (ties: trace order), keep 2 alive
                 while left > 0:
                     bp, bd = -1, patience - 1
