@@ -2710,8 +2710,29 @@ def depth_view(poff, ptok, pans, pok, tok, ans, correct, rule, m, cap, cost_mode
 
 
 @inner
-def parallel_probe(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order, chains, T,
-                   patience, warm, unit, budget, t_idx, t_paid, t_st, t_off, t_ans, t_ok, qi, cnt, tot):
+def depth_records(poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, rec):
+    """Each trace's segments as one run of records a depth policy reads in order: trace j's at poff[j] + j onwards,
+    its reach[j] probes then its end (rec sized poff[-1] + traces). A record is (tokens at its end, 4 * (answer + 1)
+    + 2 * (it is the end) + correct): one cache line for what a segment reads, where the probe arrays, the trace's
+    offsets and its end put a segment's reads on up to eight lines, all missed once the batch has moved on.
+    Returns the most tokens a segment costs (each pays its tokens past the last one's, at least none)."""
+    seg = 0
+    for j in range(reach.shape[0]):
+        r = poff[j] + j
+        for k in range(poff[j], poff[j] + reach[j]):
+            rec[r, 0] = ptok[k]
+            rec[r, 1] = 4 * (pans[k] + 1) + pok[k]
+            seg = max(seg, ptok[k] - (ptok[k - 1] if k > poff[j] else 0))
+            r += 1
+        rec[r, 0] = end_tok[j]
+        rec[r, 1] = 4 * (end_ans[j] + 1) + 2 + end_ok[j]
+        seg = max(seg, end_tok[j] - (ptok[poff[j] + reach[j] - 1] if reach[j] > 0 else 0))
+    return seg
+
+
+@inner
+def parallel_probe(off, aoff, poff, rec, perm, order, chains, T, patience, warm, unit, budget, t_r, t_paid, t_st,
+                   t_off, t_ans, t_ok, qi, cnt, tot):
     """Parallel-Probe (arXiv 2602.03845, as AutoTTS's replay runs it: docs/semantics.md) on every query, under one
     budget shared by the batch. Each query starts `chains` traces (its permutation's first), each explored once
     (one probe, or its end); then steps, round-robin over the queries in rank order, one step each per round: every
@@ -2720,131 +2741,132 @@ def parallel_probe(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, en
     winner `patience` steps in a row is pruned, and the query stops when its winner has been the same for T steps
     in a row, when every trace has finished or been pruned, or after PP_MAX_STEPS steps. A segment or a trace
     that does not fit in the budget left ends the run; a query then holds the majority of its unpruned traces'
-    latest answers. Per trace (a position p of the permutation): t_idx probes explored, t_paid tokens paid, t_st
-    (0 live, 1 finished, 2 pruned), t_off off-track count, t_ans / t_ok its latest answer. Per query qi[i]: chains
-    started, step, stable count, previous winner (-2: none), done, held answer, held correct, steps run. cnt: per
-    answer slot, the unpruned traces whose latest answer it is (zero on entry; kept as traces advance and are pruned,
-    so a majority is one pass over the query's traces)."""
+    latest answers. The segments are depth_records' rec. Per trace (a position p of the permutation): t_r its next
+    record, t_paid tokens paid, t_st (0 live, 1 finished, 2 pruned), t_off off-track count, t_ans / t_ok its latest
+    answer. Per query qi[i]: chains started, step, stable count, previous winner (-2: none), done, held answer,
+    held correct, steps run, traces pruned. cnt: per answer slot, the unpruned traces whose latest answer it is
+    (zero on entry; the invalid answers' slot aoff[i] counts too, so that a segment updates it without a branch;
+    kept as traces advance and are pruned, so a majority is one pass over the query's traces)."""
     n = off.shape[0] - 1
     ended = False
-
-    def explore(p, base):
-        """One more segment of the (unpruned) trace at position p of the query whose answer slots start at base:
-        False when it does not fit in the budget (nothing changes)."""
-        j = perm[p]
-        k = t_idx[p]
-        if k < reach[j]:
-            cost = ptok[poff[j] + k] - t_paid[p]
-        else:
-            cost = max(0, end_tok[j] - t_paid[p])
-        if unit == UNIT_TOKENS and cost > budget - tot[TOKENS]:
-            return False
-        tot[TOKENS] += cost
-        t_paid[p] += cost
-        if t_ans[p] >= 0:
-            cnt[base + t_ans[p]] -= 1
-        if k < reach[j]:
-            t_ans[p] = pans[poff[j] + k]
-            t_ok[p] = pok[poff[j] + k]
-            t_idx[p] = k + 1
-        else:
-            t_ans[p] = end_ans[j]
-            t_ok[p] = end_ok[j]
-            t_st[p] = 1
-        if t_ans[p] >= 0:
-            cnt[base + t_ans[p]] += 1
-        return True
+    lim = budget if unit == UNIT_TOKENS else np.int64(1) << 62  # the tokens a run may spend
+    used = tot[TOKENS]
 
     def majority(i):
-        """(winner, its correctness, unpruned traces): the winner -1 when none of them has a valid answer; the first
-        in trace order of the answers held by the most unpruned traces (cnt)."""
-        a0 = off[i]
+        """(winner, its correctness): the winner -1 when no unpruned trace has a valid answer; the first in trace
+        order of the answers held by the most unpruned traces (cnt). With fewer answer slots than traces, the most
+        votes come from the slots and the winner from the first trace that holds that many (the majority is
+        usually met early); else from one pass over the traces."""
         base = aoff[i] + 1
-        live = 0
         best, bc, bok = -1, 0, 0
-        for p in range(a0, a0 + qi[i, 0]):
-            if t_st[p] != 2:
-                live += 1
-                if t_ans[p] >= 0 and cnt[base + t_ans[p]] > bc:
-                    best, bc, bok = t_ans[p], cnt[base + t_ans[p]], t_ok[p]
-        return best, bok, live
+        if aoff[i + 1] - base < qi[i, 0]:
+            for s in range(_ix(base), _ix(aoff[i + 1])):
+                bc = max(bc, cnt[s])
+            if bc > 0:
+                for p in range(_ix(off[i]), _ix(off[i] + qi[i, 0])):
+                    a = t_ans[p]
+                    if t_st[p] != 2 and a >= 0 and cnt[_ix(base + a)] == bc:
+                        return a, t_ok[p]
+            return best, bok
+        for p in range(_ix(off[i]), _ix(off[i] + qi[i, 0])):
+            a = t_ans[p]
+            if t_st[p] != 2 and a >= 0 and cnt[_ix(base + a)] > bc:
+                best, bc, bok = a, cnt[_ix(base + a)], t_ok[p]
+        return best, bok
 
-    def hold(i):  # (the budget ended the run) the majority of what the query's traces hold now
-        if qi[i, 4] == 0:
-            w, wok, live = majority(i)
-            if live > 0:
-                qi[i, 5], qi[i, 6] = w, wok
-
-    # round 0: every query starts its chains, in rank order
+    # round 0: every query starts its chains, in rank order, each explored once
     for r in range(n):
         i = order[r]
-        m = min(chains, off[i + 1] - off[i])
-        for c in range(m):
-            p = off[i] + c
+        base = aoff[i] + 1
+        for p in range(off[i], off[i] + min(chains, off[i + 1] - off[i])):
             if unit == UNIT_SAMPLES and tot[SAMPLES] >= budget:
                 ended = True
                 break
-            t_idx[p], t_paid[p], t_st[p], t_off[p], t_ans[p], t_ok[p] = 0, 0, 0, 0, -1, 0
-            if not explore(p, aoff[i] + 1):
+            j = perm[p]
+            k = poff[j] + j
+            cost = rec[k, 0]
+            fin = rec[k, 1] & 2
+            if fin:
+                cost = max(0, cost)
+            if cost > lim - used:
                 ended = True
                 break
+            used += cost
+            a = (rec[k, 1] >> 2) - 1
+            t_r[p], t_paid[p], t_st[p], t_off[p], t_ans[p], t_ok[p] = k + 1, cost, fin >> 1, 0, a, rec[k, 1] & 1
+            cnt[base + a] += 1
             qi[i, 0] += 1
             tot[SAMPLES] += 1
         if ended:
             break
-    if not ended:
-        going = True
-        while going and not ended:
-            going = False
-            for r in range(n):
-                i = order[r]
-                if qi[i, 4] != 0:
+    while not ended:
+        going = False
+        for r in range(n):
+            i = order[r]
+            if qi[i, 4] != 0:
+                continue
+            going = True
+            a0 = off[i]
+            m = qi[i, 0]
+            step = qi[i, 1]
+            base = aoff[i] + 1
+            for p in range(_ix(a0), _ix(a0 + m)):  # forward every live trace one segment
+                if t_st[p] != 0:
                     continue
-                going = True
-                a0 = off[i]
-                m = qi[i, 0]
-                step = qi[i, 1]
-                base = aoff[i] + 1
-                for p in range(a0, a0 + m):  # forward every live trace one segment
-                    if t_st[p] == 0 and not explore(p, base):
-                        ended = True
-                        break
-                if ended:
+                k = t_r[p]
+                cost = rec[_ix(k), 0] - t_paid[p]
+                fin = rec[_ix(k), 1] & 2
+                if fin:
+                    cost = max(0, cost)
+                if cost > lim - used:
+                    ended = True
                     break
-                w, wok, live = majority(i)
-                if step >= warm and live > 1:
-                    pruned = False  # (a trace's off-track count reads w only: counted and pruned in one pass)
-                    for p in range(a0, a0 + m):
-                        if t_st[p] == 0:
-                            t_off[p] = t_off[p] + 1 if t_ans[p] != w else 0
-                            if t_off[p] >= patience:
-                                t_st[p] = 2
-                                if t_ans[p] >= 0:
-                                    cnt[base + t_ans[p]] -= 1
-                                pruned = True
-                    if pruned:
-                        w, wok, live = majority(i)
-                        if live == 0:  # every trace pruned: the previous winner stands
-                            qi[i, 4] = 1
-                            qi[i, 7] = step + 1
-                            continue
-                qi[i, 2] = qi[i, 2] + 1 if w == qi[i, 3] else 0
-                qi[i, 3] = w
-                qi[i, 5], qi[i, 6] = w, wok
-                qi[i, 1] = step + 1
-                qi[i, 7] = step + 1
-                if qi[i, 2] >= T:
-                    qi[i, 4] = 2  # consensus: answered
-                    continue
-                alive = False
-                for p in range(a0, a0 + m):
+                used += cost
+                t_paid[p] += cost
+                cnt[_ix(base + t_ans[p])] -= 1
+                a = (rec[_ix(k), 1] >> 2) - 1
+                t_ans[p], t_ok[p], t_r[p], t_st[p] = a, rec[_ix(k), 1] & 1, k + 1, fin >> 1
+                cnt[_ix(base + a)] += 1
+            if ended:
+                break
+            w, wok = majority(i)
+            if step >= warm and m - qi[i, 8] > 1:
+                pruned = False  # (a trace's off-track count reads w only: counted and pruned in one pass)
+                for p in range(_ix(a0), _ix(a0 + m)):
                     if t_st[p] == 0:
-                        alive = True
-                        break
-                if not alive or step + 1 >= PP_MAX_STEPS:
-                    qi[i, 4] = 1
-    for i in range(n):
-        hold(i)
+                        t_off[p] = t_off[p] + 1 if t_ans[p] != w else 0
+                        if t_off[p] >= patience:
+                            t_st[p] = 2
+                            cnt[_ix(base + t_ans[p])] -= 1
+                            qi[i, 8] += 1
+                            pruned = True
+                if pruned:
+                    w, wok = majority(i)
+                    if qi[i, 8] == m:  # every trace pruned: the previous winner stands
+                        qi[i, 4] = 1
+                        qi[i, 7] = step + 1
+                        continue
+            qi[i, 2] = qi[i, 2] + 1 if w == qi[i, 3] else 0
+            qi[i, 3] = w
+            qi[i, 5], qi[i, 6] = w, wok
+            qi[i, 1] = step + 1
+            qi[i, 7] = step + 1
+            if qi[i, 2] >= T:
+                qi[i, 4] = 2  # consensus: answered
+                continue
+            alive = False
+            for p in range(_ix(a0), _ix(a0 + m)):
+                if t_st[p] == 0:
+                    alive = True
+                    break
+            if not alive or step + 1 >= PP_MAX_STEPS:
+                qi[i, 4] = 1
+        if not going:
+            break
+    tot[TOKENS] = used
+    for i in range(n):  # (the budget ended the run) the majority of what each query's traces hold now
+        if qi[i, 4] == 0 and qi[i, 0] > qi[i, 8]:
+            qi[i, 5], qi[i, 6] = majority(i)
 
 
 @inner
@@ -2888,13 +2910,15 @@ def _depth_grid(off, aoff, qkeys, seeds, poff, pans, pok, ptok, reach, end_tok, 
     perm = np.empty(total, np.int64)
     order = np.empty(n, np.int64)
     rank = np.empty(n, np.int64)
-    t_idx = np.zeros(total, np.int64)
+    rec = np.empty((poff[-1] + reach.shape[0], 2), np.int64)
+    depth_records(poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, rec)
+    t_r = np.zeros(total, np.int64)
     t_paid = np.zeros(total, np.int64)
     t_st = np.zeros(total, np.int64)
     t_off = np.zeros(total, np.int64)
     t_ans = np.zeros(total, np.int64)
     t_ok = np.zeros(total, np.int64)
-    qi = np.zeros((n, 8), np.int64)
+    qi = np.zeros((n, 9), np.int64)
     cnt = np.zeros(aoff[n], np.int64)
     tot = np.zeros(TOT_SLOTS, np.int64)
     per_query = pq_n.shape[0] > 0
@@ -2908,9 +2932,8 @@ def _depth_grid(off, aoff, qkeys, seeds, poff, pans, pok, ptok, reach, end_tok, 
             for i in range(n):
                 qi[i, 3] = -2
                 qi[i, 5] = -1
-            parallel_probe(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order,
-                           cfgs[c, 0], cfgs[c, 1], cfgs[c, 2], cfgs[c, 3], cfgs[c, 4], budgets[c, s], t_idx, t_paid,
-                           t_st, t_off, t_ans, t_ok, qi, cnt, tot)
+            parallel_probe(off, aoff, poff, rec, perm, order, cfgs[c, 0], cfgs[c, 1], cfgs[c, 2], cfgs[c, 3],
+                           cfgs[c, 4], budgets[c, s], t_r, t_paid, t_st, t_off, t_ans, t_ok, qi, cnt, tot)
             depth_tally(off, qi, 4, 6, t_ok, tot, per_query, pq_n, pq_flags, out_f, out_i, c, s)
 
 
@@ -2922,20 +2945,22 @@ def parallel_probe_once(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_an
     its permutation position)."""
     n = off.shape[0] - 1
     total = off[n]
-    t_idx = np.zeros(total, np.int64)
+    rec = np.empty((poff[-1] + reach.shape[0], 2), np.int64)
+    depth_records(poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, rec)
+    t_r = np.zeros(total, np.int64)
     t_paid = np.zeros(total, np.int64)
     t_st = np.zeros(total, np.int64)
     t_off = np.zeros(total, np.int64)
     t_ans = np.full(total, -1, np.int64)
     t_ok = np.zeros(total, np.int64)
-    qi = np.zeros((n, 8), np.int64)
+    qi = np.zeros((n, 9), np.int64)
     for i in range(n):
         qi[i, 3] = -2
         qi[i, 5] = -1
     cnt = np.zeros(aoff[n], np.int64)
     tot = np.zeros(TOT_SLOTS, np.int64)
-    parallel_probe(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order, chains, T,
-                   patience, warm, unit, budget, t_idx, t_paid, t_st, t_off, t_ans, t_ok, qi, cnt, tot)
+    parallel_probe(off, aoff, poff, rec, perm, order, chains, T, patience, warm, unit, budget, t_r, t_paid, t_st,
+                   t_off, t_ans, t_ok, qi, cnt, tot)
     return qi, tot, t_ok, t_paid
 
 
@@ -2952,9 +2977,33 @@ def _largest(off):
 
 
 @inner
-def _cmc_stats(aoff, i, cc, fr, cok, pascal):
+def _cmc_conf():
+    """conf[m, b]: the chance of at most b heads in m fair flips (the Beta(1, 1) posterior's confidence that the
+    leader, b of m - 1 completed votes ahead of the runner-up, is the majority), summed term by term in the order
+    _cmc_stats used to: the same floats, looked up instead of summed at every round."""
+    pascal = np.zeros((80, 80), np.int64)
+    for a in range(80):
+        pascal[a, 0] = 1
+        for b in range(1, a + 1):
+            pascal[a, b] = pascal[a - 1, b - 1] + pascal[a - 1, b]
+    conf = np.zeros((80, 80))
+    for m in range(80):
+        h = 0.5 ** m
+        acc = 0.0
+        for k in range(m):
+            acc += np.float64(pascal[m, k]) * h
+            conf[m, k] = acc
+    return conf
+
+
+@inner
+def _cmc_stats(aoff, i, cc, fr, cok, conf, qi, qf):
     """(winner, its correctness, confidence) over query i's completed answers (cc: counts per answer slot, fr: the
-    order each answer was first completed in; ties to the first completed, as a Counter); winner -2 when none."""
+    order each answer was first completed in; ties to the first completed, as a Counter); winner -2 when none. They
+    change only when a trace of the query completes (complete clears qi[i, 8]): kept in qi[i, 9], qi[i, 10] and
+    qf[i, 1] until then, as a round reads them twice and most rounds complete nothing."""
+    if qi[i, 8] == 1:
+        return qi[i, 9], qi[i, 10], qf[i, 1]
     best, bc, bf, bok, second = -2, 0, 0, 0, 0
     for s in range(aoff[i] + 1, aoff[i + 1]):
         c = cc[s]
@@ -2966,48 +3015,40 @@ def _cmc_stats(aoff, i, cc, fr, cok, pascal):
             best, bc, bf, bok = s - aoff[i] - 1, c, fr[s], cok[s]
         else:
             second = max(second, c)
-    conf = 0.0
-    if bc > 0:
-        m = bc + second + 1
-        h = 0.5 ** m
-        for k in range(bc + 1):
-            conf += np.float64(pascal[m, k]) * h
-    return best, bok, conf
+    cf = conf[bc + second + 1, bc] if bc > 0 else 0.0
+    qi[i, 8], qi[i, 9], qi[i, 10], qf[i, 1] = 1, best, bok, cf
+    return best, bok, cf
 
 
 @inner
-def cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order, kn, kf, unit, budget, t_idx,
-        t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi, qf, hist, cc, fr, cok, pascal, tot, srv):
+def cmc(off, aoff, poff, rec, seg, perm, order, kn, kf, unit, budget, t_r, t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi,
+        qf, hist, cc, fr, cok, conf, tot, srv, done):
     """AutoTTS's Confidence Momentum Controller (its search's round r0004; docs/semantics.md) on every query under one
     shared budget, round-robin in rank order as parallel_probe. kn: (n_init, max_branch, warm_up, abandon_patience,
-    T_ema, burst_aligned, widen_burst, min_complete), kf: (ema_alpha, conf_thresh, delta_slack, trend_thresh). Per
-    trace at position p: t_st 0 live, 1 finished, 2 abandoned; t_pr probes run; t_dis rounds off the pool winner.
-    Per query qi[i]: traces started, step, done (1 ended, 2 stopped by the gate), held answer, held correct, hist
-    length, distinct completed answers, completed count; qf[i, 0] the EMA. srv: scratch, the largest query's size."""
+    T_ema, burst_aligned, widen_burst, min_complete), kf: (ema_alpha, conf_thresh, delta_slack, trend_thresh). The
+    segments are depth_records' rec. Per trace at position p: t_r its next record; t_st 0 live, 1 finished, 2
+    abandoned; t_pr probes run; t_dis rounds off the pool winner. Per query qi[i]: traces started, step, done (1
+    ended, 2 stopped by the gate), held answer, held correct, hist length, distinct completed answers, completed
+    count, then _cmc_stats' cache (columns 8-10); qf[i, 0] the EMA, qf[i, 1] the cached confidence (conf:
+    _cmc_conf's table). seg: the costliest segment (depth_records'). srv (the largest query's size) and done (2 x
+    that): scratch."""
     n = off.shape[0] - 1
     n_init, max_branch, warm_up, patience, t_ema, burst, widen, min_complete = kn[0], kn[1], kn[2], kn[3], kn[4], \
         kn[5], kn[6], kn[7]
     alpha, thresh, slack, trend = kf[0], kf[1], kf[2], kf[3]
+    lim = budget if unit == UNIT_TOKENS else np.int64(1) << 62  # the tokens a run may spend
 
     def explore(p):
-        j = perm[p]
-        k = t_idx[p]
-        if k < reach[j]:
-            cost = ptok[poff[j] + k] - t_paid[p]
-        else:
-            cost = max(0, end_tok[j] - t_paid[p])
-        if unit == UNIT_TOKENS and cost > budget - tot[TOKENS]:
+        k = t_r[p]
+        cost = rec[k, 0] - t_paid[p]
+        fin = rec[k, 1] & 2
+        if fin:
+            cost = max(0, cost)
+        if cost > lim - tot[TOKENS]:
             return False
         tot[TOKENS] += cost
         t_paid[p] += cost
-        if k < reach[j]:
-            t_ans[p] = pans[poff[j] + k]
-            t_ok[p] = pok[poff[j] + k]
-            t_idx[p] = k + 1
-        else:
-            t_ans[p] = end_ans[j]
-            t_ok[p] = end_ok[j]
-            t_st[p] = 1
+        t_ans[p], t_ok[p], t_r[p], t_st[p] = (rec[k, 1] >> 2) - 1, rec[k, 1] & 1, k + 1, fin >> 1
         return True
 
     def complete(i, p):
@@ -3021,6 +3062,7 @@ def cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm,
             qi[i, 6] += 1
             cok[s] = t_ok[p]
         cc[s] += 1
+        qi[i, 8] = 0
 
     def start(i):
         """Open query i's next trace (False: the budget ended the run; True also when it has none left)."""
@@ -3030,7 +3072,8 @@ def cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm,
         p = off[i] + m
         if unit == UNIT_SAMPLES and tot[SAMPLES] >= budget:
             return False
-        t_idx[p], t_paid[p], t_st[p], t_pr[p], t_dis[p], t_ans[p], t_ok[p] = 0, 0, 0, 0, 0, -1, 0
+        j = perm[p]
+        t_r[p], t_paid[p], t_st[p], t_pr[p], t_dis[p], t_ans[p], t_ok[p] = poff[j] + j, 0, 0, 0, 0, -1, 0
         if not explore(p):
             return False
         qi[i, 0] = m + 1
@@ -3040,7 +3083,7 @@ def cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm,
         return True
 
     def final(i):  # the completed answers' winner, else the majority of the latest answers of the traces kept
-        w, wok, _ = _cmc_stats(aoff, i, cc, fr, cok, pascal)
+        w, wok, _ = _cmc_stats(aoff, i, cc, fr, cok, conf, qi, qf)
         if w == -2:
             best, bc, bok = -1, 0, 0
             a0 = off[i]
@@ -3075,9 +3118,9 @@ def cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm,
             a0 = off[i]
             m = qi[i, 0]
             step = qi[i, 1]
-            w, _, conf = _cmc_stats(aoff, i, cc, fr, cok, pascal)
+            w, _, cf = _cmc_stats(aoff, i, cc, fr, cok, conf, qi, qf)
             warm = step >= warm_up
-            ema = (1.0 - alpha) * qf[i, 0] + alpha * conf
+            ema = (1.0 - alpha) * qf[i, 0] + alpha * cf
             hl = qi[i, 5]
             if hl == t_ema:  # the window is full: drop its oldest
                 for h in range(t_ema - 1):
@@ -3086,26 +3129,22 @@ def cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm,
             hist[i, hl] = ema
             hl += 1
             qi[i, 5] = hl
-            # One pass over the query's traces: the live ones' rounds off the pool winner (after warm-up), and the
-            # live ones by probes run, most first (ties: trace order), for the depth step below. Only a served trace
-            # changes, and it is not met again: the serving order is the live traces' at the round's start, sorted
-            # once (a stable insertion sort: the traces run in near lockstep, so it is about one pass)
+            # The live traces' rounds off the pool winner (after warm-up), and the most deviant abandoned
             upd = warm and w != -2
             live = 0
             cand = 0
-            for p in range(a0, a0 + m):
+            for p in range(_ix(a0), _ix(a0 + m)):
                 if t_st[p] == 0:
                     if upd:
                         t_dis[p] = t_dis[p] + 1 if t_ans[p] != w else 0
-                        if t_dis[p] >= patience:
-                            cand += 1
-                    k = live
-                    while k > 0 and t_pr[srv[k - 1]] < t_pr[p]:
-                        srv[k] = srv[k - 1]
-                        k -= 1
-                    srv[k] = p
+                        cand += t_dis[p] >= patience
                     live += 1
-            if cand > 0:
+            if 0 < cand <= live - 2:  # every candidate goes
+                for p in range(_ix(a0), _ix(a0 + m)):
+                    if t_st[p] == 0 and t_dis[p] >= patience:
+                        t_st[p] = 2
+                live -= cand
+            elif cand > 0:
                 left = max(0, live - 2)  # abandon the most deviant first (ties: trace order), keep 2 alive
                 while left > 0:
                     bp, bd = -1, patience - 1
@@ -3116,32 +3155,70 @@ def cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm,
                         break
                     t_st[bp] = 2
                     left -= 1
-                kept = 0
-                for k in range(live):  # (the abandoned leave the serving order)
-                    if t_st[srv[k]] == 0:
-                        srv[kept] = srv[k]
-                        kept += 1
-                live = kept
-            # depth: aligned traces `burst` segments, the others one
-            for k in range(live):
-                p = srv[k]
-                steps = burst if (warm and w != -2 and t_ans[p] == w) else 1
-                for _ in range(steps):
-                    if t_st[p] == 1:
-                        break
-                    if not explore(p):
-                        ended = True
-                        break
-                    t_pr[p] += 1
-                    if t_st[p] == 1:
-                        complete(i, p)
+                    live -= 1
+            # depth: aligned traces `burst` segments, the others one, served by probes run, most first (ties: trace
+            # order). Serving order shows only where the budget ends inside the round and in the order traces
+            # complete (an answer's first completion, its tie-break): when the round's every segment fits
+            # (seg: depth_records' costliest), the live traces are served in trace order without a budget check,
+            # and their completions then taken in serving order (done: (probes run at the round's start, trace)).
+            if live * max(burst, 1) <= (lim - tot[TOKENS]) // max(seg, 1):
+                used = tot[TOKENS]
+                nd = 0
+                for p in range(_ix(a0), _ix(a0 + m)):
+                    if t_st[p] != 0:
+                        continue
+                    steps = burst if (upd and t_ans[p] == w) else 1
+                    pr0 = t_pr[p]
+                    for _ in range(steps):
+                        k = t_r[p]
+                        cost = rec[_ix(k), 0] - t_paid[p]
+                        fin = rec[_ix(k), 1] & 2
+                        if fin:
+                            cost = max(0, cost)
+                        used += cost
+                        t_paid[p] += cost
+                        t_r[p] = k + 1
+                        t_pr[p] += 1
+                        if fin:
+                            t_st[p] = 1
+                            d = nd  # (a stable insertion: most probes run first, then trace order)
+                            while d > 0 and done[0, d - 1] < pr0:
+                                done[0, d], done[1, d] = done[0, d - 1], done[1, d - 1]
+                                d -= 1
+                            done[0, d], done[1, d] = pr0, p
+                            nd += 1
+                            break
+                    t_ans[p], t_ok[p] = (rec[_ix(k), 1] >> 2) - 1, rec[_ix(k), 1] & 1
+                tot[TOKENS] = used
+                for d in range(nd):
+                    complete(i, done[1, d])
+            else:  # the budget may end inside the round: served one by one in order, each checked
+                ns = 0
+                for p in range(a0, a0 + m):  # (a stable insertion sort: the traces run in near lockstep)
+                    if t_st[p] == 0:
+                        k = ns
+                        while k > 0 and t_pr[srv[k - 1]] < t_pr[p]:
+                            srv[k] = srv[k - 1]
+                            k -= 1
+                        srv[k] = p
+                        ns += 1
+                for k in range(ns):
+                    p = srv[k]
+                    steps = burst if (upd and t_ans[p] == w) else 1
+                    for _ in range(steps):
+                        if not explore(p):
+                            ended = True
+                            break
+                        t_pr[p] += 1
+                        if t_st[p] == 1:
+                            complete(i, p)
+                            break
+                    if ended:
                         break
                 if ended:
                     break
-            if ended:
-                break
-            w, wok, conf = _cmc_stats(aoff, i, cc, fr, cok, pascal)
-            ema = (1.0 - alpha) * ema + alpha * conf
+            w, wok, cf = _cmc_stats(aoff, i, cc, fr, cok, conf, qi, qf)
+            ema = (1.0 - alpha) * ema + alpha * cf
             qf[i, 0] = ema
             hist[i, hl - 1] = ema
             delta = hist[i, hl - 1] - hist[i, 0] if hl >= 2 else 0.0
@@ -3149,8 +3226,8 @@ def cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm,
                 qi[i, 3], qi[i, 4], qi[i, 2] = w, wok, 2
                 continue
             resolved = True
-            for k in range(live):  # (a trace not live at the round's start is not live now)
-                if t_st[srv[k]] == 0:
+            for p in range(_ix(a0), _ix(a0 + m)):  # (a trace not live at the round's start is not live now)
+                if t_st[p] == 0:
                     resolved = False
                     break
             if resolved:
@@ -3182,26 +3259,24 @@ def cmc_once(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, 
     """One CMC run on a given permutation and query order: (qi, tot, t_paid)."""
     n = off.shape[0] - 1
     total = off[n]
+    rec = np.empty((poff[-1] + reach.shape[0], 2), np.int64)
+    seg = depth_records(poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, rec)
     z = np.zeros(total, np.int64)
-    t_idx, t_paid, t_st, t_pr, t_dis, t_ok = z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy()
+    t_r, t_paid, t_st, t_pr, t_dis, t_ok = z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy()
     t_ans = np.full(total, -1, np.int64)
-    qi = np.zeros((n, 8), np.int64)
+    qi = np.zeros((n, 11), np.int64)
     for i in range(n):
         qi[i, 3] = -1
-    qf = np.zeros((n, 1))
+    qf = np.zeros((n, 2))
     hist = np.zeros((n, max(kn[4], 1)))
     cc = np.zeros(aoff[n], np.int64)
     fr = np.zeros(aoff[n], np.int64)
     cok = np.zeros(aoff[n], np.int64)
-    pascal = np.zeros((80, 80), np.int64)
-    for a in range(80):
-        pascal[a, 0] = 1
-        for b in range(1, a + 1):
-            pascal[a, b] = pascal[a - 1, b - 1] + pascal[a - 1, b]
     tot = np.zeros(TOT_SLOTS, np.int64)
     srv = np.empty(_largest(off), np.int64)
-    cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order, kn, kf, unit, budget, t_idx,
-        t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi, qf, hist, cc, fr, cok, pascal, tot, srv)
+    done = np.empty((2, _largest(off)), np.int64)
+    cmc(off, aoff, poff, rec, seg, perm, order, kn, kf, unit, budget, t_r, t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi,
+        qf, hist, cc, fr, cok, _cmc_conf(), tot, srv, done)
     return qi, tot, t_paid
 
 
@@ -3215,22 +3290,21 @@ def _cmc_grid(off, aoff, qkeys, seeds, poff, pans, pok, ptok, reach, end_tok, en
     perm = np.empty(total, np.int64)
     order = np.empty(n, np.int64)
     rank = np.empty(n, np.int64)
+    rec = np.empty((poff[-1] + reach.shape[0], 2), np.int64)
+    seg = depth_records(poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, rec)
     z = np.zeros(total, np.int64)
-    t_idx, t_paid, t_st, t_pr, t_dis, t_ans, t_ok = z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), \
+    t_r, t_paid, t_st, t_pr, t_dis, t_ans, t_ok = z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), \
         z.copy()
-    qi = np.zeros((n, 8), np.int64)
-    qf = np.zeros((n, 1))
+    qi = np.zeros((n, 11), np.int64)
+    qf = np.zeros((n, 2))
     hist = np.zeros((n, 16))
     cc = np.zeros(aoff[n], np.int64)
     fr = np.zeros(aoff[n], np.int64)
     cok = np.zeros(aoff[n], np.int64)
-    pascal = np.zeros((80, 80), np.int64)
-    for a in range(80):
-        pascal[a, 0] = 1
-        for b in range(1, a + 1):
-            pascal[a, b] = pascal[a - 1, b - 1] + pascal[a - 1, b]
+    conf = _cmc_conf()
     tot = np.zeros(TOT_SLOTS, np.int64)
     srv = np.empty(_largest(off), np.int64)
+    done = np.empty((2, _largest(off)), np.int64)
     per_query = pq_n.shape[0] > 0
     for s in range(s_lo, s_hi):
         fill_permutation(off, qkeys, seeds[s], perm)
@@ -3242,7 +3316,6 @@ def _cmc_grid(off, aoff, qkeys, seeds, poff, pans, pok, ptok, reach, end_tok, en
             tot[:] = 0
             for i in range(n):
                 qi[i, 3] = -1
-            cmc(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order, kns[c], kfs[c],
-                units[c], budgets[c, s], t_idx, t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi, qf, hist, cc, fr, cok,
-                pascal, tot, srv)
+            cmc(off, aoff, poff, rec, seg, perm, order, kns[c], kfs[c], units[c], budgets[c, s], t_r, t_paid, t_st,
+                t_pr, t_dis, t_ans, t_ok, qi, qf, hist, cc, fr, cok, conf, tot, srv, done)
             depth_tally(off, qi, 2, 4, t_ok, tot, per_query, pq_n, pq_flags, out_f, out_i, c, s)

@@ -69,7 +69,8 @@ req = ReplayRequest(seeds=3)  # `ttc replay --seeds 3`: the default grid on the 
 assert load_for(req).probe_off is None  # (a pool without probes: none read)
 run_replay(req)
 depth = [f for f in (kernel.depth_view, kernel._depth_grid, kernel._cmc_grid, kernel.parallel_probe_once,
-                     kernel.cmc_once, kernel.parallel_probe, kernel.cmc, kernel.depth_tally) if f.signatures]
+                     kernel.cmc_once, kernel.parallel_probe, kernel.cmc, kernel.depth_tally, kernel.depth_records,
+                     kernel._cmc_conf, kernel._cmc_stats) if f.signatures]
 print(len(kernel._grid.signatures), [f.__name__ for f in depth])
 """
 
