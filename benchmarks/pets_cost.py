@@ -52,8 +52,8 @@ def main():
                               budget_total=b * n, pets_mc=args.mc)
             ref.append((time.process_time() - t) / r["samples_used"])
         e, rf = statistics.median(eng), statistics.median(ref)
-        print(f"budget {b}: engine {e * 1e6:.2f} us, reference {rf * 1e6:.0f} us per decision: {rf / e:.0f}x "
-              f"(engine {', '.join(f'{x * 1e6:.2f}' for x in eng)}; reference {', '.join(f'{x * 1e6:.0f}' for x in ref)})",
+        each = f"engine {' '.join(f'{x * 1e6:.2f}' for x in eng)}; reference {' '.join(f'{x * 1e6:.0f}' for x in ref)}"
+        print(f"budget {b}: engine {e * 1e6:.2f} us, reference {rf * 1e6:.0f} us per decision: {rf / e:.0f}x ({each})",
               flush=True)
 
 
