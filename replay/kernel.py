@@ -85,7 +85,7 @@ OKG_MC_NODES = 64  # pets_mc: its exact I vectors need only be far finer than th
 # pets: slots of a run's memo of OKG rewards by count vector (okg_memo_reward; a power of two): `ttc bench`'s pool
 # (500 queries, 4 answers) reaches ~2,700 distinct vectors in a run at 32 draws a query, 17 at 4. A vector looks
 # PETS_PROBE slots on from its hash's; none free, it takes its home slot (the memo only saves work: a miss is the
-# same reward, computed)
+# same reward, computed). Above 16 buckets, fewer slots (halved down to 64), so that the keys stay within 1 MB
 PETS_MEMO, PETS_PROBE = 8192, 8
 ELIM_NONE, ELIM_THRESHOLD, ELIM_SC_SHARE, ELIM_SC_BETA, ELIM_ESC, ELIM_AC_MAJORITY, ELIM_AC_ENTROPY, \
     ELIM_AC_DIRICHLET, ELIM_BOINF, ELIM_MMC, ELIM_LBAYES = map(int, Elim)
@@ -969,11 +969,11 @@ def okg_memo_reward(c, m, nb, mh, mk, mv):
         if mh[s] == 0:
             home = s  # a free slot: the vector goes here
             break
-        if mh[s] == h:
+        if mh[s] == h:  # the same vector if the same nonzero counts and no more of them (the rest are 0)
             t = 0
-            while t < m and mk[s, t] == c[t]:
+            while t < nb and mk[s, t] == c[t]:
                 t += 1
-            if t == m:
+            if t == nb and (nb == m or mk[s, nb] == 0):
                 return mv[s]
     v = okg_reward(c, m)
     mh[home] = h
@@ -2239,6 +2239,8 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
     n_max = off[n] + 1  # more pulls than any query can make
     if reading is not None:  # pets' memo of rewards by count vector (okg_memo_reward), for this call's pulls
         pm = PETS_MEMO if policy == PETS and cfg.pets_mc == 0 else 0
+        while pm > 64 and pm * cfg.pets_options > 16 * PETS_MEMO:  # its keys within 1 MB whatever the buckets
+            pm //= 2
         mh, mk, mv = np.zeros(pm, np.uint64), np.empty((pm, cfg.pets_options), np.int64), np.empty(pm)
     if not (live_run is not None and resume):  # (a live run that goes on finds st and the arrays where it stopped)
         # ==== init: every policy's cursor (SCHED) and scratch ====

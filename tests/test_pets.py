@@ -130,6 +130,7 @@ def test_the_memo_gives_okg_rewards_bits_and_serves_what_it_holds():
     (a poisoned value comes back), one it does not hold is computed (the poison never leaks to another vector)."""
     rng = np.random.default_rng(3)
     vecs = [sorted(rng.choice([0, 0, 1, 2, 3, 9], 6).tolist(), reverse=True) for _ in range(60)]
+    vecs += [[2, 1, 0, 0, 0, 0], [2, 1, 1, 0, 0, 0], [2, 1, 1, 1, 1, 1], [2, 1, 1, 1, 1, 0]]  # prefixes of each other
     vecs += vecs[:20]  # repeats: hits in the large table
     for cap in (1024, 2):
         memo = _memo(cap, 6)
