@@ -82,6 +82,11 @@ READING_POLICIES = (UAB, PETS)
 OKG_NODES = 256
 UNIT_SAMPLES, UNIT_TOKENS = map(int, Unit)
 OKG_MC_NODES = 64  # pets_mc: its exact I vectors need only be far finer than the Monte Carlo error (~0.02)
+# pets: slots of a run's memo of OKG rewards by count vector (okg_memo_reward; a power of two): `ttc bench`'s pool
+# (500 queries, 4 answers) reaches ~2,700 distinct vectors in a run at 32 draws a query, 17 at 4. A vector looks
+# PETS_PROBE slots on from its hash's; none free, it takes its home slot (the memo only saves work: a miss is the
+# same reward, computed). Above 16 buckets, fewer slots (halved down to 64), so that the keys stay within 1 MB
+PETS_MEMO, PETS_PROBE = 8192, 8
 ELIM_NONE, ELIM_THRESHOLD, ELIM_SC_SHARE, ELIM_SC_BETA, ELIM_ESC, ELIM_AC_MAJORITY, ELIM_AC_ENTROPY, \
     ELIM_AC_DIRICHLET, ELIM_BOINF, ELIM_MMC, ELIM_LBAYES = map(int, Elim)
 # The rules that read the drawn responses or the answer slots at each check (the others read the running counts):
@@ -903,27 +908,90 @@ def okg_reward(c, m):
     """pets: OKG's reward of one more draw for a query whose m option buckets hold the counts c (sorted descending;
     buckets never drawn count 0): max over the buckets of h(c + e_k) - h(c), h the largest argmax probability (the
     leading bucket's, okg_lead_prob). Buckets with equal counts give the same term, so one term per distinct count;
-    c is restored before it returns."""
-    base = okg_lead_prob(c, m)
-    best = -np.inf
-    for t in range(m):
-        if t > 0 and c[t] == c[t - 1]:
-            continue
-        v = c[t]
-        # one bucket of count v (the first of them, position t) gains one: the sorted order holds with it there
-        c[t] = v + 1
-        d = okg_lead_prob(c, m) - base
-        c[t] = v
-        if d > best:
-            best = d
+    c is restored before it returns. Every h but the leader's gain (position 0 one higher: a wider Gamma) shares h(c)'s
+    nodes, Poisson terms and the product's factors before the changed one, so one pass over the nodes computes them
+    all (okg_lead_prob's operations on each, in its order: the same bits), at about a third of the cost."""
+    a = c[0] + 1
+    fa = float(a)
+    lo = max(0.0, fa - 10.0 * math.sqrt(fa) - 10.0)
+    hi = fa + 10.0 * math.sqrt(fa) + 30.0
+    nodes = OKG_NODES if a >= 8 else 8 * OKG_NODES
+    h = (hi - lo) / nodes
+    cum = np.empty(a)
+    tot = np.zeros(m)  # tot[0]: h(c)'s sum; tot[t], t >= 1 the first bucket of a count: h(c + e_t)'s
+    for k in range(nodes + 1):
+        x = lo + k * h
+        term = math.exp(-x)
+        acc = term
+        cum[0] = acc
+        for j in range(1, a):
+            term = term * x / j
+            acc += term
+            cum[j] = acc
+        w = 1.0 if k == 0 or k == nodes else (4.0 if k % 2 == 1 else 2.0)
+        f = term
+        for t in range(1, m):
+            v = c[t]
+            if v != c[t - 1]:  # c + e_t (v + 1 <= c[t - 1]: still sorted): the same product up to t, then
+                # 1 - cum[v + 1] and the rest
+                g = f * (1.0 - cum[v + 1])
+                for s in range(t + 1, m):
+                    g *= 1.0 - cum[c[s]]
+                tot[t] += w * g
+            f *= 1.0 - cum[v]
+        tot[0] += w * f
+    base = tot[0] * h / 3.0
+    v = c[0]
+    c[0] = v + 1
+    best = okg_lead_prob(c, m) - base
+    c[0] = v
+    for t in range(1, m):
+        if c[t] != c[t - 1]:
+            d = tot[t] * h / 3.0 - base
+            if d > best:
+                best = d
     return best
 
 
 @inner
-def pets_index(ans, perm, off, i, nd, M, mc, key):
+def okg_memo_reward(c, m, nb, mh, mk, mv):
+    """pets: okg_reward(c, m) through a run's memo (mh: a slot's hash, 0 while free; mk: its count vector; mv: its
+    reward). The reward is a function of the sorted counts alone, and a run revisits few of them (every query starts
+    from one answer, then (2), (1, 1), ...), so each distinct vector pays its 3-5 quadratures once, not at every
+    pull: the same bits as okg_reward. c[:nb] are the nonzero counts, the rest 0."""
+    cap = mh.shape[0]
+    if cap == 0:
+        return okg_reward(c, m)
+    h = _ONE
+    for t in range(nb):
+        h = mix64(h ^ (np.uint64(c[t]) * _GOLDEN + _ONE))
+    h |= _ONE  # never 0, a free slot's mark
+    home = np.int64(h & np.uint64(cap - 1))
+    for d in range(PETS_PROBE):
+        s = (home + d) & (cap - 1)
+        if mh[s] == 0:
+            home = s  # a free slot: the vector goes here
+            break
+        if mh[s] == h:  # the same vector if the same nonzero counts and no more of them (the rest are 0)
+            t = 0
+            while t < nb and mk[s, t] == c[t]:
+                t += 1
+            if t == nb and (nb == m or mk[s, nb] == 0):
+                return mv[s]
+    v = okg_reward(c, m)
+    mh[home] = h
+    for t in range(m):
+        mk[home, t] = c[t]
+    mv[home] = v
+    return v
+
+
+@inner
+def pets_index(ans, perm, off, i, nd, M, mc, key, mh, mk, mv):
     """pets: query i's OKG reward from its nd draws: its valid answers in draw order fill M option buckets (a new
     answer when all M hold one is discarded, as the source's `_consume_one`; an invalid answer counts in none).
-    Exact with mc = 0, else the source's Monte Carlo estimate from mc draws per h (okg_mc_reward, drawn from key)."""
+    Exact with mc = 0 (through the run's memo mh, mk, mv: okg_memo_reward), else the source's Monte Carlo estimate
+    from mc draws per h (okg_mc_reward, drawn from key)."""
     ids = np.empty(M, np.int64)
     c = np.zeros(M, np.int64)
     nb = 0
@@ -947,7 +1015,7 @@ def pets_index(ans, perm, off, i, nd, M, mc, key):
             c[u] = c[u - 1]
             u -= 1
         c[u] = v
-    return okg_reward(c, M) if mc == 0 else okg_mc_reward(c, M, mc, key)
+    return okg_memo_reward(c, M, nb, mh, mk, mv) if mc == 0 else okg_mc_reward(c, M, mc, key)
 
 
 @jit
@@ -2145,6 +2213,11 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
     U, alloc, cost, first, cand, dfr = W.U, W.alloc, W.cost, W.first, W.cand, W.dfr
     by_cost = cost
     n_max = off[n] + 1  # more pulls than any query can make
+    if reading is not None:  # pets' memo of rewards by count vector (okg_memo_reward), for this call's pulls
+        pm = PETS_MEMO if policy == PETS and cfg.pets_mc == 0 else 0
+        while pm > 64 and pm * cfg.pets_options > 16 * PETS_MEMO:  # its keys within 1 MB whatever the buckets
+            pm //= 2
+        mh, mk, mv = np.zeros(pm, np.uint64), np.empty((pm, cfg.pets_options), np.int64), np.empty(pm)
     if not (live_run is not None and resume):  # (a live run that goes on finds st and the arrays where it stopped)
         # ==== init: every policy's cursor (SCHED) and scratch ====
         # round-robin (uniform, elimination, two-stage's stage 1, optscale's warm-up, dsc's first draw): rounds over
@@ -2412,7 +2485,8 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                               hz, budget)
                 st.pulls += 1
             if reading is not None and policy == PETS:  # -- pets: its OKG reward (pets_index; pets_mc: redrawn below)
-                key = pets_index(ans, perm, off, i, qs[i].n, cfg.pets_options, 0, _ONE) if cfg.pets_mc == 0 else 0.0
+                key = pets_index(ans, perm, off, i, qs[i].n, cfg.pets_options, 0, _ONE, mh, mk, mv) \
+                    if cfg.pets_mc == 0 else 0.0
             if qs[i].elim == 0 and qs[i].capped == 0 and qs[i].exh == 0:  # active: its new index at the top
                 key, r0, q0 = (gain_index(prior, qs, i, strength, gamma) if policy == MARGINAL_GAIN else
                                key if policy == SIDE_EB or policy == PETS else index_of(i)), hr[0], i
@@ -2428,7 +2502,8 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                     q2 = hq[e]
                     if qs[q2].n > 0:
                         hk[e] = pets_index(ans, perm, off, q2, qs[q2].n, cfg.pets_options, cfg.pets_mc,
-                                           pets_key(tok, score, perm, off[q2], qs[q2].n, q2, tot[SAMPLES]))
+                                           pets_key(tok, score, perm, off[q2], qs[q2].n, q2, tot[SAMPLES]),
+                                           mh, mk, mv)
                 heapify(hk, hr, hq, size)
             if policy == SIDE_EB and st.pulls >= max(refresh, size):  # every bin's news reaches every query's
                 # index, once per R pulls or per round of the queries in the heap if more: a refresh is a pass over

@@ -37,8 +37,9 @@ class Policy:
     style: (colour, marker, line style) in every figure; inputs: the signals beyond the pool's scores it reads,
     "prior" (a per-query predicted success probability: --prior COLUMN) or "side" (a per-response side signal: --side
     COLUMN), so that `ttc run` can refuse such an option for a policy that would ignore it; slow: it costs far more
-    per decision than the others (pets: a quadrature per draw, ~100x entropy's), so ttc replay, compare and the
-    leaderboard run it only where it is named (--policy)."""
+    than the others (pets: not per decision any more, 2-9 us, but its code compiles into run_one's reading
+    specialisation, which a default replay would then compile instead of the plain one, about twice the first run's
+    CPU: docs/semantics.md), so ttc replay, compare and the leaderboard run it only where it is named (--policy)."""
 
     name: str
     kernel: str  # its code's name in replay/kernel.py

@@ -1146,9 +1146,9 @@ def pets_key(i, toks, scores, t):
 
 def _pets(run, order, B, K, max_samples, M, mc=0):
     """PETS offline (docs/semantics.md): every step, every active query's index anew (the naive form: the engine
-    keeps a heap and recomputes the pulled query's only, or with mc every query's and rebuilds it): +inf before its
-    first draw, else its OKG reward (mc > 0: the source's estimate, drawn afresh at every step); the largest, ties
-    to the lower rank, gets a pull of K, no rule."""
+    keeps a heap and recomputes the pulled query's only, looked up in a memo by its counts, or with mc every
+    query's and rebuilds it): +inf before its first draw, else its OKG reward (mc > 0: the source's estimate, drawn
+    afresh at every step); the largest, ties to the lower rank, gets a pull of K, no rule."""
     while True:
         best_i, best_v = -1, 0.0
         t = sum(run.q[i].N for i in order)

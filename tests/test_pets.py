@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from numba import njit
 
 from ttc.replay.engine import run_once
-from ttc.replay.kernel import okg_lead_prob, okg_mc_h, okg_mc_reward, okg_probs, okg_reward
+from ttc.replay.kernel import okg_lead_prob, okg_mc_h, okg_mc_reward, okg_memo_reward, okg_probs, okg_reward
 from ttc.replay.live import run_live
 from ttc.replay.policies import RunConfig
 from ttc.replay.reference import okg_lead_prob as ref_prob
@@ -107,6 +108,43 @@ def test_monte_carlo_rewards_give_the_same_bits(counts, mc, key):
     c = sorted(counts, reverse=True)
     got = okg_mc_reward(np.array(c, np.int64), len(c), mc, np.uint64(key))
     assert got == ref_mc_reward(c, mc, key)
+
+
+@njit
+def _memo_reward(c, nb, mh, mk, mv):
+    return okg_memo_reward(c, c.shape[0], nb, mh, mk, mv)
+
+
+def _through_memo(c, memo):
+    nb = sum(1 for v in c if v > 0)
+    return _memo_reward(np.array(c, np.int64), nb, *memo)
+
+
+def _memo(cap, m):
+    return np.zeros(cap, np.uint64), np.empty((cap, m), np.int64), np.empty(cap)
+
+
+def test_the_memo_gives_okg_rewards_bits_and_serves_what_it_holds():
+    """pets' memo of rewards by count vector (okg_memo_reward): every answer okg_reward's bits, in a table that holds
+    them all and in one of 2 slots that must overwrite (a miss only recomputes); a vector it holds is served from it
+    (a poisoned value comes back), one it does not hold is computed (the poison never leaks to another vector)."""
+    rng = np.random.default_rng(3)
+    vecs = [sorted(rng.choice([0, 0, 1, 2, 3, 9], 6).tolist(), reverse=True) for _ in range(60)]
+    vecs += [[2, 1, 0, 0, 0, 0], [2, 1, 1, 0, 0, 0], [2, 1, 1, 1, 1, 1], [2, 1, 1, 1, 1, 0]]  # prefixes of each other
+    vecs += vecs[:20]  # repeats: hits in the large table
+    for cap in (1024, 2):
+        memo = _memo(cap, 6)
+        for c in vecs:
+            assert _through_memo(c, memo) == _reward(c), (cap, c)
+    memo = _memo(1024, 6)
+    held = {tuple(c) for c in vecs[:30]}
+    for c in held:
+        _through_memo(list(c), memo)
+    used = memo[0] != 0
+    assert used.sum() == len(held)
+    memo[2][used] = -7.0
+    for c in {tuple(c) for c in vecs}:
+        assert _through_memo(list(c), memo) == (-7.0 if c in held else _reward(list(c))), c
 
 
 def test_rewards_by_hand():
