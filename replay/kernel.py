@@ -25,7 +25,10 @@ from collections import namedtuple
 from enum import IntEnum
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 
 class Policy(IntEnum):
@@ -211,6 +214,34 @@ inline = njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True, inline
 # Indexing with an unsigned integer skips numba's negative-index wraparound (a compare and a select per access);
 # the hot loops cast their (never negative) indices with it: 12-15% fewer ns per draw, measured.
 _ix = np.uint64
+
+
+@intrinsic
+def prefetch(typingctx, arr, i, b):
+    """Ask for the cache line `b` bytes past arr[i] (a row's start for a 2-d array) without waiting for it: llvm's
+    prefetch (read, high locality). numba has no builtin for it. A hint only: it never faults, nothing depends on it.
+    The run's next query is known (or likely) before the current decision ends; warming its state then lets the
+    loads of the next decision overlap this one's work instead of following it (docs/performance.md, growth)."""
+    if not isinstance(arr, types.Array) or not isinstance(i, types.Integer) or not isinstance(b, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        aryty = sig.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        idx = [context.cast(builder, args[1], sig.args[1], types.intp)]
+        idx += [context.get_constant(types.intp, 0)] * (aryty.ndim - 1)
+        ptr = cgutils.get_item_pointer2(context, builder, ary.data, cgutils.unpack_tuple(builder, ary.shape),
+                                        cgutils.unpack_tuple(builder, ary.strides), aryty.layout, idx,
+                                        wraparound=False, boundscheck=False)
+        i8, i32 = ir.IntType(8), ir.IntType(32)
+        at = builder.gep(builder.bitcast(ptr, i8.as_pointer()), [context.cast(builder, args[2], sig.args[2],
+                                                                             types.intp)])
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8.as_pointer(), i32,
+                                                                                            i32, i32]),
+                                            "llvm.prefetch.p0")
+        builder.call(fn, [at, i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
+    return types.void(arr, i, b), codegen
 
 
 
@@ -2135,6 +2166,35 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
             return -((gamma - m) / r)
         return (L[cnt] - qs[i].s / cnt) + lam / r  # ENTROPY
 
+    def warm(q):
+        """Prefetch what query q's next pull reads first (its record's fields up to wlead_sum, its offsets, its
+        lazy Fisher-Yates state), so that those loads overlap the current decision instead of starting the next."""
+        prefetch(qs, q, 0)
+        prefetch(qs, q, 56)
+        prefetch(qs, q, 111)
+        prefetch(off, q, 0)
+        prefetch(aoff, q, 0)
+        if lazy:
+            prefetch(qgen, q, 0)
+            prefetch(hs, q, 0)
+
+    def warm_draw(q):
+        """Prefetch the permutation entry of query q's next draw and (lazily, a step not made yet) the entry its
+        Fisher-Yates step swaps in and that response's score, tokens, answer and correctness: until a seed's steps
+        touch it, perm is the identity there, so the response is most likely the position's own."""
+        a0 = off[q]
+        k = qs[q].n
+        prefetch(perm, a0 + k, 0)
+        if lazy:
+            g = qgen[q, 0] if qgen[q, 1] == epoch else 0
+            if k == g and k < off[q + 1] - a0:
+                jj = a0 + swap_index(hs[q], k, off[q + 1] - a0)
+                prefetch(perm, jj, 0)
+                prefetch(score, jj, 0)
+                prefetch(tok, jj, 0)
+                prefetch(ans, jj, 0)
+                prefetch(correct, jj, 0)
+
     def sift_down(hk, hr, hq, size, k, r, q):
         """Place (key k, rank r, query q) at the top of the heap and sift it down with a hole. The heap keeps
         keys and ranks by position (adjacent reads), hk[size] holds a -inf sentinel so the child choice needs
@@ -2359,6 +2419,9 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                 break
             i, want, rule = hq[0], K, (ELIM_NONE if policy == PETS else elim)
             st.n0 = qs[i].n
+            if st.size > 1:  # the next top is this query again or the root's larger child: warm the child
+                c = 1 + ((hk[2] > hk[1]) | ((hk[2] == hk[1]) & (hr[2] < hr[1])))
+                warm(hq[c])
         elif policy == STREAMING:  # -- streaming: the queries in order, each until it stops or meets the reserve
             sp = st.sp
             if sp >= n:
@@ -2445,6 +2508,8 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                 st.size = size
                 key, r0, q0 = hk[size], hr[size], hq[size]
                 hk[size] = -np.inf
+            if size > 1:  # the likely next top (warmed at the pick): its next draw
+                warm_draw(hq[1 + ((hk[2] > hk[1]) | ((hk[2] == hk[1]) & (hr[2] < hr[1])))])
             sift_down(hk, hr, hq, size, key, r0, q0)
             if reading is not None and policy == PETS and cfg.pets_mc > 0:  # the source's noise: at every step every
                 # query's reward estimated afresh (those not drawn yet stay +inf), then the largest
