@@ -102,6 +102,9 @@ MMC_Q_LO, MMC_Q_HI = 0.50001, 0.99999
 # computes a few ulps either side of it in floating point; the margin, far above that error and far below any gap
 # between distinct values of h at the counts a pool holds, makes such a tie stop, as `h <= hmax` says
 AC_ENTROPY_TIE = 1e-12
+# Responses in a pool from which run_one prefetches the next decision's state (prefetch): below, the pool's arrays
+# (~33 bytes a response) fit in a core's L2 and the prefetches only cost (ucb at 500 x 64: +25% per decision).
+PREFETCH_FROM = 1 << 16
 
 # Per-query state: one record per query. The kernels read and write its fields by name (qs[i].n); Python reads a
 # column by the constants below (W.qs[N]). n: responses drawn; best_j / best: the highest-scored one and its score;
@@ -812,21 +815,22 @@ def dsc_judge(qs, off, tot, U, alloc, st, K, judge):
 @inner
 def heapify(hk, hr, hq, size):
     """Floyd's bottom-up heap construction on (key desc, rank asc), for an index rule whose first indices are not
-    all +inf (marginal-gain: the predictions). hk[size] is the -inf sentinel."""
-    for p0 in range(size // 2 - 1, -1, -1):
+    all +inf (marginal-gain: the predictions). The heap is 4-ary (run_one's sift_down says why)."""
+    for p0 in range((size - 2) // 4, -1, -1):
         sift_from(hk, hr, hq, size, p0, hk[p0], hr[p0], hq[p0])
 
 
 @inner
 def sift_from(hk, hr, hq, size, p, k, r, q):
-    """Place (key k, rank r, query q) at heap position p and sift it down (key desc, rank asc; hk[size] the -inf
-    sentinel): heapify's step and uab_split's. run_one keeps its own branch-free copy, a closure (sift_down)."""
+    """Place (key k, rank r, query q) at heap position p of the 4-ary heap and sift it down (key desc, rank asc):
+    heapify's step and uab_split's. run_one keeps its own branch-free copy, a closure (sift_down)."""
     while True:
-        c = 2 * p + 1
+        c = 4 * p + 1
         if c >= size:
             break
-        if hk[c + 1] > hk[c] or (hk[c + 1] == hk[c] and hr[c + 1] < hr[c]):
-            c += 1
+        for t in range(c + 1, min(c + 4, size)):
+            if hk[t] > hk[c] or (hk[t] == hk[c] and hr[t] < hr[c]):
+                c = t
         if hk[c] > k or (hk[c] == k and hr[c] < r):
             hk[p], hr[p], hq[p] = hk[c], hr[c], hq[c]
             p = c
@@ -1958,6 +1962,7 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
     nb, refresh, hz = cfg.bins, cfg.refresh, cfg.horizon
     n = off.shape[0] - 1
     lazy = qgen.shape[0] > 0  # a runtime bool: one specialisation for lazy and given permutations
+    big = off[n] >= PREFETCH_FROM  # the pool's arrays outgrow the cache: warm the next decision's (prefetch)
     tot[NEED] = 0
     st = W.sch[0]  # the scheduler's cursors (SCHED), by name
     live = False
@@ -2195,16 +2200,35 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                 prefetch(ans, jj, 0)
                 prefetch(correct, jj, 0)
 
+    def top_child(hk, hr, m):
+        """The root's largest child in a heap of m > 1 entries: the next top unless the root stays."""
+        c = 1
+        for t in range(2, min(5, m)):
+            if hk[t] > hk[c] or (hk[t] == hk[c] and hr[t] < hr[c]):
+                c = t
+        return c
+
     def sift_down(hk, hr, hq, size, k, r, q):
-        """Place (key k, rank r, query q) at the top of the heap and sift it down with a hole. The heap keeps
-        keys and ranks by position (adjacent reads), hk[size] holds a -inf sentinel so the child choice needs
-        no bounds test, and that choice is branch-free (it is a coin flip to the branch predictor)."""
+        """Place (key k, rank r, query q) at the top of the heap and sift it down with a hole. The heap is 4-ary
+        (children of p at 4 p + 1 .. 4 p + 4: half the levels of a binary heap, so half the chain of dependent
+        loads, and the four sibling keys on one or two cache lines), keeps keys and ranks by position (adjacent
+        reads), and picks the largest child branch-free, as a two-round tournament (it is a coin flip to the branch
+        predictor); a family cut by the heap's end (one per heap) takes a loop instead."""
         p = 0
         while True:
-            c = 2 * p + 1
+            c = 4 * p + 1
             if c >= size:
                 break
-            c += (hk[_ix(c + 1)] > hk[_ix(c)]) | ((hk[_ix(c + 1)] == hk[_ix(c)]) & (hr[_ix(c + 1)] < hr[_ix(c)]))
+            if c + 3 < size:
+                x = c + ((hk[_ix(c + 1)] > hk[_ix(c)])
+                         | ((hk[_ix(c + 1)] == hk[_ix(c)]) & (hr[_ix(c + 1)] < hr[_ix(c)])))
+                y = c + 2 + ((hk[_ix(c + 3)] > hk[_ix(c + 2)])
+                             | ((hk[_ix(c + 3)] == hk[_ix(c + 2)]) & (hr[_ix(c + 3)] < hr[_ix(c + 2)])))
+                c = y if (hk[_ix(y)] > hk[_ix(x)]) | ((hk[_ix(y)] == hk[_ix(x)]) & (hr[_ix(y)] < hr[_ix(x)])) else x
+            else:
+                for t in range(c + 1, size):
+                    if hk[_ix(t)] > hk[_ix(c)] or (hk[_ix(t)] == hk[_ix(c)] and hr[_ix(t)] < hr[_ix(c)]):
+                        c = t
             if hk[_ix(c)] > k or (hk[_ix(c)] == k and hr[_ix(c)] < r):
                 hk[_ix(p)] = hk[_ix(c)]
                 hr[_ix(p)] = hr[_ix(c)]
@@ -2376,6 +2400,11 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                     st.by_rank = True
                 st.blk = max(1, blk)
             i, want, bud, cap, rule, reps = act[st.p], st.rr_k, st.rr_budget, st.rr_cap, st.rr_elim, st.blk
+            if big:  # the round's next two queries: warm the one after next, the next one's draw
+                if st.p + 2 < st.m:
+                    warm(act[st.p + 2])
+                if st.p + 1 < st.m:
+                    warm_draw(act[st.p + 1])
             if st.per_cap:
                 cap = alloc[i]
             if st.one_pull and not live:  # no rule between its pulls: the block is one pull (live: pulls, which
@@ -2419,8 +2448,8 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                 break
             i, want, rule = hq[0], K, (ELIM_NONE if policy == PETS else elim)
             st.n0 = qs[i].n
-            if st.size > 1:  # the next top is this query again or the root's larger child: warm the child
-                c = 1 + ((hk[2] > hk[1]) | ((hk[2] == hk[1]) & (hr[2] < hr[1])))
+            if big and st.size > 1:  # the next top is this query again or the root's larger child: warm the child
+                c = top_child(hk, hr, st.size)
                 warm(hq[c])
         elif policy == STREAMING:  # -- streaming: the queries in order, each until it stops or meets the reserve
             sp = st.sp
@@ -2428,6 +2457,10 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                 break
             i = order[sp]
             to_come = n - sp - 1
+            if big and sp + 1 < n:  # the next two queries in the order: as round-robin's
+                if sp + 2 < n:
+                    warm(order[sp + 2])
+                warm_draw(order[sp + 1])
             # (the active test written out at each use: as a closure, each call site was one more inlined copy)
             if qs[i].elim or qs[i].capped or qs[i].exh:  # not active
                 st.sp = sp + 1
@@ -2452,6 +2485,10 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
             st.left -= cost[by_cost[q]]
             i, want, bud, uu, cap, rule = cand[by_cost[q]], first[by_cost[q]] + 1, INT64_MAX, \
                 UNIT_SAMPLES, 0, ELIM_NONE
+            if big and q + 1 < st.c:  # the next two candidates: as round-robin's
+                if q + 2 < st.c:
+                    warm(cand[by_cost[q + 2]])
+                warm_draw(cand[by_cost[q + 1]])
 
         unmade = pull(i, want, bud, uu, cap, rule, reps)
         if live_run is not None and unmade > 0 and not (st.rr_on and st.paid):  # (live) a response that does not
@@ -2508,8 +2545,8 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                 st.size = size
                 key, r0, q0 = hk[size], hr[size], hq[size]
                 hk[size] = -np.inf
-            if size > 1:  # the likely next top (warmed at the pick): its next draw
-                warm_draw(hq[1 + ((hk[2] > hk[1]) | ((hk[2] == hk[1]) & (hr[2] < hr[1])))])
+            if big and size > 1:  # the likely next top (warmed at the pick): its next draw
+                warm_draw(hq[top_child(hk, hr, size)])
             sift_down(hk, hr, hq, size, key, r0, q0)
             if reading is not None and policy == PETS and cfg.pets_mc > 0:  # the source's noise: at every step every
                 # query's reward estimated afresh (those not drawn yet stay +inf), then the largest
