@@ -530,15 +530,39 @@ def stable_argsort(keys, m):
     return a
 
 
+@inline
+def warm_block(a0, m, perm, score, tok, ans, correct):
+    """Prefetch every cache line of the permutation entries and responses a0 .. a0 + m - 1 (at most 64 of them): a
+    pull of several draws, or the oracle's walk, lands at random among them."""
+    m = min(m, 64)
+    if m <= 0:
+        return
+    for b in range(0, 8 * m + 63, 64):
+        e = min(b, 8 * m - 1)
+        prefetch(perm, a0, e)
+        prefetch(score, a0, e)
+        prefetch(tok, a0, e)
+        prefetch(ans, a0, e)
+    prefetch(correct, a0, 0)
+    prefetch(correct, a0, m - 1)
+
+
 @inner
 def oracle_candidates(P, W, epoch, unit, cost, first, cand):
     """The oracle's once-per-run plan: the queries with a correct response in their pool, in rank order, with
     the position of their first correct draw and its cost (responses or tokens up to it). Returns how many."""
     off, correct, tok, perm, qgen, hs = P.off, P.correct, P.tok, W.perm, W.qgen, W.hs
     lazy = qgen.shape[0] > 0
+    nq = off.shape[0] - 1
+    big = off[nq] >= PREFETCH_FROM
     c = 0
-    for pos in range(off.shape[0] - 1):
+    for pos in range(nq):
         i = W.order[pos]
+        if big and pos + 1 < nq:  # the next query's offsets were asked for one turn ago: now its responses
+            if pos + 2 < nq:
+                prefetch(off, W.order[pos + 2], 0)
+            q1 = W.order[pos + 1]
+            warm_block(off[q1], off[q1 + 1] - off[q1], perm, P.score, tok, P.ans, correct)
         solvable = False  # a query with no correct response in its pool is never a candidate: skip its draws
         for t in range(off[i], off[i + 1]):
             if correct[t] == 1:
@@ -2404,7 +2428,11 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                 if st.p + 2 < st.m:
                     warm(act[st.p + 2])
                 if st.p + 1 < st.m:
-                    warm_draw(act[st.p + 1])
+                    q1 = act[st.p + 1]
+                    if st.blk > 1 or st.rr_k > 1:  # a pull of several draws: all its lines
+                        warm_block(off[q1], off[q1 + 1] - off[q1], perm, score, tok, ans, correct)
+                    else:
+                        warm_draw(q1)
             if st.per_cap:
                 cap = alloc[i]
             if st.one_pull and not live:  # no rule between its pulls: the block is one pull (live: pulls, which
