@@ -532,8 +532,8 @@ def stable_argsort(keys, m):
 
 @inline
 def warm_block(a0, m, perm, score, tok, ans, correct):
-    """Prefetch every cache line of the permutation entries and responses a0 .. a0 + m - 1 (at most 64 of them): a
-    pull of several draws, or the oracle's walk, lands at random among them."""
+    """Prefetch every cache line of the permutation entries and responses a0 .. a0 + m - 1 (at most 64 of them; the
+    8-byte columns, and correct's bytes): a pull of several draws, or the oracle's walk, lands at random among them."""
     m = min(m, 64)
     if m <= 0:
         return
