@@ -25,7 +25,10 @@ from collections import namedtuple
 from enum import IntEnum
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 
 class Policy(IntEnum):
@@ -106,6 +109,9 @@ MMC_LOG_SLACK = 1e-9  # (far above the rounding of s log 2 and of mmc_log_e at a
 # computes a few ulps either side of it in floating point; the margin, far above that error and far below any gap
 # between distinct values of h at the counts a pool holds, makes such a tie stop, as `h <= hmax` says
 AC_ENTROPY_TIE = 1e-12
+# Responses in a pool from which run_one prefetches the next decision's state (prefetch): below, the pool's arrays
+# (~33 bytes a response) fit in a core's L2 and the prefetches only cost (ucb at 500 x 64: +25% per decision).
+PREFETCH_FROM = 1 << 16
 
 # Per-query state: one record per query. The kernels read and write its fields by name (qs[i].n); Python reads a
 # column by the constants below (W.qs[N]). n: responses drawn; best_j / best: the highest-scored one and its score;
@@ -219,6 +225,34 @@ inline = njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True, inline
 # Indexing with an unsigned integer skips numba's negative-index wraparound (a compare and a select per access);
 # the hot loops cast their (never negative) indices with it: 12-15% fewer ns per draw, measured.
 _ix = np.uint64
+
+
+@intrinsic
+def prefetch(typingctx, arr, i, b):
+    """Ask for the cache line `b` bytes past arr[i] (a row's start for a 2-d array) without waiting for it: llvm's
+    prefetch (read, high locality). numba has no builtin for it. A hint only: it never faults, nothing depends on it.
+    The run's next query is known (or likely) before the current decision ends; warming its state then lets the
+    loads of the next decision overlap this one's work instead of following it (docs/performance.md, growth)."""
+    if not isinstance(arr, types.Array) or not isinstance(i, types.Integer) or not isinstance(b, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        aryty = sig.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        idx = [context.cast(builder, args[1], sig.args[1], types.intp)]
+        idx += [context.get_constant(types.intp, 0)] * (aryty.ndim - 1)
+        ptr = cgutils.get_item_pointer2(context, builder, ary.data, cgutils.unpack_tuple(builder, ary.shape),
+                                        cgutils.unpack_tuple(builder, ary.strides), aryty.layout, idx,
+                                        wraparound=False, boundscheck=False)
+        i8, i32 = ir.IntType(8), ir.IntType(32)
+        at = builder.gep(builder.bitcast(ptr, i8.as_pointer()), [context.cast(builder, args[2], sig.args[2],
+                                                                             types.intp)])
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8.as_pointer(), i32,
+                                                                                            i32, i32]),
+                                            "llvm.prefetch.p0")
+        builder.call(fn, [at, i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
+    return types.void(arr, i, b), codegen
 
 
 
@@ -504,15 +538,39 @@ def stable_argsort(keys, m):
     return a
 
 
+@inline
+def warm_block(a0, m, perm, score, tok, ans, correct):
+    """Prefetch every cache line of the permutation entries and responses a0 .. a0 + m - 1 (at most 64 of them; the
+    8-byte columns, and correct's bytes): a pull of several draws, or the oracle's walk, lands at random among them."""
+    m = min(m, 64)
+    if m <= 0:
+        return
+    for b in range(0, 8 * m + 63, 64):
+        e = min(b, 8 * m - 1)
+        prefetch(perm, a0, e)
+        prefetch(score, a0, e)
+        prefetch(tok, a0, e)
+        prefetch(ans, a0, e)
+    prefetch(correct, a0, 0)
+    prefetch(correct, a0, m - 1)
+
+
 @inner
 def oracle_candidates(P, W, epoch, unit, cost, first, cand):
     """The oracle's once-per-run plan: the queries with a correct response in their pool, in rank order, with
     the position of their first correct draw and its cost (responses or tokens up to it). Returns how many."""
     off, correct, tok, perm, qgen, hs = P.off, P.correct, P.tok, W.perm, W.qgen, W.hs
     lazy = qgen.shape[0] > 0
+    nq = off.shape[0] - 1
+    big = off[nq] >= PREFETCH_FROM
     c = 0
-    for pos in range(off.shape[0] - 1):
+    for pos in range(nq):
         i = W.order[pos]
+        if big and pos + 1 < nq:  # the next query's offsets were asked for one turn ago: now its responses
+            if pos + 2 < nq:
+                prefetch(off, W.order[pos + 2], 0)
+            q1 = W.order[pos + 1]
+            warm_block(off[q1], off[q1 + 1] - off[q1], perm, P.score, tok, P.ans, correct)
         solvable = False  # a query with no correct response in its pool is never a candidate: skip its draws
         for t in range(off[i], off[i + 1]):
             if correct[t] == 1:
@@ -789,21 +847,22 @@ def dsc_judge(qs, off, tot, U, alloc, st, K, judge):
 @inner
 def heapify(hk, hr, hq, size):
     """Floyd's bottom-up heap construction on (key desc, rank asc), for an index rule whose first indices are not
-    all +inf (marginal-gain: the predictions). hk[size] is the -inf sentinel."""
-    for p0 in range(size // 2 - 1, -1, -1):
+    all +inf (marginal-gain: the predictions). The heap is 4-ary (run_one's sift_down says why)."""
+    for p0 in range((size - 2) // 4, -1, -1):
         sift_from(hk, hr, hq, size, p0, hk[p0], hr[p0], hq[p0])
 
 
 @inner
 def sift_from(hk, hr, hq, size, p, k, r, q):
-    """Place (key k, rank r, query q) at heap position p and sift it down (key desc, rank asc; hk[size] the -inf
-    sentinel): heapify's step and uab_split's. run_one keeps its own branch-free copy, a closure (sift_down)."""
+    """Place (key k, rank r, query q) at heap position p of the 4-ary heap and sift it down (key desc, rank asc):
+    heapify's step and uab_split's. run_one keeps its own branch-free copy, a closure (sift_down)."""
     while True:
-        c = 2 * p + 1
+        c = 4 * p + 1
         if c >= size:
             break
-        if hk[c + 1] > hk[c] or (hk[c + 1] == hk[c] and hr[c + 1] < hr[c]):
-            c += 1
+        for t in range(c + 1, min(c + 4, size)):
+            if hk[t] > hk[c] or (hk[t] == hk[c] and hr[t] < hr[c]):
+                c = t
         if hk[c] > k or (hk[c] == k and hr[c] < r):
             hk[p], hr[p], hq[p] = hk[c], hr[c], hq[c]
             p = c
@@ -1885,6 +1944,7 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
     nb, refresh, hz = cfg.bins, cfg.refresh, cfg.horizon
     n = off.shape[0] - 1
     lazy = qgen.shape[0] > 0  # a runtime bool: one specialisation for lazy and given permutations
+    big = off[n] >= PREFETCH_FROM  # the pool's arrays outgrow the cache: warm the next decision's (prefetch)
     tot[NEED] = 0
     st = W.sch[0]  # the scheduler's cursors (SCHED), by name
     live = False
@@ -2179,16 +2239,64 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
             return -((gamma - m) / r)
         return (L[cnt] - qs[i].s / cnt) + lam / r  # ENTROPY
 
+    def warm(q):
+        """Prefetch what query q's next pull reads first (its record's fields up to wlead_sum, its offsets, its
+        lazy Fisher-Yates state), so that those loads overlap the current decision instead of starting the next."""
+        prefetch(qs, q, 0)
+        prefetch(qs, q, 56)
+        prefetch(qs, q, 111)
+        prefetch(off, q, 0)
+        prefetch(aoff, q, 0)
+        if lazy:
+            prefetch(qgen, q, 0)
+            prefetch(hs, q, 0)
+
+    def warm_draw(q):
+        """Prefetch the permutation entry of query q's next draw and (lazily, a step not made yet) the entry its
+        Fisher-Yates step swaps in and that response's score, tokens, answer and correctness: until a seed's steps
+        touch it, perm is the identity there, so the response is most likely the position's own."""
+        a0 = off[q]
+        k = qs[q].n
+        prefetch(perm, a0 + k, 0)
+        if lazy:
+            g = qgen[q, 0] if qgen[q, 1] == epoch else 0
+            if k == g and k < off[q + 1] - a0:
+                jj = a0 + swap_index(hs[q], k, off[q + 1] - a0)
+                prefetch(perm, jj, 0)
+                prefetch(score, jj, 0)
+                prefetch(tok, jj, 0)
+                prefetch(ans, jj, 0)
+                prefetch(correct, jj, 0)
+
+    def top_child(hk, hr, m):
+        """The root's largest child in a heap of m > 1 entries: the next top unless the root stays."""
+        c = 1
+        for t in range(2, min(5, m)):
+            if hk[t] > hk[c] or (hk[t] == hk[c] and hr[t] < hr[c]):
+                c = t
+        return c
+
     def sift_down(hk, hr, hq, size, k, r, q):
-        """Place (key k, rank r, query q) at the top of the heap and sift it down with a hole. The heap keeps
-        keys and ranks by position (adjacent reads), hk[size] holds a -inf sentinel so the child choice needs
-        no bounds test, and that choice is branch-free (it is a coin flip to the branch predictor)."""
+        """Place (key k, rank r, query q) at the top of the heap and sift it down with a hole. The heap is 4-ary
+        (children of p at 4 p + 1 .. 4 p + 4: half the levels of a binary heap, so half the chain of dependent
+        loads, and the four sibling keys on one or two cache lines), keeps keys and ranks by position (adjacent
+        reads), and picks the largest child branch-free, as a two-round tournament (it is a coin flip to the branch
+        predictor); a family cut by the heap's end (one per heap) takes a loop instead."""
         p = 0
         while True:
-            c = 2 * p + 1
+            c = 4 * p + 1
             if c >= size:
                 break
-            c += (hk[_ix(c + 1)] > hk[_ix(c)]) | ((hk[_ix(c + 1)] == hk[_ix(c)]) & (hr[_ix(c + 1)] < hr[_ix(c)]))
+            if c + 3 < size:
+                x = c + ((hk[_ix(c + 1)] > hk[_ix(c)])
+                         | ((hk[_ix(c + 1)] == hk[_ix(c)]) & (hr[_ix(c + 1)] < hr[_ix(c)])))
+                y = c + 2 + ((hk[_ix(c + 3)] > hk[_ix(c + 2)])
+                             | ((hk[_ix(c + 3)] == hk[_ix(c + 2)]) & (hr[_ix(c + 3)] < hr[_ix(c + 2)])))
+                c = y if (hk[_ix(y)] > hk[_ix(x)]) | ((hk[_ix(y)] == hk[_ix(x)]) & (hr[_ix(y)] < hr[_ix(x)])) else x
+            else:
+                for t in range(c + 1, size):
+                    if hk[_ix(t)] > hk[_ix(c)] or (hk[_ix(t)] == hk[_ix(c)] and hr[_ix(t)] < hr[_ix(c)]):
+                        c = t
             if hk[_ix(c)] > k or (hk[_ix(c)] == k and hr[_ix(c)] < r):
                 hk[_ix(p)] = hk[_ix(c)]
                 hr[_ix(p)] = hr[_ix(c)]
@@ -2365,6 +2473,15 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                     st.by_rank = True
                 st.blk = max(1, blk)
             i, want, bud, cap, rule, reps = act[st.p], st.rr_k, st.rr_budget, st.rr_cap, st.rr_elim, st.blk
+            if big:  # the round's next two queries: warm the one after next, the next one's draw
+                if st.p + 2 < st.m:
+                    warm(act[st.p + 2])
+                if st.p + 1 < st.m:
+                    q1 = act[st.p + 1]
+                    if st.blk > 1 or st.rr_k > 1:  # a pull of several draws: all its lines
+                        warm_block(off[q1], off[q1 + 1] - off[q1], perm, score, tok, ans, correct)
+                    else:
+                        warm_draw(q1)
             if st.per_cap:
                 cap = alloc[i]
             if st.one_pull and not live:  # no rule between its pulls: the block is one pull (live: pulls, which
@@ -2408,12 +2525,19 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                 break
             i, want, rule = hq[0], K, (ELIM_NONE if policy == PETS else elim)
             st.n0 = qs[i].n
+            if big and st.size > 1:  # the next top is this query again or the root's larger child: warm the child
+                c = top_child(hk, hr, st.size)
+                warm(hq[c])
         elif policy == STREAMING:  # -- streaming: the queries in order, each until it stops or meets the reserve
             sp = st.sp
             if sp >= n:
                 break
             i = order[sp]
             to_come = n - sp - 1
+            if big and sp + 1 < n:  # the next two queries in the order: as round-robin's
+                if sp + 2 < n:
+                    warm(order[sp + 2])
+                warm_draw(order[sp + 1])
             # (the active test written out at each use: as a closure, each call site was one more inlined copy)
             if qs[i].elim or qs[i].capped or qs[i].exh:  # not active
                 st.sp = sp + 1
@@ -2438,6 +2562,10 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
             st.left -= cost[by_cost[q]]
             i, want, bud, uu, cap, rule = cand[by_cost[q]], first[by_cost[q]] + 1, INT64_MAX, \
                 UNIT_SAMPLES, 0, ELIM_NONE
+            if big and q + 1 < st.c:  # the next two candidates: as round-robin's
+                if q + 2 < st.c:
+                    warm(cand[by_cost[q + 2]])
+                warm_draw(cand[by_cost[q + 1]])
 
         unmade = pull(i, want, bud, uu, cap, rule, reps)
         if live_run is not None and unmade > 0 and not (st.rr_on and st.paid):  # (live) a response that does not
@@ -2495,6 +2623,8 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
                 st.size = size
                 key, r0, q0 = hk[size], hr[size], hq[size]
                 hk[size] = -np.inf
+            if big and size > 1:  # the likely next top (warmed at the pick): its next draw
+                warm_draw(hq[top_child(hk, hr, size)])
             sift_down(hk, hr, hq, size, key, r0, q0)
             if reading is not None and policy == PETS and cfg.pets_mc > 0:  # the source's noise: at every step every
                 # query's reward estimated afresh (those not drawn yet stay +inf), then the largest

@@ -8,11 +8,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ttc.replay.engine import run_grid
-from ttc.replay.kernel import F_ANSWERED, F_COVERED, F_EXHAUSTED, F_SEL
+from ttc.replay.kernel import F_ANSWERED, F_COVERED, F_EXHAUSTED, F_SEL, PREFETCH_FROM
 from ttc.replay.policies import DEPTH_POLICIES, POLICIES, RunConfig
 from ttc.replay.pool import Pool
 from ttc.replay.reference import run_reference
 from ttc.replay.rng import permutation, query_order
+from ttc.replay.synth import make_pool
 from ttc.replay.tables import make_tables
 
 from support.equivalence import _compare, config_kwargs, configs, pools, record_lows
@@ -111,3 +112,27 @@ def test_the_reference_takes_every_runconfig_field_with_its_default():
     assert set(kw) == want
     takes = inspect.signature(run_reference).parameters
     assert {k: takes[k].default for k in kw if k != "policy"} == {k: v for k, v in kw.items() if k != "policy"}
+
+
+@pytest.mark.parametrize("policy", ["ucb", "gap", "entropy", "marginal-gain", "side-eb", "uab", "streaming", "oracle",
+                                    "optscale", "dsc", "elimination", "two-stage"])
+def test_policies_past_the_prefetch_size_equal_reference(policy):
+    """A pool of more than PREFETCH_FROM responses, where run_one prefetches the next decision's state, and for the
+    index policies a heap of 1,030 queries (six levels of the 4-ary heap, families cut by its end): the small random
+    pools above reach neither. Both units, two seeds of the lazy grid against the reference on each seed's
+    permutation."""
+    pool = make_pool(n=1030, size=64, seed=3)
+    assert pool.off[-1] >= PREFETCH_FROM
+    tables = make_tables(64, 0.95)
+    cfgs = [RunConfig(policy, unit="samples"), RunConfig(policy, unit="tokens", eliminate="none")]
+    seeds = np.array([5, 11], np.int64)
+    budgets = np.array([[3 * 1030, 2 * 1030], [3 * 1030 * 200, 2 * 1030 * 200]], np.int64)
+    _, out_i, pq_n, _ = run_grid(pool, cfgs, budgets, seeds, tables, per_query=True)
+    for s, seed in enumerate(seeds):
+        perm = permutation(pool.off, pool.qkeys, int(seed))
+        rank, _ = query_order(pool.qkeys, int(seed))
+        for c, cfg in enumerate(cfgs):
+            ref = run_reference(pool.off, pool.correct, pool.score, pool.ans, pool.tok, perm, rank,
+                                budget_total=int(budgets[c, s]), **config_kwargs(cfg))
+            assert pq_n[c, s].tolist() == [int(v) for v in ref["n_drawn"]], (cfg, int(seed))
+            assert out_i[c, s, :3].tolist() == [ref["samples_used"], ref["tokens_used"], ref["exhausted"]]
