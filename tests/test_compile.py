@@ -11,6 +11,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 SCRIPT = r"""
+import json
+
 import numpy as np
 from ttc.replay.engine import replay, run_once
 from ttc.replay.kernel import _grid, run_one, run_one_any
