@@ -1943,8 +1943,9 @@ def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
     every policy in one compiled kernel), or a tuple of that many Nones, whose length numba knows before it types
     the function (its semantic-constant rewrite of len(tuple) turns it into a constant, and dead-branch pruning
     then drops every `policy == X` branch of the other policies, with the helpers only they call): a grid of one
-    policy compiles that policy's code alone (_grid's `only`). Comparisons against `policy` must stay of the form
-    `policy == X` on the name itself for the pruning to see them."""
+    policy compiles that policy's code alone (_grid's `only`). run_one is compiled with PruneFirst, which prunes
+    before the closures are inlined. A branch on the policy must test `policy` itself, `policy == X` or `policy in
+    TUPLE` (a module constant), for the pruning to see it: a flag assigned in two branches (`a or b`) is not."""
     policy = len(code)
     if policy == DEEPCONF_ONLINE:
         if dc is not None:
