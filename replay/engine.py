@@ -186,20 +186,52 @@ def only_arg(configs: list[RunConfig]) -> tuple:
 COMPILE_NOTE = "compiling the engine once (about 20 s; later runs load it from numba's cache)"
 
 
-def compile_expected(pool: Pool, configs: list[RunConfig]) -> bool:
-    """Whether the grid's first call will compile its kernel: no specialisation for these configurations' policy
-    (only_arg), reading and dc arguments in this process or in numba's cache index (a first run, or kernel.py edited).
-    A progress bar then says so rather than sitting at 0 for 20 s (issue 28). False when numba's cache cannot be
-    read: only the note is lost."""
+def grid_kernels(cached: bool = True) -> set | None:
+    """_grid's specialisations compiled or loaded in this process and, with cached, those in numba's cache index (a
+    first run, or kernel.py edited: none), each as the types of its (only, reading, dc) arguments; None when numba's
+    cache cannot be read."""
     try:
-        records = config_records(configs)
-        lows = lows_arg(pool.lows, records) if (records["policy"] == DEEPCONF_ONLINE).any() and pool.lows else None
-        want = (numba.typeof(only_arg(configs)), numba.typeof(reading_flag(records)), numba.typeof(lows))
         sigs = list(_grid.signatures)
         cache = getattr(_grid, "_cache", None)
-        if cache is not None and hasattr(cache, "_cache_file"):
+        if cached and cache is not None and hasattr(cache, "_cache_file"):
             sigs += [key[0] for key in cache._cache_file._load_index()]
-        return not any((sig[4],) + tuple(sig[-3:-1]) == want for sig in sigs)
+        return {(sig[4], sig[-3], sig[-2]) for sig in sigs}
+    except Exception:  # numba's private cache layout changed
+        return None
+
+
+def reading_dc_types(configs: list[RunConfig], lows) -> tuple:
+    """The types of _grid's (reading, dc) arguments for these configurations (a part of its specialisation's key)."""
+    records = config_records(configs)
+    dc = lows_arg(lows, records) if (records["policy"] == DEEPCONF_ONLINE).any() and lows else None
+    return numba.typeof(reading_flag(records)), numba.typeof(dc)
+
+
+def kernel_only(configs: list[RunConfig], lows) -> tuple:
+    """_grid's `only` for a replay of these configurations: only_arg's kernel of their one policy, unless this
+    process has not run that one yet and has run the kernel every policy runs in: then that one, the same outcomes
+    at no compile or load (a leaderboard or report mixes grids of many policies and of one, and a kernel per
+    one-policy grid beside the mixed grids' would cost each a compile). numba's cache is not consulted, so that the
+    choice depends on the process's own calls only."""
+    one = only_arg(configs)
+    if not one:
+        return ()
+    have = grid_kernels(cached=False)
+    if have is None:
+        return one
+    rest = reading_dc_types(configs, lows)
+    return () if (numba.typeof(one),) + rest not in have and (numba.typeof(()),) + rest in have else one
+
+
+def compile_expected(pool: Pool, configs: list[RunConfig]) -> bool:
+    """Whether the grid's first call will compile its kernel: no specialisation for these configurations' kernel
+    (kernel_only), reading and dc arguments in this process or in numba's cache index (a first run, or kernel.py
+    edited). A progress bar then says so rather than sitting at 0 for 20 s (issue 28). False when numba's cache
+    cannot be read: only the note is lost."""
+    try:
+        have = grid_kernels()
+        return have is not None and ((numba.typeof(kernel_only(configs, pool.lows)),)
+                                     + reading_dc_types(configs, pool.lows)) not in have
     except Exception:  # numba's private cache layout changed: no note
         return False
 
@@ -499,7 +531,7 @@ def replay(pool: Pool, configs: list[RunConfig], budgets, seeds, select: str = "
     matched_rows = [k for k, c in enumerate(rows_cfg) if c.unit == "token-matched"]
     uni = [RunConfig("uniform")] * len(budgets)
 
-    only = only_arg(rows_cfg)  # one policy: a kernel with its code alone (its first run compiles less)
+    only = kernel_only(rows_cfg, pool.lows)  # one policy: a kernel with its code alone (its first run compiles less)
     blocks = [seeds]
     parts = []
     for block in blocks:

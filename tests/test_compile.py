@@ -27,6 +27,7 @@ assert len({tuple(a.flags.writeable for a in (p.correct, p.score, p.ans, p.tok))
 off = np.array([0, 3, 5]); correct = np.array([1, 0, 0, 1, 1], np.int8)
 pools.append(Pool.from_arrays(off, correct=correct, score=np.linspace(0, 1, 5), ans=np.array([0, 1, 0, -1, 0]),
                               tok=np.arange(5)))
+replay(pools[0], [RunConfig("elimination")], [4], range(2))  # elimination alone first: its own kernel
 for k, pool in enumerate(pools):
     # (uab and pets read the drawn responses: they run in the reading rules' specialisation, as esc below)
     configs = [RunConfig(p) for p in POLICIES if (p != "entropy" or pool.has_answers)
@@ -62,11 +63,13 @@ def test_one_compiled_signature_for_every_pool_and_run():
     out = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
-    # the mixed grids of four pools: one kernel for every policy; elimination alone: its own (sc-beta and none alike)
+    # elimination alone: its own kernel (sc-beta and none alike, again after the mixed grids of four pools: this
+    # process ran it); the mixed grids: one kernel for every policy
     assert as_set(got["before"]) == {(1, "none", "none"), ("any", "none", "none")}, got
-    # then esc and pets alone (the reading rules), deepconf-online beside uniform and alone (its record lows)
-    grid = {(1, "bool", "none"), (1, "none", "none"), (13, "none", "lows"), (16, "bool", "none"),
-            ("any", "none", "lows"), ("any", "none", "none")}
+    # then esc and pets alone (the reading rules: no kernel yet in this process), deepconf-online beside uniform (its
+    # record lows) and alone (the mixed kernel with lows has run in this process: that one, engine.kernel_only)
+    grid = {(1, "bool", "none"), (1, "none", "none"), (16, "bool", "none"), ("any", "none", "lows"),
+            ("any", "none", "none")}
     assert as_set(got["grid"]) == grid and got["n_grid"] == len(grid), got
     # Python's entry (run_once, live runs): the kernel every policy runs in, without and with every rule and live
     assert got["any"] == ["(bool, bool, none)", "(none, none, none)"], got
