@@ -46,7 +46,7 @@ from .kernel import (
     confidence_votes,
     depth_view,
     new_state,
-    run_one,
+    run_one_any,
     selections,
 )
 from .policies import (
@@ -171,23 +171,67 @@ def lows_arg(lows, records):
     return loff[:-1], loff[1:], frozen(lpos, np.int64), frozen(lval, np.float64)
 
 
+def only_arg(configs: list[RunConfig]) -> tuple:
+    """_grid's `only` for a replay of these configurations: (None,) * (1 + k) when every one is policy k, which
+    compiles a kernel with policy k's code alone (kernel.run_one's `code`: a first `ttc replay --policy elimination`
+    compiles in well under half the time of the kernel every policy runs in, docs/performance.md, "Start-up"),
+    else (), that kernel. A token-matched configuration of another policy runs uniform too (its spend), so the
+    replay then has two policies."""
+    codes = {REGISTRY[c.policy].code for c in configs}
+    if any(c.unit == "token-matched" and c.policy != "uniform" for c in configs):
+        codes.add(REGISTRY["uniform"].code)
+    return (None,) * (1 + codes.pop()) if len(codes) == 1 else ()
+
+
 COMPILE_NOTE = "compiling the engine once (about 20 s; later runs load it from numba's cache)"
 
 
-def compile_expected(pool: Pool, configs: list[RunConfig]) -> bool:
-    """Whether the grid's first call will compile its kernel: no specialisation for these configurations' reading
-    and dc arguments in this process or in numba's cache index (a first run, or kernel.py edited). A progress bar
-    then says so rather than sitting at 0 for 20 s (issue 28). False when numba's cache cannot be read: only the
-    note is lost."""
+def grid_kernels(cached: bool = True) -> set | None:
+    """_grid's specialisations compiled or loaded in this process and, with cached, those in numba's cache index (a
+    first run, or kernel.py edited: none), each as the types of its (only, reading, dc) arguments; None when numba's
+    cache cannot be read."""
     try:
-        records = config_records(configs)
-        lows = lows_arg(pool.lows, records) if (records["policy"] == DEEPCONF_ONLINE).any() and pool.lows else None
-        want = (numba.typeof(reading_flag(records)), numba.typeof(lows))
         sigs = list(_grid.signatures)
         cache = getattr(_grid, "_cache", None)
-        if cache is not None and hasattr(cache, "_cache_file"):
+        if cached and cache is not None and hasattr(cache, "_cache_file"):
             sigs += [key[0] for key in cache._cache_file._load_index()]
-        return not any(tuple(sig[-3:-1]) == want for sig in sigs)
+        return {(sig[4], sig[-3], sig[-2]) for sig in sigs}
+    except Exception:  # numba's private cache layout changed
+        return None
+
+
+def reading_dc_types(configs: list[RunConfig], lows) -> tuple:
+    """The types of _grid's (reading, dc) arguments for these configurations (a part of its specialisation's key)."""
+    records = config_records(configs)
+    dc = lows_arg(lows, records) if (records["policy"] == DEEPCONF_ONLINE).any() and lows else None
+    return numba.typeof(reading_flag(records)), numba.typeof(dc)
+
+
+def kernel_only(configs: list[RunConfig], lows) -> tuple:
+    """_grid's `only` for a replay of these configurations: only_arg's kernel of their one policy, unless this
+    process has not run that one yet and has run the kernel every policy runs in: then that one, the same outcomes
+    at no compile or load (a leaderboard or report mixes grids of many policies and of one, and a kernel per
+    one-policy grid beside the mixed grids' would cost each a compile). numba's cache is not consulted, so that the
+    choice depends on the process's own calls only."""
+    one = only_arg(configs)
+    if not one:
+        return ()
+    have = grid_kernels(cached=False)
+    if have is None:
+        return one
+    rest = reading_dc_types(configs, lows)
+    return () if (numba.typeof(one),) + rest not in have and (numba.typeof(()),) + rest in have else one
+
+
+def compile_expected(pool: Pool, configs: list[RunConfig]) -> bool:
+    """Whether the grid's first call will compile its kernel: no specialisation for these configurations' kernel
+    (kernel_only), reading and dc arguments in this process or in numba's cache index (a first run, or kernel.py
+    edited). A progress bar then says so rather than sitting at 0 for 20 s (issue 28). False when numba's cache
+    cannot be read: only the note is lost."""
+    try:
+        have = grid_kernels()
+        return have is not None and ((numba.typeof(kernel_only(configs, pool.lows)),)
+                                     + reading_dc_types(configs, pool.lows)) not in have
     except Exception:  # numba's private cache layout changed: no note
         return False
 
@@ -226,19 +270,23 @@ def give_back_identities(perms: list):
 
 
 def run_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, seeds, tables,
-             per_query: bool = False, votes: tuple | None = None, tick=None):
+             per_query: bool = False, votes: tuple | None = None, tick=None, only: tuple = ()):
     """Run configs[c] at total budget budget_totals[c, s] on each seed; raw arrays out. votes = (cisc_temp,
     deepconf_eta) computes the cisc and deepconf selections too (a pass over each run's draws after it; None:
     skipped, their columns 0): replay asks for them where they mean something (answers and ground truth).
     tick(k): called from this thread with the runs (configuration x seed) made since the last call, at most every
-    TICK_S while the kernel runs and once at the end, so progress moves per run, not per call."""
+    TICK_S while the kernel runs and once at the end, so progress moves per run, not per call. only: _grid's (default
+    (), the kernel every policy runs in; only_arg gives the one of a one-policy replay, whose first call compiles
+    less: the same outcomes either way, tests/test_equivalence.py)."""
     C, S, n = len(configs), len(seeds), pool.n_queries
+    if only and any(REGISTRY[c.policy].code != len(only) - 1 for c in configs):  # (a kernel without their code)
+        raise ValueError(f"run_grid: only={len(only) - 1} for configurations {[c.policy for c in configs]}")
     out_f, out_i, pq_n, pq_flags = grid_outputs(C, S, n, per_query)
     if C and S:
         cw, eta = vote_weights(pool.score, votes)
         args = (pool_arrays(pool.off, pool.correct, pool.score, pool.ans, pool.tok, tables, prior=pool.prior,
                              side=pool.side),
-                frozen(pool.qkeys, np.uint64), frozen(seeds, np.int64), config_records(configs),
+                frozen(pool.qkeys, np.uint64), frozen(seeds, np.int64), config_records(configs), only,
                 frozen(budget_totals, np.int64), cw, eta, out_f, out_i, pq_n, pq_flags)
         chunks = min(S, get_threads())
         bins = max(c.bins for c in configs)  # side-eb's, at most (each thread has its own scheduler scratch)
@@ -375,12 +423,12 @@ def _slot_ids(pool: Pool) -> np.ndarray:
 
 
 def run_rows(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, seeds, tables, per_query: bool = False,
-             votes: tuple | None = None, tick=None):
+             votes: tuple | None = None, tick=None, only: tuple = ()):
     """run_grid over configurations of any kind: parallel-probe's and cmc's to run_probe_grid, the others grouped by
-    their depth key, each group on its view of the pool (depth_pool); without depth, run_grid itself."""
+    their depth key, each group on its view of the pool (depth_pool); without depth, run_grid itself (only: its)."""
     keys = [("pp",) if c.policy in DEPTH_POLICIES else c.depth_key() for c in configs]
     if all(k == ("whole", 0, 0, "tokens") for k in keys):
-        return run_grid(pool, configs, budget_totals, seeds, tables, per_query, votes, tick=tick)
+        return run_grid(pool, configs, budget_totals, seeds, tables, per_query, votes, tick=tick, only=only)
     C, S, n = len(configs), len(seeds), pool.n_queries
     out_f, out_i, pq_n, pq_flags = grid_outputs(C, S, n, per_query)
     for key in dict.fromkeys(keys):
@@ -392,7 +440,7 @@ def run_rows(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, se
                 tick(len(sub) * S)
         else:
             view = depth_pool(pool, key)
-            res = run_grid(view, sub, budget_totals[rows], seeds, tables, per_query, votes, tick=tick)
+            res = run_grid(view, sub, budget_totals[rows], seeds, tables, per_query, votes, tick=tick, only=only)
         out_f[rows], out_i[rows] = res[0], res[1]
         if per_query:
             pq_n[rows], pq_flags[rows] = res[2], res[3]
@@ -483,6 +531,7 @@ def replay(pool: Pool, configs: list[RunConfig], budgets, seeds, select: str = "
     matched_rows = [k for k, c in enumerate(rows_cfg) if c.unit == "token-matched"]
     uni = [RunConfig("uniform")] * len(budgets)
 
+    only = kernel_only(rows_cfg, pool.lows)  # one policy: a kernel with its code alone (its first run compiles less)
     blocks = [seeds]
     parts = []
     for block in blocks:
@@ -490,10 +539,10 @@ def replay(pool: Pool, configs: list[RunConfig], budgets, seeds, select: str = "
         if matched_rows:
             # Token-matched runs spend, per (budget, seed), the tokens uniform spent at that sample budget.
             ub = np.array([[totals[b]] * len(block) for b in budgets], np.int64)
-            _, oi, _, _ = run_grid(pool, uni, ub, block, tables)
+            _, oi, _, _ = run_grid(pool, uni, ub, block, tables, only=only)
             for k in matched_rows:
                 bt[k] = oi[budgets.index(rows_budget[k]), :, 1]
-        parts.append((bt,) + run_rows(pool, rows_cfg, bt, block, tables, per_query, votes, tick=progress))
+        parts.append((bt,) + run_rows(pool, rows_cfg, bt, block, tables, per_query, votes, tick=progress, only=only))
     budget_totals, out_f, out_i, pq_n, pq_flags = (np.concatenate([p[k] for p in parts], axis=1)
                                                      for k in range(5))
 
@@ -604,6 +653,6 @@ def run_once(off, correct, score, ans, tok, perm, rank, config: RunConfig, budge
                     side=side)
     W = scratch(len(off) - 1, int(P.aoff[-1]), perm, np.argsort(np.asarray(rank, np.int64)), config.bins)
     record = config.record()
-    run_one(P, W, record[0], np.int64(budget_total), np.int64(0), reading_flag(record), None,
-            lows_arg(lows, record))
+    run_one_any(P, W, record[0], np.int64(budget_total), np.int64(0), reading_flag(record), None,
+                lows_arg(lows, record))
     return outcome(P, W, votes)

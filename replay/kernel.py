@@ -28,6 +28,8 @@ import numpy as np
 from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
+from numba.core.compiler import CompilerBase, DefaultPassBuilder
+from numba.core.untyped_passes import DeadBranchPrune, RewriteSemanticConstants, WithLifting
 from numba.extending import intrinsic
 
 
@@ -81,6 +83,9 @@ UNIFORM, ELIMINATION, UCB, GAP, GAP_LITERAL, ENTROPY, TWO_STAGE, STREAMING, ORAC
 # The 2025-26 cross-query allocations (issue 29) read the drawn responses' side signal or answer slots at their stage
 # boundaries, so run_one compiles their code only with `reading` (as the reading rules).
 READING_POLICIES = (UAB, PETS)
+# The policies whose phase 1 is a round-robin (run_one's st.rr_on) and those that pick by an index from a heap
+ROUND_ROBIN_POLICIES = (UNIFORM, ELIMINATION, TWO_STAGE, OPTSCALE, DSC, UAB)
+INDEX_POLICIES = (UCB, GAP, GAP_LITERAL, ENTROPY, MARGINAL_GAIN, SIDE_EB, PETS)
 # pets: Simpson intervals of its quadrature of the Dirichlet argmax probability (docs/semantics.md)
 OKG_NODES = 256
 UNIT_SAMPLES, UNIT_TOKENS = map(int, Unit)
@@ -221,6 +226,26 @@ inner = njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 # ... and one inlined where it is called (numba IR inlining: each call site compiles its own copy; an array argument
 # is still increfed and decrefed at each call, which LLVM did not prune inside run_one: see its mmc_stops)
 inline = njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True, inline="always")
+
+
+class PruneFirst(CompilerBase):
+    """numba's nopython pipeline with its dead-branch pruning (and the constant rewrite it reads) run once more
+    before closures are inlined, for run_one. Inlining its closures (pull, answered, index_of, sift_down) runs
+    dead-code elimination over the whole function, about 4.5 s of a first run's compile, most of run_one's; the
+    default pipeline prunes only after it, so the branches a specialisation drops (the other policies', the
+    reading rules' and live runs' code on a None argument) were still paid for there. Pruning first, that pass
+    sees only the code the variant keeps."""
+
+    def define_pipelines(self):
+        pm = DefaultPassBuilder.define_nopython_pipeline(self.state)
+        pm.add_pass_after(DeadBranchPrune, WithLifting)
+        pm.add_pass_after(RewriteSemanticConstants, WithLifting)
+        pm.finalize()
+        return [pm]
+
+
+# run_one's decorator: an inner helper compiled with PruneFirst
+inner_pruned = njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True, pipeline_class=PruneFirst)
 
 # Indexing with an unsigned integer skips numba's negative-index wraparound (a compare and a select per access);
 # the hot loops cast their (never negative) indices with it: 12-15% fewer ns per draw, measured.
@@ -1903,8 +1928,8 @@ def live_fold(dfr, st, act, qs, tot, i, unmade):
     return 1
 
 
-@jit
-def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
+@inner_pruned
+def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
     """Replay one configuration (a CONFIG record) at total budget `budget`; the outcome is left in W's state
     arrays (qs, si, sf, tot).
 
@@ -1929,8 +1954,17 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
 
     dc: the pool's record lows (lstart, lend, lpos, lval) when the run is deepconf-online's, else None: then its
     code is not compiled at all (numba prunes the branch on a None argument before typing, as for `reading` and
-    `live_run`), and a deepconf-online configuration does nothing (the engine always gives it dc)."""
-    if cfg.policy == DEEPCONF_ONLINE:
+    `live_run`), and a deepconf-online configuration does nothing (the engine always gives it dc).
+
+    code: cfg's policy code as a length (policy = len(code)): range(cfg.policy), known only as it runs (run_one_any,
+    every policy in one compiled kernel), or a tuple of that many Nones, whose length numba knows before it types
+    the function (its semantic-constant rewrite of len(tuple) turns it into a constant, and dead-branch pruning
+    then drops every `policy == X` branch of the other policies, with the helpers only they call): a grid of one
+    policy compiles that policy's code alone (_grid's `only`). run_one is compiled with PruneFirst, which prunes
+    before the closures are inlined. A branch on the policy must test `policy` itself, `policy == X` or `policy in
+    TUPLE` (a module constant), for the pruning to see it: a flag assigned in two branches (`a or b`) is not."""
+    policy = len(code)
+    if policy == DEEPCONF_ONLINE:
         if dc is not None:
             deepconf_online(P, W, dc, cfg.unit, cfg.warmup, cfg.percentile, cfg.tau, cfg.max_samples, budget, epoch)
         return
@@ -1938,7 +1972,7 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
     T, L, min_a, prior, side = P.T, P.L, P.min_a, P.prior, P.side
     perm, qgen, hs, order = W.perm, W.qgen, W.hs, W.order
     qs, si, sf, tot, mm = W.qs, W.si, W.sf, W.tot, W.mm
-    policy, unit, K, elim, max_samples, m_min = cfg.policy, cfg.unit, cfg.K, cfg.elim, cfg.max_samples, cfg.m_min
+    unit, K, elim, max_samples, m_min = cfg.unit, cfg.K, cfg.elim, cfg.max_samples, cfg.m_min
     gamma, lam, eps, rho, tau, share, hmax = cfg.gamma, cfg.lam, cfg.eps, cfg.rho, cfg.tau, cfg.share, cfg.hmax
     warmup, judge, pct, strength = cfg.warmup, cfg.judge, cfg.percentile, cfg.prior_strength
     nb, refresh, hz = cfg.bins, cfg.refresh, cfg.horizon
@@ -2312,10 +2346,10 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
     # elimination rule, repeats), makes it at the single `pull` call site, then updates the rule's own cursor.
     # numba inlines `pull` wherever it is called, and each copy costs ~2 s of compile time, hence one call
     # site; it is also the shape a live driver needs (pick the next pulls; fold the responses in).
-    is_rr = policy == UNIFORM or policy == ELIMINATION or policy == TWO_STAGE or policy == OPTSCALE or policy == DSC \
-        or (reading is not None and policy == UAB)
-    is_index = policy == UCB or policy == GAP or policy == GAP_LITERAL or policy == ENTROPY or policy == MARGINAL_GAIN \
-        or policy == SIDE_EB or (reading is not None and policy == PETS)
+    # (one `in` each, so that a one-policy kernel prunes the other kind's blocks with them, as the closures are
+    # inlined: see run_one's `code`; uab and pets always run with `reading`, the engine gives it)
+    is_rr = policy in ROUND_ROBIN_POLICIES
+    is_index = policy in INDEX_POLICIES
 
     act, hk, hr, hq, eb, ex = W.act, W.hk, W.hr, W.hq, W.eb, W.ex
     U, alloc, cost, first, cand, dfr = W.U, W.alloc, W.cost, W.first, W.cand, W.dfr
@@ -2654,6 +2688,14 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
 
 
 @jit
+def run_one_any(P, W, cfg, budget, epoch, reading, live_run, dc):
+    """run_one of whatever policy cfg names, with its code known only as it runs: Python's entry to run_one
+    (engine.run_once, live runs; numba cannot type a range passed from Python), the same kernel as the grid's
+    generic one."""
+    run_one(P, W, cfg, range(cfg.policy), budget, epoch, reading, live_run, dc)
+
+
+@jit
 def selections(qs, si, aoff, correct, out):
     """out[i]: which selections of query i pick a correct response, as F_SEL bits (bon = highest score,
     weighted = largest summed score, sc = majority; an answer's selected response is its first draw). One call
@@ -2773,8 +2815,8 @@ def confidence_votes(off, aoff, correct, score, ans, perm, qs, cw, eta, acc, fir
 
 
 @njit(nogil=True, cache=True, no_cfunc_wrapper=True)
-def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags, sched, perm, s_lo, s_hi, reading,
-          dc, done):
+def _grid(P, qkeys, seeds, cfgs, only, budgets, cw, eta, out_f, out_i, pq_n, pq_flags, sched, perm, s_lo, s_hi,
+          reading, dc, done):
     """Every configuration (cfgs: CONFIG records) at budgets[c, s] on seeds s_lo .. s_hi - 1, with scratch
     allocated once. It releases the GIL: engine.run_grid runs contiguous chunks of seeds on threads, and a
     seed's results depend only on the seed. (Threads rather than prange: numba's parallel compile pipeline
@@ -2784,7 +2826,9 @@ def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags,
     leaves it so again: restore_identity; engine.take_identities keeps it from call to call). reading, dc: run_one's
     (None unless a configuration needs them). done[0] counts the runs made, for progress: one element per thread,
     which engine.run_grid reads while the threads run (a run of a large pool takes long enough that progress per block
-    of seeds fell silent for minutes, issue 27)."""
+    of seeds fell silent for minutes, issue 27). only: () for configurations of any policies (one compiled kernel for
+    all of them), or 1 + k Nones when every configuration is policy k (engine.only_arg): a kernel compiled for that
+    policy alone (run_one's `code`), its length a constant that prunes the other branch below before typing."""
     off, aoff, correct = P.off, P.aoff, P.correct
     n = qkeys.shape[0]
     per_query = pq_n.shape[0] > 0
@@ -2812,7 +2856,10 @@ def _grid(P, qkeys, seeds, cfgs, budgets, cw, eta, out_f, out_i, pq_n, pq_flags,
             for i in range(n):  # each query's permutation stream, in one vectorisable loop
                 hs[i] = seed_stream(seeds[s], qkeys[i])
             for c in range(cfgs.shape[0]):
-                run_one(P, W, cfgs[c], budgets[c, s], epoch, reading, None, dc)
+                if len(only) == 0:
+                    run_one(P, W, cfgs[c], range(cfgs[c].policy), budgets[c, s], epoch, reading, None, dc)
+                else:
+                    run_one(P, W, cfgs[c], only[1:], budgets[c, s], epoch, reading, None, dc)
                 selections(qs, si, aoff, correct, sel)
                 if votes:
                     confidence_votes(off, aoff, correct, P.score, P.ans, perm, qs, cw, eta, v_acc, v_first, v_lst,

@@ -51,7 +51,7 @@ from .kernel import (
     TOKENS,
     WLEAD,
     N,
-    run_one,
+    run_one_any,
 )
 from .policies import ELIMINATION_RULES, REGISTRY, RunConfig
 from .tables import make_tables
@@ -288,7 +288,7 @@ def run_live(source: ResponseSource, sizes: Sequence[int], rank: Sequence[int], 
                 W = scratch(n, int(P.aoff[-1]), np.arange(len(got.correct)), order, cfg.bins, live=True)
             # (goes on where the last call stopped; every rule compiled in, so that every live run shares one
             # specialisation of the kernel: see kernel.READING_RULES)
-            run_one(P, W, record, np.int64(budget_total), np.int64(0), True, True, got.dc() if deepconf else None)
+            run_one_any(P, W, record, np.int64(budget_total), np.int64(0), True, True, got.dc() if deepconf else None)
             runs += 1
             if on_run is not None:
                 on_run({"samples": int(W.tot[SAMPLES]), "tokens": int(W.tot[TOKENS]),

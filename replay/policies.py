@@ -3,8 +3,9 @@ its kernel code, the parameters it uses, what it needs from a pool and its one-l
 line's choices and help, the README's tables (tests/test_registry.py checks them), the report's lists, the
 figures' styles and the live driver read these entries.
 
-Adding a policy = a code and a branch in replay/kernel.py's run_one, its plain-Python twin in
-replay/reference.py, one `Policy` entry below, and its paragraph in docs/semantics.md.
+Adding a policy = a code and a branch in replay/kernel.py's run_one (the code also in kernel.ROUND_ROBIN_POLICIES
+or INDEX_POLICIES when it schedules as those do), its plain-Python twin in replay/reference.py, one `Policy` entry
+below, and its paragraph in docs/semantics.md.
 
 The module imports neither numba nor numpy, so that the command line's choices and `ttc.POLICIES` cost nothing: an
 entry names its kernel code (`kernel="UCB"`, a constant of replay/kernel.py) and `.code` looks it up on first use

@@ -1,7 +1,9 @@
-"""One compiled specialisation of the engine for every valid pool: a second pool, budget, policy or seed count
-must never compile it again (each specialisation of the grid costs tens of seconds of CPU). The kernel has exactly
-the specialisations it declares: with and without the rules that read the drawn responses (kernel.READING_RULES),
-deepconf-online's (its record lows) and live runs' own; each compiles once and numba caches it."""
+"""One compiled specialisation of the engine for every valid pool: a second pool, budget, policy mix or seed count
+must never compile it again (each specialisation of the grid costs seconds of CPU). The kernel has exactly the
+specialisations it declares: the one every policy runs in and one per policy that a grid of that policy alone
+runs (engine.only_arg), each with and without the rules that read the drawn responses (kernel.READING_RULES) and
+deepconf-online's record lows, and live runs' own; each compiles once and numba caches it."""
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -9,9 +11,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 SCRIPT = r"""
+import json
+
 import numpy as np
 from ttc.replay.engine import replay, run_once
-from ttc.replay.kernel import _grid, run_one
+from ttc.replay.kernel import _grid, run_one, run_one_any
 from ttc.replay.live import PoolSource, run_live
 from ttc.replay.policies import POLICIES, RunConfig
 from ttc.replay.pool import Pool, load_pool
@@ -23,6 +27,7 @@ assert len({tuple(a.flags.writeable for a in (p.correct, p.score, p.ans, p.tok))
 off = np.array([0, 3, 5]); correct = np.array([1, 0, 0, 1, 1], np.int8)
 pools.append(Pool.from_arrays(off, correct=correct, score=np.linspace(0, 1, 5), ans=np.array([0, 1, 0, -1, 0]),
                               tok=np.arange(5)))
+replay(pools[0], [RunConfig("elimination")], [4], range(2))  # elimination alone first: its own kernel
 for k, pool in enumerate(pools):
     # (uab and pets read the drawn responses: they run in the reading rules' specialisation, as esc below)
     configs = [RunConfig(p) for p in POLICIES if (p != "entropy" or pool.has_answers)
@@ -33,32 +38,48 @@ run_once(off, correct, np.zeros(5), np.zeros(5, np.int64), np.ones(5, np.int64),
          RunConfig("ucb"), 4)
 src = PoolSource(off, correct.astype(bool), np.zeros(5), np.full(5, -1), np.ones(5), np.arange(5))
 run_live(src, [3, 2], [0, 1], policy="elimination", budget_total=4)
-grid_sigs = {str(s[-1]) for s in _grid.signatures}
-assert len(grid_sigs) == len(_grid.signatures) == 1, _grid.signatures  # (the grids above use no reading rule)
+
+def grid_kinds():  # _grid's specialisations: (only: "any" policy or the one policy's code, reading, dc)
+    return sorted({("any" if s[4].count == 0 else s[4].count - 1, str(s[-3]), "none" if str(s[-2]) == "none"
+                    else "lows") for s in _grid.signatures}, key=str)
+
+
+before = grid_kinds()  # (the grids above use no reading rule)
 replay(pools[0], [RunConfig("elimination", K=2, eliminate="esc")], [4], range(2))
-replay(pools[0], [RunConfig("pets")], [2], range(1))  # the same specialisation as esc's
-sigs = sorted(str(s[-3:]) for s in run_one.signatures)
+replay(pools[0], [RunConfig("pets")], [2], range(1))  # pets reads the drawn responses as esc does
 # deepconf-online's grid: its own specialisation (dc not None), whatever other policies run beside it
 lows = pools[3]
 lows.lows = (np.array([0, 1, 2, 2, 3, 4]), np.array([0, 1, 2, 3]), np.array([2.0, 1.0, 3.0, 1.5]))
 replay(lows, [RunConfig("deepconf-online", warmup=1), RunConfig("uniform")], [2], range(2))
 replay(lows, [RunConfig("deepconf-online", warmup=2)], [3], range(3))
-print(len(_grid.signatures), sum(str(s[-1]) != "none" for s in run_one.signatures), sigs)
+one = sorted({("any" if "range" in str(s[3]) else s[3].count, str(s[-3]), str(s[-2]),
+               "none" if str(s[-1]) == "none" else "lows") for s in run_one.signatures}, key=str)
+print(json.dumps({"before": before, "grid": grid_kinds(), "n_grid": len(_grid.signatures), "run_one": one,
+                  "any": sorted(str(s[-3:]) for s in run_one_any.signatures)}))
 """
 
 
 def test_one_compiled_signature_for_every_pool_and_run():
     out = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
-    grid, online, one = out.stdout.strip().splitlines()[-1].split(" ", 2)
-    # without and with the reading rules, and deepconf-online's (its record lows)
-    assert int(grid) == 3, f"_grid compiled for {grid} signatures"
-    # (run_one's are listed only when _grid was compiled in this process: one, or none from numba's cache)
-    assert int(online) <= 1, f"run_one compiled for deepconf-online {online} times"
-    # replay and run_once (no reading rule), live runs (every rule) and the esc grid, nothing else (the last is
-    # listed only when _grid was compiled in this process rather than loaded from numba's cache)
-    assert one in ("['(bool, bool, none)', '(none, none, none)']",
-                   "['(bool, bool, none)', '(bool, none, none)', '(none, none, none)']"), one
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    # elimination alone: its own kernel (sc-beta and none alike, again after the mixed grids of four pools: this
+    # process ran it); the mixed grids: one kernel for every policy
+    assert as_set(got["before"]) == {(1, "none", "none"), ("any", "none", "none")}, got
+    # then esc and pets alone (the reading rules: no kernel yet in this process), deepconf-online beside uniform (its
+    # record lows) and alone (the mixed kernel with lows has run in this process: that one, engine.kernel_only)
+    grid = {(1, "bool", "none"), (1, "none", "none"), (16, "bool", "none"), ("any", "none", "lows"),
+            ("any", "none", "none")}
+    assert as_set(got["grid"]) == grid and got["n_grid"] == len(grid), got
+    # Python's entry (run_once, live runs): the kernel every policy runs in, without and with every rule and live
+    assert got["any"] == ["(bool, bool, none)", "(none, none, none)"], got
+    # run_one's are listed only where compiled in this process rather than loaded from numba's cache (inside _grid's
+    # or run_one_any's), and never one that no grid or entry above asks for
+    assert as_set(got["run_one"]) <= {("any", "bool", "bool", "none"), *(g[:2] + ("none", g[2]) for g in grid)}, got
+
+
+def as_set(rows):
+    return set(map(tuple, rows))
 
 
 DEPTH_SCRIPT = r"""

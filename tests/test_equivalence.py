@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ttc.replay.engine import run_grid
+from ttc.replay.engine import only_arg, run_grid
 from ttc.replay.kernel import F_ANSWERED, F_COVERED, F_EXHAUSTED, F_SEL, PREFETCH_FROM
 from ttc.replay.policies import DEPTH_POLICIES, POLICIES, RunConfig
 from ttc.replay.pool import Pool
@@ -47,17 +47,34 @@ def test_grid_equals_reference_over_configs_and_seeds(data):
     """The parallel grid generates each seed's permutations lazily, shares the steps among the seed's
     configurations (in grid order) and undoes them before the next seed; whatever mix of policies, units and
     budgets runs, each (configuration, seed) must equal the reference on that seed's explicit permutation."""
+    _grid_equals_reference(data, lambda: data.draw(st.sampled_from(WIDTH)), 4, only=False)
+
+
+@pytest.mark.parametrize("policy", WIDTH)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_a_one_policy_grid_equals_reference(policy, data):
+    """A grid of one policy runs a kernel compiled for that policy alone (engine.only_arg: numba prunes the other
+    policies' branches before typing); each (configuration, seed) must still equal the reference."""
+    _grid_equals_reference(data, lambda: policy, 3, only=True)
+
+
+def _grid_equals_reference(data, policy, k, only):
+    """k configurations (policy(): each one's policy) on up to 4 seeds through run_grid, with only: the kernel
+    of their one policy (only_arg), else the kernel every policy runs in; each against the reference."""
     off, correct, score, ans, tok, _, _ = data.draw(pools())
     pool = Pool.from_arrays(off, correct=correct, score=score, ans=ans, tok=tok)
     lows, pool.lows = data.draw(record_lows(tok))
     total, tokens_total = int(off[-1]), int(tok.sum())
-    picked = [data.draw(configs(total, tokens_total, data.draw(st.sampled_from(WIDTH)),
-                                data.draw(st.sampled_from(["samples", "tokens"])))) for _ in range(4)]
+    picked = [data.draw(configs(total, tokens_total, policy(), data.draw(st.sampled_from(["samples", "tokens"]))))
+              for _ in range(k)]
     seeds = np.array(data.draw(st.lists(st.integers(0, 2**40), min_size=1, max_size=4, unique=True)), np.int64)
     cfgs = [c for c, _ in picked]
     budgets = np.array([[b + data.draw(st.integers(0, 2)) for _ in seeds] for _, b in picked], np.int64)
     tables = make_tables(int(np.diff(off).max()), 0.95)
-    _, out_i, pq_n, pq_flags = run_grid(pool, cfgs, budgets, seeds, tables, per_query=True)
+    one = only_arg(cfgs) if only else ()
+    assert bool(one) == (only and len({c.policy for c in cfgs}) == 1)  # (the test is vacuous otherwise)
+    _, out_i, pq_n, pq_flags = run_grid(pool, cfgs, budgets, seeds, tables, per_query=True, only=one)
     for s, seed in enumerate(seeds):
         perm = permutation(pool.off, pool.qkeys, int(seed))
         rank, _ = query_order(pool.qkeys, int(seed))

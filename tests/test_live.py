@@ -254,17 +254,17 @@ def test_a_stop_inside_a_pull_leaves_the_state_as_before_it(budget, deferred):
     (resume 1: that pull again). Budget 16 pays two whole rounds, whose order is free (docs/semantics.md): query 0
     is deferred, query 1 makes its pulls, and the run stops after them (resume 2: the deferred queries again)."""
     from ttc.replay.engine import outcome
-    from ttc.replay.kernel import CNT, NEED, SAMPLES, run_one
+    from ttc.replay.kernel import CNT, NEED, SAMPLES, run_one_any
 
     off, correct, score, ans, tok, have, P, W = _window_pool(2)
     cfg = RunConfig("elimination", K=4, eliminate="sc-share", tau=0.5, m_min=4)
-    run_one(P, W, cfg.record()[0], np.int64(budget), np.int64(0), True, True, None)
+    run_one_any(P, W, cfg.record()[0], np.int64(budget), np.int64(0), True, True, None)
     assert W.tot[NEED] == 1 and W.sch[0]["resume"] == (2 if deferred else 1)  # stopped for query 0
     assert W.qs[0]["n"] == 0 and W.si[:int(P.aoff[1]), CNT].sum() == 0 and W.sf[:int(P.aoff[1])].sum() == 0
     # query 0 comes first in rank order: nothing was drawn before the stop, unless the block deferred it
     assert W.tot[SAMPLES] == W.qs[1]["n"] and (W.qs[1]["n"] > 0) == deferred
     have[0] = 6  # the responses arrive (P.have is a view of it)
-    run_one(P, W, cfg.record()[0], np.int64(budget), np.int64(0), True, True, None)
+    run_one_any(P, W, cfg.record()[0], np.int64(budget), np.int64(0), True, True, None)
     assert W.tot[NEED] == 0 and W.sch[0]["resume"] == 0
     whole = run_once(off, correct, score, ans, tok, np.arange(12), [0, 1], cfg, budget)
     got = outcome(P, W)
