@@ -110,7 +110,7 @@ def test_it_does_not_run_live():
 
 @pytest.mark.parametrize("bad", [{"lb_thre": 0.0}, {"lb_thre": 1.5}, {"lb_l": 4}, {"lb_l": 1}])
 def test_bad_parameters_are_refused(bad):
-    with pytest.raises(ValueError, match="lb_"):
+    with pytest.raises(ValueError, match="--lb-"):
         RunConfig("elimination", eliminate="lbayes", **bad)
 
 

@@ -187,7 +187,7 @@ def test_live_equals_replay(unit, data):
 
 @pytest.mark.parametrize("bad", [{"mmc_delta": 0.0}, {"mmc_delta": 1.0}, {"mmc_m": 0}])
 def test_bad_parameters_are_refused(bad):
-    with pytest.raises(ValueError, match="mmc_"):
+    with pytest.raises(ValueError, match="--mmc-"):
         RunConfig("elimination", eliminate="mmc", **bad)
 
 

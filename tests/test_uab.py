@@ -125,7 +125,7 @@ def test_uab_needs_a_side_signal():
 
 def test_uab_tau_is_checked():
     for bad in (0.0, -1.0, math.inf, math.nan):
-        with pytest.raises(ValueError, match="uab_tau"):
+        with pytest.raises(ValueError, match="--uab-tau"):
             RunConfig("uab", uab_tau=bad)
 
 
