@@ -111,6 +111,12 @@ REGISTRY = {p.name: p for p in (
            "knowledge gradient, computed exactly, or as the source estimates it with pets_mc); no stop",
            ("K", "max_samples", "pets_options", "pets_mc"),
            needs=frozenset({"answers"}), style=("#5254a3", "<", ":"), slow=True),
+    Policy("pets-online", "PETS_ONLINE", "PETS online: the first pets_train queries of the order fit, on their whole "
+           "pools (hindsight), a probit curve of majority accuracy per bucket (the 4 warm-up answers agree / not) and a "
+           "greedy plan of draws per bucket within the budget per query; then each query in order draws to 4 accepted "
+           "answers (pets_options buckets), takes its bucket's budget and draws to it; no stop",
+           ("max_samples", "pets_options", "pets_train"), needs=frozenset({"answers"}), live=False,
+           style=("#9c9ede", ">", "--")),
     # depth (issue 30): policies that stop traces part-way, read the pool's probes
     Policy("parallel-probe", "PARALLEL_PROBE", "Parallel-Probe: `chains` traces per query advanced one probe per step "
            "in lockstep; the majority of their latest answers stops the query once it has held for `stable` steps; "
@@ -353,8 +359,12 @@ class RunConfig:
     pets_mc: int = param(0, "pets: 0: OKG's rewards exactly; N: as the source estimates them (its --nsamples, 500), "
                          "each h from N draws afresh for every query at every step, drawn from a hash of the query's "
                          "draws (docs/semantics.md).")
+    pets_train: int = param(10, "pets-online: the queries at the head of the query order whose whole pools fit its "
+                            "plan (the source's --train-size, 10; hindsight, so replay only).")
 
     def __post_init__(self):
+        if not 1 <= self.pets_train <= MAX_COUNT:
+            raise ValueError(f"pets_train must be in 1..{MAX_COUNT:,} (training queries), got {self.pets_train}")
         if not 2 <= self.pets_options <= 1024:
             raise ValueError(f"pets_options must be in 2..1024 (answer buckets), got {self.pets_options}")
         if not 0 <= self.pets_mc <= 10**6:
