@@ -136,7 +136,8 @@ CONFIG = np.dtype([("policy", np.int64), ("unit", np.int64), ("K", np.int64), ("
                    ("dirichlet_conf", np.float64), ("horizon", np.int64),
                    ("bf", np.float64), ("bf_mc", np.int64), ("mmc_delta", np.float64), ("mmc_m", np.int64),
                    ("lb_thre", np.float64), ("lb_l", np.int64), ("uab_tau", np.float64),
-                   ("pets_options", np.int64), ("pets_mc", np.int64), ("pets_train", np.int64)], align=True)
+                   ("pets_options", np.int64), ("pets_mc", np.int64), ("pets_train", np.int64),
+                   ("pets_curve_mc", np.int64)], align=True)
 
 # What a run reads (read-only): the pool's per-response arrays grouped by query (off), the answer slots (aoff,
 # answer_offsets), have[i] = how many of query i's responses exist (its pool size in replay; fewer in a live run,
@@ -197,6 +198,7 @@ _M2 = np.uint64(0x94D049BB133111EB)
 _RANK_SALT = np.uint64(0xD1B54A32D192ED03)
 _BOINF_SALT = np.uint64(0x8BB84B93962EACC9)
 _PETS_SALT = np.uint64(0x3C6EF372FE94F82B)
+_PETS_CURVE_SALT = np.uint64(0xA0761D6478BD642F)  # pets-online's curve estimates (pets_curve_fit)
 _S30 = np.uint64(30)
 _S27 = np.uint64(27)
 _S31 = np.uint64(31)
@@ -1095,11 +1097,12 @@ def ndtri(p):
 
 
 @inner
-def pets_curve_fit(c, m1):
-    """pets-online: (a, b) of the probit fitted to A(k), k = 3 .. 32, the exact chance that the majority of k draws
-    from the shares of the counts c[:m1] (sorted descending, all > 0) is the top answer, ties split
-    (reference.pets_curve and pets_fit: D[t, s] sums prod p_i^c_i / c_i! over the others' counts <= c0 summing to
-    s, t of them equal to c0)."""
+def pets_curve_fit(c, m1, mc, key):
+    """pets-online: (a, b) of the probit fitted to A(k), k = 3 .. 32, the chance that the majority of k draws from
+    the shares of the counts c[:m1] (sorted descending, all > 0) is the top answer, ties split: exactly (mc = 0) or
+    as the source's mc-draw estimate (reference.pets_curve and pets_fit: q[k, t], the chance that the top wins tied
+    with t others, from D[t, s], the sums of prod p_i^c_i / c_i! over the others' counts <= c0 summing to s, t of
+    them equal to c0; the estimate's draws by inverse CDF over q[k] from hashed uniforms)."""
     K = PETS_KMAX
     tot = 0.0
     for o in range(m1):
@@ -1111,6 +1114,7 @@ def pets_curve_fit(c, m1):
     A = np.zeros(K + 1)
     A[0] = 0.5
     p0 = c[0] / tot
+    q = np.zeros((K + 1, m + 1))
     D = np.zeros((m + 1, K + 1))
     N = np.zeros((m + 1, K + 1))
     w = np.zeros(K + 1)
@@ -1142,11 +1146,28 @@ def pets_curve_fit(c, m1):
                     D[t, s] = N[t, s]
         lead = p0 ** c0 / fact[c0]
         for k in range(c0, K + 1):
-            s = k - c0
-            tie = 0.0
             for t in range(m + 1):
-                tie += D[t, s] / (1 + t)
-            A[k] += fact[k] * lead * tie
+                q[k, t] += fact[k] * lead * D[t, k - c0]
+    n = np.zeros(m + 2, np.int64)
+    for k in range(1, K + 1):
+        if mc > 0 and k >= PETS_KMIN:
+            kk = mix64(key ^ (np.uint64(k) * _GOLDEN + _ONE))
+            for t in range(m + 2):
+                n[t] = 0
+            for r in range(mc):
+                u = np.float64(mix64(kk + np.uint64(r + 1) * _GOLDEN) >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+                t = 0
+                acc = q[k, 0]
+                while u >= acc and t < m + 1:
+                    t += 1
+                    acc += q[k, t] if t <= m else 1.0
+                n[t] += 1
+            for t in range(m + 1):
+                A[k] += n[t] / (1 + t)
+            A[k] = A[k] / mc
+        else:
+            for t in range(m + 1):
+                A[k] += q[k, t] / (1 + t)
     nk = K - PETS_KMIN + 1
     xm, ym = 0.0, 0.0
     for k in range(PETS_KMIN, K + 1):
@@ -1181,7 +1202,7 @@ def pets_gain(k, a, b):
 
 
 @inner
-def pets_plan(off, ans, tok, order, T, M, budget, unit, bmax):
+def pets_plan(off, ans, tok, order, T, M, budget, unit, bmax, mc):
     """pets-online's plan (reference.pets_online_plan and pets_plan): the two buckets' budgets in draws, from the
     whole pools of the first T queries of the order (hindsight) that hold at least K0 valid answers."""
     n = off.shape[0] - 1
@@ -1226,7 +1247,7 @@ def pets_plan(off, ans, tok, order, T, M, budget, unit, bmax):
                 c[d] = c[d - 1]
                 d -= 1
             c[d] = v
-        fa[q], fb[q] = pets_curve_fit(c, distinct)
+        fa[q], fb[q] = pets_curve_fit(c, distinct, mc, mix64(_PETS_CURVE_SALT ^ np.uint64(i)))
         agree = 0
         for x in range(size):
             agree += cnt[x] * (cnt[x] - 1) * (cnt[x] - 2) * (cnt[x] - 3) // 24
@@ -2524,7 +2545,7 @@ def run_one(P, W, cfg, budget, epoch, reading, live_run, dc):
         st.sp = 0  # streaming: position of the current query in the order
         if reading is not None and policy == PETS_ONLINE:  # -- pets-online: its plan, from the first queries' pools
             st.pb0, st.pb1 = pets_plan(off, ans, tok, order, cfg.pets_train, cfg.pets_options, budget, unit,
-                                       max_samples if max_samples > 0 else PETS_BMAX)
+                                       max_samples if max_samples > 0 else PETS_BMAX, cfg.pets_curve_mc)
         st.ds_lo, st.ds_hi = 0, -1  # dsc's partition: its binary search (dsc_judge; ds_hi = -1: not started)
 
     pending = resume and how == 1

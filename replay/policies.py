@@ -115,7 +115,8 @@ REGISTRY = {p.name: p for p in (
            "pools (hindsight), a probit curve of majority accuracy per bucket (the 4 warm-up answers agree / not) and a "
            "greedy plan of draws per bucket within the budget per query; then each query in order draws to 4 accepted "
            "answers (pets_options buckets), takes its bucket's budget and draws to it; no stop",
-           ("max_samples", "pets_options", "pets_train"), needs=frozenset({"answers"}), live=False,
+           ("max_samples", "pets_options", "pets_train", "pets_curve_mc"), needs=frozenset({"answers"}),
+           live=False,
            style=("#9c9ede", ">", "--")),
     # depth (issue 30): policies that stop traces part-way, read the pool's probes
     Policy("parallel-probe", "PARALLEL_PROBE", "Parallel-Probe: `chains` traces per query advanced one probe per step "
@@ -361,8 +362,14 @@ class RunConfig:
                          "draws (docs/semantics.md).")
     pets_train: int = param(10, "pets-online: the queries at the head of the query order whose whole pools fit its "
                             "plan (the source's --train-size, 10; hindsight, so replay only).")
+    pets_curve_mc: int = param(20000, "pets-online: N: each training query's majority-accuracy curve A(k) estimated "
+                               "as the source does, from N multinomial draws (its 20,000; seeded here, from a hash of "
+                               "the query); 0: exactly (docs/semantics.md).")
 
     def __post_init__(self):
+        if not 0 <= self.pets_curve_mc <= 10**7:
+            raise ValueError(f"pets_curve_mc must be in 0..1e7 (Monte Carlo draws per curve point; 0: exact), got "
+                             f"{self.pets_curve_mc}")
         if not 1 <= self.pets_train <= MAX_COUNT:
             raise ValueError(f"pets_train must be in 1..{MAX_COUNT:,} (training queries), got {self.pets_train}")
         if not 2 <= self.pets_options <= 1024:
@@ -689,6 +696,10 @@ METHODS = {m.name: m for m in (
            "leading answer leads the Dirichlet posterior over 16 answer buckets (OKG); the majority answer", "Liu et "
            "al. 2026, PETS: A Principled Framework Towards Optimal Trajectory Allocation for Efficient Test-Time "
            "Self-Consistency (arXiv:2602.16745)", {"policy": "pets"}, "sc"),
+    Method("pets-online", "the first 10 queries' whole pools fit a plan of draws per difficulty bucket (4 warm-up "
+           "answers agree or not); each query then warms up to 4 answers over 10 buckets and draws to its bucket's "
+           "budget; the majority answer", "Liu et al. 2026, PETS (arXiv:2602.16745), its streaming allocation",
+           {"policy": "pets-online", "pets_options": 10}, "sc"),
 )}
 
 

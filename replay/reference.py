@@ -1215,14 +1215,18 @@ def ndtri(p):
     return -x if q < 0.0 else x
 
 
-def pets_curve(counts, k_max=PETS_KMAX):
+def pets_curve(counts, k_max=PETS_KMAX, mc=0, key=0):
     """A(k), k = 0 .. k_max: the chance that the majority of k draws with replacement from the answer shares
     counts / sum(counts) is the top answer, a tie among w answers counting 1 / w (the source's
-    exact_prob_pick_argmax_multinom4, which for its 10 padded options estimates it from 20,000 unseeded multinomial
-    draws; here exact). A(0) = 0.5 as the source's. With p the shares (top first, zeros dropped: a zero share is
-    never drawn), A(k) = sum over the top's count c0 of k! p0^c0 / c0! D_c0[k - c0], where D_c0[s] sums
-    prod p_i^c_i / c_i! over the others' counts c_i <= c0 summing to s, each divided by 1 + the number of them
-    equal to c0 (the tie split): D_c0 is built once per c0 for every k."""
+    exact_prob_pick_argmax_multinom4). A(0) = 0.5 as the source's. With p the shares (top first, zeros dropped: a
+    zero share is never drawn), the chance that the top wins tied with t others is q_t(k) = sum over the top's count
+    c0 of k! p0^c0 / c0! D_c0[t][k - c0], where D_c0[t][s] sums prod p_i^c_i / c_i! over the others' counts c_i <= c0
+    summing to s, t of them equal to c0: D_c0 is built once per c0 for every k; A(k) = sum_t q_t(k) / (1 + t).
+
+    mc = 0: that exactly. mc = N > 0: as the source estimates it for its 10 padded options (20,000 multinomial
+    draws of an unseeded generator, the mean of each draw's 1 / w or 0): the same law, drawn from q here, N
+    categorical outcomes (t = 0 .. m, or a loss) by inverse CDF from hashed uniforms, the r-th for k
+    mix64(mix64(key ^ (k golden + 1)) + (r + 1) golden), for k >= PETS_KMIN (the fit reads no other)."""
     c = sorted((x for x in counts if x > 0), reverse=True)
     A = [0.0] * (k_max + 1)
     A[0] = 0.5
@@ -1231,6 +1235,7 @@ def pets_curve(counts, k_max=PETS_KMAX):
     tot = sum(c)
     p = [x / tot for x in c]
     m = len(p) - 1
+    q = [[0.0] * (m + 1) for _ in range(k_max + 1)]
     fact = [1.0] * (k_max + 1)
     for k in range(1, k_max + 1):
         fact[k] = fact[k - 1] * k
@@ -1255,12 +1260,31 @@ def pets_curve(counts, k_max=PETS_KMAX):
             D = N
         lead = p[0] ** c0 / fact[c0]
         for k in range(c0, k_max + 1):
-            s = k - c0
-            tie = 0.0
             for t in range(m + 1):
-                tie += D[t][s] / (1 + t)
-            A[k] += fact[k] * lead * tie
+                q[k][t] += fact[k] * lead * D[t][k - c0]
+    for k in range(1, k_max + 1):
+        if mc > 0 and k >= PETS_KMIN:
+            kk = _mix64(key ^ ((k * _G + 1) & _M64))
+            n = [0] * (m + 2)
+            for r in range(mc):
+                u = (_mix64((kk + (r + 1) * _G) & _M64) >> 11) * (1.0 / 9007199254740992.0)
+                t, acc = 0, q[k][0]
+                while u >= acc and t < m + 1:
+                    t += 1
+                    acc += q[k][t] if t <= m else 1.0
+                n[t] += 1
+            for t in range(m + 1):
+                A[k] += n[t] / (1 + t)
+            A[k] = A[k] / mc
+        else:
+            for t in range(m + 1):
+                A[k] += q[k][t] / (1 + t)
     return A
+
+
+def pets_curve_key(i):
+    """pets_curve_mc: query i's key (kernel.pets_plan): its estimates are the same in every seed's replay."""
+    return _mix64(0xA0761D6478BD642F ^ i)
 
 
 def pets_fit(A):
@@ -1304,26 +1328,31 @@ def pets_gain(k, a, b):
     return math.exp(l1) * -math.expm1(l2 - l1)
 
 
-def pets_plan(pools, bbar, bmax):
-    """The two buckets' budgets (agreeing warm-up, the rest) from the training queries' pools (each a list of
-    valid answer ids in pool order): per query a, b (its first pets_options distinct answers' curve, fitted) and
-    pi = (agree4, 1 - agree4); pi averaged, a and b averaged weighted by pi; then the source's
-    solve_budget_plan_greedy_marginal_anyk: both from K0, one draw at a time to the bucket of the largest gain
-    (ties to bucket 0, its heap's), while the expected budget sum(pi B) stays within bbar."""
-    if not pools:  # no training query has K0 valid answers: the fixed baseline
-        fixed = max(PETS_K0, min(bmax, int(bbar)) if bbar < math.inf else bmax)
-        return [fixed, fixed]
+def pets_fits(pools, mc=0):
+    """Per training query (i, its first pets_options distinct answers' draws, all its valid answers; pool order):
+    (a, b) of its curve's probit fit (mc: pets_curve's), and (agree4, 1 - agree4), the chance of each bucket."""
     fits = []
-    for capped, whole in pools:
+    for i, capped, whole in pools:
         cnt = {}
         for x in capped:
             cnt[x] = cnt.get(x, 0) + 1
-        a, b = pets_fit(pets_curve(list(cnt.values())))
+        a, b = pets_fit(pets_curve(list(cnt.values()), mc=mc, key=pets_curve_key(i)))
         full = {}
         for x in whole:
             full[x] = full.get(x, 0) + 1
         g = pets_agree4(list(full.values()))
         fits.append((a, b, g, 1.0 - g))
+    return fits
+
+
+def pets_plan(fits, bbar, bmax):
+    """The two buckets' budgets (agreeing warm-up, the rest) from the training queries' fits (pets_fits): pi
+    averaged, a and b averaged weighted by pi; then the source's solve_budget_plan_greedy_marginal_anyk: both from
+    K0, one draw at a time to the bucket of the largest gain (ties to bucket 0, its heap's), while the expected
+    budget sum(pi B) stays within bbar."""
+    if not fits:  # no training query has K0 valid answers: the fixed baseline
+        fixed = max(PETS_K0, min(bmax, int(bbar)) if bbar < math.inf else bmax)
+        return [fixed, fixed]
     q = len(fits)
     m0 = sum(f[2] for f in fits) / q
     m1 = sum(f[3] for f in fits) / q
@@ -1378,7 +1407,7 @@ def pets_accepted(drawn, M):
     return out
 
 
-def pets_online_plan(run, order, B, M, T, bmax):
+def pets_online_plan(run, order, B, M, T, bmax, mc=0):
     """pets-online's plan for one replay: the first T queries of the order train it on their whole pools
     (hindsight), those with at least K0 valid answers (the source's training needs 4); the budget per query bbar
     is B / n (tokens: over the training pools' mean tokens per response)."""
@@ -1390,18 +1419,20 @@ def pets_online_plan(run, order, B, M, T, bmax):
         nresp += len(js)
         whole = [run.ans[j] for j in js if run.ans[j] >= 0]
         if len(whole) >= PETS_K0:
-            pools.append((pets_accepted(whole, M), whole))
+            pools.append((i, pets_accepted(whole, M), whole))
     bbar = B / n
     if run.unit == "tokens":
         bbar = bbar / (ntok / nresp) if ntok > 0 else math.inf
-    return pets_plan(pools, bbar, bmax)
+    return pets_plan(pets_fits(pools, mc), bbar, bmax)
 
 
-def _pets_online(run, order, B, max_samples, M, T):
+def _pets_online(run, order, B, max_samples, M, T, mc=0):
     """PETS online (docs/semantics.md): the plan, then every query in order: one draw at a time until K0
     accepted answers (discarded and invalid draws paid), its bucket (the K0 agree: 0, else 1), then draws up to
     its bucket's budget counted in draws; the run ends when the budget does."""
-    plan = pets_online_plan(run, order, B, M, T, max_samples if max_samples else PETS_BMAX)
+    if run.n == 0:
+        return
+    plan = pets_online_plan(run, order, B, M, T, max_samples if max_samples else PETS_BMAX, mc)
     for i in order:
         s = run.q[i]
         while s.active():
@@ -1481,7 +1512,8 @@ def run_reference(off, correct, score, ans, tok, perm, rank, *, policy, unit="sa
                   tau=0.5, m_min=3, conf=0.95, share=0.8, hmax=0.75, warmup=3, percentile=0.05,
                   prior_strength=2.0, judge=32, prior=None, bins=3, refresh=8, side=None, dirichlet_conf=0.95,
                   horizon=0, lows=None, bf=10.0, bf_mc=1000, mmc_delta=0.05, mmc_m=3,
-                  lb_thre=0.95, lb_l=2, uab_tau=0.2, pets_options=16, pets_mc=0, pets_train=10):
+                  lb_thre=0.95, lb_l=2, uab_tau=0.2, pets_options=16, pets_mc=0, pets_train=10,
+                  pets_curve_mc=20000):
     """Replay one run of `policy` on one pool and one seed (perm, rank), exactly as docs/semantics.md. lows:
     deepconf-online's record lows, per response a (positions, values) pair of lists."""
     if policy not in POLICIES:
@@ -1506,13 +1538,13 @@ def run_reference(off, correct, score, ans, tok, perm, rank, *, policy, unit="sa
                       eps=eps, max_samples=max_samples, rho=rho, warmup=warmup, percentile=percentile,
                       prior_strength=prior_strength, judge=judge, prior=prior, bins=bins, refresh=refresh, side=side,
                       horizon=horizon, tau=tau, lows=lows, uab_tau=uab_tau, pets_options=pets_options,
-                      pets_mc=pets_mc, pets_train=pets_train)
+                      pets_mc=pets_mc, pets_train=pets_train, pets_curve_mc=pets_curve_mc)
 
 
 def run_policy(run, rank, *, policy, budget_total, K=1, elim="threshold", gamma=1.0, lam=None, eps=0.01,
                max_samples=0, rho=0.5, warmup=3, percentile=0.05, prior_strength=2.0, judge=32, prior=None, bins=3,
                refresh=8, side=None, horizon=0, tau=0.5, lows=None, uab_tau=0.2, pets_options=16,
-               pets_mc=0, pets_train=10):
+               pets_mc=0, pets_train=10, pets_curve_mc=20000):
     """Run `policy` on a prepared run (its responses come from run.next_response) and collect the outcome.
     Shared by run_reference (responses from a permutation) and replay/live.py (responses from a source)."""
     B = int(budget_total)
@@ -1564,7 +1596,7 @@ def run_policy(run, rank, *, policy, budget_total, K=1, elim="threshold", gamma=
     elif policy == "pets":
         _pets(run, order, B, K, max_samples, int(pets_options), int(pets_mc))
     elif policy == "pets-online":
-        _pets_online(run, order, B, max_samples, int(pets_options), int(pets_train))
+        _pets_online(run, order, B, max_samples, int(pets_options), int(pets_train), int(pets_curve_mc))
     elif policy == "uab":
         _uab(run, order, B, float(uab_tau), max_samples)
     elif policy == "side-eb":

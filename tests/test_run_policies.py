@@ -142,7 +142,7 @@ def test_every_config_field_reaches_the_run():
                                          trace_cap=100, probe_cost="autotts", chains=8, stable=5, patience=3,
                                          probe_warmup=2, cmc_beta=0.25, bf=5.0, bf_mc=10, mmc_delta=0.1,
                                          mmc_m=4, lb_thre=0.99, lb_l=3, uab_tau=1.0, pets_options=4,
-                                         pets_mc=30, pets_train=3))
+                                         pets_mc=30, pets_train=3, pets_curve_mc=0))
     for name, value in other.items():
         if name in ("policy", "eliminate"):
             continue
