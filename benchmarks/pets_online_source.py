@@ -182,8 +182,8 @@ def main():
                   f"{eng['accuracy']:.4f} cons {eng['consistency']:.4f}", file=sys.stderr)
     print(f"PETS online (ZDCSlab/PETS {COMMIT}, FillintheBlank_online.py) vs the engine's pets-online on "
           f"{args.pool.name}: its {n} least agreeing queries (>= 4 valid answers), valid answers only, {M} options, "
-          f"{T} training queries, pets_curve_mc={args.curve_mc}, {args.runs} paired runs (engine seed r = source run r's order, draws and "
-          f"--rng-seed); metrics over the {n - T} test queries, as the source scores them")
+          f"{T} training queries, pets_curve_mc={args.curve_mc}, {args.runs} paired runs (engine seed r = source "
+          f"run r's order, draws and --rng-seed); metrics over the {n - T} test queries, as the source scores them")
     print(f"{'b':>3} {'metric':>12} {'source':>16} {'engine':>16} {'diff ± SE':>18} {'z':>6} {'plans =':>8} "
           f"{'used =':>7}")
     for b in budgets:

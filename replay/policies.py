@@ -112,9 +112,9 @@ REGISTRY = {p.name: p for p in (
            ("K", "max_samples", "pets_options", "pets_mc"),
            needs=frozenset({"answers"}), style=("#5254a3", "<", ":"), slow=True),
     Policy("pets-online", "PETS_ONLINE", "PETS online: the first pets_train queries of the order fit, on their whole "
-           "pools (hindsight), a probit curve of majority accuracy per bucket (the 4 warm-up answers agree / not) and a "
-           "greedy plan of draws per bucket within the budget per query; then each query in order draws to 4 accepted "
-           "answers (pets_options buckets), takes its bucket's budget and draws to it; no stop",
+           "pools (hindsight), a probit curve of majority accuracy per bucket (the 4 warm-up answers agree / not) and "
+           "a greedy plan of draws per bucket within the budget per query; then each query in order draws to 4 "
+           "accepted answers (pets_options buckets), takes its bucket's budget and draws to it; no stop",
            ("max_samples", "pets_options", "pets_train", "pets_curve_mc"), needs=frozenset({"answers"}),
            live=False,
            style=("#9c9ede", ">", "--")),

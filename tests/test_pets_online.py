@@ -11,8 +11,18 @@ from hypothesis import strategies as st
 
 from ttc.replay.engine import run_once
 from ttc.replay.policies import REGISTRY, RunConfig
-from ttc.replay.reference import (PETS_K0, ndtri, pets_accepted, pets_agree4, pets_curve, pets_fit, pets_fits,
-                                  pets_gain, pets_plan)
+from ttc.replay.reference import (
+    PETS_K0,
+    ndtri,
+    pets_accepted,
+    pets_agree4,
+    pets_curve,
+    pets_fit,
+    pets_fits,
+    pets_gain,
+    pets_plan,
+)
+
 from support.equivalence import _compare, pools
 
 
