@@ -13,16 +13,19 @@ to 4 accepted answers, takes its bucket's budget and draws to it in file order; 
 predictor's accuracy (against `answer`), consistency (against `final`) and budget attempted on the test questions.
 
 Per run r (r = 0 .. R - 1) this script writes that JSONL from the engine's seed r: the questions in the engine's query
-order (rank), each one's answers in its permutation (the pool's valid answers only, as the source's loader drops
-empty ones; answer ids as strings), `answer` the id of a correct answer ("none" when there is none), `final` the
+order (rank), a test question's answers in its permutation, a training question's in pool order (the order the
+engine fits on; the pool's valid answers only, as the source's loader drops empty ones; answer ids as strings), `answer` the id of a correct answer ("none" when there is none), `final` the
 source's own relabelling of a shuffled pool (its --multi-relabel-mv: the majority of the first --max-options distinct
 answers, ties to the earliest). It runs the script as it is (`--data-path F --average-budget b --rng-seed r
 --max-options M --train-size T --no-add-conf`) and parses what it prints; and the engine's `pets-online` at total
 budget b n on the same permutation and order, whose test queries' draws are voted as the script votes (accepted
 answers only, ties to the earliest). The runs are paired (the same draws), so the table gives, per b, the source's
 and the engine's means over the runs, their paired difference with its SE (z: within 2 is agreement), how many runs'
-plans agree (the source's Monte Carlo curve against the engine's exact one) and how many runs' test draws total the
-same. Its output, with the command, is recorded in docs/semantics.md (pets-online).
+plans agree (the source's Monte Carlo curve against the engine's, each with its own draws) and how many runs' test
+draws total the same, and `cut`: the engine's runs that spent the whole budget b n (the engine's budget is a hard total
+that the training queries' own draws share, the source's only an expectation: a cut run's last test queries draw
+less than the source's). Each source run's numbers are kept beside its JSONL (--source) and reused. Its output, with
+the command, is recorded in docs/semantics.md (pets-online).
 """
 from __future__ import annotations
 
@@ -167,7 +170,12 @@ def main():
         train = [(i, accepted(list(ans[off[i]:off[i + 1]]), M), list(ans[off[i]:off[i + 1]])) for i in order[:T]]
         fits = reference.pets_fits(train, args.curve_mc)  # (the engine's plan: its twin's, equal by the tests)
         for b in budgets:
-            src = run_source(script_dir, data, b, r, M, T)
+            saved = args.source / f"online_run{r}_b{b}_M{M}_T{T}_q{n}.json"  # a source run's numbers, kept
+            if saved.exists():
+                src = json.loads(saved.read_text())
+            else:
+                src = run_source(script_dir, data, b, r, M, T)
+                saved.write_text(json.dumps(src))
             got = run_once(off, correct, np.zeros(len(ans)), ans, tok, perm, rank, cfg, b * n)
             nd = np.asarray(got["n_drawn"])
             test = order[T:]
@@ -175,7 +183,7 @@ def main():
             eng = {"plan": reference.pets_plan(fits, float(b), reference.PETS_BMAX),
                    "accuracy": float(np.mean([v[k] >= 0 and v[k] == gold[i] for k, i in enumerate(test)])),
                    "consistency": float(np.mean([v[k] == final[i] for k, i in enumerate(test)])),
-                   "used": float(nd[test].sum())}
+                   "used": float(nd[test].sum()), "cut": got["samples_used"] == b * n}
             rows[b].append((src, eng))
             print(f"run {r} b {b}: source plan {src['plan']} used {src['used']:.0f} acc {src['accuracy']:.4f} "
                   f"cons {src['consistency']:.4f} | engine plan {eng['plan']} used {eng['used']:.0f} acc "
@@ -185,10 +193,11 @@ def main():
           f"{T} training queries, pets_curve_mc={args.curve_mc}, {args.runs} paired runs (engine seed r = source "
           f"run r's order, draws and --rng-seed); metrics over the {n - T} test queries, as the source scores them")
     print(f"{'b':>3} {'metric':>12} {'source':>16} {'engine':>16} {'diff ± SE':>18} {'z':>6} {'plans =':>8} "
-          f"{'used =':>7}")
+          f"{'used =':>7} {'cut':>4}")
     for b in budgets:
         same_plan = sum(s["plan"] == e["plan"] for s, e in rows[b])
         same_used = sum(s["used"] == e["used"] for s, e in rows[b])
+        cut = sum(e["cut"] for _, e in rows[b])
         for metric in ("accuracy", "consistency", "used"):
             x = np.array([s[metric] for s, _ in rows[b]])
             y = np.array([e[metric] for _, e in rows[b]])
@@ -199,7 +208,7 @@ def main():
             sx = x.std(ddof=1) / math.sqrt(R) if R > 1 else math.nan
             sy = y.std(ddof=1) / math.sqrt(R) if R > 1 else math.nan
             print(f"{b:>3} {metric:>12} {x.mean():>8.4f}±{sx:<7.4f} {y.mean():>8.4f}±{sy:<7.4f} "
-                  f"{d.mean():>+9.4f}±{sd:<8.4f} {z:>+6.2f} {same_plan:>4}/{R:<3} {same_used:>3}/{R:<3}")
+                  f"{d.mean():>+9.4f}±{sd:<8.4f} {z:>+6.2f} {same_plan:>4}/{R:<3} {same_used:>3}/{R:<3} {cut:>4}")
 
 
 if __name__ == "__main__":
