@@ -14,8 +14,8 @@ predictor's accuracy (against `answer`), consistency (against `final`) and budge
 
 Per run r (r = 0 .. R - 1) this script writes that JSONL from the engine's seed r: the questions in the engine's query
 order (rank), a test question's answers in its permutation, a training question's in pool order (the order the
-engine fits on; the pool's valid answers only, as the source's loader drops empty ones; answer ids as strings), `answer` the id of a correct answer ("none" when there is none), `final` the
-source's own relabelling of a shuffled pool (its --multi-relabel-mv: the majority of the first --max-options distinct
+engine fits on; the pool's valid answers only, as the source's loader drops empty ones; answer ids as strings),
+`answer` the id of a correct answer ("none" when there is none), `final` the source's own relabelling of a shuffled pool (its --multi-relabel-mv: the majority of the first --max-options distinct
 answers, ties to the earliest). It runs the script as it is (`--data-path F --average-budget b --rng-seed r
 --max-options M --train-size T --no-add-conf`) and parses what it prints; and the engine's `pets-online` at total
 budget b n on the same permutation and order, whose test queries' draws are voted as the script votes (accepted
