@@ -13,19 +13,20 @@ to 4 accepted answers, takes its bucket's budget and draws to it in file order; 
 predictor's accuracy (against `answer`), consistency (against `final`) and budget attempted on the test questions.
 
 Per run r (r = 0 .. R - 1) this script writes that JSONL from the engine's seed r: the questions in the engine's query
-order (rank), a test question's answers in its permutation, a training question's in pool order (the order the
-engine fits on; the pool's valid answers only, as the source's loader drops empty ones; answer ids as strings),
-`answer` the id of a correct answer ("none" when there is none), `final` the source's own relabelling of a shuffled pool (its --multi-relabel-mv: the majority of the first --max-options distinct
-answers, ties to the earliest). It runs the script as it is (`--data-path F --average-budget b --rng-seed r
---max-options M --train-size T --no-add-conf`) and parses what it prints; and the engine's `pets-online` at total
-budget b n on the same permutation and order, whose test queries' draws are voted as the script votes (accepted
-answers only, ties to the earliest). The runs are paired (the same draws), so the table gives, per b, the source's
-and the engine's means over the runs, their paired difference with its SE (z: within 2 is agreement), how many runs'
-plans agree (the source's Monte Carlo curve against the engine's, each with its own draws) and how many runs' test
-draws total the same, and `cut`: the engine's runs that spent the whole budget b n (the engine's budget is a hard total
-that the training queries' own draws share, the source's only an expectation: a cut run's last test queries draw
-less than the source's). Each source run's numbers are kept beside its JSONL (--source) and reused. Its output, with
-the command, is recorded in docs/semantics.md (pets-online).
+order (rank), a test question's answers in its permutation, a training question's in pool order (the order the engine
+fits on; the pool's valid answers only, as the source's loader drops empty ones; answer ids as strings), `answer` the
+id of a correct answer ("none" when there is none), `final` the source's own relabelling of a shuffled pool (its
+--multi-relabel-mv: the majority of the first --max-options distinct answers, ties to the earliest). It runs the
+script as it is (`--data-path F --average-budget b --rng-seed r --max-options M --train-size T --no-add-conf`) and
+parses what it prints; and the engine's `pets-online` at total budget b n on the same permutation and order, whose
+test queries' draws are voted as the script votes (accepted answers only, ties to the earliest). The runs are paired
+(the same draws), so the table gives, per b, the source's and the engine's means over the runs, their paired
+difference with its SE (z: within 2 is agreement), how many runs' plans agree (the source's Monte Carlo curve against
+the engine's, each with its own draws) and how many runs' test draws total the same, and `cut`: the engine's runs that
+spent the whole budget b n (the engine's budget is a hard total that the training queries' own draws share, the
+source's only an expectation: a cut run's last test queries draw less than the source's). Each source run's numbers
+are kept beside its JSONL (--source) and reused. Its output, with the command, is recorded in docs/semantics.md
+(pets-online).
 """
 from __future__ import annotations
 
