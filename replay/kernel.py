@@ -1253,7 +1253,7 @@ def pets_plan(off, ans, tok, order, T, M, budget, unit, bmax, mc):
             agree += cnt[x] * (cnt[x] - 1) * (cnt[x] - 2) * (cnt[x] - 3) // 24
         fg[q] = agree / (valid * (valid - 1) * (valid - 2) * (valid - 3) // 24)
         q += 1
-    bbar = budget / n
+    bbar = budget / n if n > 0 else 0.0
     if unit == UNIT_TOKENS:
         bbar = bbar / (ntok / nresp) if ntok > 0 else np.inf
     if q == 0:  # no training query can warm up: the fixed baseline
