@@ -22,11 +22,11 @@ parses what it prints; and the engine's `pets-online` at total budget b n on the
 test queries' draws are voted as the script votes (accepted answers only, ties to the earliest). The runs are paired
 (the same draws), so the table gives, per b, the source's and the engine's means over the runs, their paired
 difference with its SE (z: within 2 is agreement), how many runs' plans agree (the source's Monte Carlo curve against
-the engine's, each with its own draws) and how many runs' test draws total the same, and `cut`: the engine's runs that
-spent the whole budget b n (the engine's budget is a hard total that the training queries' own draws share, the
-source's only an expectation: a cut run's last test queries draw less than the source's). Each source run's numbers
-are kept beside its JSONL (--source) and reused. Its output, with the command, is recorded in docs/semantics.md
-(pets-online).
+the engine's, each with its own draws) and how many runs' test draws total the same, and `spent`: the engine's runs
+that spent the whole budget b n (the engine's budget is a hard total that the training queries' own draws share, the
+source's only an expectation: a run whose test draws total less than the source's with the same plan is one of these,
+its last test queries cut short). Each source run's numbers are kept beside its JSONL (--source) and reused. Its
+output, with the command, is recorded in docs/semantics.md (pets-online).
 """
 from __future__ import annotations
 
@@ -184,7 +184,7 @@ def main():
             eng = {"plan": reference.pets_plan(fits, float(b), reference.PETS_BMAX),
                    "accuracy": float(np.mean([v[k] >= 0 and v[k] == gold[i] for k, i in enumerate(test)])),
                    "consistency": float(np.mean([v[k] == final[i] for k, i in enumerate(test)])),
-                   "used": float(nd[test].sum()), "cut": got["samples_used"] == b * n}
+                   "used": float(nd[test].sum()), "spent": got["samples_used"] == b * n}
             rows[b].append((src, eng))
             print(f"run {r} b {b}: source plan {src['plan']} used {src['used']:.0f} acc {src['accuracy']:.4f} "
                   f"cons {src['consistency']:.4f} | engine plan {eng['plan']} used {eng['used']:.0f} acc "
@@ -194,11 +194,11 @@ def main():
           f"{T} training queries, pets_curve_mc={args.curve_mc}, {args.runs} paired runs (engine seed r = source "
           f"run r's order, draws and --rng-seed); metrics over the {n - T} test queries, as the source scores them")
     print(f"{'b':>3} {'metric':>12} {'source':>16} {'engine':>16} {'diff ± SE':>18} {'z':>6} {'plans =':>8} "
-          f"{'used =':>7} {'cut':>4}")
+          f"{'used =':>7} {'spent':>5}")
     for b in budgets:
         same_plan = sum(s["plan"] == e["plan"] for s, e in rows[b])
         same_used = sum(s["used"] == e["used"] for s, e in rows[b])
-        cut = sum(e["cut"] for _, e in rows[b])
+        spent = sum(e["spent"] for _, e in rows[b])
         for metric in ("accuracy", "consistency", "used"):
             x = np.array([s[metric] for s, _ in rows[b]])
             y = np.array([e[metric] for _, e in rows[b]])
@@ -209,7 +209,7 @@ def main():
             sx = x.std(ddof=1) / math.sqrt(R) if R > 1 else math.nan
             sy = y.std(ddof=1) / math.sqrt(R) if R > 1 else math.nan
             print(f"{b:>3} {metric:>12} {x.mean():>8.4f}±{sx:<7.4f} {y.mean():>8.4f}±{sy:<7.4f} "
-                  f"{d.mean():>+9.4f}±{sd:<8.4f} {z:>+6.2f} {same_plan:>4}/{R:<3} {same_used:>3}/{R:<3} {cut:>4}")
+                  f"{d.mean():>+9.4f}±{sd:<8.4f} {z:>+6.2f} {same_plan:>4}/{R:<3} {same_used:>3}/{R:<3} {spent:>5}")
 
 
 if __name__ == "__main__":
