@@ -52,6 +52,7 @@ class Policy(IntEnum):
     DEEPCONF_ONLINE = 13
     UAB = 15  # the 2025-26 cross-query allocations (issue 29) from 15 on (14: Blend-ASC, reserved)
     PETS = 16
+    PETS_ONLINE = 17
 
 
 class Unit(IntEnum):
@@ -79,10 +80,10 @@ class Elim(IntEnum):
 # enum member): numba types an IntEnum member as IntEnum<int64>, which its builtins reject (`min(Policy.UCB, policy)`:
 # no matching overload of min, numba 0.68), so a member inside a kernel would need a cast at each such use.
 UNIFORM, ELIMINATION, UCB, GAP, GAP_LITERAL, ENTROPY, TWO_STAGE, STREAMING, ORACLE, OPTSCALE, MARGINAL_GAIN, DSC, \
-    SIDE_EB, DEEPCONF_ONLINE, UAB, PETS = map(int, Policy)
+    SIDE_EB, DEEPCONF_ONLINE, UAB, PETS, PETS_ONLINE = map(int, Policy)
 # The 2025-26 cross-query allocations (issue 29) read the drawn responses' side signal or answer slots at their stage
 # boundaries, so run_one compiles their code only with `reading` (as the reading rules).
-READING_POLICIES = (UAB, PETS)
+READING_POLICIES = (UAB, PETS, PETS_ONLINE)
 # The policies whose phase 1 is a round-robin (run_one's st.rr_on) and those that pick by an index from a heap
 ROUND_ROBIN_POLICIES = (UNIFORM, ELIMINATION, TWO_STAGE, OPTSCALE, DSC, UAB)
 INDEX_POLICIES = (UCB, GAP, GAP_LITERAL, ENTROPY, MARGINAL_GAIN, SIDE_EB, PETS)
@@ -153,7 +154,8 @@ CONFIG = np.dtype([("policy", np.int64), ("unit", np.int64), ("K", np.int64), ("
                    ("dirichlet_conf", np.float64), ("horizon", np.int64),
                    ("bf", np.float64), ("bf_mc", np.int64), ("mmc_delta", np.float64), ("mmc_m", np.int64),
                    ("lb_thre", np.float64), ("lb_l", np.int64), ("uab_tau", np.float64),
-                   ("pets_options", np.int64), ("pets_mc", np.int64)], align=True)
+                   ("pets_options", np.int64), ("pets_mc", np.int64), ("pets_train", np.int64),
+                   ("pets_curve_mc", np.int64)], align=True)
 
 # What a run reads (read-only): the pool's per-response arrays grouped by query (off), the answer slots (aoff,
 # answer_offsets), have[i] = how many of query i's responses exist (its pool size in replay; fewer in a live run,
@@ -192,7 +194,8 @@ SCHED = np.dtype([
     ("size", _I8), ("n0", _I8), ("pulls", _I8),
     ("u", _I8), ("q", _I8), ("start", _I8),  # two-stage's stage 2: U[:u], its cursor q, tokens at the turn's start
     ("c", _I8), ("left", _I8),  # oracle: candidates (its cursor is q), the budget left
-    ("sp", _I8),  # streaming: the current query's position in the order
+    ("sp", _I8),  # streaming: the current query's position in the order (pets-online's too)
+    ("pb0", _I8), ("pb1", _I8),  # pets-online: its plan, the draws of a query whose warm-up agrees (pb0) or not
     # dsc's partition, a binary search over U (dsc_judge): [lo, hi), its midpoint, the judges [first, end), the next
     ("ds_lo", _I8), ("ds_hi", _I8), ("ds_mid", _I8), ("ds_first", _I8), ("ds_end", _I8), ("ds_next", _I8),
     # (live) the pending pull (run_one's pull arguments; reps: its pulls left)
@@ -213,6 +216,7 @@ _M2 = np.uint64(0x94D049BB133111EB)
 _RANK_SALT = np.uint64(0xD1B54A32D192ED03)
 _BOINF_SALT = np.uint64(0x8BB84B93962EACC9)
 _PETS_SALT = np.uint64(0x3C6EF372FE94F82B)
+_PETS_CURVE_SALT = np.uint64(0xA0761D6478BD642F)  # pets-online's curve estimates (pets_curve_fit)
 _S30 = np.uint64(30)
 _S27 = np.uint64(27)
 _S31 = np.uint64(31)
@@ -1202,6 +1206,303 @@ def pets_key(tok, score, perm, a0, n, i, t):
         h = mix64(h ^ (np.uint64(tok[j]) * _GOLDEN + _ONE))
         h = mix64(h ^ np.uint64(score[j] * 4294967296.0))
     return mix64(h ^ (np.uint64(t) * _GOLDEN + _ONE))
+
+
+
+# pets-online (the source's FillintheBlank_online.py; reference.py's pets_* twins, docs/semantics.md)
+PETS_K0 = 4  # accepted warm-up answers, whose agreement names a query's bucket
+PETS_KMIN, PETS_KMAX = 3, 32  # the probit's fit over k = 3 .. 32
+PETS_BMAX = 64  # the plan's cap per query without max_samples
+PETS_CLIP = 1e-12
+
+
+@inner
+def ndtri(p):
+    """The standard normal quantile, Wichura's AS241 (reference.ndtri, operation for operation)."""
+    q = p - 0.5
+    if abs(q) <= 0.425:
+        r = 0.180625 - q * q
+        num = (((((((2509.0809287301226727 * r + 33430.575583588128105) * r + 67265.770927008700853) * r
+                   + 45921.953931549871457) * r + 13731.693765509461125) * r + 1971.5909503065514427) * r
+                + 133.14166789178437745) * r + 3.387132872796366608)
+        den = (((((((5226.495278852545925 * r + 28729.085735721942674) * r + 39307.89580009271061) * r
+                   + 21213.794301586595867) * r + 5394.1960214247511077) * r + 687.1870074920579083) * r
+                + 42.313330701600911252) * r + 1.0)
+        return q * num / den
+    r = p if q <= 0.0 else 1.0 - p
+    r = math.sqrt(-math.log(r))
+    if r <= 5.0:
+        r = r - 1.6
+        num = (((((((7.7454501427834140764e-4 * r + 0.0227238449892691845833) * r + 0.24178072517745061177) * r
+                   + 1.27045825245236838258) * r + 3.64784832476320460504) * r + 5.7694972214606914055) * r
+                + 4.6303378461565452959) * r + 1.42343711074968357734)
+        den = (((((((1.05075007164441684324e-9 * r + 5.475938084995344946e-4) * r + 0.0151986665636164571966) * r
+                   + 0.14810397642748007459) * r + 0.68976733498510000455) * r + 1.6763848301838038494) * r
+                + 2.05319162663775882187) * r + 1.0)
+    else:
+        r = r - 5.0
+        num = (((((((2.01033439929228813265e-7 * r + 2.71155556874348757815e-5) * r + 0.0012426609473880784386) * r
+                   + 0.026532189526576123093) * r + 0.29656057182850489123) * r + 1.7848265399172913358) * r
+                + 5.4637849111641143699) * r + 6.6579046435011037772)
+        den = (((((((2.04426310338993978564e-15 * r + 1.4215117583164458887e-7) * r + 1.8463183175100546818e-5) * r
+                   + 7.868691311456132591e-4) * r + 0.0148753612908506148525) * r + 0.13692988092273580531) * r
+                + 0.59983220655588793769) * r + 1.0)
+    x = num / den
+    return -x if q < 0.0 else x
+
+
+@inner
+def pets_curve_fit(c, m1, mc, key):
+    """pets-online: (a, b) of the probit fitted to A(k), k = 3 .. 32, the chance that the majority of k draws from
+    the shares of the counts c[:m1] (sorted descending, all > 0) is the top answer, ties split: exactly (mc = 0) or
+    as the source's mc-draw estimate (reference.pets_curve and pets_fit: q[k, t], the chance that the top wins tied
+    with t others, from D[t, s], the sums of prod p_i^c_i / c_i! over the others' counts <= c0 summing to s, t of
+    them equal to c0; the estimate's draws by inverse CDF over q[k] from hashed uniforms)."""
+    K = PETS_KMAX
+    tot = 0.0
+    for o in range(m1):
+        tot += c[o]
+    m = m1 - 1
+    fact = np.ones(K + 1)
+    for k in range(1, K + 1):
+        fact[k] = fact[k - 1] * k
+    A = np.zeros(K + 1)
+    A[0] = 0.5
+    p0 = c[0] / tot
+    q = np.zeros((K + 1, m + 1))
+    D = np.zeros((m + 1, K + 1))
+    N = np.zeros((m + 1, K + 1))
+    w = np.zeros(K + 1)
+    for c0 in range(1, K + 1):
+        S = K - c0
+        for t in range(m + 1):
+            for s in range(S + 1):
+                D[t, s] = 0.0
+        D[0, 0] = 1.0
+        for o in range(1, m + 1):
+            po = c[o] / tot
+            for x in range(min(c0, S) + 1):
+                w[x] = po ** x / fact[x]
+            for t in range(m + 1):
+                for s in range(S + 1):
+                    N[t, s] = 0.0
+            for t in range(o):
+                for s in range(S + 1):
+                    v = D[t, s]
+                    if v == 0.0:
+                        continue
+                    for x in range(min(c0, S - s) + 1):
+                        if x == c0:
+                            N[t + 1, s + x] += v * w[x]
+                        else:
+                            N[t, s + x] += v * w[x]
+            for t in range(m + 1):
+                for s in range(S + 1):
+                    D[t, s] = N[t, s]
+        lead = p0 ** c0 / fact[c0]
+        for k in range(c0, K + 1):
+            for t in range(m + 1):
+                q[k, t] += fact[k] * lead * D[t, k - c0]
+    n = np.zeros(m + 2, np.int64)
+    for k in range(1, K + 1):
+        if mc > 0 and k >= PETS_KMIN:
+            kk = mix64(key ^ (np.uint64(k) * _GOLDEN + _ONE))
+            for t in range(m + 2):
+                n[t] = 0
+            for r in range(mc):
+                u = np.float64(mix64(kk + np.uint64(r + 1) * _GOLDEN) >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+                t = 0
+                acc = q[k, 0]
+                while u >= acc and t < m + 1:
+                    t += 1
+                    acc += q[k, t] if t <= m else 1.0
+                n[t] += 1
+            for t in range(m + 1):
+                A[k] += n[t] / (1 + t)
+            A[k] = A[k] / mc
+        else:
+            for t in range(m + 1):
+                A[k] += q[k, t] / (1 + t)
+    nk = K - PETS_KMIN + 1
+    xm, ym = 0.0, 0.0
+    for k in range(PETS_KMIN, K + 1):
+        xm += math.sqrt(k)
+        ym += ndtri(min(max(A[k], PETS_CLIP), 1.0 - PETS_CLIP))
+    xm /= nk
+    ym /= nk
+    sxy, sxx = 0.0, 0.0
+    for k in range(PETS_KMIN, K + 1):
+        x = math.sqrt(k)
+        y = ndtri(min(max(A[k], PETS_CLIP), 1.0 - PETS_CLIP))
+        sxy += (x - xm) * (y - ym)
+        sxx += (x - xm) * (x - xm)
+    a = sxy / sxx
+    return a, ym - a * xm
+
+
+@inner
+def pets_gain(k, a, b):
+    """pets-online: Phi(a sqrt(k + 1) + b) - Phi(a sqrt(k) + b) through the log survival functions, as the
+    source's stable_marginal_gain_probit_sqrtk (reference.pets_gain)."""
+    x1 = a * math.sqrt(k) + b
+    x2 = a * math.sqrt(k + 1) + b
+    e1 = 0.5 * math.erfc(x1 / math.sqrt(2.0))
+    e2 = 0.5 * math.erfc(x2 / math.sqrt(2.0))
+    if e1 <= 0.0 or e2 <= 0.0:
+        return 0.5 * math.erfc(-x2 / math.sqrt(2.0)) - 0.5 * math.erfc(-x1 / math.sqrt(2.0))
+    l1, l2 = math.log(e1), math.log(e2)
+    if l1 < l2:
+        l1, l2 = l2, l1
+    return math.exp(l1) * -math.expm1(l2 - l1)
+
+
+@inner
+def pets_plan(off, ans, tok, order, T, M, budget, unit, bmax, mc):
+    """pets-online's plan (reference.pets_online_plan and pets_plan): the two buckets' budgets in draws, from the
+    whole pools of the first T queries of the order (hindsight) that hold at least K0 valid answers."""
+    n = off.shape[0] - 1
+    T = min(T, n)
+    fa = np.zeros(T)
+    fb = np.zeros(T)
+    fg = np.zeros(T)
+    q = 0
+    ntok = 0
+    nresp = 0
+    for r in range(T):
+        i = order[r]
+        a0 = off[i]
+        size = off[i + 1] - a0
+        cnt = np.zeros(size + 1, np.int64)  # every valid answer's count in the pool
+        cap = np.zeros(size + 1, np.int64)  # the first M distinct ones' counts, in the order first seen
+        slot = np.empty(size + 1, np.int64)
+        for x in range(size + 1):
+            slot[x] = -1
+        distinct = 0
+        valid = 0
+        for j in range(a0, a0 + size):
+            ntok += tok[j]
+            nresp += 1
+            x = ans[j]
+            if x < 0:
+                continue
+            valid += 1
+            cnt[x] += 1
+            if slot[x] < 0 and distinct < M:
+                slot[x] = distinct
+                distinct += 1
+            if slot[x] >= 0:
+                cap[slot[x]] += 1
+        if valid < PETS_K0:
+            continue
+        c = np.empty(distinct)
+        for e in range(distinct):  # descending, by insertion (a few answers)
+            v = cap[e]
+            d = e
+            while d > 0 and c[d - 1] < v:
+                c[d] = c[d - 1]
+                d -= 1
+            c[d] = v
+        fa[q], fb[q] = pets_curve_fit(c, distinct, mc, mix64(_PETS_CURVE_SALT ^ np.uint64(i)))
+        agree = 0
+        for x in range(size):
+            agree += cnt[x] * (cnt[x] - 1) * (cnt[x] - 2) * (cnt[x] - 3) // 24
+        fg[q] = agree / (valid * (valid - 1) * (valid - 2) * (valid - 3) // 24)
+        q += 1
+    bbar = budget / n if n > 0 else 0.0
+    if unit == UNIT_TOKENS:
+        bbar = bbar / (ntok / nresp) if ntok > 0 else np.inf
+    if q == 0:  # no training query can warm up: the fixed baseline
+        f = max(PETS_K0, min(bmax, int(bbar)) if bbar < np.inf else bmax)
+        return f, f
+    m0, m1 = 0.0, 0.0
+    for r in range(q):
+        m0 += fg[r]
+    for r in range(q):
+        m1 += 1.0 - fg[r]
+    m0 /= q
+    m1 /= q
+    pi0 = m0 / (m0 + m1 + 1e-12)
+    pi1 = m1 / (m0 + m1 + 1e-12)
+    w0, w1, sa0, sa1, sb0, sb1 = 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
+    for r in range(q):
+        w0 += fg[r]
+    for r in range(q):
+        w1 += 1.0 - fg[r]
+    for r in range(q):
+        sa0 += fg[r] * fa[r]
+    for r in range(q):
+        sa1 += (1.0 - fg[r]) * fa[r]
+    for r in range(q):
+        sb0 += fg[r] * fb[r]
+    for r in range(q):
+        sb1 += (1.0 - fg[r]) * fb[r]
+    a_0, a_1 = sa0 / (w0 + 1e-12), sa1 / (w1 + 1e-12)
+    b_0, b_1 = sb0 / (w0 + 1e-12), sb1 / (w1 + 1e-12)
+    B0, B1 = PETS_K0, PETS_K0
+    used = pi0 * B0 + pi1 * B1
+    if used >= bbar:
+        return B0, B1
+    # the source's heap of (-gain, bucket) holds at most one entry per bucket: in0 / in1 and their gains
+    g0 = pets_gain(B0, a_0, b_0) if B0 + 1 <= bmax else -np.inf
+    g1 = pets_gain(B1, a_1, b_1) if B1 + 1 <= bmax else -np.inf
+    in0, in1 = g0 > 0, g1 > 0
+    eps = 1e-12
+    while (in0 or in1) and used + eps < bbar:
+        t = 0 if in0 and (not in1 or g0 >= g1) else 1
+        if t == 0:
+            in0 = False
+            if used + pi0 > bbar + eps:
+                break
+            if B0 >= bmax or g0 <= 0:
+                continue
+            B0 += 1
+            used += pi0
+            g0 = pets_gain(B0, a_0, b_0) if B0 + 1 <= bmax else -np.inf
+            in0 = g0 > 0 and B0 < bmax
+        else:
+            in1 = False
+            if used + pi1 > bbar + eps:
+                break
+            if B1 >= bmax or g1 <= 0:
+                continue
+            B1 += 1
+            used += pi1
+            g1 = pets_gain(B1, a_1, b_1) if B1 + 1 <= bmax else -np.inf
+            in1 = g1 > 0 and B1 < bmax
+    return B0, B1
+
+
+@inner
+def pets_warm(ans, perm, a0, nd, M):
+    """pets-online: (accepted answers among a query's nd draws, capped at K0; whether its first K0 agree): a draw is
+    accepted when its answer is valid and among the first M distinct valid ones (reference.pets_accepted)."""
+    seen = np.empty(M, np.int64)
+    ns = 0
+    acc = 0
+    first = -1
+    same = True
+    for k in range(nd):
+        x = ans[perm[a0 + k]]
+        if x < 0:
+            continue
+        known = False
+        for e in range(ns):
+            if seen[e] == x:
+                known = True
+                break
+        if not known:
+            if ns >= M:
+                continue
+            seen[ns] = x
+            ns += 1
+        if acc == 0:
+            first = x
+        elif x != first:
+            same = False
+        acc += 1
+        if acc == PETS_K0:
+            break
+    return acc, same
 
 
 _E52 = 4503599627370496.0  # 2**52
@@ -2433,6 +2734,9 @@ def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
         st.left = budget
 
         st.sp = 0  # streaming: position of the current query in the order
+        if reading is not None and policy == PETS_ONLINE:  # -- pets-online: its plan, from the first queries' pools
+            st.pb0, st.pb1 = pets_plan(off, ans, tok, order, cfg.pets_train, cfg.pets_options, budget, unit,
+                                       max_samples if max_samples > 0 else PETS_BMAX, cfg.pets_curve_mc)
         st.ds_lo, st.ds_hi = 0, -1  # dsc's partition: its binary search (dsc_judge; ds_hi = -1: not started)
 
     pending = resume and how == 1
@@ -2589,6 +2893,24 @@ def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
                     st.sp = sp + 1
                     continue
                 want, bud = K, budget - reserve
+        elif policy == PETS_ONLINE:  # -- pets-online: the queries in order, each warming up to K0 accepted answers
+            # (one draw at a time), then drawing to its bucket's budget in one pull; no rule
+            if reading is None:  # (never: the engine gives it `reading`; its code is not compiled without)
+                break
+            sp = st.sp
+            if sp >= n:
+                break
+            i = order[sp]
+            if qs[i].capped or qs[i].exh:
+                st.sp = sp + 1
+                continue
+            acc, same = pets_warm(ans, perm, off[i], qs[i].n, cfg.pets_options)
+            want, rule = 1, ELIM_NONE
+            if acc >= PETS_K0:
+                want = (st.pb0 if same else st.pb1) - qs[i].n
+                if want <= 0:
+                    st.sp = sp + 1
+                    continue
         else:  # -- oracle: exactly each candidate's first k + 1 responses, cheapest first, while they fit
             q = st.q
             if q >= st.c or cost[by_cost[q]] > st.left:
@@ -2679,6 +3001,10 @@ def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
             if tot[STOP]:  # the reserve is reached (tokens: the next response does not fit): the turn ends
                 tot[STOP] = 0
                 st.sp += 1
+        elif policy == PETS_ONLINE:  # -- pets-online: the budget's end ends the run (a pull cut short by the sample
+            # budget finds it spent at the next pull)
+            if tot[STOP]:
+                break
         else:  # -- oracle
             st.q += 1
     if live_run is not None and halt > 0:  # (live) the pull that stopped, for the next call: st.resume = 1 makes it

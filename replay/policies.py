@@ -116,6 +116,13 @@ REGISTRY = {p.name: p for p in (
            "knowledge gradient, computed exactly, or as the source estimates it with pets_mc); no stop",
            ("K", "max_samples", "pets_options", "pets_mc"),
            needs=frozenset({"answers"}), style=("#5254a3", "<", ":"), slow=True),
+    Policy("pets-online", "PETS_ONLINE", "PETS online: the first pets_train queries of the order fit, on their whole "
+           "pools (hindsight), a probit curve of majority accuracy per bucket (the 4 warm-up answers agree / not) and "
+           "a greedy plan of draws per bucket within the budget per query; then each query in order draws to 4 "
+           "accepted answers (pets_options buckets), takes its bucket's budget and draws to it; no stop",
+           ("max_samples", "pets_options", "pets_train", "pets_curve_mc"), needs=frozenset({"answers"}),
+           live=False,
+           style=("#9c9ede", ">", "--")),
     # depth (issue 30): policies that stop traces part-way, read the pool's probes
     Policy("parallel-probe", "PARALLEL_PROBE", "Parallel-Probe: `chains` traces per query advanced one probe per step "
            "in lockstep; the majority of their latest answers stops the query once it has held for `stable` steps; "
@@ -424,6 +431,13 @@ class RunConfig:
                          "each h from N draws afresh for every query at every step, drawn from a hash of the query's "
                          "draws (docs/semantics.md).", within="[0, 1000000]",
                          why="the source's Monte Carlo draws per estimate; 0: exact")
+    pets_train: int = param(10, "pets-online: the queries at the head of the query order whose whole pools fit its "
+                            "plan (the source's --train-size, 10; hindsight, so replay only).",
+                            within=f"[1, {MAX_COUNT}]", why="training queries")
+    pets_curve_mc: int = param(20000, "pets-online: N: each training query's majority-accuracy curve A(k) estimated "
+                               "as the source does, from N multinomial draws (its 20,000; seeded here, from a hash of "
+                               "the query); 0: exactly (docs/semantics.md).", within="[0, 10000000]",
+                               why="Monte Carlo draws per curve point; 0: exact")
 
     def __post_init__(self):
         # Each parameter's range is its declaration's (param_problem): none is checked by hand here
@@ -679,6 +693,10 @@ METHODS = {m.name: m for m in (
            "leading answer leads the Dirichlet posterior over 16 answer buckets (OKG); the majority answer", "Liu et "
            "al. 2026, PETS: A Principled Framework Towards Optimal Trajectory Allocation for Efficient Test-Time "
            "Self-Consistency (arXiv:2602.16745)", {"policy": "pets"}, "sc"),
+    Method("pets-online", "the first 10 queries' whole pools fit a plan of draws per difficulty bucket (4 warm-up "
+           "answers agree or not); each query then warms up to 4 answers over 10 buckets and draws to its bucket's "
+           "budget; the majority answer", "Liu et al. 2026, PETS (arXiv:2602.16745), its streaming allocation",
+           {"policy": "pets-online", "pets_options": 10}, "sc"),
 )}
 
 

@@ -10,12 +10,13 @@ Where docs/semantics.md leaves a choice open, the most literal reading is taken 
 comment starting with "AMBIGUITY:".
 """
 
+import heapq
 import math
 from fractions import Fraction
 from functools import lru_cache
 
 POLICIES = ("uniform", "elimination", "ucb", "gap", "gap-literal", "entropy", "two-stage", "streaming", "oracle",
-            "optscale", "marginal-gain", "dsc", "side-eb", "deepconf-online", "uab", "pets")
+            "optscale", "marginal-gain", "dsc", "side-eb", "deepconf-online", "uab", "pets", "pets-online")
 INDEX_POLICIES = ("ucb", "gap", "gap-literal", "entropy", "marginal-gain")
 UNITS = ("samples", "tokens")
 ELIMS = ("none", "threshold", "sc-share", "sc-beta", "esc", "ac-majority", "ac-entropy", "ac-dirichlet")
@@ -1170,6 +1171,283 @@ def _pets(run, order, B, K, max_samples, M, mc=0):
             return
 
 
+
+# pets-online (PETS's streaming allocation, FillintheBlank_online.py at commit 92c34a6; docs/semantics.md)
+PETS_K0 = 4  # the source's K0: accepted warm-up answers, whose agreement names a query's bucket
+PETS_KMIN, PETS_KMAX = 3, 32  # the probit's fit over k = 3 .. 32 (its k_min, --k-max-curve)
+PETS_BMAX = 64  # the plan's cap per query without max_samples (its --max-per-question)
+PETS_CLIP = 1e-12  # A(k) is clipped to [1e-12, 1 - 1e-12] before the probit (the source's np.clip)
+
+
+def ndtri(p):
+    """The standard normal quantile, Wichura's AS241 (PPND16, the algorithm of Python's NormalDist.inv_cdf; the
+    source's scipy norm.ppf agrees to ~1e-16), written out so that kernel.ndtri can repeat it operation for
+    operation."""
+    q = p - 0.5
+    if abs(q) <= 0.425:
+        r = 0.180625 - q * q
+        num = (((((((2509.0809287301226727 * r + 33430.575583588128105) * r + 67265.770927008700853) * r
+                   + 45921.953931549871457) * r + 13731.693765509461125) * r + 1971.5909503065514427) * r
+                + 133.14166789178437745) * r + 3.387132872796366608)
+        den = (((((((5226.495278852545925 * r + 28729.085735721942674) * r + 39307.89580009271061) * r
+                   + 21213.794301586595867) * r + 5394.1960214247511077) * r + 687.1870074920579083) * r
+                + 42.313330701600911252) * r + 1.0)
+        return q * num / den
+    r = p if q <= 0.0 else 1.0 - p
+    r = math.sqrt(-math.log(r))
+    if r <= 5.0:
+        r = r - 1.6
+        num = (((((((7.7454501427834140764e-4 * r + 0.0227238449892691845833) * r + 0.24178072517745061177) * r
+                   + 1.27045825245236838258) * r + 3.64784832476320460504) * r + 5.7694972214606914055) * r
+                + 4.6303378461565452959) * r + 1.42343711074968357734)
+        den = (((((((1.05075007164441684324e-9 * r + 5.475938084995344946e-4) * r + 0.0151986665636164571966) * r
+                   + 0.14810397642748007459) * r + 0.68976733498510000455) * r + 1.6763848301838038494) * r
+                + 2.05319162663775882187) * r + 1.0)
+    else:
+        r = r - 5.0
+        num = (((((((2.01033439929228813265e-7 * r + 2.71155556874348757815e-5) * r + 0.0012426609473880784386) * r
+                   + 0.026532189526576123093) * r + 0.29656057182850489123) * r + 1.7848265399172913358) * r
+                + 5.4637849111641143699) * r + 6.6579046435011037772)
+        den = (((((((2.04426310338993978564e-15 * r + 1.4215117583164458887e-7) * r + 1.8463183175100546818e-5) * r
+                   + 7.868691311456132591e-4) * r + 0.0148753612908506148525) * r + 0.13692988092273580531) * r
+                + 0.59983220655588793769) * r + 1.0)
+    x = num / den
+    return -x if q < 0.0 else x
+
+
+def pets_curve(counts, k_max=PETS_KMAX, mc=0, key=0):
+    """A(k), k = 0 .. k_max: the chance that the majority of k draws with replacement from the answer shares
+    counts / sum(counts) is the top answer, a tie among w answers counting 1 / w (the source's
+    exact_prob_pick_argmax_multinom4). A(0) = 0.5 as the source's. With p the shares (top first, zeros dropped: a
+    zero share is never drawn), the chance that the top wins tied with t others is q_t(k) = sum over the top's count
+    c0 of k! p0^c0 / c0! D_c0[t][k - c0], where D_c0[t][s] sums prod p_i^c_i / c_i! over the others' counts c_i <= c0
+    summing to s, t of them equal to c0: D_c0 is built once per c0 for every k; A(k) = sum_t q_t(k) / (1 + t).
+
+    mc = 0: that exactly. mc = N > 0: as the source estimates it for its 10 padded options (20,000 multinomial
+    draws of an unseeded generator, the mean of each draw's 1 / w or 0): the same law, drawn from q here, N
+    categorical outcomes (t = 0 .. m, or a loss) by inverse CDF from hashed uniforms, the r-th for k
+    mix64(mix64(key ^ (k golden + 1)) + (r + 1) golden), for k >= PETS_KMIN (the fit reads no other)."""
+    c = sorted((x for x in counts if x > 0), reverse=True)
+    A = [0.0] * (k_max + 1)
+    A[0] = 0.5
+    if not c:
+        return A
+    tot = sum(c)
+    p = [x / tot for x in c]
+    m = len(p) - 1
+    q = [[0.0] * (m + 1) for _ in range(k_max + 1)]
+    fact = [1.0] * (k_max + 1)
+    for k in range(1, k_max + 1):
+        fact[k] = fact[k - 1] * k
+    for c0 in range(1, k_max + 1):
+        S = k_max - c0
+        # D[t][s]: t others (so far) at exactly c0, total s
+        D = [[0.0] * (S + 1) for _ in range(m + 1)]
+        D[0][0] = 1.0
+        for o in range(1, m + 1):
+            w = [p[o] ** x / fact[x] for x in range(min(c0, S) + 1)]
+            N = [[0.0] * (S + 1) for _ in range(m + 1)]
+            for t in range(o):
+                for s in range(S + 1):
+                    v = D[t][s]
+                    if v == 0.0:
+                        continue
+                    for x in range(min(c0, S - s) + 1):
+                        if x == c0:
+                            N[t + 1][s + x] += v * w[x]
+                        else:
+                            N[t][s + x] += v * w[x]
+            D = N
+        lead = p[0] ** c0 / fact[c0]
+        for k in range(c0, k_max + 1):
+            for t in range(m + 1):
+                q[k][t] += fact[k] * lead * D[t][k - c0]
+    for k in range(1, k_max + 1):
+        if mc > 0 and k >= PETS_KMIN:
+            kk = _mix64(key ^ ((k * _G + 1) & _M64))
+            n = [0] * (m + 2)
+            for r in range(mc):
+                u = (_mix64((kk + (r + 1) * _G) & _M64) >> 11) * (1.0 / 9007199254740992.0)
+                t, acc = 0, q[k][0]
+                while u >= acc and t < m + 1:
+                    t += 1
+                    acc += q[k][t] if t <= m else 1.0
+                n[t] += 1
+            for t in range(m + 1):
+                A[k] += n[t] / (1 + t)
+            A[k] = A[k] / mc
+        else:
+            for t in range(m + 1):
+                A[k] += q[k][t] / (1 + t)
+    return A
+
+
+def pets_curve_key(i):
+    """pets_curve_mc: query i's key (kernel.pets_plan): its estimates are the same in every seed's replay."""
+    return _mix64(0xA0761D6478BD642F ^ i)
+
+
+def pets_fit(A):
+    """(a, b) of A(k) = Phi(a sqrt(k) + b), least squares in probit space over k = 3 .. 32 (the source's
+    fit_2param_probit_sqrtk; its np.linalg.lstsq, written as the closed form of a line's fit)."""
+    xs, ys = [], []
+    for k in range(PETS_KMIN, len(A)):
+        xs.append(math.sqrt(k))
+        ys.append(ndtri(min(max(A[k], PETS_CLIP), 1.0 - PETS_CLIP)))
+    m = len(xs)
+    xm = sum(xs) / m
+    ym = sum(ys) / m
+    sxy, sxx = 0.0, 0.0
+    for x, y in zip(xs, ys, strict=True):
+        sxy += (x - xm) * (y - ym)
+        sxx += (x - xm) * (x - xm)
+    a = sxy / sxx
+    return a, ym - a * xm
+
+
+def pets_agree4(counts):
+    """The chance that 4 of the pool's valid answers drawn without replacement agree (the source's
+    estimate_pi_q2_via_subsample4 estimates it from 2,000 seeded draws; here exact)."""
+    tot = sum(counts)
+    return sum(math.comb(c, 4) for c in counts) / math.comb(tot, 4)
+
+
+def pets_gain(k, a, b):
+    """Phi(a sqrt(k + 1) + b) - Phi(a sqrt(k) + b) as the source's stable_marginal_gain_probit_sqrtk: through the
+    log survival functions (log(erfc(x / sqrt 2) / 2), its norm.logsf), the cdf difference where one is not
+    finite."""
+    x1 = a * math.sqrt(k) + b
+    x2 = a * math.sqrt(k + 1) + b
+    e1 = 0.5 * math.erfc(x1 / math.sqrt(2.0))
+    e2 = 0.5 * math.erfc(x2 / math.sqrt(2.0))
+    if e1 <= 0.0 or e2 <= 0.0:
+        return 0.5 * math.erfc(-x2 / math.sqrt(2.0)) - 0.5 * math.erfc(-x1 / math.sqrt(2.0))
+    l1, l2 = math.log(e1), math.log(e2)
+    if l1 < l2:
+        l1, l2 = l2, l1
+    return math.exp(l1) * -math.expm1(l2 - l1)
+
+
+def pets_fits(pools, mc=0):
+    """Per training query (i, its first pets_options distinct answers' draws, all its valid answers; pool order):
+    (a, b) of its curve's probit fit (mc: pets_curve's), and (agree4, 1 - agree4), the chance of each bucket."""
+    fits = []
+    for i, capped, whole in pools:
+        cnt = {}
+        for x in capped:
+            cnt[x] = cnt.get(x, 0) + 1
+        a, b = pets_fit(pets_curve(list(cnt.values()), mc=mc, key=pets_curve_key(i)))
+        full = {}
+        for x in whole:
+            full[x] = full.get(x, 0) + 1
+        g = pets_agree4(list(full.values()))
+        fits.append((a, b, g, 1.0 - g))
+    return fits
+
+
+def pets_plan(fits, bbar, bmax):
+    """The two buckets' budgets (agreeing warm-up, the rest) from the training queries' fits (pets_fits): pi
+    averaged, a and b averaged weighted by pi; then the source's solve_budget_plan_greedy_marginal_anyk: both from
+    K0, one draw at a time to the bucket of the largest gain (ties to bucket 0, its heap's), while the expected
+    budget sum(pi B) stays within bbar."""
+    if not fits:  # no training query has K0 valid answers: the fixed baseline
+        fixed = max(PETS_K0, min(bmax, int(bbar)) if bbar < math.inf else bmax)
+        return [fixed, fixed]
+    q = len(fits)
+    m0 = sum(f[2] for f in fits) / q
+    m1 = sum(f[3] for f in fits) / q
+    pi = [m0 / (m0 + m1 + 1e-12), m1 / (m0 + m1 + 1e-12)]
+    at, bt = [], []
+    for t in range(2):
+        w = sum(f[2 + t] for f in fits) + 1e-12
+        at.append(sum(f[2 + t] * f[0] for f in fits) / w)
+        bt.append(sum(f[2 + t] * f[1] for f in fits) / w)
+    B = [PETS_K0, PETS_K0]
+    used = pi[0] * B[0] + pi[1] * B[1]
+    if used >= bbar:
+        return B
+
+    def gain(t):
+        if B[t] + 1 > bmax:
+            return -math.inf
+        return pets_gain(B[t], at[t], bt[t])
+
+    heap = []
+    for t in range(2):
+        g = gain(t)
+        if g > 0:
+            heapq.heappush(heap, (-g, t))
+    eps = 1e-12
+    while heap and used + eps < bbar:
+        neg, t = heapq.heappop(heap)
+        if used + pi[t] > bbar + eps:
+            break
+        if B[t] >= bmax or -neg <= 0:
+            continue
+        B[t] += 1
+        used += pi[t]
+        g = gain(t)
+        if g > 0 and B[t] < bmax:
+            heapq.heappush(heap, (-g, t))
+    return B
+
+
+def pets_accepted(drawn, M):
+    """The accepted answers of a query's draws (answer ids, draw order): valid ones among its first M distinct
+    valid answers (a later new answer is discarded, its draw paid: the source's map_fillin_answer_to_option)."""
+    seen, out = [], []
+    for a in drawn:
+        if a < 0:
+            continue
+        if a not in seen:
+            if len(seen) >= M:
+                continue
+            seen.append(a)
+        out.append(a)
+    return out
+
+
+def pets_online_plan(run, order, B, M, T, bmax, mc=0):
+    """pets-online's plan for one replay: the first T queries of the order train it on their whole pools
+    (hindsight), those with at least K0 valid answers (the source's training needs 4); the budget per query bbar
+    is B / n (tokens: over the training pools' mean tokens per response)."""
+    n = run.n
+    pools, ntok, nresp = [], 0, 0
+    for i in order[:T]:
+        js = range(run.off[i], run.off[i + 1])
+        ntok += sum(run.tok[j] for j in js)
+        nresp += len(js)
+        whole = [run.ans[j] for j in js if run.ans[j] >= 0]
+        if len(whole) >= PETS_K0:
+            pools.append((i, pets_accepted(whole, M), whole))
+    bbar = B / n
+    if run.unit == "tokens":
+        bbar = bbar / (ntok / nresp) if ntok > 0 else math.inf
+    return pets_plan(pets_fits(pools, mc), bbar, bmax)
+
+
+def _pets_online(run, order, B, max_samples, M, T, mc=0):
+    """PETS online (docs/semantics.md): the plan, then every query in order: one draw at a time until K0
+    accepted answers (discarded and invalid draws paid), its bucket (the K0 agree: 0, else 1), then draws up to
+    its bucket's budget counted in draws; the run ends when the budget does."""
+    if run.n == 0:
+        return
+    plan = pets_online_plan(run, order, B, M, T, max_samples if max_samples else PETS_BMAX, mc)
+    for i in order:
+        s = run.q[i]
+        while s.active():
+            acc = pets_accepted(s.drawn, M)
+            if len(acc) < PETS_K0:
+                want = 1
+            else:
+                target = plan[0 if all(a == acc[0] for a in acc[:PETS_K0]) else 1]
+                if s.N >= target:
+                    break
+                want = target - s.N
+            if run.pull(i, want, B, max_samples, "none"):
+                return
+
+
 def _oracle(run, rank, B):
     n = run.n
     items = []
@@ -1234,7 +1512,8 @@ def run_reference(off, correct, score, ans, tok, perm, rank, *, policy, unit="sa
                   tau=0.5, m_min=3, conf=0.95, share=0.8, hmax=0.75, warmup=3, percentile=0.05,
                   prior_strength=2.0, judge=32, prior=None, bins=3, refresh=8, side=None, dirichlet_conf=0.95,
                   horizon=0, lows=None, bf=10.0, bf_mc=1000, mmc_delta=0.05, mmc_m=3,
-                  lb_thre=0.95, lb_l=2, uab_tau=0.2, pets_options=16, pets_mc=0):
+                  lb_thre=0.95, lb_l=2, uab_tau=0.2, pets_options=16, pets_mc=0, pets_train=10,
+                  pets_curve_mc=20000):
     """Replay one run of `policy` on one pool and one seed (perm, rank), exactly as docs/semantics.md. lows:
     deepconf-online's record lows, per response a (positions, values) pair of lists."""
     if policy not in POLICIES:
@@ -1259,13 +1538,13 @@ def run_reference(off, correct, score, ans, tok, perm, rank, *, policy, unit="sa
                       eps=eps, max_samples=max_samples, rho=rho, warmup=warmup, percentile=percentile,
                       prior_strength=prior_strength, judge=judge, prior=prior, bins=bins, refresh=refresh, side=side,
                       horizon=horizon, tau=tau, lows=lows, uab_tau=uab_tau, pets_options=pets_options,
-                      pets_mc=pets_mc)
+                      pets_mc=pets_mc, pets_train=pets_train, pets_curve_mc=pets_curve_mc)
 
 
 def run_policy(run, rank, *, policy, budget_total, K=1, elim="threshold", gamma=1.0, lam=None, eps=0.01,
                max_samples=0, rho=0.5, warmup=3, percentile=0.05, prior_strength=2.0, judge=32, prior=None, bins=3,
                refresh=8, side=None, horizon=0, tau=0.5, lows=None, uab_tau=0.2, pets_options=16,
-               pets_mc=0):
+               pets_mc=0, pets_train=10, pets_curve_mc=20000):
     """Run `policy` on a prepared run (its responses come from run.next_response) and collect the outcome.
     Shared by run_reference (responses from a permutation) and replay/live.py (responses from a source)."""
     B = int(budget_total)
@@ -1316,6 +1595,8 @@ def run_policy(run, rank, *, policy, budget_total, K=1, elim="threshold", gamma=
                          [([int(p) for p in ps], [float(v) for v in vs]) for ps, vs in lows])
     elif policy == "pets":
         _pets(run, order, B, K, max_samples, int(pets_options), int(pets_mc))
+    elif policy == "pets-online":
+        _pets_online(run, order, B, max_samples, int(pets_options), int(pets_train), int(pets_curve_mc))
     elif policy == "uab":
         _uab(run, order, B, float(uab_tau), max_samples)
     elif policy == "side-eb":

@@ -41,7 +41,7 @@ def test_every_kernel_policy_code_has_one_entry():
                                                          "ENTROPY", "TWO_STAGE", "STREAMING", "ORACLE",
                                                              "OPTSCALE", "MARGINAL_GAIN", "DSC", "SIDE_EB",
                                                              "DEEPCONF_ONLINE", "PARALLEL_PROBE", "CMC",
-                                                             "UAB", "PETS"}}
+                                                             "UAB", "PETS", "PETS_ONLINE"}}
     assert sorted(p.code for p in REGISTRY.values()) == sorted(codes)
     depth_codes = {v for k, v in vars(kernel).items() if k.startswith("DEPTH_")}
     assert sorted(r.code for r in DEPTH_RULES.values()) == sorted(depth_codes)
