@@ -40,7 +40,8 @@ class Policy:
     COLUMN), so that `ttc run` can refuse such an option for a policy that would ignore it; slow: it costs far more
     than the others (pets: not per decision any more, 2-9 us, but its code compiles into run_one's reading
     specialisation, which a default replay would then compile instead of the plain one, about twice the first run's
-    CPU: docs/semantics.md), so ttc replay, compare and the leaderboard run it only where it is named (--policy)."""
+    CPU: docs/semantics.md; pets-online likewise), so ttc replay, compare and the leaderboard run it only where it is
+    named (--policy)."""
 
     name: str
     kernel: str  # its code's name in replay/kernel.py
@@ -121,8 +122,7 @@ REGISTRY = {p.name: p for p in (
            "a greedy plan of draws per bucket within the budget per query; then each query in order draws to 4 "
            "accepted answers (pets_options buckets), takes its bucket's budget and draws to it; no stop",
            ("max_samples", "pets_options", "pets_train", "pets_curve_mc"), needs=frozenset({"answers"}),
-           live=False,
-           style=("#9c9ede", ">", "--")),
+           live=False, style=("#9c9ede", ">", "--"), slow=True),
     # depth (issue 30): policies that stop traces part-way, read the pool's probes
     Policy("parallel-probe", "PARALLEL_PROBE", "Parallel-Probe: `chains` traces per query advanced one probe per step "
            "in lockstep; the majority of their latest answers stops the query once it has held for `stable` steps; "

@@ -31,7 +31,7 @@ replay(pools[0], [RunConfig("elimination")], [4], range(2))  # elimination alone
 for k, pool in enumerate(pools):
     # (uab and pets read the drawn responses: they run in the reading rules' specialisation, as esc below)
     configs = [RunConfig(p) for p in POLICIES if (p != "entropy" or pool.has_answers)
-               and p not in ("deepconf-online", "parallel-probe", "cmc", "uab", "pets")]
+               and p not in ("deepconf-online", "parallel-probe", "cmc", "uab", "pets", "pets-online")]
     replay(pool, configs, [2, 3 + k], range(k + 1), per_query=k % 2 == 1)
     replay(pool, [RunConfig("elimination", eliminate="sc-beta" if pool.has_answers else "none")], [4], range(2))
 run_once(off, correct, np.zeros(5), np.zeros(5, np.int64), np.ones(5, np.int64), np.arange(5), [1, 0],

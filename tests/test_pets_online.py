@@ -186,5 +186,5 @@ def test_registry_entry():
     p = REGISTRY["pets-online"]
     assert p.code == 17 and not p.live and "answers" in p.needs
     assert p.params == ("max_samples", "pets_options", "pets_train", "pets_curve_mc")
-    with pytest.raises(ValueError, match="pets_train"):
+    with pytest.raises(ValueError, match="--pets-train"):
         RunConfig("pets-online", pets_train=0)
