@@ -39,20 +39,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from pets_source import COMMIT, checkout  # (the same source checkout as the offline check's)
 
 ROOT = Path(__file__).resolve().parents[1]
-COMMIT = "92c34a6"
-MIRROR = Path("/work/.mirror/ZDCSlab+PETS/repo")
-
-
-def checkout(where: Path) -> Path:
-    script_dir = where / "budget_allocation"
-    if not (script_dir / "FillintheBlank_online.py").exists():
-        where.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run(["git", "-C", str(MIRROR), "archive", COMMIT, "budget_allocation"], check=True,
-                                 capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(where)], input=archive, check=True)
-    return script_dir
 
 
 def shared_pool(path: Path, questions: int):
@@ -146,7 +135,7 @@ def main():
     from ttc.replay.pool import Pool
     from ttc.replay.rng import permutation, query_order
 
-    script_dir = checkout(args.source)
+    script_dir = checkout(args.source, "FillintheBlank_online.py")
     M, T = args.max_options, args.train_size
     off, correct, ans, gold, qids = shared_pool(args.pool, args.questions)
     n = len(qids)

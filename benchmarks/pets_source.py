@@ -42,9 +42,10 @@ COMMIT = "92c34a6"
 MIRROR = Path("/work/.mirror/ZDCSlab+PETS/repo")
 
 
-def checkout(where: Path) -> Path:
+def checkout(where: Path, script: str = "FillintheBlank_offline.py") -> Path:
+    """The source's budget_allocation/ at COMMIT, extracted under `where` from the fetched mirror (never committed)."""
     script_dir = where / "budget_allocation"
-    if not (script_dir / "FillintheBlank_offline.py").exists():
+    if not (script_dir / script).exists():
         where.mkdir(parents=True, exist_ok=True)
         archive = subprocess.run(["git", "-C", str(MIRROR), "archive", COMMIT, "budget_allocation"], check=True,
                                  capture_output=True).stdout
