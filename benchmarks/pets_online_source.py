@@ -39,43 +39,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from pets_source import COMMIT, checkout  # (the same source checkout as the offline check's)
+from pets_source import COMMIT, checkout, shared_pool  # (the offline check's source checkout and pool subset)
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def shared_pool(path: Path, questions: int):
-    """The `questions` queries of a pool with at least 4 valid answers (the source's training needs 4) whose valid
-    answers agree least (the smallest share of the pool's majority answer; ties in pool order), in pool order,
-    invalid answers left out, answer ids dense per query: (off, correct, ans, gold ids, query ids). On an easy pool
-    most queries are settled by their warm-up, and every plan gives the same curve (as benchmarks/pets_source.py)."""
-    from ttc.replay.pool import load_pool
-
-    pool = load_pool(path)
-    if not pool.has_answers:
-        sys.exit(f"error: {path} has no answers")
-    share = {}
-    for i in range(pool.n_queries):
-        a = pool.ans[pool.off[i]:pool.off[i + 1]]
-        a = a[a >= 0]
-        if len(a) >= 4:
-            share[i] = np.bincount(a).max() / len(a)
-    picked = sorted(sorted(share, key=lambda i: share[i])[:questions])
-    off, correct, ans, gold, qids = [0], [], [], [], []
-    for i in picked:
-        ids, g = {}, -1
-        for j in range(pool.off[i], pool.off[i + 1]):
-            if pool.ans[j] < 0:
-                continue
-            x = ids.setdefault(int(pool.ans[j]), len(ids))
-            ans.append(x)
-            correct.append(int(pool.correct[j]))
-            if pool.correct[j] and g < 0:
-                g = x
-        off.append(len(ans))
-        gold.append(g)
-        qids.append(pool.query_ids[i])
-    return np.array(off, np.int64), np.array(correct, np.int8), np.array(ans, np.int64), gold, qids
 
 
 def accepted(a, M):
@@ -137,7 +103,7 @@ def main():
 
     script_dir = checkout(args.source, "FillintheBlank_online.py")
     M, T = args.max_options, args.train_size
-    off, correct, ans, gold, qids = shared_pool(args.pool, args.questions)
+    off, correct, ans, gold, qids = shared_pool(args.pool, args.questions, min_valid=4)  # (its training needs 4)
     n = len(qids)
     pool = Pool.from_arrays(off, correct=correct, ans=ans)
     tok = np.ones(len(ans), np.int64)

@@ -53,22 +53,23 @@ def checkout(where: Path, script: str = "FillintheBlank_offline.py") -> Path:
     return script_dir
 
 
-def shared_pool(path: Path, questions: int):
-    """The `questions` queries of a pool whose valid answers agree least (the smallest share of the pool's majority
-    answer; ties in pool order), in pool order, invalid answers left out, answer ids dense per query (first
-    appearance in pool order): (off, correct, ans, gold ids, query ids). On an easy pool the others are settled by
-    their first draw, and every allocation gives the same curve."""
+def shared_pool(path: Path, questions: int, min_valid: int = 0):
+    """The `questions` queries of a pool with at least min_valid valid answers whose valid answers agree least (the
+    smallest share of the pool's majority answer, 1 for none; ties in pool order), in pool order, invalid answers
+    left out, answer ids dense per query (first appearance in pool order): (off, correct, ans, gold ids, query ids).
+    On an easy pool the others are settled by their first draw, and every allocation gives the same curve."""
     from ttc.replay.pool import load_pool
 
     pool = load_pool(path)
     if not pool.has_answers:
         sys.exit(f"error: {path} has no answers")
-    share = []
+    share = {}
     for i in range(pool.n_queries):
         a = pool.ans[pool.off[i]:pool.off[i + 1]]
         a = a[a >= 0]
-        share.append(np.bincount(a).max() / len(a) if len(a) else 1.0)
-    picked = sorted(sorted(range(pool.n_queries), key=lambda i: share[i])[:questions])
+        if len(a) >= min_valid:
+            share[i] = np.bincount(a).max() / len(a) if len(a) else 1.0
+    picked = sorted(sorted(share, key=lambda i: share[i])[:questions])
     off, correct, ans, gold, qids = [0], [], [], [], []
     for i in picked:
         ids, g = {}, -1
