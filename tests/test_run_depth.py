@@ -130,15 +130,8 @@ def request(pp: ProbedPool, out: Path, **kw) -> RunRequest:
     base.update(kw)
     return RunRequest(**base)
 
-
-@pytest.mark.parametrize("unit, budget", [("samples", 3.0), ("tokens", 2500.0)])
-@pytest.mark.parametrize("policy", ["uniform", "elimination", "entropy"])
-def test_a_capped_run_equals_the_replay_with_the_cap(pp, tmp_path, policy, unit, budget):
-    backend = ProbedBackend(pp)
-    o = execute(plan_run(request(pp, tmp_path / "out", policy=policy, unit=unit, budget=budget)), backend, None,
-                echo=lambda s: None)
-    assert set(backend.caps) == {CAP}
-    cfg = RunConfig(policy, unit=unit, trace_cap=CAP)
+def _assert_equals_replay(o, pp, cfg, budget):
+    """The live run o against `ttc replay` of cfg on the pool its backend served, same seed: per query and in total."""
     df, pq = replay(pp.pool(), [cfg], [budget], [SEED], per_query=True)
     tot, per_query = df.row(0, named=True), {r["query_id"]: r for r in pq.iter_rows(named=True)}
     for r in o.results:
@@ -148,6 +141,19 @@ def test_a_capped_run_equals_the_replay_with_the_cap(pp, tmp_path, policy, unit,
     s = o.summary
     assert s["spent"] == {"samples": tot["samples_used"], "tokens": tot["tokens_used"]}
     assert s["outcome"]["accuracy"] == pytest.approx(tot["accuracy"])
+
+
+
+@pytest.mark.parametrize("unit, budget", [("samples", 3.0), ("tokens", 2500.0)])
+@pytest.mark.parametrize("policy", ["uniform", "elimination", "entropy"])
+def test_a_capped_run_equals_the_replay_with_the_cap(pp, tmp_path, policy, unit, budget):
+    backend = ProbedBackend(pp)
+    o = execute(plan_run(request(pp, tmp_path / "out", policy=policy, unit=unit, budget=budget)), backend, None,
+                echo=lambda s: None)
+    assert set(backend.caps) == {CAP}
+    cfg = RunConfig(policy, unit=unit, trace_cap=CAP)
+    _assert_equals_replay(o, pp, cfg, budget)
+    s = o.summary
     assert s["config"] == cfg.label() and "trace_cap=1000" in s["config"]
     # what it paid: every capped trace the cap, the others their whole length
     import polars as pl
@@ -215,15 +221,8 @@ def test_a_stability_run_equals_the_replay_with_the_rule(pp, tmp_path, policy, u
     o = execute(plan_run(request(pp, tmp_path / "out", probe_every=STEP, **kw)), backend, None, echo=lambda s: None)
     assert set(backend.depths) == {(STEP, m)} and set(backend.caps) == {cap}
     cfg = RunConfig(policy, unit=unit, trace_cap=cap, depth_rule="stability", depth_m=m)
-    df, pq = replay(pp.pool(), [cfg], [budget], [SEED], per_query=True)
-    tot, per_query = df.row(0, named=True), {r["query_id"]: r for r in pq.iter_rows(named=True)}
-    for r in o.results:
-        e = per_query[r["query_id"]]
-        assert (r["responses"], r["answered"], r["exhausted"]) == (e["n_drawn"], e["answered"], e["exhausted"])
-        assert (r["covered"], r["correct"]) == (e["covered"], e["selected_correct"]), r["query_id"]
+    _assert_equals_replay(o, pp, cfg, budget)
     s = o.summary
-    assert s["spent"] == {"samples": tot["samples_used"], "tokens": tot["tokens_used"]}
-    assert s["outcome"]["accuracy"] == pytest.approx(tot["accuracy"])
     assert s["config"] == cfg.label() and f"depth=stability:{m}" in s["config"]
     parts = pl.read_parquet(tmp_path / "out" / "pool" / "samples")
     stable = parts.filter(pl.col("finish_reason") == "stable")
