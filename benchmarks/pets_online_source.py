@@ -39,7 +39,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from pets_source import COMMIT, checkout, shared_pool  # (the offline check's source checkout and pool subset)
+from pets_source import COMMIT, checkout, shared_pool, vote  # (the offline check's checkout, pool subset, vote)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -54,17 +54,6 @@ def accepted(a, M):
             seen.add(x)
         out.append(x)
     return out
-
-
-def vote(a):
-    """The source's vote_majority_earliest: the most frequent, ties to the earliest."""
-    if len(a) == 0:
-        return -1
-    counts = {}
-    for x in a:
-        counts[x] = counts.get(x, 0) + 1
-    top = max(counts.values())
-    return next(x for x in a if counts[x] == top)
 
 
 FLOAT = r"([-+0-9.eE]+|nan)"
