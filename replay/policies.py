@@ -17,7 +17,6 @@ from __future__ import annotations
 import functools
 import importlib
 import math
-import operator
 import re
 from dataclasses import asdict, dataclass, field, fields
 
@@ -753,10 +752,8 @@ def _fast_checks() -> tuple:
         if m["choices"]:
             choices = frozenset(m["choices"])
             return lambda v: type(v) is kind and v in choices
-        r, types = m["range"], ((int,) if kind is int else (int, float))
-        above, below = operator.lt if r.lo_open else operator.le, operator.lt if r.hi_open else operator.le
-        lo, hi = r.lo, r.hi
-        return lambda v: (nullable and v is None) or (type(v) in types and above(lo, v) and below(v, hi))
+        holds, types = m["range"].holds, ((int,) if kind is int else (int, float))
+        return lambda v: (nullable and v is None) or (type(v) in types and holds(v))
 
     return tuple((f.name, test(f)) for f in PARAMS)
 
