@@ -9,8 +9,9 @@ and the other rows do not move. It also reports how many sampled responses CUDA 
 
     python benchmarks/cuda_backend.py [--device cuda] [--out result.json]
 
-Needs torch and transformers (and numpy), nothing else of ttc's dependencies: it imports ttc.harvest.backends and
-tests/support/tiny_model.py only. Prints one JSON object; exit status 1 if a check fails."""
+Needs torch and transformers (and numpy), and polars for the depth checks (ttc.harvest.scoring reads the probes'
+answers); it imports ttc.harvest and tests/support/tiny_model.py only. Prints one JSON object; exit status 1 if a
+check fails."""
 from __future__ import annotations
 
 import argparse
@@ -104,6 +105,7 @@ def main(argv=None) -> int:
             check(f"{tag}: conf_stop cuts each trace at its first record low below the threshold", not bad,
                   problems=bad[:3], stopped=sum(g.finish_reason == "confidence" for g in got[0]),
                   expected_at=pos[i] + 1, got=got[0][j].n_tokens)
+            depth_checks(tag, b1, b8, sampling, seeds, check)
             if dtype == "float32" and args.device != "cpu":
                 cpu = TransformersBackend(str(model), device="cpu", dtype="float32", batch_size=1)
                 ref = cpu.generate(PROMPTS, sampling, seeds, confidence=spec)
@@ -115,6 +117,63 @@ def main(argv=None) -> int:
     if args.out:
         args.out.write_text(text)
     return 1 if failed else 0
+
+
+def depth_checks(tag, b1, b8, sampling, seeds, check):
+    """--trace-cap and the stability depth rule (issue 30, live), on this device as tests/test_run_e2e.py checks them
+    through `ttc run` on the CPU: a capped or stopped trace is the whole trace's prefix (probing draws nothing from its
+    generator), stops where the rule says, holds PROBE_PROMPT and a probe of at most PROBE_TOKENS tokens, and the
+    batch size changes none of it."""
+    from ttc.harvest.backends import PROBE_PROMPT, PROBE_TOKENS, probe_value
+
+    tok = b1.tokenizer
+    whole = b1.generate(PROMPTS, sampling, seeds)
+
+    def ids(text):
+        return tok(text, add_special_tokens=False)["input_ids"]
+
+    def prefix(w, n):
+        return tok.decode(ids(w.text)[:n], skip_special_tokens=True)
+
+    cap = 12
+    capped = b1.generate(PROMPTS, sampling, seeds, trace_cap=cap)
+    bad, n_capped = [], 0
+    for rw, rc in zip(whole, capped):
+        for w, c in zip(rw, rc):
+            if w.n_tokens <= cap:
+                if (c.text, c.n_tokens, c.finish_reason) != (w.text, w.n_tokens, w.finish_reason):
+                    bad.append("a trace shorter than the cap changed")
+                continue
+            n_capped += 1
+            trace, _, probe = c.text.partition(PROBE_PROMPT)
+            if not (c.finish_reason == "cap" and c.n_tokens == cap and trace == prefix(w, cap)
+                    and len(ids(probe)) <= PROBE_TOKENS):
+                bad.append(f"capped at {c.n_tokens} ({c.finish_reason}), prefix {trace == prefix(w, cap)}")
+    check(f"{tag}: --trace-cap {cap} stops each longer trace there, as its prefix, and probes it",
+          not bad and n_capped > 0, problems=bad[:3], capped=n_capped,
+          probes_with_answer=sum(probe_value(c.text.partition(PROBE_PROMPT)[2]) is not None
+                                 for rc in capped for c in rc if c.finish_reason == "cap"))
+    check(f"{tag}: --trace-cap, batch size 1 and 8 give the same traces and probes",
+          b8.generate(PROMPTS, sampling, seeds, trace_cap=cap) == capped)
+    for every, m in ((3, 1), (2, 2)):
+        got = b1.generate(PROMPTS, sampling, seeds, probe_every=every, depth_m=m)
+        bad, stopped = [], 0
+        for rw, rs in zip(whole, got):
+            for w, s in zip(rw, rs):
+                if s.finish_reason != "stable":
+                    if (s.text, s.n_tokens, s.finish_reason) != (w.text, w.n_tokens, w.finish_reason):
+                        bad.append("a trace no probe stopped changed")
+                    continue
+                stopped += 1
+                n = s.n_tokens
+                trace, _, probe = s.text.partition(PROBE_PROMPT)
+                if not (n % every == 0 and every * m <= n < w.n_tokens and trace == prefix(w, n)
+                        and probe_value(probe) is not None):
+                    bad.append(f"stopped at {n} of {w.n_tokens}, prefix {trace == prefix(w, n)}")
+        check(f"{tag}: stability (every {every}, m {m}) stops traces at a valid probe, as their prefix",
+              not bad and stopped > 0, problems=bad[:3], stopped=stopped, traces=sum(len(r) for r in got))
+        check(f"{tag}: stability (every {every}, m {m}), batch size 1 and 8 agree",
+              b8.generate(PROMPTS, sampling, seeds, probe_every=every, depth_m=m) == got)
 
 
 if __name__ == "__main__":
