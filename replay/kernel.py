@@ -105,10 +105,17 @@ READING_RULES = (ELIM_ESC, ELIM_AC_ENTROPY, ELIM_AC_DIRICHLET, ELIM_BOINF, ELIM_
 # boinf: the weight of the source's "unknown" answer bucket (test_main.py's alpha = 0.3: a pseudo-count always in its
 # Dirichlet, so that one answer seen once does not stop a query at once)
 BOINF_ALPHA = 0.3
-# mmc: the source's fixed guards (its PluralityEAndDeciderPrior defaults): each e-process needs this many updates
-# before it may certify, and its plug-in bet stays within these bounds
-MMC_MIN_UPDATES = 2
+# mmc: the source's plug-in bet stays within these bounds (its BernoulliMixtureEProcess's clip)
 MMC_Q_LO, MMC_Q_HI = 0.50001, 0.99999
+# mmc's options as the CONFIG record holds them (a choice's index in its param's choices): mmc_labels drawn (the
+# answers seen so far, its class's labels=None) or pool (every distinct valid answer of the query's pool known in
+# advance, its training code's call; hindsight); mmc_leader_check off or on (the class's
+# require_current_leader_match)
+MMC_LABELS_DRAWN, MMC_LABELS_POOL = 0, 1
+MMC_LEADER_OFF, MMC_LEADER_ON = 0, 1
+# mmc_stops's placeholder runner-up with labels known in advance and one answer drawn: an answer not drawn yet other
+# than the one being voted for (no answer id is negative below -1)
+MMC_UNSEEN = -2
 LOG2 = math.log(2.0)
 MMC_LOG_SLACK = 1e-9  # (far above the rounding of s log 2 and of mmc_log_e at any count a pool holds)
 # ac-entropy stops at h <= hmax + AC_ENTROPY_TIE: an entropy exactly equal to hmax (counts 8, 3, 1 give 0.75 exactly)
@@ -139,7 +146,8 @@ N, BEST_J, COVERED, LEAD, LEAD_CNT, SECOND_CNT, WLEAD, ELIM, CAPPED, EXH, SSUM, 
 CNT, FIRST_J = 0, 1
 # mm columns (one row per answer slot, as si: mmc's ranking of the answers over the draws it has read): an answer's
 # count and the order it was first seen in (MM_CNT, MM_FIRST), the answer at rank r (row base + r, MM_ORDER) and an
-# answer's rank (MM_RANK)
+# answer's rank (MM_RANK). With mmc_labels pool, the query's invalid-answer row (aoff[i], which the ranking never
+# uses) holds in MM_CNT the number of labels known in advance (its pool's distinct valid answers).
 MM_CNT, MM_FIRST, MM_ORDER, MM_RANK = 0, 1, 2, 3
 # tot slots. NEED: 1 + the query whose next response is not there yet (live runs), 0 when none
 SAMPLES, TOKENS, EXHAUSTED, STOP, NEED = range(5)
@@ -153,6 +161,7 @@ CONFIG = np.dtype([("policy", np.int64), ("unit", np.int64), ("K", np.int64), ("
                    ("prior_strength", np.float64), ("bins", np.int64), ("refresh", np.int64),
                    ("dirichlet_conf", np.float64), ("horizon", np.int64),
                    ("bf", np.float64), ("bf_mc", np.int64), ("mmc_delta", np.float64), ("mmc_m", np.int64),
+                   ("mmc_labels", np.int64), ("mmc_min_updates", np.int64), ("mmc_leader_check", np.int64),
                    ("lb_thre", np.float64), ("lb_l", np.int64), ("uab_tau", np.float64),
                    ("pets_options", np.int64), ("pets_mc", np.int64), ("pets_train", np.int64),
                    ("pets_curve_mc", np.int64)], align=True)
@@ -2297,11 +2306,13 @@ def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
 
     def mmc_stops(i, n_):
         """MMC's certificate on query i's first n_ draws (docs/semantics.md, mmc): both e-processes at or above
-        log(1 / mmc_delta), each after at least MMC_MIN_UPDATES updates, and the leader unchanged by the last vote.
+        log(1 / mmc_delta), each after at least mmc_min_updates updates, and (mmc_leader_check on) the leader
+        unchanged by the last vote.
 
         Its two e-processes (qs[i]'s mm_* fields) are brought up to the n_ draws vote by vote, as its source does:
         before each valid vote, the leader i and runner-up j and the top mmc_m answers C from the counts so far
-        (ties: the answer drawn first); the vote then updates the pair e-process (i: a success, j: a failure) and the
+        (ties: the answer drawn first; mmc_labels pool: over every answer of the query's pool, those not drawn yet
+        last, in the order the permutation brings them); the vote then updates the pair e-process (i: a success, j: a failure) and the
         other one (i: a success, an answer outside C: a failure). Invalid answers do not vote. The state after each
         vote depends on the order of the votes, not only on the counts, so a check cannot recompute it from si; it
         goes on from the draws the last check read (mm_p), so that a query's checks cost O(its draws) in all. Each
@@ -2316,23 +2327,44 @@ def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
         base = aoff[i] + 1
         r = qs[i]
         p = r.mm_p
+        known = cfg.mmc_labels == MMC_LABELS_POOL
         if p < n_:
-            if p == 0:  # the query's first check: its rows cleared
+            if p == 0:  # the query's first check: its rows cleared (and, labels known, counted in MM_RANK's free
+                # column: an answer's rank is read only once it is drawn)
                 for a in range(aoff[i + 1] - base):
                     mm[base + a, MM_CNT] = 0
+                    mm[base + a, MM_RANK] = 0
+                if known:
+                    nl = 0
+                    for j in range(off[i], off[i + 1]):
+                        a = ans[j]
+                        if a >= 0 and mm[base + a, MM_RANK] == 0:
+                            mm[base + a, MM_RANK] = 1
+                            nl += 1
+                    mm[base - 1, MM_CNT] = nl
             m_top = cfg.mmc_m
+            two = known and mm[base - 1, MM_CNT] >= 2  # labels known: a runner-up exists before it is drawn
             d, last_i = r.mm_d, r.mm_last
             s1, f1, s2, f2, q1, q2 = r.mm_s1, r.mm_f1, r.mm_s2, r.mm_f2, r.mm_q1, r.mm_q2
             for k in range(off[i] + p, off[i] + n_):
                 a = ans[perm[k]]
                 if a < 0:
                     continue
-                i1 = mm[base, MM_ORDER] if d > 0 else -1
-                i2 = mm[base + 1, MM_ORDER] if d > 1 else -1
                 ra = base + a
                 c = mm[ra, MM_CNT]
-                in_c = c > 0 and mm[ra, MM_RANK] < m_top
-                if i1 >= 0 and i2 >= 0 and (a == i1 or a == i2):
+                # Labels known in advance rank the answers not drawn yet after the drawn ones (count 0), among
+                # themselves in the order they come in the query's permutation: the answer being voted for, if new,
+                # is the first of them, so it is the leader before the first vote, the runner-up before a new
+                # answer's vote while one answer has been drawn, and in C while fewer than mmc_m have been drawn
+                i1 = mm[base, MM_ORDER] if d > 0 else (a if known else -1)
+                if d > 1:
+                    i2 = mm[base + 1, MM_ORDER]
+                elif two:
+                    i2 = a if d == 1 and c == 0 else MMC_UNSEEN
+                else:
+                    i2 = -1
+                in_c = mm[ra, MM_RANK] < m_top if c > 0 else known and d < m_top
+                if i1 >= 0 and i2 != -1 and (a == i1 or a == i2):
                     q1 = mmc_bet(s1, f1)
                     if a == i1:
                         s1 += 1
@@ -2367,9 +2399,12 @@ def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
             r.mm_p = n_
             r.mm_d, r.mm_last = d, last_i
             r.mm_s1, r.mm_f1, r.mm_s2, r.mm_f2, r.mm_q1, r.mm_q2 = s1, f1, s2, f2, q1, q2
-        if r.mm_s1 + r.mm_f1 < MMC_MIN_UPDATES or r.mm_s2 + r.mm_f2 < MMC_MIN_UPDATES:
+        guard = cfg.mmc_min_updates
+        if r.mm_s1 + r.mm_f1 < guard or r.mm_s2 + r.mm_f2 < guard:
             return False
-        if r.mm_last < 0 or mm[base, MM_ORDER] != r.mm_last:  # (mm_last >= 0: an answer was seen)
+        # (mm_last >= 0: an answer was seen; without the check the source's prev_i may be None only before any
+        # update, which the guard (>= 1) refuses)
+        if cfg.mmc_leader_check == MMC_LEADER_ON and (r.mm_last < 0 or mm[base, MM_ORDER] != r.mm_last):
             return False
         # the logs only now, as the source computes them (the latest bet over the whole past): one check's worth,
         # not one per vote read, and only where they can reach the bar: with its bet in [1/2, 1), a process's log e
@@ -2407,7 +2442,8 @@ def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
         if rule == ELIM_MMC:
             # (skipped while one answer has been drawn: no runner-up, the pair e-process has not moved; the next
             # check reads the votes it skipped)
-            return sc > 0 and mmc_stops(i, n_)
+            # (with labels known in advance the runner-up exists from the first vote: no skip)
+            return (sc > 0 or cfg.mmc_labels == MMC_LABELS_POOL) and mmc_stops(i, n_)
         if rule == ELIM_LBAYES:
             return lead >= 0 and lbayes_stops(si, aoff[i], aoff[i + 1], lead, lc, ans, off[i], off[i + 1], cfg.lb_l,
                                               cfg.lb_thre)
