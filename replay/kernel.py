@@ -113,9 +113,7 @@ MMC_Q_LO, MMC_Q_HI = 0.50001, 0.99999
 # require_current_leader_match)
 MMC_LABELS_DRAWN, MMC_LABELS_POOL = 0, 1
 MMC_LEADER_OFF, MMC_LEADER_ON = 0, 1
-# mmc_stops's placeholder runner-up with labels known in advance and one answer drawn: an answer not drawn yet other
-# than the one being voted for (no answer id is negative below -1)
-MMC_UNSEEN = -2
+
 LOG2 = math.log(2.0)
 MMC_LOG_SLACK = 1e-9  # (far above the rounding of s log 2 and of mmc_log_e at any count a pool holds)
 # ac-entropy stops at h <= hmax + AC_ENTROPY_TIE: an entropy exactly equal to hmax (counts 8, 3, 1 give 0.75 exactly)
@@ -146,8 +144,8 @@ N, BEST_J, COVERED, LEAD, LEAD_CNT, SECOND_CNT, WLEAD, ELIM, CAPPED, EXH, SSUM, 
 CNT, FIRST_J = 0, 1
 # mm columns (one row per answer slot, as si: mmc's ranking of the answers over the draws it has read): an answer's
 # count and the order it was first seen in (MM_CNT, MM_FIRST), the answer at rank r (row base + r, MM_ORDER) and an
-# answer's rank (MM_RANK). With mmc_labels pool, the query's invalid-answer row (aoff[i], which the ranking never
-# uses) holds in MM_CNT the number of labels known in advance (its pool's distinct valid answers).
+# answer's rank (MM_RANK). With mmc_labels pool, an answer not drawn yet (count 0) has MM_RANK 1 if the query's pool
+# holds it, else 0 (its rank is read only once it is drawn).
 MM_CNT, MM_FIRST, MM_ORDER, MM_RANK = 0, 1, 2, 3
 # tot slots. NEED: 1 + the query whose next response is not there yet (live runs), 0 when none
 SAMPLES, TOKENS, EXHAUSTED, STOP, NEED = range(5)
@@ -2312,7 +2310,8 @@ def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
         Its two e-processes (qs[i]'s mm_* fields) are brought up to the n_ draws vote by vote, as its source does:
         before each valid vote, the leader i and runner-up j and the top mmc_m answers C from the counts so far
         (ties: the answer drawn first; mmc_labels pool: over every answer of the query's pool, those not drawn yet
-        last, in the order the permutation brings them); the vote then updates the pair e-process (i: a success, j: a failure) and the
+        last, ties to the smaller answer id, the answer text's order in a loaded pool, as the source's alphabetical
+        ties); the vote then updates the pair e-process (i: a success, j: a failure) and the
         other one (i: a success, an answer outside C: a failure). Invalid answers do not vote. The state after each
         vote depends on the order of the votes, not only on the counts, so a check cannot recompute it from si; it
         goes on from the draws the last check read (mm_p), so that a query's checks cost O(its draws) in all. Each
@@ -2329,21 +2328,16 @@ def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
         p = r.mm_p
         known = cfg.mmc_labels == MMC_LABELS_POOL
         if p < n_:
-            if p == 0:  # the query's first check: its rows cleared (and, labels known, counted in MM_RANK's free
-                # column: an answer's rank is read only once it is drawn)
+            if p == 0:  # the query's first check: its rows cleared (and, labels known, the pool's answers marked)
                 for a in range(aoff[i + 1] - base):
                     mm[base + a, MM_CNT] = 0
                     mm[base + a, MM_RANK] = 0
                 if known:
-                    nl = 0
                     for j in range(off[i], off[i + 1]):
-                        a = ans[j]
-                        if a >= 0 and mm[base + a, MM_RANK] == 0:
-                            mm[base + a, MM_RANK] = 1
-                            nl += 1
-                    mm[base - 1, MM_CNT] = nl
+                        if ans[j] >= 0:
+                            mm[base + ans[j], MM_RANK] = 1
             m_top = cfg.mmc_m
-            two = known and mm[base - 1, MM_CNT] >= 2  # labels known: a runner-up exists before it is drawn
+            na = aoff[i + 1] - base
             d, last_i = r.mm_d, r.mm_last
             s1, f1, s2, f2, q1, q2 = r.mm_s1, r.mm_f1, r.mm_s2, r.mm_f2, r.mm_q1, r.mm_q2
             for k in range(off[i] + p, off[i] + n_):
@@ -2352,19 +2346,29 @@ def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
                     continue
                 ra = base + a
                 c = mm[ra, MM_CNT]
-                # Labels known in advance rank the answers not drawn yet after the drawn ones (count 0), among
-                # themselves in the order they come in the query's permutation: the answer being voted for, if new,
-                # is the first of them, so it is the leader before the first vote, the runner-up before a new
-                # answer's vote while one answer has been drawn, and in C while fewer than mmc_m have been drawn
-                i1 = mm[base, MM_ORDER] if d > 0 else (a if known else -1)
-                if d > 1:
-                    i2 = mm[base + 1, MM_ORDER]
-                elif two:
-                    i2 = a if d == 1 and c == 0 else MMC_UNSEEN
-                else:
-                    i2 = -1
-                in_c = mm[ra, MM_RANK] < m_top if c > 0 else known and d < m_top
-                if i1 >= 0 and i2 != -1 and (a == i1 or a == i2):
+                i1 = mm[base, MM_ORDER] if d > 0 else -1
+                i2 = mm[base + 1, MM_ORDER] if d > 1 else -1
+                in_c = c > 0 and mm[ra, MM_RANK] < m_top
+                if known and (d < 2 or (c == 0 and d < m_top)):
+                    # Labels known in advance: the answers not drawn yet rank after the drawn ones (count 0), among
+                    # themselves by answer id (marked in MM_RANK); the first two fill i and j while fewer than two
+                    # answers have been drawn, and a new answer is in C if its rank, d plus the unseen answers with a
+                    # smaller id, is below mmc_m. (A few answers a query: a scan, only while d is below 2 or mmc_m.)
+                    u1, u2, before = -1, -1, 0
+                    for b in range(na):
+                        if mm[base + b, MM_CNT] == 0 and mm[base + b, MM_RANK] == 1:
+                            if u1 < 0:
+                                u1 = b
+                            elif u2 < 0:
+                                u2 = b
+                            before += b < a
+                    if d == 0:
+                        i1, i2 = u1, u2
+                    elif d == 1:
+                        i2 = u1
+                    if c == 0:
+                        in_c = d + before < m_top
+                if i1 >= 0 and i2 >= 0 and (a == i1 or a == i2):
                     q1 = mmc_bet(s1, f1)
                     if a == i1:
                         s1 += 1
@@ -2378,7 +2382,7 @@ def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
                         f2 += 1
                 last_i = i1
                 if c == 0:
-                    mm[ra, MM_FIRST] = d
+                    mm[ra, MM_FIRST] = a if known else d  # (the ties' order: answer id, or first seen)
                     mm[base + d, MM_ORDER] = a
                     mm[ra, MM_RANK] = d
                     d += 1

@@ -438,12 +438,8 @@ class _Run:
             return u < boinf_stop_prob(s.lead_cnt, others, self.bf, self.bf_mc)
         if elim == "mmc":
             labels = None
-            if self.mmc_labels == "pool":  # every valid answer of the query's pool, in the order its permutation
-                labels = []                # brings them (the engine's ties among answers not drawn yet)
-                for k in range(self.off[i], self.off[i + 1]):
-                    a = self.ans[self.perm[k]]
-                    if a >= 0 and a not in labels:
-                        labels.append(a)
+            if self.mmc_labels == "pool":  # every valid answer of the query's pool, ties by answer id
+                labels = sorted({a for a in self.ans[self.off[i]:self.off[i + 1]] if a >= 0})
             return mmc_stops([a for a in s.drawn if a >= 0], self.mmc_m, self.mmc_delta, labels, self.mmc_min_updates,
                              self.mmc_leader_check == "on")
         if elim == "lbayes":
