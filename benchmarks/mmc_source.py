@@ -75,6 +75,28 @@ def source_run(mod, labels, call=None, cap=CAP):
     return st["n"], bool(st["stopped"]), winner
 
 
+def answer_texts(path, pool):
+    """Per query (the pool's order), its distinct valid answer texts by answer id: load_pool codes an answer as its
+    dense rank among the query's texts, so the sorted texts are the ids' order (checked against the pool's counts)."""
+    import polars as pl
+
+    df = pl.read_parquet(path / "samples.parquet", columns=["query_id", "answer"])
+    by_query = {}
+    for q, a in df.iter_rows():
+        if a is not None and a != "":
+            by_query.setdefault(q, []).append(a)
+    out = []
+    for i, q in enumerate(pool.query_ids):
+        got = by_query.get(q, [])
+        texts = sorted(set(got))
+        ids = pool.ans[pool.off[i]:pool.off[i + 1]]
+        want = [int((ids == a).sum()) for a in range(len(texts))]
+        if [got.count(t) for t in texts] != want or (ids >= len(texts)).any():
+            raise SystemExit(f"query {q}: the answer texts do not match the pool's answer ids")
+        out.append(texts)
+    return out
+
+
 def mean_se(x):
     x = np.asarray(x, float)
     return float(x.mean()), float(x.std(ddof=1) / math.sqrt(len(x))) if len(x) > 1 else 0.0
@@ -116,6 +138,14 @@ def compare(args, call):
         cfg = RunConfig("elimination", eliminate="mmc", mmc_delta=call["delta"], mmc_m=2, max_samples=args.cap,
                         mmc_labels="pool", mmc_min_updates=1, mmc_leader_check="off")
     cap = args.cap
+    texts = answer_texts(args.pool, pool) if call is not None else None
+    same_ids = same_own = 0
+    if call is not None:
+        # the call's labels of every response (each unparsed one its own, sub_<its index + 1> in the question) and
+        # the pool recoded so that they are its answers, ids in their str order (the source's ties)
+        own = [[f"sub_{j - off[i] + 1}" if ans[j] < 0 else texts[i][ans[j]] for j in range(off[i], off[i + 1])]
+               for i in range(n)]
+        own_ans = np.concatenate([[sorted(set(lab)).index(x) for x in lab] for lab in own]).astype(np.int64)
     for _ in range(args.seeds):
         orders = [rng.permutation(np.arange(off[i], off[i + 1])) for i in range(n)]
         # the engine on the valid answers only (so that a draw is a vote, as in the first comparison)
@@ -129,13 +159,19 @@ def compare(args, call):
         aidx = np.concatenate(orders).astype(np.int64)
         full = run_once(off, correct[aidx], correct[aidx].astype(float), ans[aidx], np.ones(len(aidx), np.int64),
                         np.arange(len(aidx)), np.arange(n), cfg, cap * n)
+        if call is not None:
+            recoded = run_once(off, correct[aidx], correct[aidx].astype(float), own_ans[aidx],
+                               np.ones(len(aidx), np.int64), np.arange(len(aidx)), np.arange(n), cfg, cap * n)
         per = {k: [] for k in keys}
         for i in range(n):
             v = vidx[i]
-            first = {}
-            for a in ans[v]:
-                first.setdefault(int(a), len(first))
-            k, stopped, _ = source_run(mod, [f"{first[int(a)]:04d}" for a in ans[v]], call, cap)
+            if call is None:  # labels in the engine's tie order: first appearance
+                first = {}
+                for a in ans[v]:
+                    first.setdefault(int(a), len(first))
+                k, stopped, _ = source_run(mod, [f"{first[int(a)]:04d}" for a in ans[v]], call, cap)
+            else:  # labels known in advance: ties by answer id
+                k, stopped, _ = source_run(mod, [f"{int(a):04d}" for a in ans[v]], call, cap)
             total += 1
             mismatch += (k, stopped) != (int(got["n_drawn"][i]), bool(got["answered"][i]))
             per["valid_n"].append(int(got["n_drawn"][i]))
@@ -144,14 +180,23 @@ def compare(args, call):
             per["full_acc"].append(int(full["sel_sc"][i]))
             gold = {int(a) for a, c in zip(ans[off[i]:off[i + 1]], correct[off[i]:off[i + 1]], strict=True)
                     if c and a >= 0}
-            k, _, w = source_run(mod, [str(int(a)) for a in ans[v]], call, cap)
+            if call is None:
+                k, _, w = source_run(mod, [str(int(a)) for a in ans[v]], call, cap)
+                w = None if w is None else int(w)
+            else:  # the answers' own texts, as the training code passes them
+                k, stopped, w = source_run(mod, [texts[i][a] for a in ans[v]], call, cap)
+                same_ids += (k, stopped) == (int(got["n_drawn"][i]), bool(got["answered"][i]))
+                w = texts[i].index(w) if w in texts[i] else None
             per["ids_n"].append(k)
-            per["ids_acc"].append(w is not None and int(w) in gold)
+            per["ids_acc"].append(w is not None and w in gold)
             if call is None:
                 labs = ["None" if a < 0 else str(int(a)) for a in ans[orders[i]]]
             else:  # each unparsed answer a label of its own, named by its response (the call's sub_<k>)
-                labs = [f"sub_{j}" if ans[j] < 0 else str(int(ans[j])) for j in orders[i]]
-            k, _, w = source_run(mod, labs, call, cap)
+                labs = [own[i][j - off[i]] for j in orders[i]]
+            k, stopped, w = source_run(mod, labs, call, cap)
+            if call is not None:
+                same_own += (k, stopped) == (int(recoded["n_drawn"][i]), bool(recoded["answered"][i]))
+                w = str(texts[i].index(w)) if w in texts[i] else None
             per["none_n"].append(k)
             per["none_acc"].append(w not in (None, "None", "") and int(w) in gold)
         for key in keys:
@@ -162,12 +207,18 @@ def compare(args, call):
         setting = (f"the training code's call: delta {call['delta']}, M 2, N_max {cap}, labels known, guards 1, "
                    f"no leader check")
     print(f"{args.pool.name}: {n} questions, {args.seeds} seeds; {setting}; mean ± SE over seeds")
-    print(f"labels in first-appearance order (valid answers only): {mismatch} of {total} (question, seed) decisions "
+    order = "first-appearance" if call is None else "answer-id"
+    print(f"labels in {order} order (valid answers only): {mismatch} of {total} (question, seed) decisions "
           f"differ between the source and the engine")
+    if call is not None:
+        print(f"labels the answer texts (valid answers only): {total - same_ids} of {total} decisions differ")
+        print(f"every response, each invalid answer its own label, against the engine on the pool recoded so (its "
+              f"answers those labels, ids in their str order): {total - same_own} of {total} decisions differ")
     print(f"{'':44} {'draws / question':>16} {'accuracy':>16} {'z draws':>8} {'z acc':>6}  "
           f"(z: paired, engine - source)")
     for name, eng, src in (("valid answers only: engine", "valid", None),
-                           ("  source, labels = the pool's answer ids", "valid", "ids"),
+                           ("  source, labels = the pool's answer ids" if call is None else
+                            "  source, labels = the answer texts", "valid", "ids"),
                            ("every response: engine (invalid: no vote)", "full", None),
                            ("  source, invalid answers voted as 'None'" if call is None else
                             "  source, each invalid answer its own label", "full", "none")):

@@ -1850,12 +1850,12 @@ def log_add(x, y):
 
 
 @jit
-def lbayes_log_s(p, skip1, skip2, nl, vd, cp, work):
+def lbayes_log_s(p, skip1, skip2, skip3, nl, vd, cp, work):
     """log S of the L-aggregated Bayesian stop's Algorithm 2 (the source's _compute_log_S_psi_algo2_strict,
-    docs/semantics.md, lbayes) over the prior p without its entries skip1 and skip2 (-1: none): the nl draws outside
-    the head spread over the remaining categories, each below vd (or at vd: a tie, m of them), summed as
+    docs/semantics.md, lbayes) over the prior p without its entries skip1, skip2 and skip3 (-1: none): the nl draws
+    outside the head spread over the remaining categories, each below vd (or at vd: a tie, m of them), summed as
     nl! sum prod p_j^r_j / r_j!, each tie count m weighted 1 / binom(cp + m, cp)."""
-    size = p.shape[0] - (skip1 >= 0) - (skip2 >= 0)
+    size = p.shape[0] - (skip1 >= 0) - (skip2 >= 0) - (skip3 >= 0)
     if vd > 0:
         mmin = min(size, nl // vd)
     else:
@@ -1872,7 +1872,7 @@ def lbayes_log_s(p, skip1, skip2, nl, vd, cp, work):
         lf[r] = math.lgamma(r + 1)
     lg = work[3, 0, :vd + 1]
     for j in range(p.shape[0]):
-        if j == skip1 or j == skip2:
+        if j == skip1 or j == skip2 or j == skip3:
             continue
         B[:, :] = -math.inf
         if p[j] <= 0:
@@ -1934,23 +1934,30 @@ def lbayes_prior(ans, a0, a1, na):
 
 
 @jit
-def lbayes_posterior(p, n, n1, n2, uniq, L):
-    """The source's posterior that the leading answer drawn is the mode (L2_posterior_tilde, L3_posterior_tilde of
-    LLM_known_prior_final.ipynb): n valid draws, the largest count n1, the second n2 and uniq distinct answers drawn;
-    L = 2 keeps the head count only, L = 3 also the runner-up's (back to L = 2 below two distinct answers). The
-    largest hypothesis's share of their sum, clipped to [0, 1]."""
+def lbayes_posterior(p, n, n1, n2, n3, uniq, L):
+    """The source's posterior that the leading answer drawn is the mode (L2_posterior_tilde, L3_posterior_tilde,
+    L4_posterior_tilde of LLM_known_prior_final.ipynb): n valid draws, the largest counts n1, n2, n3 and uniq
+    distinct answers drawn; L = 2 keeps the head count only, L = 3 also the runner-up's (back to L = 2 below two
+    distinct answers), L = 4 also the third's (back to L = 3 below three). The largest hypothesis's share of their
+    sum, clipped to [0, 1]."""
     K = p.shape[0]
     if n == 0:
         return 0.0
     terms = np.empty(K)
-    work = np.empty((4, K + 1, n + 1))  # the recursion's scratch, shared by its K (L = 3: K^2) runs
+    work = np.empty((4, K + 1, n + 1))  # the recursion's scratch, shared by its K (L = 3: K^2; 4: K^3) runs
     if L == 2 or uniq < 2:
         for i in range(K):
-            ls = lbayes_log_s(p, i, -1, n - n1, n1, 1, work)
+            ls = lbayes_log_s(p, i, -1, -1, n - n1, n1, 1, work)
             terms[i] = n1 * math.log(p[i]) + ls if p[i] > 0 and ls != -math.inf else -math.inf
     else:
-        cp = 2 if n1 == n2 else 1
-        tj = np.empty(K)
+        four = L == 4 and uniq >= 3
+        # tie weight: the heads at the last head count (L = 3: 2 if n1 == n2; L = 4: the source's
+        # head_counts.count(v_d))
+        if four:
+            cp = 1 + (n2 == n3) + (n1 == n3)
+        else:
+            cp = 2 if n1 == n2 else 1
+        tj = np.empty(K * K)
         for i in range(K):
             terms[i] = -math.inf
             if p[i] <= 0:
@@ -1959,10 +1966,19 @@ def lbayes_posterior(p, n, n1, n2, uniq, L):
             for j in range(K):
                 if i == j or p[j] <= 0:
                     continue
-                ls = lbayes_log_s(p, i, j, n - n1 - n2, n2, cp, work)
-                if ls != -math.inf:
-                    tj[nt] = n1 * math.log(p[i]) + n2 * math.log(p[j]) + ls
-                    nt += 1
+                if not four:
+                    ls = lbayes_log_s(p, i, j, -1, n - n1 - n2, n2, cp, work)
+                    if ls != -math.inf:
+                        tj[nt] = n1 * math.log(p[i]) + n2 * math.log(p[j]) + ls
+                        nt += 1
+                    continue
+                for k in range(K):
+                    if k == i or k == j or p[k] <= 0:
+                        continue
+                    ls = lbayes_log_s(p, i, j, k, n - n1 - n2 - n3, n3, cp, work)
+                    if ls != -math.inf:
+                        tj[nt] = n1 * math.log(p[i]) + n2 * math.log(p[j]) + n3 * math.log(p[k]) + ls
+                        nt += 1
             if nt > 0:
                 mx = tj[0]
                 for u in range(1, nt):
@@ -1987,8 +2003,19 @@ def lbayes_stops(si, lo, hi, lead, lc, ans, a0, a1, L, thre):
     """lbayes's check on a query (answer slots lo .. hi - 1, pool responses a0 .. a1 - 1): its posterior >= thre.
     One call in run_one's rule check."""
     m, drawn, c2 = boinf_counts(si, lo, hi, lead)
+    c3 = 0  # (L = 4: the third largest count, the largest below c2's answer among the others)
+    if L == 4:
+        b2 = 0
+        for q in range(lo + 1, hi):
+            c = si[q, CNT]
+            if q == lo + 1 + lead or c == 0:
+                continue
+            if c > b2:
+                c3, b2 = b2, c
+            elif c > c3:
+                c3 = c
     p = lbayes_prior(ans, a0, a1, hi - lo - 1)
-    return lbayes_posterior(p, drawn, lc, c2, m, L) >= thre
+    return lbayes_posterior(p, drawn, lc, c2, c3, m, L) >= thre
 
 
 @inner

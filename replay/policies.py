@@ -432,7 +432,7 @@ class RunConfig:
                            "stop (the source's prob_thre: 0.95, 0.975, 0.99).", within="(0, 1]",
                            why="lbayes's posterior threshold")
     lb_l: int = param(2, "lbayes: L, the head counts the posterior keeps plus one (2: the leader's; 3: also the "
-                      "runner-up's).", choices=(2, 3), why="the source's L = 4 is not built")
+                      "runner-up's; 4: also the third's).", choices=(2, 3, 4), why="the source's L")
     # the 2025-26 cross-query allocations (issue 29)
     uab_tau: float = param(0.2, "uab: the temperature of p = exp(-ANLL / uab_tau) = conf^(1 / uab_tau), the success "
                            "chance its greedy split reads from the first draw's confidence (the source's --tau, 0.2).",

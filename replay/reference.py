@@ -235,13 +235,15 @@ def _lbayes_s(tail, nl, vd, cp):
     return math.factorial(nl) * sum((v / math.comb(cp + m, cp) for (t, m), v in A.items() if t == nl), Fraction(0))
 
 
-def lbayes_posterior(prior_counts, n, n1, n2, uniq, L):
+def lbayes_posterior(prior_counts, n, n1, n2, uniq, L, n3=0):
     """The L-aggregated Bayesian stop's posterior that the leading answer drawn is the mode, EXACTLY (a Fraction):
     the prior p the shares prior_counts / their sum, largest first; n valid draws, head counts n1 >= n2, uniq
     distinct answers drawn. Hypothesis i (the leader is category i) has likelihood p_i^n1 S(p without i; n - n1, n1,
     1) for L = 2; for L = 3 (two or more distinct answers drawn) sum_{j != i} p_i^n1 p_j^n2 S(p without i, j; n - n1
-    - n2, n2, 2 if n1 == n2 else 1). The posterior is the largest likelihood over their sum (the source's known-prior
-    notebook takes the largest, not hypothesis 0's)."""
+    - n2, n2, 2 if n1 == n2 else 1); for L = 4 (three or more distinct answers drawn, n3 the third count) sum_{j != i,
+    k not in (i, j)} p_i^n1 p_j^n2 p_k^n3 S(p without i, j, k; n - n1 - n2 - n3, n3, the heads equal to n3). The
+    posterior is the largest likelihood over their sum (the source's known-prior notebook takes the largest, not
+    hypothesis 0's)."""
     if n == 0:
         return Fraction(0)
     total = sum(prior_counts)
@@ -252,6 +254,11 @@ def lbayes_posterior(prior_counts, n, n1, n2, uniq, L):
         rest = p[:i] + p[i + 1:]
         if L == 2 or uniq < 2:
             like.append(p[i] ** n1 * _lbayes_s(rest, n - n1, n1, 1))
+        elif L == 4 and uniq >= 3:
+            cp = [n1, n2, n3].count(n3)
+            like.append(sum((p[i] ** n1 * p[j] ** n2 * p[k] ** n3
+                             * _lbayes_s([p[t] for t in range(K) if t not in (i, j, k)], n - n1 - n2 - n3, n3, cp)
+                             for j in range(K) if j != i for k in range(K) if k not in (i, j)), Fraction(0)))
         else:
             cp = 2 if n1 == n2 else 1
             like.append(sum((p[i] ** n1 * p[j] ** n2 * _lbayes_s([p[k] for k in range(K) if k not in (i, j)],
@@ -450,9 +457,9 @@ class _Run:
             for j in range(self.off[i], self.off[i + 1]):
                 if self.ans[j] >= 0:
                     pool[self.ans[j]] = pool.get(self.ans[j], 0) + 1
-            counts = sorted(s.cnt.values(), reverse=True)
-            post = lbayes_posterior(list(pool.values()), sum(counts), counts[0], counts[1] if len(counts) > 1 else 0,
-                                    len(counts), self.lb_l)
+            counts = sorted(s.cnt.values(), reverse=True) + [0, 0]
+            post = lbayes_posterior(list(pool.values()), sum(counts), counts[0], counts[1], len(s.cnt), self.lb_l,
+                                    counts[2])
             return post >= Fraction(float(self.lb_thre))
         raise ValueError(elim)
 
