@@ -174,10 +174,11 @@ def mmc_state(votes, m_top, labels=None):
     """MMC's two e-processes over a query's votes in draw order (valid answer ids; invalid ones left out), as its
     source's on_vote does (docs/semantics.md, mmc): before each vote the leader i, the runner-up j and the top m_top
     answers C by count, ties to the answer drawn first; labels (the source's labels known in advance, with their
-    order for ties): every answer ranked from the start, count 0 until drawn, ties in that order; the vote is a success of the pair e-process when it is i, a
-    failure when j; a success of the other e-process when i, a failure when outside C. Each update bets q = (s + 1/2)
-    / (s + f + 1) clipped to [0.50001, 0.99999] from its counts before it, then log e = (s + f) log 2 + s log q + f
-    log(1 - q). Returns (pair log e, pair updates, other log e, other updates, leader after the last vote == i)."""
+    order for ties): every answer ranked from the start, count 0 until drawn, ties in that order; the vote is a success
+    of the pair e-process when it is i, a failure when j; a success of the other e-process when i, a failure when
+    outside C. Each update bets q = (s + 1/2) / (s + f + 1) clipped to [0.50001, 0.99999] from its counts before it,
+    then log e = (s + f) log 2 + s log q + f log(1 - q). Returns (pair log e, pair updates, other log e, other updates,
+    leader after the last vote == i)."""
     # answer -> count, in order of first appearance or in the labels' order (dicts keep insertion order)
     counts = {b: 0 for b in labels} if labels is not None else {}
     proc = {"pair": [0, 0, 0.0], "other": [0, 0, 0.0]}   # s, f, log e
