@@ -6,15 +6,15 @@ pool, in the source's protocol.
 
 The source is github.com/jh9959-afk/Paper at commit 4bb951c (its notebook, checked out with `git -C <mirror> show
 4bb951c:LLM_known_prior_final.ipynb > FILE`, never committed here); this script runs the notebook's first two code
-cells (its helpers and stop_L2_tilde / stop_L3_tilde; the FEval-TTC loader's import left out, the pool replaces its
-data) as they are. Its protocol (the notebook's repeat loop): per repeat r, each question's answers resampled with
-replacement to 100 (bootstrap_answer_probability_tables_with_meta, seed 124 + r; an invalid answer is None, one more
-category), the prior the sorted shares of those 100, then stop_L*_tilde over them in order at prob_thre; n_stop,
-and the final answer (Counter.most_common of the draws so far) against the majority of the question's pool (its
+cells (its helpers and stop_L2_tilde / stop_L3_tilde / stop_L4_tilde; the FEval-TTC loader's import left out, the pool
+replaces its data) as they are. Its protocol (the notebook's repeat loop): per repeat r, each question's answers
+resampled with replacement to 100 (bootstrap_answer_probability_tables_with_meta, seed 124 + r; an invalid answer is
+None, one more category), the prior the sorted shares of those 100, then stop_L*_tilde over them in order at prob_thre;
+n_stop, and the final answer (Counter.most_common of the draws so far) against the majority of the question's pool (its
 mode accuracy) and against a correct answer. The engine runs the same 100 draws per question as a pool in that order
-(elimination, K 1, --eliminate lbayes, --max-samples 100), invalid answers as the engine's (a draw, no vote, not in
-the prior). It prints mean ± SE over repeats for both, the paired z, and how many decisions (stop draw) differ on
-the questions whose 100 draws hold no invalid answer (0 expected: there the conventions coincide).
+(elimination, K 1, --eliminate lbayes, --max-samples 100), invalid answers as the engine's (a draw, no vote, not in the
+prior). It prints mean ± SE over repeats for both, the paired z, and how many decisions (stop draw) differ on the
+questions whose 100 draws hold no invalid answer (0 expected: there the conventions coincide).
 """
 from __future__ import annotations
 
@@ -53,14 +53,14 @@ def main():
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--questions", type=int, default=250, help="the first this many questions (the notebook: 250)")
     ap.add_argument("--thre", type=float, default=0.95)
-    ap.add_argument("--L", type=int, default=2, choices=(2, 3))
+    ap.add_argument("--L", type=int, default=2, choices=(2, 3, 4))
     args = ap.parse_args()
     from ttc.replay.engine import run_once
     from ttc.replay.policies import RunConfig
     from ttc.replay.pool import load_pool
 
     src = load_source(args.source)
-    stop = src["stop_L2_tilde" if args.L == 2 else "stop_L3_tilde"]
+    stop = src[f"stop_L{args.L}_tilde"]
     pool = load_pool(args.pool)
     nq = min(args.questions, pool.n_queries)
     cfg = RunConfig("elimination", eliminate="lbayes", lb_thre=args.thre, lb_l=args.L, max_samples=N_NEW)

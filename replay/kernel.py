@@ -105,10 +105,15 @@ READING_RULES = (ELIM_ESC, ELIM_AC_ENTROPY, ELIM_AC_DIRICHLET, ELIM_BOINF, ELIM_
 # boinf: the weight of the source's "unknown" answer bucket (test_main.py's alpha = 0.3: a pseudo-count always in its
 # Dirichlet, so that one answer seen once does not stop a query at once)
 BOINF_ALPHA = 0.3
-# mmc: the source's fixed guards (its PluralityEAndDeciderPrior defaults): each e-process needs this many updates
-# before it may certify, and its plug-in bet stays within these bounds
-MMC_MIN_UPDATES = 2
+# mmc: the source's plug-in bet stays within these bounds (its BernoulliMixtureEProcess's clip)
 MMC_Q_LO, MMC_Q_HI = 0.50001, 0.99999
+# mmc's options as the CONFIG record holds them (a choice's index in its param's choices): mmc_labels drawn (the
+# answers seen so far, its class's labels=None) or pool (every distinct valid answer of the query's pool known in
+# advance, its training code's call; hindsight); mmc_leader_check off or on (the class's
+# require_current_leader_match)
+MMC_LABELS_DRAWN, MMC_LABELS_POOL = 0, 1
+MMC_LEADER_OFF, MMC_LEADER_ON = 0, 1
+
 LOG2 = math.log(2.0)
 MMC_LOG_SLACK = 1e-9  # (far above the rounding of s log 2 and of mmc_log_e at any count a pool holds)
 # ac-entropy stops at h <= hmax + AC_ENTROPY_TIE: an entropy exactly equal to hmax (counts 8, 3, 1 give 0.75 exactly)
@@ -139,7 +144,8 @@ N, BEST_J, COVERED, LEAD, LEAD_CNT, SECOND_CNT, WLEAD, ELIM, CAPPED, EXH, SSUM, 
 CNT, FIRST_J = 0, 1
 # mm columns (one row per answer slot, as si: mmc's ranking of the answers over the draws it has read): an answer's
 # count and the order it was first seen in (MM_CNT, MM_FIRST), the answer at rank r (row base + r, MM_ORDER) and an
-# answer's rank (MM_RANK)
+# answer's rank (MM_RANK). With mmc_labels pool, an answer not drawn yet (count 0) has MM_RANK 1 if the query's pool
+# holds it, else 0 (its rank is read only once it is drawn).
 MM_CNT, MM_FIRST, MM_ORDER, MM_RANK = 0, 1, 2, 3
 # tot slots. NEED: 1 + the query whose next response is not there yet (live runs), 0 when none
 SAMPLES, TOKENS, EXHAUSTED, STOP, NEED = range(5)
@@ -153,6 +159,7 @@ CONFIG = np.dtype([("policy", np.int64), ("unit", np.int64), ("K", np.int64), ("
                    ("prior_strength", np.float64), ("bins", np.int64), ("refresh", np.int64),
                    ("dirichlet_conf", np.float64), ("horizon", np.int64),
                    ("bf", np.float64), ("bf_mc", np.int64), ("mmc_delta", np.float64), ("mmc_m", np.int64),
+                   ("mmc_labels", np.int64), ("mmc_min_updates", np.int64), ("mmc_leader_check", np.int64),
                    ("lb_thre", np.float64), ("lb_l", np.int64), ("uab_tau", np.float64),
                    ("pets_options", np.int64), ("pets_mc", np.int64), ("pets_train", np.int64),
                    ("pets_curve_mc", np.int64)], align=True)
@@ -1843,12 +1850,12 @@ def log_add(x, y):
 
 
 @jit
-def lbayes_log_s(p, skip1, skip2, nl, vd, cp, work):
+def lbayes_log_s(p, skip1, skip2, skip3, nl, vd, cp, work):
     """log S of the L-aggregated Bayesian stop's Algorithm 2 (the source's _compute_log_S_psi_algo2_strict,
-    docs/semantics.md, lbayes) over the prior p without its entries skip1 and skip2 (-1: none): the nl draws outside
-    the head spread over the remaining categories, each below vd (or at vd: a tie, m of them), summed as
+    docs/semantics.md, lbayes) over the prior p without its entries skip1, skip2 and skip3 (-1: none): the nl draws
+    outside the head spread over the remaining categories, each below vd (or at vd: a tie, m of them), summed as
     nl! sum prod p_j^r_j / r_j!, each tie count m weighted 1 / binom(cp + m, cp)."""
-    size = p.shape[0] - (skip1 >= 0) - (skip2 >= 0)
+    size = p.shape[0] - (skip1 >= 0) - (skip2 >= 0) - (skip3 >= 0)
     if vd > 0:
         mmin = min(size, nl // vd)
     else:
@@ -1865,7 +1872,7 @@ def lbayes_log_s(p, skip1, skip2, nl, vd, cp, work):
         lf[r] = math.lgamma(r + 1)
     lg = work[3, 0, :vd + 1]
     for j in range(p.shape[0]):
-        if j == skip1 or j == skip2:
+        if j == skip1 or j == skip2 or j == skip3:
             continue
         B[:, :] = -math.inf
         if p[j] <= 0:
@@ -1927,23 +1934,30 @@ def lbayes_prior(ans, a0, a1, na):
 
 
 @jit
-def lbayes_posterior(p, n, n1, n2, uniq, L):
-    """The source's posterior that the leading answer drawn is the mode (L2_posterior_tilde, L3_posterior_tilde of
-    LLM_known_prior_final.ipynb): n valid draws, the largest count n1, the second n2 and uniq distinct answers drawn;
-    L = 2 keeps the head count only, L = 3 also the runner-up's (back to L = 2 below two distinct answers). The
-    largest hypothesis's share of their sum, clipped to [0, 1]."""
+def lbayes_posterior(p, n, n1, n2, n3, uniq, L):
+    """The source's posterior that the leading answer drawn is the mode (L2_posterior_tilde, L3_posterior_tilde,
+    L4_posterior_tilde of LLM_known_prior_final.ipynb): n valid draws, the largest counts n1, n2, n3 and uniq
+    distinct answers drawn; L = 2 keeps the head count only, L = 3 also the runner-up's (back to L = 2 below two
+    distinct answers), L = 4 also the third's (back to L = 3 below three). The largest hypothesis's share of their
+    sum, clipped to [0, 1]."""
     K = p.shape[0]
     if n == 0:
         return 0.0
     terms = np.empty(K)
-    work = np.empty((4, K + 1, n + 1))  # the recursion's scratch, shared by its K (L = 3: K^2) runs
+    work = np.empty((4, K + 1, n + 1))  # the recursion's scratch, shared by its K (L = 3: K^2; 4: K^3) runs
     if L == 2 or uniq < 2:
         for i in range(K):
-            ls = lbayes_log_s(p, i, -1, n - n1, n1, 1, work)
+            ls = lbayes_log_s(p, i, -1, -1, n - n1, n1, 1, work)
             terms[i] = n1 * math.log(p[i]) + ls if p[i] > 0 and ls != -math.inf else -math.inf
     else:
-        cp = 2 if n1 == n2 else 1
-        tj = np.empty(K)
+        four = L == 4 and uniq >= 3
+        # tie weight: the heads at the last head count (L = 3: 2 if n1 == n2; L = 4: the source's
+        # head_counts.count(v_d))
+        if four:
+            cp = 1 + (n2 == n3) + (n1 == n3)
+        else:
+            cp = 2 if n1 == n2 else 1
+        tj = np.empty(K * K)
         for i in range(K):
             terms[i] = -math.inf
             if p[i] <= 0:
@@ -1952,10 +1966,19 @@ def lbayes_posterior(p, n, n1, n2, uniq, L):
             for j in range(K):
                 if i == j or p[j] <= 0:
                     continue
-                ls = lbayes_log_s(p, i, j, n - n1 - n2, n2, cp, work)
-                if ls != -math.inf:
-                    tj[nt] = n1 * math.log(p[i]) + n2 * math.log(p[j]) + ls
-                    nt += 1
+                if not four:
+                    ls = lbayes_log_s(p, i, j, -1, n - n1 - n2, n2, cp, work)
+                    if ls != -math.inf:
+                        tj[nt] = n1 * math.log(p[i]) + n2 * math.log(p[j]) + ls
+                        nt += 1
+                    continue
+                for k in range(K):
+                    if k == i or k == j or p[k] <= 0:
+                        continue
+                    ls = lbayes_log_s(p, i, j, k, n - n1 - n2 - n3, n3, cp, work)
+                    if ls != -math.inf:
+                        tj[nt] = n1 * math.log(p[i]) + n2 * math.log(p[j]) + n3 * math.log(p[k]) + ls
+                        nt += 1
             if nt > 0:
                 mx = tj[0]
                 for u in range(1, nt):
@@ -1980,8 +2003,19 @@ def lbayes_stops(si, lo, hi, lead, lc, ans, a0, a1, L, thre):
     """lbayes's check on a query (answer slots lo .. hi - 1, pool responses a0 .. a1 - 1): its posterior >= thre.
     One call in run_one's rule check."""
     m, drawn, c2 = boinf_counts(si, lo, hi, lead)
+    c3 = 0  # (L = 4: the third largest count, the largest below c2's answer among the others)
+    if L == 4:
+        b2 = 0
+        for q in range(lo + 1, hi):
+            c = si[q, CNT]
+            if q == lo + 1 + lead or c == 0:
+                continue
+            if c > b2:
+                c3, b2 = b2, c
+            elif c > c3:
+                c3 = c
     p = lbayes_prior(ans, a0, a1, hi - lo - 1)
-    return lbayes_posterior(p, drawn, lc, c2, m, L) >= thre
+    return lbayes_posterior(p, drawn, lc, c2, c3, m, L) >= thre
 
 
 @inner
@@ -2297,11 +2331,14 @@ def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
 
     def mmc_stops(i, n_):
         """MMC's certificate on query i's first n_ draws (docs/semantics.md, mmc): both e-processes at or above
-        log(1 / mmc_delta), each after at least MMC_MIN_UPDATES updates, and the leader unchanged by the last vote.
+        log(1 / mmc_delta), each after at least mmc_min_updates updates, and (mmc_leader_check on) the leader
+        unchanged by the last vote.
 
         Its two e-processes (qs[i]'s mm_* fields) are brought up to the n_ draws vote by vote, as its source does:
         before each valid vote, the leader i and runner-up j and the top mmc_m answers C from the counts so far
-        (ties: the answer drawn first); the vote then updates the pair e-process (i: a success, j: a failure) and the
+        (ties: the answer drawn first; mmc_labels pool: over every answer of the query's pool, those not drawn yet
+        last, ties to the smaller answer id, the answer text's order in a loaded pool, as the source's alphabetical
+        ties); the vote then updates the pair e-process (i: a success, j: a failure) and the
         other one (i: a success, an answer outside C: a failure). Invalid answers do not vote. The state after each
         vote depends on the order of the votes, not only on the counts, so a check cannot recompute it from si; it
         goes on from the draws the last check read (mm_p), so that a query's checks cost O(its draws) in all. Each
@@ -2316,22 +2353,48 @@ def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
         base = aoff[i] + 1
         r = qs[i]
         p = r.mm_p
+        known = cfg.mmc_labels == MMC_LABELS_POOL
         if p < n_:
-            if p == 0:  # the query's first check: its rows cleared
+            if p == 0:  # the query's first check: its rows cleared (and, labels known, the pool's answers marked)
                 for a in range(aoff[i + 1] - base):
                     mm[base + a, MM_CNT] = 0
+                    mm[base + a, MM_RANK] = 0
+                if known:
+                    for j in range(off[i], off[i + 1]):
+                        if ans[j] >= 0:
+                            mm[base + ans[j], MM_RANK] = 1
             m_top = cfg.mmc_m
+            na = aoff[i + 1] - base
             d, last_i = r.mm_d, r.mm_last
             s1, f1, s2, f2, q1, q2 = r.mm_s1, r.mm_f1, r.mm_s2, r.mm_f2, r.mm_q1, r.mm_q2
             for k in range(off[i] + p, off[i] + n_):
                 a = ans[perm[k]]
                 if a < 0:
                     continue
-                i1 = mm[base, MM_ORDER] if d > 0 else -1
-                i2 = mm[base + 1, MM_ORDER] if d > 1 else -1
                 ra = base + a
                 c = mm[ra, MM_CNT]
+                i1 = mm[base, MM_ORDER] if d > 0 else -1
+                i2 = mm[base + 1, MM_ORDER] if d > 1 else -1
                 in_c = c > 0 and mm[ra, MM_RANK] < m_top
+                if known and (d < 2 or (c == 0 and d < m_top)):
+                    # Labels known in advance: the answers not drawn yet rank after the drawn ones (count 0), among
+                    # themselves by answer id (marked in MM_RANK); the first two fill i and j while fewer than two
+                    # answers have been drawn, and a new answer is in C if its rank, d plus the unseen answers with a
+                    # smaller id, is below mmc_m. (A few answers a query: a scan, only while d is below 2 or mmc_m.)
+                    u1, u2, before = -1, -1, 0
+                    for b in range(na):
+                        if mm[base + b, MM_CNT] == 0 and mm[base + b, MM_RANK] == 1:
+                            if u1 < 0:
+                                u1 = b
+                            elif u2 < 0:
+                                u2 = b
+                            before += b < a
+                    if d == 0:
+                        i1, i2 = u1, u2
+                    elif d == 1:
+                        i2 = u1
+                    if c == 0:
+                        in_c = d + before < m_top
                 if i1 >= 0 and i2 >= 0 and (a == i1 or a == i2):
                     q1 = mmc_bet(s1, f1)
                     if a == i1:
@@ -2346,7 +2409,7 @@ def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
                         f2 += 1
                 last_i = i1
                 if c == 0:
-                    mm[ra, MM_FIRST] = d
+                    mm[ra, MM_FIRST] = a if known else d  # (the ties' order: answer id, or first seen)
                     mm[base + d, MM_ORDER] = a
                     mm[ra, MM_RANK] = d
                     d += 1
@@ -2367,9 +2430,12 @@ def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
             r.mm_p = n_
             r.mm_d, r.mm_last = d, last_i
             r.mm_s1, r.mm_f1, r.mm_s2, r.mm_f2, r.mm_q1, r.mm_q2 = s1, f1, s2, f2, q1, q2
-        if r.mm_s1 + r.mm_f1 < MMC_MIN_UPDATES or r.mm_s2 + r.mm_f2 < MMC_MIN_UPDATES:
+        guard = cfg.mmc_min_updates
+        if r.mm_s1 + r.mm_f1 < guard or r.mm_s2 + r.mm_f2 < guard:
             return False
-        if r.mm_last < 0 or mm[base, MM_ORDER] != r.mm_last:  # (mm_last >= 0: an answer was seen)
+        # (mm_last >= 0: an answer was seen; without the check the source's prev_i may be None only before any
+        # update, which the guard (>= 1) refuses)
+        if cfg.mmc_leader_check == MMC_LEADER_ON and (r.mm_last < 0 or mm[base, MM_ORDER] != r.mm_last):
             return False
         # the logs only now, as the source computes them (the latest bet over the whole past): one check's worth,
         # not one per vote read, and only where they can reach the bar: with its bet in [1/2, 1), a process's log e
@@ -2407,7 +2473,8 @@ def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
         if rule == ELIM_MMC:
             # (skipped while one answer has been drawn: no runner-up, the pair e-process has not moved; the next
             # check reads the votes it skipped)
-            return sc > 0 and mmc_stops(i, n_)
+            # (with labels known in advance the runner-up exists from the first vote: no skip)
+            return (sc > 0 or cfg.mmc_labels == MMC_LABELS_POOL) and mmc_stops(i, n_)
         if rule == ELIM_LBAYES:
             return lead >= 0 and lbayes_stops(si, aoff[i], aoff[i + 1], lead, lc, ans, off[i], off[i + 1], cfg.lb_l,
                                               cfg.lb_thre)

@@ -335,6 +335,9 @@ def _checked(config, policy, elim, params, sizes, rank, prior):
     if not ELIMINATION_RULES[cfg.eliminate].live:
         raise ValueError(f"elimination rule {cfg.eliminate!r} reads the query's whole pool (hindsight) and cannot run "
                          f"live")
+    if cfg.hindsight_values():
+        raise ValueError(f"{', '.join(cfg.hindsight_values())} reads the query's whole pool (hindsight) and cannot run "
+                         f"live")
     sizes = np.asarray(sizes, np.int64).reshape(-1)
     n = len(sizes)
     if len(rank) != n or sorted(int(r) for r in rank) != list(range(n)):

@@ -187,8 +187,10 @@ ELIMINATION_RULES = {r.name: r for r in (
          "(kernel.BOINF_ALPHA), estimated as its code does from bf_mc draws (0: exact, the paper's)",
          ("bf", "bf_mc"), frozenset({"answers"})),
     Rule("mmc", "ELIM_MMC", "the martingale majority certificate (MMC): two e-processes, leader vs runner-up and "
-         "leader vs the answers outside the top mmc_m, each >= 1 / mmc_delta after >= 2 updates, the leader unchanged "
-         "by the last vote", ("mmc_delta", "mmc_m"), frozenset({"answers"})),
+         "leader vs the answers outside the top mmc_m, each >= 1 / mmc_delta after >= mmc_min_updates updates, the "
+         "leader unchanged by the last vote (mmc_leader_check on); mmc_labels pool: the query's answers known in "
+         "advance (hindsight: replay only)", ("mmc_delta", "mmc_m", "mmc_labels", "mmc_min_updates",
+                                              "mmc_leader_check"), frozenset({"answers"})),
     Rule("lbayes", "ELIM_LBAYES", "the L-aggregated Bayesian stop (known prior): P(leading answer is the mode) >= "
          "lb_thre, from the head counts (lb_l - 1 of them) and the query's own answer shares in its pool as the "
          "prior (hindsight: replay only)", ("lb_thre", "lb_l"), frozenset({"answers"}), live=False),
@@ -304,7 +306,7 @@ class Range:
 
 def param(default, doc: str, *, flag: str | None = None, short: str | None = None, sweep: bool = False,
           replay_default: str | None = None, choices: tuple | None = None, within: str | None = None,
-          why: str = "", scope: str | None = None, live: bool = True, view: bool = False):
+          why: str = "", scope: str | None = None, live: bool = True, view: bool = False, hindsight: tuple = ()):
     """A RunConfig field with its one declaration of what the layers above need: its help (`doc`, which policy or
     rule reads it first), its command-line flag (default `--name-with-dashes`; `short`: an alias), whether `ttc
     replay` sweeps it as a comma list (`sweep`, with `replay_default` its list default where it is not the field's)
@@ -317,11 +319,13 @@ def param(default, doc: str, *, flag: str | None = None, short: str | None = Non
     scope: who reads it when no registry entry lists it (depth's, read by every policy through the pool's depth
     view); live: whether `ttc run` takes it (depth's are replay only until a backend can stop a trace part-way: ttc
     run leaves them at their defaults, whole traces); view: read through the pool's depth view (engine.depth_pool),
-    never by a width policy's own code or its reference twin."""
+    never by a width policy's own code or its reference twin; hindsight: its values that read a query's whole pool,
+    which ttc run and run_live refuse (RunConfig.hindsight_values) while they take the others."""
     return field(default=default, metadata={"doc": doc, "flag": flag, "short": short, "sweep": sweep,
                                             "replay_default": replay_default, "choices": choices,
                                             "range": Range.parse(within) if within is not None else None, "why": why,
-                                            "scope": scope, "live": live, "view": view})
+                                            "scope": scope, "live": live, "view": view,
+                                            "hindsight": tuple(hindsight)})
 
 
 @dataclass(frozen=True)
@@ -414,11 +418,21 @@ class RunConfig:
     mmc_m: int = param(3, "mmc: the contender set's size (the source's M): votes outside the top mmc_m answers count "
                        "against the leader in the leader-vs-others e-process.", within=f"[1, {MAX_COUNT}]",
                        why="mmc's contender set of top answers")
+    mmc_labels: str = param("drawn", "mmc: the answers it ranks: drawn (those seen so far, the source's class with "
+                            "labels=None) or pool (every distinct valid answer of the query's pool known in advance, "
+                            "those not drawn yet ranked last by count 0, as its training code's call; hindsight: "
+                            "replay only).", choices=("drawn", "pool"), hindsight=("pool",))
+    mmc_min_updates: int = param(2, "mmc: the updates each e-process needs before it may certify (the source's "
+                                 "min_pair_updates and min_other_updates: 2 in its class, 1 in its training code's "
+                                 "call).", within=f"[1, {MAX_COUNT}]", why="updates per e-process")
+    mmc_leader_check: str = param("on", "mmc: on: certify only if the leader before the last vote still leads after "
+                                  "it (the source's require_current_leader_match: on in its class, off in its "
+                                  "training code's call).", choices=("off", "on"))
     lb_thre: float = param(0.95, "lbayes: the posterior probability that the leading answer is the mode needed to "
                            "stop (the source's prob_thre: 0.95, 0.975, 0.99).", within="(0, 1]",
                            why="lbayes's posterior threshold")
     lb_l: int = param(2, "lbayes: L, the head counts the posterior keeps plus one (2: the leader's; 3: also the "
-                      "runner-up's).", choices=(2, 3), why="the source's L = 4 is not built")
+                      "runner-up's; 4: also the third's).", choices=(2, 3, 4), why="the source's L")
     # the 2025-26 cross-query allocations (issue 29)
     uab_tau: float = param(0.2, "uab: the temperature of p = exp(-ANLL / uab_tau) = conf^(1 / uab_tau), the success "
                            "chance its greedy split reads from the first draw's confidence (the source's --tau, 0.2).",
@@ -475,8 +489,18 @@ class RunConfig:
         special = {"policy": REGISTRY[self.policy].code, "unit": self.kernel_unit,
                    "elim": ELIMINATION_RULES[self.eliminate].code, "lam": self.lam_value}
         for name in k.CONFIG.names:
-            r[name] = special[name] if name in special else getattr(self, name)
+            if name in special:
+                r[name] = special[name]
+                continue
+            value = getattr(self, name)  # a string choice: its index in the choices (the kernel's constants)
+            r[name] = PARAMS_BY_NAME[name].metadata["choices"].index(value) if isinstance(value, str) else value
         return r
+
+    def hindsight_values(self) -> list[str]:
+        """The options it uses at a value that reads a query's whole pool (param's hindsight), as `--flag value`:
+        what ttc run and run_live refuse."""
+        return [f"{flag(n)} {getattr(self, n)}" for n in self.used_params()
+                if n in PARAMS_BY_NAME and getattr(self, n) in PARAMS_BY_NAME[n].metadata["hindsight"]]
 
     def used_params(self) -> tuple:
         own = REGISTRY[self.policy].params

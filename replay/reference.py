@@ -170,14 +170,17 @@ def boinf_stop_prob(lead_cnt, other_counts, bf, mc, alpha=BOINF_ALPHA):
         return min(float(out), 1.0)
 
 
-def mmc_state(votes, m_top):
+def mmc_state(votes, m_top, labels=None):
     """MMC's two e-processes over a query's votes in draw order (valid answer ids; invalid ones left out), as its
     source's on_vote does (docs/semantics.md, mmc): before each vote the leader i, the runner-up j and the top m_top
-    answers C by count, ties to the answer drawn first; the vote is a success of the pair e-process when it is i, a
-    failure when j; a success of the other e-process when i, a failure when outside C. Each update bets q = (s + 1/2)
-    / (s + f + 1) clipped to [0.50001, 0.99999] from its counts before it, then log e = (s + f) log 2 + s log q + f
-    log(1 - q). Returns (pair log e, pair updates, other log e, other updates, leader after the last vote == i)."""
-    counts = {}   # answer -> count, in order of first appearance (dicts keep insertion order)
+    answers C by count, ties to the answer drawn first; labels (the source's labels known in advance, with their
+    order for ties): every answer ranked from the start, count 0 until drawn, ties in that order; the vote is a success
+    of the pair e-process when it is i, a failure when j; a success of the other e-process when i, a failure when
+    outside C. Each update bets q = (s + 1/2) / (s + f + 1) clipped to [0.50001, 0.99999] from its counts before it,
+    then log e = (s + f) log 2 + s log q + f log(1 - q). Returns (pair log e, pair updates, other log e, other updates,
+    leader after the last vote == i)."""
+    # answer -> count, in order of first appearance or in the labels' order (dicts keep insertion order)
+    counts = {b: 0 for b in labels} if labels is not None else {}
     proc = {"pair": [0, 0, 0.0], "other": [0, 0, 0.0]}   # s, f, log e
 
     def update(name, y):
@@ -210,11 +213,12 @@ def mmc_state(votes, m_top):
     return p[2], p[0] + p[1], o[2], o[0] + o[1], last_i is not None and lead == last_i
 
 
-def mmc_stops(votes, m_top, delta):
-    """Both e-processes >= log(1 / delta) after >= 2 updates each, the leader unchanged by the last vote."""
-    l1, u1, l2, u2, same = mmc_state(votes, m_top)
+def mmc_stops(votes, m_top, delta, labels=None, min_updates=2, leader_check=True):
+    """Both e-processes >= log(1 / delta) after >= min_updates updates each, and (leader_check) the leader unchanged
+    by the last vote."""
+    l1, u1, l2, u2, same = mmc_state(votes, m_top, labels)
     bar = math.log(1.0 / delta)
-    return same and l1 >= bar and u1 >= 2 and l2 >= bar and u2 >= 2
+    return (same or not leader_check) and l1 >= bar and u1 >= min_updates and l2 >= bar and u2 >= min_updates
 
 
 def _lbayes_s(tail, nl, vd, cp):
@@ -232,13 +236,15 @@ def _lbayes_s(tail, nl, vd, cp):
     return math.factorial(nl) * sum((v / math.comb(cp + m, cp) for (t, m), v in A.items() if t == nl), Fraction(0))
 
 
-def lbayes_posterior(prior_counts, n, n1, n2, uniq, L):
+def lbayes_posterior(prior_counts, n, n1, n2, uniq, L, n3=0):
     """The L-aggregated Bayesian stop's posterior that the leading answer drawn is the mode, EXACTLY (a Fraction):
     the prior p the shares prior_counts / their sum, largest first; n valid draws, head counts n1 >= n2, uniq
     distinct answers drawn. Hypothesis i (the leader is category i) has likelihood p_i^n1 S(p without i; n - n1, n1,
     1) for L = 2; for L = 3 (two or more distinct answers drawn) sum_{j != i} p_i^n1 p_j^n2 S(p without i, j; n - n1
-    - n2, n2, 2 if n1 == n2 else 1). The posterior is the largest likelihood over their sum (the source's known-prior
-    notebook takes the largest, not hypothesis 0's)."""
+    - n2, n2, 2 if n1 == n2 else 1); for L = 4 (three or more distinct answers drawn, n3 the third count) sum_{j != i,
+    k not in (i, j)} p_i^n1 p_j^n2 p_k^n3 S(p without i, j, k; n - n1 - n2 - n3, n3, the heads equal to n3). The
+    posterior is the largest likelihood over their sum (the source's known-prior notebook takes the largest, not
+    hypothesis 0's)."""
     if n == 0:
         return Fraction(0)
     total = sum(prior_counts)
@@ -249,6 +255,11 @@ def lbayes_posterior(prior_counts, n, n1, n2, uniq, L):
         rest = p[:i] + p[i + 1:]
         if L == 2 or uniq < 2:
             like.append(p[i] ** n1 * _lbayes_s(rest, n - n1, n1, 1))
+        elif L == 4 and uniq >= 3:
+            cp = [n1, n2, n3].count(n3)
+            like.append(sum((p[i] ** n1 * p[j] ** n2 * p[k] ** n3
+                             * _lbayes_s([p[t] for t in range(K) if t not in (i, j, k)], n - n1 - n2 - n3, n3, cp)
+                             for j in range(K) if j != i for k in range(K) if k not in (i, j)), Fraction(0)))
         else:
             cp = 2 if n1 == n2 else 1
             like.append(sum((p[i] ** n1 * p[j] ** n2 * _lbayes_s([p[k] for k in range(K) if k not in (i, j)],
@@ -359,6 +370,8 @@ class _Run:
         self.bf, self.bf_mc = elim_params[8:10] if len(elim_params) > 9 else (10.0, 1000)
         self.mmc_delta, self.mmc_m = elim_params[10:12] if len(elim_params) > 11 else (0.05, 3)
         self.lb_thre, self.lb_l = elim_params[12:14] if len(elim_params) > 13 else (0.95, 2)
+        self.mmc_labels, self.mmc_min_updates, self.mmc_leader_check = \
+            elim_params[14:17] if len(elim_params) > 16 else ("drawn", 2, "on")
 
     def used(self):
         return self.samples_used if self.unit == "samples" else self.tokens_used
@@ -432,7 +445,11 @@ class _Run:
             u = boinf_uniform(i, [self.tok[j] for j in drawn], [self.score[j] for j in drawn])
             return u < boinf_stop_prob(s.lead_cnt, others, self.bf, self.bf_mc)
         if elim == "mmc":
-            return mmc_stops([a for a in s.drawn if a >= 0], self.mmc_m, self.mmc_delta)
+            labels = None
+            if self.mmc_labels == "pool":  # every valid answer of the query's pool, ties by answer id
+                labels = sorted({a for a in self.ans[self.off[i]:self.off[i + 1]] if a >= 0})
+            return mmc_stops([a for a in s.drawn if a >= 0], self.mmc_m, self.mmc_delta, labels, self.mmc_min_updates,
+                             self.mmc_leader_check == "on")
         if elim == "lbayes":
             # the prior: the query's own answer shares over its whole pool (valid answers; hindsight)
             if s.lead < 0:
@@ -441,9 +458,9 @@ class _Run:
             for j in range(self.off[i], self.off[i + 1]):
                 if self.ans[j] >= 0:
                     pool[self.ans[j]] = pool.get(self.ans[j], 0) + 1
-            counts = sorted(s.cnt.values(), reverse=True)
-            post = lbayes_posterior(list(pool.values()), sum(counts), counts[0], counts[1] if len(counts) > 1 else 0,
-                                    len(counts), self.lb_l)
+            counts = sorted(s.cnt.values(), reverse=True) + [0, 0]
+            post = lbayes_posterior(list(pool.values()), sum(counts), counts[0], counts[1], len(s.cnt), self.lb_l,
+                                    counts[2])
             return post >= Fraction(float(self.lb_thre))
         raise ValueError(elim)
 
@@ -1511,7 +1528,8 @@ def run_reference(off, correct, score, ans, tok, perm, rank, *, policy, unit="sa
                   K=1, elim="threshold", gamma=1.0, lam=None, eps=0.01, max_samples=0, rho=0.5,
                   tau=0.5, m_min=3, conf=0.95, share=0.8, hmax=0.75, warmup=3, percentile=0.05,
                   prior_strength=2.0, judge=32, prior=None, bins=3, refresh=8, side=None, dirichlet_conf=0.95,
-                  horizon=0, lows=None, bf=10.0, bf_mc=1000, mmc_delta=0.05, mmc_m=3,
+                  horizon=0, lows=None, bf=10.0, bf_mc=1000, mmc_delta=0.05, mmc_m=3, mmc_labels="drawn",
+                  mmc_min_updates=2, mmc_leader_check="on",
                   lb_thre=0.95, lb_l=2, uab_tau=0.2, pets_options=16, pets_mc=0, pets_train=10,
                   pets_curve_mc=20000):
     """Replay one run of `policy` on one pool and one seed (perm, rank), exactly as docs/semantics.md. lows:
@@ -1533,7 +1551,7 @@ def run_reference(off, correct, score, ans, tok, perm, rank, *, policy, unit="sa
     run = _Run(off, correct, score, ans, tok, perm, unit,
                (float(gamma), float(tau), int(m_min), conf, int(K), float(share), float(hmax),
                 float(dirichlet_conf), float(bf), int(bf_mc), float(mmc_delta), int(mmc_m),
-                float(lb_thre), int(lb_l)))
+                float(lb_thre), int(lb_l), mmc_labels, int(mmc_min_updates), mmc_leader_check))
     return run_policy(run, rank, policy=policy, budget_total=budget_total, K=K, elim=elim, gamma=gamma, lam=lam,
                       eps=eps, max_samples=max_samples, rho=rho, warmup=warmup, percentile=percentile,
                       prior_strength=prior_strength, judge=judge, prior=prior, bins=bins, refresh=refresh, side=side,

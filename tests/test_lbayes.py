@@ -21,9 +21,10 @@ from support.equivalence import config_kwargs, pools
 from support.live_sources import Relabelled
 
 
-def _post(counts, n, n1, n2, uniq, L):
+def _post(counts, n, n1, n2, uniq, L, n3=0):
     p = np.sort(np.array(counts, float) / sum(counts))[::-1]
-    return lbayes_posterior(p / p.sum(), np.int64(n), np.int64(n1), np.int64(n2), np.int64(uniq), np.int64(L))
+    return lbayes_posterior(p / p.sum(), np.int64(n), np.int64(n1), np.int64(n2), np.int64(n3), np.int64(uniq),
+                            np.int64(L))
 
 
 def test_posterior_by_hand():
@@ -39,18 +40,29 @@ def test_posterior_by_hand():
     assert _post([7], 3, 3, 0, 1, 2) == 1.0  # one answer in the pool: certain at once
 
 
+def test_l4_posterior_by_hand():
+    """L = 4 (the notebook's L4_posterior_tilde): prior shares 0.4, 0.3, 0.2, 0.1 and draws a, a, b, c: no draw is
+    left outside the three heads (S = 1), so hypothesis i weighs p_i^2 times the sum over ordered pairs (j, k) of
+    the others of p_j p_k: 0.16 x 0.22 = 0.0352, 0.09 x 0.28 = 0.0252, 0.04 x 0.38 = 0.0152, 0.01 x 0.52 = 0.0052, and
+    the posterior is 0.0352 / 0.0808 = 0.4356. Below three distinct answers drawn it is L = 3's ("back to L = 3")."""
+    assert abs(_post([4, 3, 2, 1], 4, 2, 1, 3, 4, n3=1) - 0.0352 / 0.0808) < 1e-14
+    assert ref_posterior([4, 3, 2, 1], 4, 2, 1, 3, 4, 1) == Fraction(352, 808)
+    assert _post([4, 3, 2, 1], 5, 3, 2, 2, 4) == _post([4, 3, 2, 1], 5, 3, 2, 2, 3)
+    assert _post([4, 3, 2, 1], 4, 2, 1, 3, 4, n3=1) != _post([4, 3, 2, 1], 4, 2, 1, 3, 3)
+
+
 @settings(max_examples=300, deadline=None)
 @given(counts=st.lists(st.integers(1, 9), min_size=1, max_size=5),
-       draws=st.lists(st.integers(0, 4), min_size=1, max_size=12), L=st.sampled_from([2, 3]))
+       draws=st.lists(st.integers(0, 4), min_size=1, max_size=12), L=st.sampled_from([2, 3, 4]))
 def test_posterior_equals_the_exact_one(counts, draws, L):
     """The engine's log-space recursion (the source's Algorithm 2) against the reference's exact rationals."""
     seen = {}
     for a in draws:
         seen[a] = seen.get(a, 0) + 1
-    c = sorted(seen.values(), reverse=True)
-    n1, n2 = c[0], c[1] if len(c) > 1 else 0
-    got = _post(counts, len(draws), n1, n2, len(c), L)
-    want = ref_posterior(counts, len(draws), n1, n2, len(c), L)
+    c = sorted(seen.values(), reverse=True) + [0, 0]
+    n1, n2, n3 = c[:3]
+    got = _post(counts, len(draws), n1, n2, len(seen), L, n3)
+    want = ref_posterior(counts, len(draws), n1, n2, len(seen), L, n3)
     assert abs(got - float(want)) < 1e-12
 
 
@@ -79,8 +91,8 @@ def test_stops_by_hand():
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_lbayes_equals_the_reference(unit, data):
-    """Engine and reference on the same permutations: every policy that takes a rule, pulls of 1 to 4, caps, L 2 and
-    3 (thresholds off the simple fractions a posterior can equal exactly)."""
+    """Engine and reference on the same permutations: every policy that takes a rule, pulls of 1 to 4, caps, L 2, 3
+    and 4 (thresholds off the simple fractions a posterior can equal exactly)."""
     pool = data.draw(pools(max_size=12))
     off, correct, score, ans, tok, perm, rank = pool
     cfg = RunConfig(data.draw(st.sampled_from(["elimination", "ucb", "gap", "entropy", "two-stage", "streaming", "dsc",
@@ -88,7 +100,7 @@ def test_lbayes_equals_the_reference(unit, data):
                     unit=unit, K=data.draw(st.integers(1, 4)), eliminate="lbayes",
                     max_samples=data.draw(st.integers(0, 12)),
                     lb_thre=data.draw(st.sampled_from([0.62, 0.83, 0.953, 0.991])),
-                    lb_l=data.draw(st.sampled_from([2, 3])))
+                    lb_l=data.draw(st.sampled_from([2, 3, 4])))
     budget = data.draw(st.integers(0, int(off[-1]) + 3 if unit == "samples" else int(tok.sum()) + 5))
     ref = run_reference(off, correct, score, ans, tok, perm, rank, budget_total=budget,
                         **config_kwargs(cfg))
@@ -108,7 +120,7 @@ def test_it_does_not_run_live():
         run_live(source, [3], [0], budget_total=3, config=RunConfig("elimination", eliminate="lbayes"))
 
 
-@pytest.mark.parametrize("bad", [{"lb_thre": 0.0}, {"lb_thre": 1.5}, {"lb_l": 4}, {"lb_l": 1}])
+@pytest.mark.parametrize("bad", [{"lb_thre": 0.0}, {"lb_thre": 1.5}, {"lb_l": 5}, {"lb_l": 1}])
 def test_bad_parameters_are_refused(bad):
     with pytest.raises(ValueError, match="--lb-"):
         RunConfig("elimination", eliminate="lbayes", **bad)

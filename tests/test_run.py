@@ -407,6 +407,7 @@ def test_a_backend_that_is_down_stops_the_run_resumably(sp, tmp_path):
     (dict(budget=float("nan")), "at least 1"),
     (dict(budget=20.0), "more than --max-per-query"),
     (dict(policy="oracle"), "hindsight"),
+    (dict(policy="elimination", eliminate="mmc", mmc_labels="pool"), "--mmc-labels pool needs hindsight"),
     (dict(oracle="exec"), "lcb-exec"),
     (dict(oracle="judge"), "--judge-model"),
     (dict(oracle="prm", score="prm_max"), "prm_min, prm_last, prm_prod"),

@@ -260,6 +260,9 @@ def check_oracle(req: RunRequest, cfg, select: str):
     if not ELIMINATION_RULES[cfg.eliminate].live:
         raise RunError(f"--eliminate {cfg.eliminate} needs hindsight (the query's whole pool) and cannot run live; "
                        f"choose from {', '.join(n for n, r in ELIMINATION_RULES.items() if r.live)}")
+    if cfg.hindsight_values():
+        raise RunError(f"{', '.join(cfg.hindsight_values())} needs hindsight (the query's whole pool) and cannot run "
+                       f"live")
     if cfg.policy == "deepconf-online" and (req.confidence is None or "group-lows" not in req.confidence.signals):
         raise RunError("--policy deepconf-online stops each trace at its first record low of the group confidence "
                        "below its query's threshold: record them with --confidence group-lows (its window, "

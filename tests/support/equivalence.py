@@ -77,8 +77,10 @@ def configs(draw, total, tokens_total, policy, unit, live=False):
         dirichlet_conf=draw(st.sampled_from([0.6, 0.8, 0.95])), horizon=draw(st.integers(0, 1)),
         bf=draw(st.sampled_from([2.0, 5.0, 10.0, 100.0])), bf_mc=draw(st.sampled_from([0, 50])),
         mmc_delta=draw(st.sampled_from([0.05, 0.2, 0.5])), mmc_m=draw(st.integers(1, 3)),
+        mmc_labels=draw(st.sampled_from(["drawn"] if live else ["drawn", "pool"])),
+        mmc_min_updates=draw(st.integers(1, 2)), mmc_leader_check=draw(st.sampled_from(["on", "off"])),
         # lb_thre: not 0.6, where the reference's exact 3/5 and the engine's float posterior could fall either side
-        lb_thre=draw(st.sampled_from([0.62, 0.83, 0.953])), lb_l=draw(st.integers(2, 3)),
+        lb_thre=draw(st.sampled_from([0.62, 0.83, 0.953])), lb_l=draw(st.integers(2, 4)),
         uab_tau=draw(st.sampled_from([0.2, 1.0])), pets_options=draw(st.sampled_from([2, 3, 16])),
         pets_train=draw(st.integers(1, 4)), pets_curve_mc=draw(st.sampled_from([0, 0, 7, 50])))
     hi = total + 3 if unit == "samples" else tokens_total + 5
