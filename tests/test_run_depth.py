@@ -292,3 +292,113 @@ def test_the_live_stability_rule_stops_where_the_reference_does():
         assert got == want, (m, answers)
         stops += got < STEP * (n + 1)
     assert 200 < stops < 1800  # both outcomes exercised
+
+
+# parallel-probe and cmc live (replay/live.py run_live_depth): traces advanced a segment at a time, each segment
+# generated only when the policy reads it; live == the engine's replay on the same seed, per query and in total
+
+
+class StringTraces:
+    """PoolTraces with answers relabelled as strings of another alphabet (only their equality may matter), recording
+    the order of the segments asked for."""
+
+    def __init__(self, pool, perm):
+        from ttc.replay.live import PoolTraces
+
+        self.inner, self.calls = PoolTraces(pool, perm), []
+
+    def segment(self, i, k):
+        from ttc.replay.live import Segment
+
+        s = self.inner.segment(i, k)
+        self.calls.append((i, k))
+        return Segment(s.tokens, None if s.answer is None else f"ans-{7 * s.answer + 3}", s.correct, s.finished)
+
+
+def _depth_live(pool, cfg, budget):
+    from ttc.replay.live import run_live_depth
+    from ttc.replay.rng import query_order
+
+    src = StringTraces(pool, permutation(pool.off, pool.qkeys, SEED))
+    rank, _ = query_order(pool.qkeys, SEED)
+    o = run_live_depth(src, np.diff(pool.off), rank, config=cfg, budget_total=int(round(budget * pool.n_queries)))
+    return o, src
+
+
+DEPTH_CONFIGS = [("parallel-probe", dict(chains=3, stable=2, patience=2, probe_warmup=1)),
+                 ("parallel-probe", dict(chains=6, stable=3, patience=1, probe_warmup=0)),
+                 ("cmc", dict(cmc_beta=0.0)), ("cmc", dict(cmc_beta=0.5))]
+
+
+@pytest.mark.parametrize("cap", [0, 1000, 1250])
+@pytest.mark.parametrize("unit, budgets", [("samples", (0.3, 1.0, 2.0, 4.0)),
+                                           ("tokens", (100.0, 700.0, 2500.0, 6000.0, 40000.0))])
+@pytest.mark.parametrize("policy, kw", DEPTH_CONFIGS)
+def test_a_depth_policy_live_equals_its_replay(policy, kw, unit, budgets, cap):
+    """On random probed pools, every budget from none to more than the pool: the same traces started, stops,
+    correctness and spend per query as `ttc replay` (the engine) on the same seed; and the run generated nothing
+    beyond what it explored, but for the one segment (or start) that did not fit and ended it."""
+    from support.depth_pools import probed_pool
+
+    cfg = RunConfig(policy, unit=unit, trace_cap=cap, **kw)
+    for seed in range(3):
+        pool = dataclasses.replace(probed_pool(np.random.default_rng(seed), n_queries=7, max_traces=8, max_probes=8),
+                                   query_ids=[f"q{i}" for i in range(7)])
+        for budget in budgets:
+            o, src = _depth_live(pool, cfg, budget)
+            df, pq = replay(pool, [cfg], [budget], [SEED], per_query=True, select="sc")
+            tot = df.row(0, named=True)
+            assert (o["samples_used"], o["tokens_used"]) == (tot["samples_used"], tot["tokens_used"]), (seed, budget)
+            assert o["started"] == pq["n_drawn"].to_list(), (seed, budget)
+            assert o["answered"] == pq["answered"].to_list(), (seed, budget)
+            assert o["correct"] == pq["selected_correct"].to_list(), (seed, budget)
+            if unit == "tokens":
+                assert o["tokens_used"] <= int(round(budget * pool.n_queries))
+            # what was generated: every trace up to its last segment (the cap's cost where it passed it), all paid
+            # but the last segment asked for when it was the one that did not fit
+            ran = lambda segs: min(segs[-1].tokens, cap) if cap else segs[-1].tokens  # noqa: E731
+            generated = sum(ran(t) for q in o["traces"] for t in q if t)
+            assert o["segments"] == len(src.calls) == sum(len(t) for q in o["traces"] for t in q)
+            if cap % 500 == 0:  # a cap at a probe's offset: a trace there ends at its probe, nothing past it is asked
+                assert all(s.tokens <= cap for q in o["traces"] for t in q for s in t) or not cap
+            if generated != o["tokens_used"]:
+                i, k = src.calls[-1]
+                t = o["traces"][i][k]
+                assert generated - ran(t) + (ran(t[:-1]) if len(t) > 1 else 0) == o["tokens_used"], (seed, budget)
+
+
+def test_a_depth_policy_live_reads_its_traces_lazily():
+    """parallel-probe with one chain and nothing to prune asks for one segment at a time, in the order the policy
+    explores them (round 0 starts every query's trace in rank order, then one segment per query per round), and a
+    query it stops asks for nothing more."""
+    from support.depth_pools import probed_pool
+
+    from ttc.replay.rng import query_order
+
+    pool = dataclasses.replace(probed_pool(np.random.default_rng(4), n_queries=5, max_traces=4, max_probes=8),
+                               query_ids=[f"q{i}" for i in range(5)])
+    o, src = _depth_live(pool, RunConfig("parallel-probe", unit="tokens", chains=1, stable=2), 1e6)
+    _, order = query_order(pool.qkeys, SEED)
+    order = [int(i) for i in order]
+    assert [i for i, _ in src.calls[:5]] == order and {k for _, k in src.calls} == {0}
+    rest = [i for i, _ in src.calls[5:]]
+    rounds = []  # each round: the queries still running, in rank order
+    while rest:
+        live = [i for i in order if i in rest]
+        rounds.append(rest[:len(live)])
+        assert rounds[-1] == live, rounds
+        rest = rest[len(live):]
+    assert all(len(q) == 1 for q in o["traces"])  # (one chain: one trace per query)
+
+
+def test_run_live_depth_refuses_what_it_cannot_run_live():
+    from ttc.replay.live import PoolTraces, run_live_depth
+    from support.depth_pools import probed_pool
+
+    pool = probed_pool(np.random.default_rng(0), n_queries=2)
+    src = PoolTraces(pool, np.arange(int(pool.off[-1])))
+    for cfg, msg in [(RunConfig("uniform"), "runs parallel-probe, cmc"),
+                     (RunConfig("cmc", unit="token-matched"), "replay only"),
+                     (RunConfig("cmc", probe_cost="autotts"), "replay only")]:
+        with pytest.raises(ValueError, match=msg):
+            run_live_depth(src, np.diff(pool.off), [0, 1], config=cfg, budget_total=10)
