@@ -402,3 +402,55 @@ def test_run_live_depth_refuses_what_it_cannot_run_live():
                      (RunConfig("cmc", probe_cost="autotts"), "replay only")]:
         with pytest.raises(ValueError, match=msg):
             run_live_depth(src, np.diff(pool.off), [0, 1], config=cfg, budget_total=10)
+
+
+# the transformers backend's traces advanced a segment at a time (TransformersBackend.trace): the same tokens as
+# one generation of the sample, probed where --depth-rule stability probes it
+
+
+@pytest.fixture(scope="module")
+def tiny_tf(tmp_path_factory):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from support.tiny_model import make_tiny_model
+
+    from ttc.harvest.backends import TransformersBackend
+
+    # EOS no likelier than any other token: traces of tens of tokens, several probes each
+    return TransformersBackend(str(make_tiny_model(tmp_path_factory.mktemp("models") / "tiny", eos_logit=0.0)),
+                               device="cpu")
+
+
+@pytest.mark.parametrize("every", [2, 5])
+@pytest.mark.parametrize("temperature, top_p, stop", [(1.0, 1.0, ()), (0.7, 0.9, ()), (1.0, 1.0, ("step",)),
+                                                      (0.0, 1.0, ())])
+def test_a_trace_advanced_in_segments_is_the_one_generation(tiny_tf, every, temperature, top_p, stop):
+    from support.tiny_model import single_thread_torch
+
+    from ttc.harvest.backends import PROBE_PROMPT
+
+    s = Sampling(n=1, temperature=temperature, top_p=top_p, max_tokens=30)
+    prompt = "what is the sum of 2 and 3 ?"
+    seen = 0
+    with single_thread_torch():
+        for seed in range(4):
+            whole = tiny_tf.generate([prompt], s, [seed], stop=list(stop))[0][0]
+            stream, probes = tiny_tf.trace(prompt, seed, s, stop=stop), []
+            while True:
+                r, probe = stream.segment(every)
+                if probe is None:
+                    break
+                assert r.finish_reason == "probe" and r.n_tokens == every * (len(probes) + 1) < s.max_tokens
+                trace, got = r.text.split(PROBE_PROMPT)
+                assert got == probe and whole.text.startswith(trace)
+                probes.append((r.n_tokens, trace, probe))
+            assert r == whole, (seed, every)
+            with pytest.raises(ValueError, match="ended"):
+                stream.segment(every)
+            # each probe's trace is the whole sample's first n tokens (what --depth-rule stability probes there)
+            tok = tiny_tf.tokenizer
+            ids = tok.encode(whole.text, add_special_tokens=False)
+            for n, trace, _ in probes:
+                assert trace == tok.decode(ids[:n], skip_special_tokens=True)
+            seen += len(probes)
+    assert seen > 0
