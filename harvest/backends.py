@@ -71,10 +71,16 @@ class StabilityRule:
 
 def probe_value(probe: str) -> str | None:
     """The answer a probe's continuation gives (the math extractor, normalised, as --oracle gt and sc read a
-    response): what the stability rule compares."""
+    response): what the stability rule and the depth policies compare. A continuation that never closes the
+    \\boxed{ the probe prompt opened (it ran out of PROBE_TOKENS, or stopped) gave no answer: None."""
     from .scoring import response_answer
 
-    return response_answer("gt", PROBE_PROMPT + probe, "stop")
+    depth = 1
+    for ch in probe:
+        depth += {"{": 1, "}": -1}.get(ch, 0)
+        if depth == 0:
+            return response_answer("gt", PROBE_PROMPT + probe, "stop")
+    return None
 
 
 class BackendError(UserError, RuntimeError):
@@ -482,7 +488,19 @@ class TraceStream:
 
     @property
     def tokens(self) -> int:
-        return len(self.d.tokens[0])
+        return len(self.d.tokens[0]) if self.d is not None else 0
+
+    def text(self) -> str:
+        """The trace's text so far."""
+        return self.d.text(0)
+
+    def advance_to(self, n: int) -> None:
+        """Decode up to n tokens without probing: a trace an earlier process left running at n, taken up again (the
+        same tokens, drawn by its own generator); an error if it ends before n."""
+        self.d.run(int(n))
+        if self.d.finished or self.d.done[0] is not None or len(self.d.tokens[0]) != n:
+            raise ValueError(f"the trace ended at {len(self.d.tokens[0])} tokens, before {n}: it is not the trace "
+                             "that was left running there (another model or sampler?)")
 
     def segment(self, every: int) -> tuple[Response, str | None]:
         if self.ended:

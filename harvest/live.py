@@ -578,6 +578,9 @@ class LazyBackend:
     def generate(self, *args, **kw):
         return self.get().generate(*args, **kw)
 
+    def trace(self, *args, **kw):
+        return self.get().trace(*args, **kw)
+
     def info(self) -> dict:
         return self._backend.info() if self._backend is not None else {"loaded": False}
 

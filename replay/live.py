@@ -53,7 +53,7 @@ from .kernel import (
     N,
     run_one_any,
 )
-from .policies import ELIMINATION_RULES, REGISTRY, RunConfig
+from .policies import DEPTH_POLICIES, ELIMINATION_RULES, REGISTRY, RunConfig
 from .tables import make_tables
 
 LIVE_POLICIES = tuple(name for name, p in REGISTRY.items() if p.live)  # the oracle needs hindsight
@@ -404,9 +404,6 @@ def _selected(P, W) -> dict[str, list[int]]:
 # generated further. The run is then, decision for decision, the replay of a pool holding the traces as far as they
 # were generated (tests/test_run_depth.py checks it against the engine).
 
-DEPTH_LIVE = ("parallel-probe", "cmc")
-
-
 @dataclass(frozen=True)
 class Segment:
     """A trace after one more segment: its length so far in tokens (the offset of the probe that ends the segment,
@@ -527,12 +524,13 @@ def run_live_depth(source: TraceSource, sizes: Sequence[int], rank: Sequence[int
     shares it (docs/semantics.md: round 0 starts every query's first traces in rank order, then one step per query
     per round; the first start or segment that does not fit ends the run, and is generated but not paid). Returns
     per query `answer` (the label the policy holds; None: none), `correct`, `answered` (it stopped on its own rule),
-    `started` (traces paid for), `traces` (per trace, the segments generated: what the run's pool records), and
+    `started` (traces paid for), `traces` (per trace, the segments generated: what the run's pool records), `paid`
+    (per trace, how many of them the run paid: all but the one that did not fit and ended it, if any), and
     `samples_used` / `tokens_used`, `segments` (generated in all) and `driver_s` / `source_s`."""
     from .reference_depth import cmc_events, parallel_probe_events
 
-    if config.policy not in DEPTH_LIVE:
-        raise ValueError(f"run_live_depth runs {', '.join(DEPTH_LIVE)}, not {config.policy!r}")
+    if config.policy not in DEPTH_POLICIES:
+        raise ValueError(f"run_live_depth runs {', '.join(DEPTH_POLICIES)}, not {config.policy!r}")
     if config.unit not in ("samples", "tokens"):
         raise ValueError(f"--unit {config.unit} is replay only for {config.policy}: a live run pays samples or tokens")
     if config.probe_cost != "tokens":
@@ -554,11 +552,18 @@ def run_live_depth(source: TraceSource, sizes: Sequence[int], rank: Sequence[int
     else:
         out, samples, tokens = cmc_events(queries, order, int(budget_total), beta=config.cmc_beta, unit=config.unit)
     answers = [{v: a for a, v in q.labels.items()} for q in queries]
+    traces = [[list(t.segments) for t in q.traces if t.segments] for q in queries]
+    paid = [[len(t) for t in q] for q in traces]
+    if timed.last is not None:  # the segment (or start) that did not fit and ended the run: generated, not paid
+        i, k = timed.last
+        cap = config.trace_cap
+        ran = sum(min(t[-1].tokens, cap) if cap else t[-1].tokens for q in traces for t in q)
+        if ran > tokens or len(traces[i]) > out[i][3]:
+            paid[i][k] -= 1
     seconds = time.perf_counter() - t0
     return {"answer": [answers[i].get(int(a)) for i, (a, _, _, _) in enumerate(out)],
             "correct": [bool(ok) for _, ok, _, _ in out], "answered": [bool(d) for _, _, d, _ in out],
-            "started": [int(s) for _, _, _, s in out],
-            "traces": [[list(t.segments) for t in q.traces] for q in queries],
+            "started": [int(s) for _, _, _, s in out], "traces": traces, "paid": paid,
             "samples_used": int(samples), "tokens_used": int(tokens), "segments": timed.calls,
             "source_s": timed.seconds, "driver_s": seconds - timed.seconds}
 
@@ -567,9 +572,10 @@ class _TimedTraces:
     """A TraceSource counted and timed (the driver's own seconds are the rest)."""
 
     def __init__(self, source: TraceSource):
-        self.source, self.calls, self.seconds = source, 0, 0.0
+        self.source, self.calls, self.seconds, self.last = source, 0, 0.0, None
 
     def segment(self, i: int, k: int) -> Segment:
+        self.last = (i, k)
         t0 = time.perf_counter()
         try:
             return self.source.segment(i, k)

@@ -20,7 +20,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from ttc.harvest.backends import StabilityRule  # noqa: E402
+from ttc.harvest.backends import PROBE_PROMPT, StabilityRule  # noqa: E402
 from ttc.harvest.pipeline import query_seed  # noqa: E402
 from ttc.harvest.run import RunError, RunRequest, execute, plan_run  # noqa: E402
 from ttc.harvest.types import Response, Sampling  # noqa: E402
@@ -105,6 +105,14 @@ class ProbedBackend:
         return out
 
 
+    def trace(self, prompt, seed, sampling, stop=None):
+        """Sample k's trace (as generate serves it) a segment of STEP tokens at a time: its probes before its end,
+        then its end (TransformersBackend.trace's form). `fail_after`: the segment (counted over the backend's
+        streams) that raises instead, as a backend that goes down mid-run."""
+        i = self.by_prompt[prompt]
+        k = seed - query_seed(SEED, self.pp.ids[i])
+        return _ProbedStream(self, int(self.perm[i * self.pp.size + k]))
+
     def _stable(self, j, every, m, cap, sampling):
         """(offset, answer) of the probe that stops trace j under the stability rule, as TransformersBackend probes a
         running trace (every `every` tokens below its end, the cap and max_tokens; the pool holds a probe at every
@@ -116,6 +124,31 @@ class ProbedBackend:
             if rule.feed(None if probes[off] < 0 else str(probes[off])):
                 return off, probes[off]
         return None
+
+
+class _ProbedStream:
+    def __init__(self, backend, j):
+        self.b, self.j, self.at, self.tokens = backend, j, 0, 0
+        self.probes = [(o, a) for o, a in backend.pp.probes[j] if o < backend.pp.tok[j]]
+
+    def advance_to(self, n):
+        self.at = next(m + 1 for m, (o, _) in enumerate(self.probes) if o == n)
+        self.tokens = n
+
+    def segment(self, every):
+        assert every == STEP
+        b = self.b
+        b.segments = getattr(b, "segments", 0) + 1
+        if getattr(b, "fail_after", None) is not None and b.segments > b.fail_after:
+            raise RuntimeError("the backend went down")
+        if self.at < len(self.probes):
+            o, a = self.probes[self.at]
+            self.at += 1
+            self.tokens = o
+            probe = "no idea" if a < 0 else f"{a}}}"
+            return Response("thinking ... " + PROBE_PROMPT + probe, o, "probe"), probe
+        self.tokens = b.pp.tok[self.j]
+        return Response(_text(b.pp.ans[self.j]), b.pp.tok[self.j], "stop"), None
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +165,10 @@ def request(pp: ProbedPool, out: Path, **kw) -> RunRequest:
 
 def _assert_equals_replay(o, pp, cfg, budget):
     """The live run o against `ttc replay` of cfg on the pool its backend served, same seed: per query and in total."""
-    df, pq = replay(pp.pool(), [cfg], [budget], [SEED], per_query=True)
+    from ttc.replay.policies import DEPTH_POLICIES
+
+    df, pq = replay(pp.pool(), [cfg], [budget], [SEED], per_query=True,
+                    select="sc" if cfg.policy in DEPTH_POLICIES else "bon")
     tot, per_query = df.row(0, named=True), {r["query_id"]: r for r in pq.iter_rows(named=True)}
     for r in o.results:
         e = per_query[r["query_id"]]
@@ -361,10 +397,14 @@ def test_a_depth_policy_live_equals_its_replay(policy, kw, unit, budgets, cap):
             assert o["segments"] == len(src.calls) == sum(len(t) for q in o["traces"] for t in q)
             if cap % 500 == 0:  # a cap at a probe's offset: a trace there ends at its probe, nothing past it is asked
                 assert all(s.tokens <= cap for q in o["traces"] for t in q for s in t) or not cap
+            unpaid = [(i, k) for i, q in enumerate(o["traces"]) for k, t in enumerate(q) if o["paid"][i][k] < len(t)]
+            assert unpaid in ([], [src.calls[-1]]), (seed, budget)
             if generated != o["tokens_used"]:
                 i, k = src.calls[-1]
                 t = o["traces"][i][k]
                 assert generated - ran(t) + (ran(t[:-1]) if len(t) > 1 else 0) == o["tokens_used"], (seed, budget)
+                assert unpaid == [(i, k)]
+            assert [sum(p > 0 for p in q) for q in o["paid"]] == o["started"]
 
 
 def test_a_depth_policy_live_reads_its_traces_lazily():
@@ -409,16 +449,20 @@ def test_run_live_depth_refuses_what_it_cannot_run_live():
 
 
 @pytest.fixture(scope="module")
-def tiny_tf(tmp_path_factory):
+def tiny_dir(tmp_path_factory):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     from support.tiny_model import make_tiny_model
 
+    # EOS no likelier than any other token: traces of tens of tokens, several probes each
+    return make_tiny_model(tmp_path_factory.mktemp("models") / "tiny", eos_logit=0.0)
+
+
+@pytest.fixture(scope="module")
+def tiny_tf(tiny_dir):
     from ttc.harvest.backends import TransformersBackend
 
-    # EOS no likelier than any other token: traces of tens of tokens, several probes each
-    return TransformersBackend(str(make_tiny_model(tmp_path_factory.mktemp("models") / "tiny", eos_logit=0.0)),
-                               device="cpu")
+    return TransformersBackend(str(tiny_dir), device="cpu")
 
 
 @pytest.mark.parametrize("every", [2, 5])
@@ -454,3 +498,158 @@ def test_a_trace_advanced_in_segments_is_the_one_generation(tiny_tf, every, temp
                 assert trace == tok.decode(ids[:n], skip_special_tokens=True)
             seen += len(probes)
     assert seen > 0
+
+
+# ttc run --policy parallel-probe | cmc (harvest/run/depth.py): the backend's traces a segment at a time; the run
+# equals the replay of the pool the backend served, writes each trace's probes, and resumes where it stopped
+
+LIVE_DEPTH = [("parallel-probe", dict(chains=3, stable=2, patience=2, probe_warmup=1)), ("cmc", dict(cmc_beta=0.25))]
+
+
+@pytest.mark.parametrize("cap", [0, CAP])
+@pytest.mark.parametrize("unit, budget", [("samples", 2.0), ("tokens", 1500.0), ("tokens", 6000.0)])
+@pytest.mark.parametrize("policy, kw", LIVE_DEPTH)
+def test_a_depth_policy_run_equals_the_replay(pp, tmp_path, policy, kw, unit, budget, cap):
+    import polars as pl
+
+    backend = ProbedBackend(pp)
+    req = request(pp, tmp_path / "out", policy=policy, unit=unit, budget=budget, trace_cap=cap, probe_every=STEP,
+                  **kw)
+    o = execute(plan_run(req), backend, None, echo=lambda s: None)
+    cfg = RunConfig(policy, unit=unit, trace_cap=cap, **kw)
+    _assert_equals_replay(o, pp, cfg, budget)
+    assert o.summary["config"] == cfg.label() and o.summary["select"] == "sc"
+    # the pool: one row per trace started, its probes as the backend gave them (a prefix of the served trace's)
+    parts = pl.read_parquet(tmp_path / "out" / "pool" / "samples").sort("query_id", "sample_idx")
+    perm = backend.perm
+    for r in parts.iter_rows(named=True):
+        i, k = pp.ids.index(r["query_id"]), r["sample_idx"]
+        j = int(perm[i * pp.size + k])
+        served = [(off, None if a < 0 else str(a)) for off, a in pp.probes[j] if off < pp.tok[j]]
+        got = list(zip(r["probe_tokens"], r["probe_answer"]))
+        assert got == served[:len(got)], r
+        if r["finish_reason"] == "stop":
+            assert got == served and r["n_tokens"] == pp.tok[j]
+        else:
+            assert r["finish_reason"] in ("open", "cap") and r["n_tokens"] == got[-1][0]
+        if cap:
+            assert r["n_tokens"] <= cap
+    started = {r["query_id"]: r["responses"] for r in o.results}
+    assert all(parts.filter(pl.col("query_id") == q).height >= n for q, n in started.items())
+    meta = json.loads((tmp_path / "out" / "pool" / "pool.json").read_text())
+    assert meta["allocation"]["depth"]["policy"] == policy and meta["allocation"]["depth"]["probe_every"] == STEP
+    # the pool is the run's memory: a rerun makes the same decisions and generates nothing
+    again = execute(plan_run(req), backend, None, echo=lambda s: None)
+    assert again.generated_now == 0 and again.results == o.results and again.summary["spent"] == o.summary["spent"]
+
+
+@pytest.mark.parametrize("policy, kw", LIVE_DEPTH)
+def test_an_interrupted_depth_run_resumes_where_it_stopped(pp, tmp_path, policy, kw):
+    """A backend that goes down after some segments: the run stops with the error, having written its traces (some
+    left open); the rerun serves those segments from the pool, takes each open trace up where it stopped, and ends
+    as the run that was never interrupted, generating only what that run generated beyond them."""
+    whole_backend = ProbedBackend(pp)
+    req = lambda out: request(pp, out, policy=policy, unit="tokens", budget=6000.0, probe_every=STEP,  # noqa: E731
+                              **kw)
+    whole = execute(plan_run(req(tmp_path / "whole")), whole_backend, None, echo=lambda s: None)
+    for stop_at in (5, whole_backend.segments // 2, whole_backend.segments - 1):
+        down = ProbedBackend(pp)
+        down.fail_after = stop_at
+        out = tmp_path / f"cut{stop_at}"
+        with pytest.raises(Exception, match="went down"):
+            execute(plan_run(req(out)), down, None, echo=lambda s: None)
+        import polars as pl
+
+        assert pl.read_parquet(out / "pool" / "samples")["finish_reason"].to_list().count("open") > 0
+        up = ProbedBackend(pp)
+        lines = []
+        o = execute(plan_run(req(out)), up, None, echo=lines.append)
+        assert o.resumed and "resuming" in lines[0]
+        assert o.results == whole.results and o.summary["spent"] == whole.summary["spent"]
+        assert up.segments == whole_backend.segments - stop_at  # (each segment generated once, over both)
+        assert pl.read_parquet(out / "pool" / "samples").sort("query_id", "sample_idx").equals(
+            pl.read_parquet(tmp_path / "whole" / "pool" / "samples").sort("query_id", "sample_idx"))
+
+
+@pytest.mark.parametrize("kw, msg", [
+    (dict(depth_rule="stability"), "--depth-rule does not apply to --policy parallel-probe"),
+    (dict(select="bon"), "answers with its own vote"),
+    (dict(backend="openai", backend_options={"base_url": "http://localhost:9/v1"}),
+     "--policy parallel-probe needs a backend that can stop a trace"),
+    (dict(trace_cap=750), "not a multiple of --probe-every"),
+    (dict(oracle="judge"), "replay only for now"),
+    (dict(probe_cost="autotts"), "--probe-cost is replay only"),
+    (dict(unit="token-matched"), "token-matched"),
+])
+def test_a_depth_policy_run_it_cannot_honour_is_refused(pp, tmp_path, kw, msg):
+    base = dict(policy="parallel-probe", probe_every=STEP, trace_cap=0)
+    with pytest.raises(Exception, match=msg):
+        plan_run(request(pp, tmp_path / "out", **{**base, **kw}))
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_probe_whose_box_never_closes_has_no_answer():
+    """A probe's continuation that runs out (PROBE_TOKENS) or ends before closing the \\boxed{ the probe prompt opened
+    gave no answer; it used to read as the answer '\\boxed{...' (the text after the open brace), a label that two
+    such probes could agree on."""
+    from ttc.harvest.backends import probe_value
+
+    for unclosed in ("no idea", "", "x", "{1}", "1 + {2"):
+        assert probe_value(unclosed) is None, unclosed
+    for closed, want in (("1}", "1"), ("\\frac{1}{2}}", "\\frac{1}{2}"), ("7} and more", "7")):
+        assert probe_value(closed) == want, closed
+    assert probe_value("}") is None  # (an empty box)
+
+
+@pytest.mark.parametrize("policy, extra", [("parallel-probe", ["--chains", "3", "--stable", "2", "--patience", "1",
+                                                               "--probe-warmup", "0"]),
+                                           ("cmc", ["--cmc-beta", "0"])])
+def test_a_depth_policy_runs_on_the_transformers_backend(tiny_dir, tmp_path, policy, extra):
+    """`ttc run --policy parallel-probe | cmc` with the transformers backend on the tiny model: every trace it
+    started is the sample of that index (the whole run's, same seed) as far as it ran: whole where it ended, its
+    first n tokens where it was left open, probed every --probe-every tokens; the run paid what its traces ran (all
+    but at most the one segment that did not fit); a rerun generates nothing."""
+    import polars as pl
+    from typer.testing import CliRunner
+
+    from support.tiny_model import single_thread_torch
+
+    from ttc.cli import app
+
+    math = HERE / "fixtures" / "harvest_pipeline" / "math_small.jsonl"
+    base = ["run", "--dataset", str(math), "--model", str(tiny_dir), "--backend", "transformers", "--max-tokens", "30",
+            "--seed", "3", "--max-per-query", "8", "--no-progress", "--device", "cpu"]
+    runner = CliRunner()
+    with single_thread_torch():
+        r = runner.invoke(app, [*base, "--out", str(tmp_path / "whole"), "--policy", "uniform", "--budget", "8"])
+        assert r.exit_code == 0, r.output
+        args = [*base, "--out", str(tmp_path / "depth"), "--policy", policy, "--unit", "tokens", "--budget", "40",
+                "--probe-every", "3", *extra]
+        r = runner.invoke(app, args)
+        assert r.exit_code == 0, r.output
+        again = runner.invoke(app, args)
+        assert again.exit_code == 0, again.output
+    whole = pl.read_parquet(tmp_path / "whole" / "pool" / "samples").sort("query_id", "sample_idx")
+    depth = pl.read_parquet(tmp_path / "depth" / "pool" / "samples").sort("query_id", "sample_idx")
+    tok = __import__("transformers").AutoTokenizer.from_pretrained(str(tiny_dir))
+    by = {(w["query_id"], w["sample_idx"]): w for w in whole.iter_rows(named=True)}
+    reasons = set()
+    for d in depth.iter_rows(named=True):
+        w = by[(d["query_id"], d["sample_idx"])]
+        reasons.add(d["finish_reason"])
+        offsets = d["probe_tokens"]
+        assert offsets == list(range(3, 3 * len(offsets) + 1, 3)), d
+        if d["finish_reason"] in ("stop", "length"):
+            assert (d["text"], d["n_tokens"], d["finish_reason"]) == (w["text"], w["n_tokens"], w["finish_reason"])
+            assert len(offsets) == (w["n_tokens"] - 1) // 3  # (every multiple of 3 below its end)
+        else:
+            assert d["finish_reason"] == "open" and d["n_tokens"] == offsets[-1] < w["n_tokens"], d
+            trace = d["text"].split(PROBE_PROMPT)[0]
+            assert trace == tok.decode(tok.encode(w["text"], add_special_tokens=False)[:d["n_tokens"]],
+                                       skip_special_tokens=True)
+    assert "open" in reasons, reasons
+    summary = json.loads((tmp_path / "depth" / "run.json").read_text())
+    ran = int(depth["n_tokens"].sum())
+    assert ran - 3 <= summary["spent"]["tokens"] <= ran
+    assert summary["spent"]["tokens"] <= summary["budget_total"]
+    assert json.loads((tmp_path / "depth" / "run.json").read_text())["this_process"]["responses_generated"] == 0
