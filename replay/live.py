@@ -545,12 +545,10 @@ def run_live_depth(source: TraceSource, sizes: Sequence[int], rank: Sequence[int
     timed = _TimedTraces(source)
     queries = [_LiveQuery(timed, i, int(sizes[i]), config.trace_cap) for i in range(n)]
     order = [int(q) for q in np.argsort(np.asarray(rank, np.int64), kind="stable")]
-    if config.policy == "parallel-probe":
-        out, samples, tokens = parallel_probe_events(queries, order, int(budget_total), chains=config.chains,
-                                                     T=config.stable, patience=config.patience,
-                                                     warm=config.probe_warmup, unit=config.unit)
-    else:
-        out, samples, tokens = cmc_events(queries, order, int(budget_total), beta=config.cmc_beta, unit=config.unit)
+    # the policy's parameters (its registry entry's), under the twins' own names where they differ
+    kw = {_TWIN_NAMES.get(name, name): getattr(config, name) for name in REGISTRY[config.policy].params}
+    run = parallel_probe_events if config.policy == "parallel-probe" else cmc_events
+    out, samples, tokens = run(queries, order, int(budget_total), unit=config.unit, **kw)
     answers = [{v: a for a, v in q.labels.items()} for q in queries]
     traces = [[list(t.segments) for t in q.traces if t.segments] for q in queries]
     paid = [[len(t) for t in q] for q in traces]
@@ -566,6 +564,9 @@ def run_live_depth(source: TraceSource, sizes: Sequence[int], rank: Sequence[int
             "started": [int(s) for _, _, _, s in out], "traces": traces, "paid": paid,
             "samples_used": int(samples), "tokens_used": int(tokens), "segments": timed.calls,
             "source_s": timed.seconds, "driver_s": seconds - timed.seconds}
+
+
+_TWIN_NAMES = {"stable": "T", "probe_warmup": "warm", "cmc_beta": "beta"}  # RunConfig's -> reference_depth's
 
 
 class _TimedTraces:

@@ -68,6 +68,12 @@ def _text(a: int, lead: str = "so the final answer is") -> str:
     return "no answer here" if a < 0 else f"{lead} \\boxed{{{a}}}"
 
 
+def _probed(a: int) -> str:
+    """A trace stopped part-way, as TransformersBackend writes it: the trace, the probe prompt and the probe's
+    continuation (its box closed on the answer, or never closed: no answer)."""
+    return "thinking ... " + PROBE_PROMPT + ("no idea" if a < 0 else f"{a}}}")
+
+
 class ProbedBackend:
     """Answers sample k of a query (seed = query_seed + k) with the trace at position k of replay's permutation for
     SEED; with trace_cap, a trace longer than the cap stops there (finish_reason "cap", the cap's tokens) and answers
@@ -95,10 +101,10 @@ class ProbedBackend:
                 if j is None:  # beyond the pool: never used (--max-per-query is the pool size)
                     rows.append(Response("beyond the pool", 1, "stop"))
                 elif probe_every and (hit := self._stable(j, probe_every, depth_m, trace_cap, sampling)):
-                    rows.append(Response("thinking ... " + _text(hit[1], "the answer so far is"), hit[0], "stable"))
+                    rows.append(Response(_probed(hit[1]), hit[0], "stable"))
                 elif trace_cap and self.pp.tok[j] > trace_cap:
                     probe = dict(self.pp.probes[j])[trace_cap]  # (the pool holds a probe at every STEP before its end)
-                    rows.append(Response("thinking ... " + _text(probe, "the answer so far is"), trace_cap, "cap"))
+                    rows.append(Response(_probed(probe), trace_cap, "cap"))
                 else:
                     rows.append(Response(_text(self.pp.ans[j]), self.pp.tok[j], "stop"))
             out.append(rows)
@@ -145,8 +151,7 @@ class _ProbedStream:
             o, a = self.probes[self.at]
             self.at += 1
             self.tokens = o
-            probe = "no idea" if a < 0 else f"{a}}}"
-            return Response("thinking ... " + PROBE_PROMPT + probe, o, "probe"), probe
+            return Response(_probed(a), o, "probe"), _probed(a).split(PROBE_PROMPT)[1]
         self.tokens = b.pp.tok[self.j]
         return Response(_text(b.pp.ans[self.j]), b.pp.tok[self.j], "stop"), None
 
@@ -491,6 +496,14 @@ def test_a_trace_advanced_in_segments_is_the_one_generation(tiny_tf, every, temp
             assert r == whole, (seed, every)
             with pytest.raises(ValueError, match="ended"):
                 stream.segment(every)
+            if probes:  # a trace taken up again where an earlier process left it (a resume) goes on the same way
+                again = tiny_tf.trace(prompt, seed, s, stop=stop)
+                again.advance_to(probes[0][0])
+                rest = [again.segment(every) for _ in range(len(probes))]
+                assert [p for _, p in rest[:-1]] == [p for _, _, p in probes[1:]] and rest[-1][0] == whole
+                wrong = tiny_tf.trace(prompt, seed, s, stop=stop)
+                with pytest.raises(ValueError, match="ended at"):
+                    wrong.advance_to(whole.n_tokens + 1)
             # each probe's trace is the whole sample's first n tokens (what --depth-rule stability probes there)
             tok = tiny_tf.tokenizer
             ids = tok.encode(whole.text, add_special_tokens=False)
@@ -653,3 +666,18 @@ def test_a_depth_policy_runs_on_the_transformers_backend(tiny_dir, tmp_path, pol
     assert ran - 3 <= summary["spent"]["tokens"] <= ran
     assert summary["spent"]["tokens"] <= summary["budget_total"]
     assert json.loads((tmp_path / "depth" / "run.json").read_text())["this_process"]["responses_generated"] == 0
+
+
+def test_a_capped_trace_whose_probe_never_closes_holds_no_answer():
+    """A trace stopped at --trace-cap answers its probe's box (probe_value), not whatever the math extractor reads
+    in the probe prompt's "The final answer is \\boxed{..." when the box never closes (it read '\\boxed{noidea')."""
+    from ttc.harvest.live import BackendSource
+    from ttc.harvest.types import Query
+
+    q = Query("q", "math", "p", gold="3")
+    src = BackendSource(None, [q], lambda q: q.problem, Sampling(n=1, max_tokens=10), oracle="gt")
+    got = src._score(0, [Response("a trace" + PROBE_PROMPT + "no idea", 6, "cap"),
+                         Response("a trace" + PROBE_PROMPT + "3}", 6, "cap"),
+                         Response("a trace, so \\boxed{4}" + PROBE_PROMPT + "", 6, "cap"),
+                         Response("so the final answer is \\boxed{3}", 5, "stop")])
+    assert [(o.answer, o.correct) for o in got] == [(None, False), ("3", True), (None, False), ("3", True)]
