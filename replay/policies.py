@@ -315,8 +315,9 @@ def param(default, doc: str, *, flag: str | None = None, short: str | None = Non
     parameter's range (Range.parse's interval text), or `choices`, the values of a string parameter or of an int
     one that takes a few; `why`: what the range means, said in the error message (e.g. "0: no cap").
     scope: who reads it when no registry entry lists it (depth's, read by every policy through the pool's depth
-    view); live: whether `ttc run` takes it (--probe-cost is replay only: a live trace pays the tokens it ran); view: read through the pool's depth view (engine.depth_pool),
-    never by a width policy's own code or its reference twin."""
+    view); live: whether `ttc run` takes it (--probe-cost is replay only: a live trace pays the tokens it ran);
+    view: read through the pool's depth view (engine.depth_pool), never by a width policy's own code or its
+    reference twin."""
     return field(default=default, metadata={"doc": doc, "flag": flag, "short": short, "sweep": sweep,
                                             "replay_default": replay_default, "choices": choices,
                                             "range": Range.parse(within) if within is not None else None, "why": why,

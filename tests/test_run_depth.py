@@ -416,9 +416,9 @@ def test_a_depth_policy_live_reads_its_traces_lazily():
     """parallel-probe with one chain and nothing to prune asks for one segment at a time, in the order the policy
     explores them (round 0 starts every query's trace in rank order, then one segment per query per round), and a
     query it stops asks for nothing more."""
-    from support.depth_pools import probed_pool
-
     from ttc.replay.rng import query_order
+
+    from support.depth_pools import probed_pool
 
     pool = dataclasses.replace(probed_pool(np.random.default_rng(4), n_queries=5, max_traces=4, max_probes=8),
                                query_ids=[f"q{i}" for i in range(5)])
@@ -438,6 +438,7 @@ def test_a_depth_policy_live_reads_its_traces_lazily():
 
 def test_run_live_depth_refuses_what_it_cannot_run_live():
     from ttc.replay.live import PoolTraces, run_live_depth
+
     from support.depth_pools import probed_pool
 
     pool = probed_pool(np.random.default_rng(0), n_queries=2)
@@ -474,9 +475,9 @@ def tiny_tf(tiny_dir):
 @pytest.mark.parametrize("temperature, top_p, stop", [(1.0, 1.0, ()), (0.7, 0.9, ()), (1.0, 1.0, ("step",)),
                                                       (0.0, 1.0, ())])
 def test_a_trace_advanced_in_segments_is_the_one_generation(tiny_tf, every, temperature, top_p, stop):
-    from support.tiny_model import single_thread_torch
-
     from ttc.harvest.backends import PROBE_PROMPT
+
+    from support.tiny_model import single_thread_torch
 
     s = Sampling(n=1, temperature=temperature, top_p=top_p, max_tokens=30)
     prompt = "what is the sum of 2 and 3 ?"
@@ -539,7 +540,7 @@ def test_a_depth_policy_run_equals_the_replay(pp, tmp_path, policy, kw, unit, bu
         i, k = pp.ids.index(r["query_id"]), r["sample_idx"]
         j = int(perm[i * pp.size + k])
         served = [(off, None if a < 0 else str(a)) for off, a in pp.probes[j] if off < pp.tok[j]]
-        got = list(zip(r["probe_tokens"], r["probe_answer"]))
+        got = list(zip(r["probe_tokens"], r["probe_answer"], strict=True))
         assert got == served[:len(got)], r
         if r["finish_reason"] == "stop":
             assert got == served and r["n_tokens"] == pp.tok[j]
@@ -625,9 +626,9 @@ def test_a_depth_policy_runs_on_the_transformers_backend(tiny_dir, tmp_path, pol
     import polars as pl
     from typer.testing import CliRunner
 
-    from support.tiny_model import single_thread_torch
-
     from ttc.cli import app
+
+    from support.tiny_model import single_thread_torch
 
     math = HERE / "fixtures" / "harvest_pipeline" / "math_small.jsonl"
     base = ["run", "--dataset", str(math), "--model", str(tiny_dir), "--backend", "transformers", "--max-tokens", "30",

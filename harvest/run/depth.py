@@ -169,7 +169,7 @@ class BackendTraces:
         for row in rows:
             probes = [(int(o), a, bool(ok) if ok is not None else False, None)
                       for o, a, ok in zip(row["probe_tokens"] or [], row["probe_answer"] or [],
-                                          row["probe_correct"] or [])]
+                                          row["probe_correct"] or [], strict=True)]
             end = None
             if row["finish_reason"] != "open":
                 end = (Response(row["text"] or "", int(row["n_tokens"]), row["finish_reason"] or "unknown"),
@@ -260,8 +260,6 @@ class _TraceWriter:
 
 def _read_traces(plan) -> dict[str, list[dict]]:
     """An earlier process's traces (the part file), per query id in sample order."""
-    import polars as pl
-
     from ttc.replay.pool import PoolError, verify_file
 
     f = plan.pool / "samples" / PART
@@ -280,7 +278,6 @@ def _read_traces(plan) -> dict[str, list[dict]]:
     for qid, rows in out.items():
         if [r["sample_idx"] for r in rows] != list(range(len(rows))):
             raise RunError(f"{f}: query {qid!r}'s traces are not samples 0, 1, ...; delete it and rerun")
-    del pl
     return out
 
 
@@ -337,7 +334,6 @@ def execute_depth(plan, backend: Any, tokenizer: Any = None, *, prompt_len=None,
     src.backend_s -= load_s
     overhead_s = max(0.0, t_loop - src.backend_s - src.score_s - load_s)
     run.close(snapshot(), overhead_s=round(overhead_s, 3))
-    src.backend = backend
     results = _results(plan, src, live)
     summary = _summary(plan, src, live, results, run.meta, run.record, time.perf_counter() - run.t_start)
     summary["this_process"].update(overhead_s=round(overhead_s, 3), write_s=round(writer.write_s, 3),
