@@ -682,3 +682,12 @@ def test_a_capped_trace_whose_probe_never_closes_holds_no_answer():
                          Response("a trace, so \\boxed{4}" + PROBE_PROMPT + "", 6, "cap"),
                          Response("so the final answer is \\boxed{3}", 5, "stop")])
     assert [(o.answer, o.correct) for o in got] == [(None, False), ("3", True), (None, False), ("3", True)]
+
+
+def test_a_depth_run_resumed_with_other_terms_is_refused(pp, tmp_path):
+    """The policy's parameters and the probe spacing are the run's: a rerun with others is refused, listing them."""
+    kw = dict(policy="parallel-probe", unit="tokens", budget=1500.0, probe_every=STEP, chains=3)
+    execute(plan_run(request(pp, tmp_path / "out", **kw)), ProbedBackend(pp), None, echo=lambda s: None)
+    for other in (dict(chains=4), dict(probe_every=2 * STEP), dict(policy="cmc", chains=64)):
+        with pytest.raises(RunError, match="another configuration"):
+            plan_run(request(pp, tmp_path / "out", **{**kw, **other}))
