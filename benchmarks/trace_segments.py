@@ -24,10 +24,10 @@ def main():
     ap.add_argument("--seeds", type=int, default=4)
     ap.add_argument("--repeats", type=int, default=5)
     a = ap.parse_args()
-    from support.tiny_model import make_tiny_model, single_thread_torch
-
     from ttc.harvest.backends import TransformersBackend
     from ttc.harvest.types import Sampling
+
+    from support.tiny_model import make_tiny_model, single_thread_torch
 
     # EOS far below the other tokens: every trace runs to --tokens
     b = TransformersBackend(str(make_tiny_model(Path(tempfile.mkdtemp()) / "m", eos_logit=-5.0)), device="cpu")

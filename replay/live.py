@@ -438,6 +438,8 @@ class PoolTraces:
 
     def segment(self, i: int, k: int) -> Segment:
         p = self.pool
+        if not 0 <= k < int(p.off[i + 1] - p.off[i]):
+            raise ValueError(f"query {i} has no trace {k} (it holds {int(p.off[i + 1] - p.off[i])})")
         j = int(self.perm[int(p.off[i]) + k])
         e = self.at.get((i, k), 0)
         self.at[(i, k)] = e + 1

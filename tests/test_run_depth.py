@@ -618,17 +618,29 @@ def test_a_probe_whose_box_never_closes_has_no_answer():
 @pytest.mark.parametrize("policy, extra", [("parallel-probe", ["--chains", "3", "--stable", "2", "--patience", "1",
                                                                "--probe-warmup", "0"]),
                                            ("cmc", ["--cmc-beta", "0"])])
-def test_a_depth_policy_runs_on_the_transformers_backend(tiny_dir, tmp_path, policy, extra):
+def test_a_depth_policy_runs_on_the_transformers_backend(tiny_dir, tmp_path, policy, extra, monkeypatch):
     """`ttc run --policy parallel-probe | cmc` with the transformers backend on the tiny model: every trace it
     started is the sample of that index (the whole run's, same seed) as far as it ran: whole where it ended, its
     first n tokens where it was left open, probed every --probe-every tokens; the run paid what its traces ran (all
-    but at most the one segment that did not fit); a rerun generates nothing."""
+    but at most the one segment that did not fit); a rerun generates nothing; and the run's own pool (its traces in
+    sample order, an open one running past its last probe) driven again gives the same run. The tiny model's greedy
+    probes never close their box, so each probe's pass runs and its continuation is then replaced by a closed box
+    holding the trace's length in characters mod 3 (answers that agree and differ)."""
     import polars as pl
     from typer.testing import CliRunner
 
     from ttc.cli import app
+    from ttc.harvest.backends import TransformersBackend
 
     from support.tiny_model import single_thread_torch
+
+    real = TransformersBackend.probe_answer
+
+    def probe(self, ids, trace):
+        real(self, ids, trace)
+        return f"{len(trace) % 3}}}"
+
+    monkeypatch.setattr(TransformersBackend, "probe_answer", probe)
 
     math = HERE / "fixtures" / "harvest_pipeline" / "math_small.jsonl"
     base = ["run", "--dataset", str(math), "--model", str(tiny_dir), "--backend", "transformers", "--max-tokens", "30",
@@ -667,6 +679,40 @@ def test_a_depth_policy_runs_on_the_transformers_backend(tiny_dir, tmp_path, pol
     assert ran - 3 <= summary["spent"]["tokens"] <= ran
     assert summary["spent"]["tokens"] <= summary["budget_total"]
     assert json.loads((tmp_path / "depth" / "run.json").read_text())["this_process"]["responses_generated"] == 0
+    assert depth["probe_answer"].explode().drop_nulls().n_unique() > 1
+
+    # the run's pool driven again (replay.live.PoolTraces in sample order, the run's query order and budget)
+    from ttc.replay.live import PoolTraces, run_live_depth
+    from ttc.replay.pool import Pool
+    from ttc.replay.rng import query_keys, query_order
+
+    res = {r["query_id"]: r for r in pl.read_parquet(tmp_path / "depth" / "results.parquet").iter_rows(named=True)}
+    ids = sorted(res)
+    rows = {q: [r for r in depth.iter_rows(named=True) if r["query_id"] == q] for q in ids}
+    off = np.concatenate([[0], np.cumsum([len(rows[q]) for q in ids])]).astype(np.int64)
+    tok, ans, ok, poff, ptok, pans, pok = [], [], [], [0], [], [], []
+    for q in ids:
+        code: dict = {}
+        for r in rows[q]:
+            opened = r["finish_reason"] not in ("stop", "length")
+            tok.append(r["n_tokens"] + 1 if opened else r["n_tokens"])  # (an open trace was still running)
+            ans.append(-1 if opened or r["answer"] is None else code.setdefault(r["answer"], len(code)))
+            ok.append(bool(r["correct"]) and not opened)
+            for o, a, c in zip(r["probe_tokens"], r["probe_answer"], r["probe_correct"], strict=True):
+                ptok.append(o)
+                pans.append(-1 if a is None else code.setdefault(a, len(code)))
+                pok.append(bool(c))
+            poff.append(len(ptok))
+    pool = dataclasses.replace(Pool.from_arrays(off, correct=ok, tok=tok, query_ids=ids), ans=np.array(ans),
+                               has_answers=True, probe_off=np.array(poff), probe_tok=np.array(ptok, np.int64),
+                               probe_ans=np.array(pans, np.int64), probe_ok=np.array(pok), has_probes=True)
+    cfg = RunConfig(policy, unit="tokens", **{a[2:].replace("-", "_"): (float if a == "--cmc-beta" else int)(v)
+                                              for a, v in zip(extra[::2], extra[1::2], strict=True)})
+    again = run_live_depth(PoolTraces(pool, np.arange(len(tok))), [8] * len(ids),
+                           query_order(query_keys(ids), 3)[0], config=cfg, budget_total=summary["budget_total"])
+    assert (again["samples_used"], again["tokens_used"]) == (summary["spent"]["samples"], summary["spent"]["tokens"])
+    assert again["started"] == [res[q]["responses"] for q in ids]
+    assert again["answered"] == [res[q]["answered"] for q in ids]
 
 
 def test_a_capped_trace_whose_probe_never_closes_holds_no_answer():
