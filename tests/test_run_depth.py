@@ -557,14 +557,15 @@ def test_a_depth_policy_run_equals_the_replay(pp, tmp_path, policy, kw, unit, bu
     assert again.generated_now == 0 and again.results == o.results and again.summary["spent"] == o.summary["spent"]
 
 
+@pytest.mark.parametrize("cap", [0, CAP])
 @pytest.mark.parametrize("policy, kw", LIVE_DEPTH)
-def test_an_interrupted_depth_run_resumes_where_it_stopped(pp, tmp_path, policy, kw):
+def test_an_interrupted_depth_run_resumes_where_it_stopped(pp, tmp_path, policy, kw, cap):
     """A backend that goes down after some segments: the run stops with the error, having written its traces (some
     left open); the rerun serves those segments from the pool, takes each open trace up where it stopped, and ends
     as the run that was never interrupted, generating only what that run generated beyond them."""
     whole_backend = ProbedBackend(pp)
     req = lambda out: request(pp, out, policy=policy, unit="tokens", budget=6000.0, probe_every=STEP,  # noqa: E731
-                              **kw)
+                              trace_cap=cap, **kw)
     whole = execute(plan_run(req(tmp_path / "whole")), whole_backend, None, echo=lambda s: None)
     for stop_at in (5, whole_backend.segments // 2, whole_backend.segments - 1):
         down = ProbedBackend(pp)

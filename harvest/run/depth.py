@@ -171,7 +171,7 @@ class BackendTraces:
                       for o, a, ok in zip(row["probe_tokens"] or [], row["probe_answer"] or [],
                                           row["probe_correct"] or [], strict=True)]
             end = None
-            if row["finish_reason"] != "open":
+            if row["finish_reason"] not in ("open", "cap"):  # (a trace at the cap is open: the run ended it there)
                 end = (Response(row["text"] or "", int(row["n_tokens"]), row["finish_reason"] or "unknown"),
                        row["answer"], bool(row.get("correct") or False))
             t = _Trace(probes, end)
