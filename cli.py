@@ -1207,7 +1207,7 @@ def merge_cmd(
 # and the registry's others, which it refuses with the reason; tests/test_run_cli.py holds them to those lists.
 LIVE_POLICY_NAMES = tuple(name for name, p in replay_registry.REGISTRY.items() if p.live)  # (others: replay only)
 RUN_ORACLES = ("gt", "sc") + tuple(o for o in ORACLES if o != "gt") + ("confidence",)
-RunPolicy = _choice("RunPolicy", LIVE_POLICY_NAMES)
+RunPolicy = _choice("RunPolicy", LIVE_POLICY_NAMES + replay_registry.DEPTH_POLICIES)  # (depth's: harvest/run/depth.py)
 RunSelect = _choice("RunSelect", LIVE_SELECTIONS)  # cisc and deepconf are computed by replay only
 RunOracle = _choice("RunOracle", RUN_ORACLES)
 RunUnit = _choice("RunUnit", ("samples", "tokens"))
@@ -1236,7 +1236,8 @@ def run_cmd(
                                          "run-batch reads): custom_id is the query id, a top-level \"gold\" its gold "
                                          "answer."),
     policy: RunPolicy = typer.Option(RunPolicy("elimination"), help="The allocation policy (every replay policy "
-                                     "but the hindsight oracle).", rich_help_panel=_RUN_PANEL),
+                                     "but the hindsight ones; parallel-probe and cmc with a backend that can probe a "
+                                     "trace, docs/run.md \"Depth policies\").", rich_help_panel=_RUN_PANEL),
     oracle: RunOracle = typer.Option(RunOracle("gt"), help="What scores each response: gt (the final answer graded "
                                      "against the gold one), sc (answer agreement, no gold needed), exec (lcb-exec "
                                      "predictions run in the sandbox), prm (a process reward model: --prm-model, "
@@ -1267,9 +1268,9 @@ def run_cmd(
                                       "query that wants more is exhausted).", rich_help_panel=_RUN_PANEL),
     lookahead: int = typer.Option(1, help="Responses generated per query per backend call: more means fewer calls "
                                   "and up to lookahead - 1 unused responses per query; decisions do not change."),
-    probe_every: int = typer.Option(500, help="--depth-rule stability: probe each trace for its answer so far "
-                                    "every this many tokens (the probe spacing replay reads from a probed pool's "
-                                    "offsets; AutoTTS's 500)."),
+    probe_every: int = typer.Option(500, help="--depth-rule stability, --policy parallel-probe and cmc: probe each "
+                                    "trace for its answer so far every this many tokens (the probe spacing replay "
+                                    "reads from a probed pool's offsets; AutoTTS's 500)."),
     free_slots: bool = typer.Option(True, "--free-slots/--no-free-slots", help="With a backend that takes "
                                     "concurrent requests (openai): ask for each query's next response as soon as "
                                     "the run wants it, --concurrency in flight, so a request that finishes early "

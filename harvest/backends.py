@@ -71,10 +71,16 @@ class StabilityRule:
 
 def probe_value(probe: str) -> str | None:
     """The answer a probe's continuation gives (the math extractor, normalised, as --oracle gt and sc read a
-    response): what the stability rule compares."""
+    response): what the stability rule and the depth policies compare. A continuation that never closes the
+    \\boxed{ the probe prompt opened (it ran out of PROBE_TOKENS, or stopped) gave no answer: None."""
     from .scoring import response_answer
 
-    return response_answer("gt", PROBE_PROMPT + probe, "stop")
+    depth = 1
+    for ch in probe:
+        depth += {"{": 1, "}": -1}.get(ch, 0)
+        if depth == 0:
+            return response_answer("gt", PROBE_PROMPT + probe, "stop")
+    return None
 
 
 class BackendError(UserError, RuntimeError):
@@ -322,85 +328,17 @@ class TransformersBackend:
         """depth: (every, m, limit, probes): the stability rule (generate's probe_every, depth_m), probing a running
         trace at every multiple of `every` tokens below `limit` (a trace cut at max_tokens is not probed there: its
         pool reads no probe at or past its end), with `probes` the prompt's cache of probe texts."""
-        import torch
+        d = _Decoding(self, ids, row_seeds, sampling, stop, confidence, threshold, depth)
+        d.run(sampling.max_tokens)
+        return d.responses()
 
-        rows = len(row_seeds)
-        k = confidence.top_logprobs if confidence is not None else 0
-        sampled: list[list[float]] = [[] for _ in range(rows)]     # the sampled tokens' log-probs
-        confs: list[list[float]] = [[] for _ in range(rows)]       # DeepConf's token confidence, when asked
-        dev = self.device
-        gens = [torch.Generator(device=dev).manual_seed(s) for s in row_seeds]
-        tokens: list[list[int]] = [[] for _ in range(rows)]
-        done: list[str | None] = [None] * rows
-        cut: list[int | None] = [None] * rows
-        stoppers = [GroupStop(confidence.window, threshold) for _ in range(rows)] if threshold is not None else None
-        rules = [StabilityRule(depth[1]) for _ in range(rows)] if depth is not None else None
-        window = max((len(s) for s in stop), default=0) + 4
-        with torch.inference_mode():
-            prompt = torch.tensor([ids], device=dev)
-            try:   # logits of the last position only: a long prompt's full logits can take gigabytes
-                out = self.model(input_ids=prompt, use_cache=True, logits_to_keep=1)
-            except TypeError:
-                out = self.model(input_ids=prompt, use_cache=True)
-            past = _kv_cache(out)
-            logits = out.logits[:, -1, :].float().expand(rows, -1)
-            if rows > 1:
-                past.batch_repeat_interleave(rows)
-            if k > logits.shape[-1]:
-                raise InputError(f"--confidence-top-k {k} exceeds the vocabulary of {self.model_name} "
-                                 f"({logits.shape[-1]} tokens)")
-            for step in range(sampling.max_tokens):
-                nxt = self._choose(logits, gens, sampling, done)
-                if confidence is not None:
-                    # the model's own distribution, before temperature and top-p: what vLLM returns by default
-                    lp = torch.log_softmax(logits, dim=-1)
-                    chosen = lp.gather(1, nxt.view(-1, 1)).view(-1).tolist()
-                    top = lp.topk(k, dim=-1).values.tolist() if k else None
-                for r, t in enumerate(nxt.tolist()):
-                    if done[r] is not None:
-                        continue
-                    tokens[r].append(t)
-                    if confidence is not None:
-                        sampled[r].append(chosen[r])
-                        if k:
-                            confs[r].append(token_confidence(top[r], k))
-                    if t in self.eos_ids:
-                        done[r] = "stop"
-                    elif stop:
-                        tail = self.tokenizer.decode(tokens[r][-window:], skip_special_tokens=True)
-                        if any(s in tail for s in stop):
-                            full = self.tokenizer.decode(tokens[r], skip_special_tokens=True)
-                            hits = [full.find(s) for s in stop if s in full]
-                            if hits:
-                                done[r], cut[r] = "stop", min(hits)
-                    # after the checks above: a trace whose last token is EOS or ends a stop string is still one the
-                    # filter stopped (its lows end below the threshold there, which is how replay will read it)
-                    if stoppers is not None and stoppers[r].feed(confs[r][-1]):
-                        done[r] = "confidence"
-                    if rules is not None and done[r] is None and len(tokens[r]) % depth[0] == 0 \
-                            and len(tokens[r]) < depth[2]:
-                        trace = self.tokenizer.decode(tokens[r], skip_special_tokens=True)
-                        if trace not in depth[3]:
-                            depth[3][trace] = self.probe_answer(ids, trace)
-                        if rules[r].feed(probe_value(depth[3][trace])):
-                            done[r] = "stable"
-                if all(d is not None for d in done) or step == sampling.max_tokens - 1:
-                    break
-                out = self.model(input_ids=nxt.view(rows, 1), use_cache=True, **{self._cache_kw: past})
-                past = _kv_cache(out)
-                logits = out.logits[:, -1, :].float()
-        res = []
-        for r in range(rows):
-            body = [t for t in tokens[r] if t not in self.eos_ids]
-            text = self.tokenizer.decode(body, skip_special_tokens=True)
-            if cut[r] is not None:
-                text = text[:cut[r]]
-            if done[r] == "stable":  # (its tokens hold no EOS: text is the probed trace)
-                text = text + PROBE_PROMPT + depth[3][text]
-            signals = confidence.compute(sampled[r], confs[r] if k else None) if confidence is not None else None
-            res.append(Response(text=text, n_tokens=len(tokens[r]), finish_reason=done[r] or "length",
-                                signals=signals))
-        return res
+    def trace(self, prompt: str, seed: int, sampling: Sampling, stop: Sequence[str] | None = None) -> "TraceStream":
+        """One trace of `prompt` (the sample drawn with `seed`, as generate draws it) advanced a segment at a time
+        (TraceStream.segment): the depth policies live (replay.live.run_live_depth)."""
+        check_sampling([prompt], Sampling(n=1, temperature=sampling.temperature, top_p=sampling.top_p,
+                                          max_tokens=sampling.max_tokens, seed=sampling.seed), [seed])
+        ids = encode_prompt(self.tokenizer, prompt)
+        return TraceStream(self, ids, _Decoding(self, ids, [seed], sampling, [s for s in (stop or ()) if s]))
 
     @staticmethod
     def _choose(logits, gens, sampling: Sampling, done):
@@ -419,6 +357,165 @@ class TransformersBackend:
             if done[r] is None:   # a finished row draws nothing, so its generator never advances
                 nxt[r] = torch.multinomial(probs[r], 1, generator=g)[0]
         return nxt
+
+
+class _Decoding:
+    """TransformersBackend._decode's state between tokens, so that a decoding can pause at a token count and go on
+    later (TraceStream) with the very computations one uninterrupted run makes: the prompt prefilled once, its cache
+    repeated for the rows, then one forward pass per token, each fed the tokens drawn before it, every row from
+    its own generator (run() feeds a drawn token only when the next one is drawn)."""
+
+    def __init__(self, backend: "TransformersBackend", ids: list[int], row_seeds: list[int], sampling: Sampling,
+                 stop: list[str], confidence: ConfidenceSpec | None = None, threshold: float | None = None,
+                 depth: tuple | None = None):
+        import torch
+
+        self.b, self.ids, self.sampling, self.stop = backend, ids, sampling, stop
+        self.confidence, self.depth = confidence, depth
+        rows = self.rows = len(row_seeds)
+        k = self.k = confidence.top_logprobs if confidence is not None else 0
+        self.sampled: list[list[float]] = [[] for _ in range(rows)]     # the sampled tokens' log-probs
+        self.confs: list[list[float]] = [[] for _ in range(rows)]       # DeepConf's token confidence, when asked
+        dev = backend.device
+        self.gens = [torch.Generator(device=dev).manual_seed(s) for s in row_seeds]
+        self.tokens: list[list[int]] = [[] for _ in range(rows)]
+        self.done: list[str | None] = [None] * rows
+        self.cut: list[int | None] = [None] * rows
+        self.stoppers = [GroupStop(confidence.window, threshold) for _ in range(rows)] if threshold is not None \
+            else None
+        self.rules = [StabilityRule(depth[1]) for _ in range(rows)] if depth is not None else None
+        self.window = max((len(s) for s in stop), default=0) + 4
+        self.step, self.finished, self.feed = 0, False, None
+        with torch.inference_mode():
+            prompt = torch.tensor([ids], device=dev)
+            try:   # logits of the last position only: a long prompt's full logits can take gigabytes
+                out = backend.model(input_ids=prompt, use_cache=True, logits_to_keep=1)
+            except TypeError:
+                out = backend.model(input_ids=prompt, use_cache=True)
+            self.past = _kv_cache(out)
+            self.logits = out.logits[:, -1, :].float().expand(rows, -1)
+            if rows > 1:
+                self.past.batch_repeat_interleave(rows)
+            if k > self.logits.shape[-1]:
+                raise InputError(f"--confidence-top-k {k} exceeds the vocabulary of {backend.model_name} "
+                                 f"({self.logits.shape[-1]} tokens)")
+
+    def run(self, until: int) -> None:
+        """Decode until every row is done, max_tokens are drawn, or `until` steps (tokens per row) are."""
+        import torch
+
+        b, sampling, confidence, k = self.b, self.sampling, self.confidence, self.k
+        tokens, done, depth = self.tokens, self.done, self.depth
+        with torch.inference_mode():
+            while not self.finished and self.step < until:
+                if self.feed is not None:
+                    out = b.model(input_ids=self.feed.view(self.rows, 1), use_cache=True, **{b._cache_kw: self.past})
+                    self.past = _kv_cache(out)
+                    self.logits = out.logits[:, -1, :].float()
+                    self.feed = None
+                logits = self.logits
+                nxt = b._choose(logits, self.gens, sampling, done)
+                if confidence is not None:
+                    # the model's own distribution, before temperature and top-p: what vLLM returns by default
+                    lp = torch.log_softmax(logits, dim=-1)
+                    chosen = lp.gather(1, nxt.view(-1, 1)).view(-1).tolist()
+                    top = lp.topk(k, dim=-1).values.tolist() if k else None
+                for r, t in enumerate(nxt.tolist()):
+                    if done[r] is not None:
+                        continue
+                    tokens[r].append(t)
+                    if confidence is not None:
+                        self.sampled[r].append(chosen[r])
+                        if k:
+                            self.confs[r].append(token_confidence(top[r], k))
+                    if t in b.eos_ids:
+                        done[r] = "stop"
+                    elif self.stop:
+                        tail = b.tokenizer.decode(tokens[r][-self.window:], skip_special_tokens=True)
+                        if any(s in tail for s in self.stop):
+                            full = b.tokenizer.decode(tokens[r], skip_special_tokens=True)
+                            hits = [full.find(s) for s in self.stop if s in full]
+                            if hits:
+                                done[r], self.cut[r] = "stop", min(hits)
+                    # after the checks above: a trace whose last token is EOS or ends a stop string is still one the
+                    # filter stopped (its lows end below the threshold there, which is how replay will read it)
+                    if self.stoppers is not None and self.stoppers[r].feed(self.confs[r][-1]):
+                        done[r] = "confidence"
+                    if self.rules is not None and done[r] is None and len(tokens[r]) % depth[0] == 0 \
+                            and len(tokens[r]) < depth[2]:
+                        trace = b.tokenizer.decode(tokens[r], skip_special_tokens=True)
+                        if trace not in depth[3]:
+                            depth[3][trace] = b.probe_answer(self.ids, trace)
+                        if self.rules[r].feed(probe_value(depth[3][trace])):
+                            done[r] = "stable"
+                self.step += 1
+                if all(d is not None for d in done) or self.step == sampling.max_tokens:
+                    self.finished = True
+                else:
+                    self.feed = nxt
+
+    def text(self, r: int) -> str:
+        """Row r's text so far (EOS dropped, cut at a stop string)."""
+        body = [t for t in self.tokens[r] if t not in self.b.eos_ids]
+        text = self.b.tokenizer.decode(body, skip_special_tokens=True)
+        return text[:self.cut[r]] if self.cut[r] is not None else text
+
+    def responses(self) -> list[Response]:
+        res = []
+        for r in range(self.rows):
+            text = self.text(r)
+            if self.done[r] == "stable":  # (its tokens hold no EOS: text is the probed trace)
+                text = text + PROBE_PROMPT + self.depth[3][text]
+            signals = self.confidence.compute(self.sampled[r], self.confs[r] if self.k else None) \
+                if self.confidence is not None else None
+            res.append(Response(text=text, n_tokens=len(self.tokens[r]), finish_reason=self.done[r] or "length",
+                                signals=signals))
+        return res
+
+
+class TraceStream:
+    """One trace decoded a segment at a time (TransformersBackend.trace): segment(every) draws up to `every` more
+    tokens with the trace's own generator and cache, exactly the tokens one uninterrupted generation of that sample
+    draws (tests/test_run_depth.py checks it on the tiny model), and returns (Response, probe): a trace still
+    running below max_tokens is probed there as --depth-rule stability probes it (finish_reason "probe", its text
+    the trace, PROBE_PROMPT and the probe's continuation; probe that continuation), else its end (the Response
+    generate gives, probe None). Its decoding state stays in memory (the model's cache for the trace) until it is
+    dropped."""
+
+    def __init__(self, backend: "TransformersBackend", ids: list[int], decoding: _Decoding):
+        self.b, self.ids, self.d = backend, ids, decoding
+        self.ended = False
+
+    @property
+    def tokens(self) -> int:
+        return len(self.d.tokens[0]) if self.d is not None else 0
+
+    def text(self) -> str:
+        """The trace's text so far."""
+        return self.d.text(0)
+
+    def advance_to(self, n: int) -> None:
+        """Decode up to n tokens without probing: a trace an earlier process left running at n, taken up again (the
+        same tokens, drawn by its own generator); an error if it ends before n."""
+        self.d.run(int(n))
+        if self.d.finished or self.d.done[0] is not None or len(self.d.tokens[0]) != n:
+            raise ValueError(f"the trace ended at {len(self.d.tokens[0])} tokens, before {n}: it is not the trace "
+                             "that was left running there (another model or sampler?)")
+
+    def segment(self, every: int) -> tuple[Response, str | None]:
+        if self.ended:
+            raise ValueError("the trace has ended")
+        if not isinstance(every, numbers.Integral) or isinstance(every, bool) or every < 1:
+            raise InputError(f"a segment must be a whole number of tokens >= 1, got {every!r}")
+        d = self.d
+        d.run(d.step + int(every))
+        if d.finished or d.done[0] is not None:
+            self.ended = True
+            self.d = None  # (the cache is no longer needed)
+            return d.responses()[0], None
+        trace = d.text(0)
+        probe = self.b.probe_answer(self.ids, trace)
+        return Response(text=trace + PROBE_PROMPT + probe, n_tokens=len(d.tokens[0]), finish_reason="probe"), probe
 
 
 def _kv_cache(out: Any) -> Any:

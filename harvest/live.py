@@ -533,7 +533,7 @@ class BackendSource:
         rule = ANSWER_RULES.get(q.task, "gt")
         out = []
         for r in responses:
-            answer = response_answer(rule, r.text, r.finish_reason)
+            answer = _probed_answer(r) if r.finish_reason in PROBED else response_answer(rule, r.text, r.finish_reason)
             if self.oracle == "sc":
                 score = 0.0
                 if self.score_signal is not None:
@@ -554,6 +554,18 @@ class BackendSource:
                 ok = cache[answer]
             out.append(Observed(ok, 1.0 if ok else 0.0, answer, r.n_tokens))
         return out
+
+
+# finish reasons of a trace stopped part-way and probed (--trace-cap, --depth-rule stability): its answer is its
+# probe's box (harvest.backends.probe_value), none when the box never closed
+PROBED = ("cap", "stable")
+
+
+def _probed_answer(r: Response) -> str | None:
+    from .backends import PROBE_PROMPT, probe_value
+
+    head, sep, probe = r.text.rpartition(PROBE_PROMPT)
+    return probe_value(probe) if sep else None
 
 
 class LazyBackend:
@@ -577,6 +589,9 @@ class LazyBackend:
 
     def generate(self, *args, **kw):
         return self.get().generate(*args, **kw)
+
+    def trace(self, *args, **kw):
+        return self.get().trace(*args, **kw)
 
     def info(self) -> dict:
         return self._backend.info() if self._backend is not None else {"loaded": False}

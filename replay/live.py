@@ -53,7 +53,7 @@ from .kernel import (
     N,
     run_one_any,
 )
-from .policies import ELIMINATION_RULES, REGISTRY, RunConfig
+from .policies import DEPTH_POLICIES, ELIMINATION_RULES, REGISTRY, RunConfig
 from .tables import make_tables
 
 LIVE_POLICIES = tuple(name for name, p in REGISTRY.items() if p.live)  # the oracle needs hindsight
@@ -396,3 +396,195 @@ def _selected(P, W) -> dict[str, list[int]]:
             j = int(W.si[int(P.aoff[i]) + 1 + a, FIRST_J]) if a >= 0 else -1
             out[rule].append(j - base if j >= 0 else -1)
     return out
+
+
+# ---------------------------------------------------------------------------------------------- depth policies live
+# parallel-probe and cmc (docs/semantics.md, "Depth") advance each trace a segment at a time and decide between
+# segments, so they cannot be one engine run cut where whole responses are missing, as run_live is. Their live driver
+# instead runs the policies' plain-Python twins (replay/reference_depth.py, which match the engine run for run and
+# AutoTTS's source on all its files) on traces whose events are produced by the source only when the policy first
+# reads them: each read is a segment the policy explores, so a trace the policy prunes or a query it stops is never
+# generated further. The run is then, decision for decision, the replay of a pool holding the traces as far as they
+# were generated (tests/test_run_depth.py checks it against the engine).
+
+@dataclass(frozen=True)
+class Segment:
+    """A trace after one more segment: its length so far in tokens (the offset of the probe that ends the segment,
+    or the trace's end), the answer it then holds (its probe's, or its final answer when finished; None: none) and
+    that answer's correctness."""
+
+    tokens: int
+    answer: Hashable | None
+    correct: bool
+    finished: bool
+
+
+class TraceSource(Protocol):
+    def segment(self, i: int, k: int) -> Segment:
+        """Advance trace k of query i (k = 0, 1, ... in the order the policy starts them) by one segment: the first
+        call starts it. Called at most once more after a finished segment never."""
+        ...
+
+
+class PoolTraces:
+    """The traces of a probed pool (load_pool(probes=True)) in the order of a permutation, served a segment (one
+    probe, or the end) at a time: trace k of query i is response perm[off[i] + k], its segments its probes before
+    its end (`--probe-cost tokens`: a probe at or past the end is never reached) and then its end. `served` counts the
+    segments asked for (a test reads it to see that the run generated only what it explored)."""
+
+    def __init__(self, pool, perm):
+        if not pool.has_probes:
+            raise ValueError("PoolTraces needs a pool with probes (load_pool(probes=True))")
+        self.pool, self.perm = pool, perm
+        self.at: dict[tuple[int, int], int] = {}
+        self.served = 0
+
+    def segment(self, i: int, k: int) -> Segment:
+        p = self.pool
+        if not 0 <= k < int(p.off[i + 1] - p.off[i]):
+            raise ValueError(f"query {i} has no trace {k} (it holds {int(p.off[i + 1] - p.off[i])})")
+        j = int(self.perm[int(p.off[i]) + k])
+        e = self.at.get((i, k), 0)
+        self.at[(i, k)] = e + 1
+        self.served += 1
+        total = int(p.tok[j])
+        probes = [m for m in range(int(p.probe_off[j]), int(p.probe_off[j + 1])) if int(p.probe_tok[m]) < total]
+        if e < len(probes):
+            m = probes[e]
+            a = int(p.probe_ans[m])
+            return Segment(int(p.probe_tok[m]), None if a < 0 else a, bool(p.probe_ok[m]), False)
+        if e > len(probes):
+            raise ValueError(f"query {i} trace {k} was asked for a segment after its end")
+        a = int(p.ans[j])
+        return Segment(total, None if a < 0 else a, bool(p.correct[j]), True)
+
+
+class _LiveTrace:
+    """One trace's events (reference_depth.trace_events' form: (cumulative cost, answer id, correct, finished)) as
+    far as the policy has read them: indexing an event not produced yet asks the source for the next segment. The
+    trace cap applies as replay's depth view applies it: a probe at the cap is an event, and a trace running past
+    the cap ends there (cost the cap) holding its last probe's answer."""
+
+    def __init__(self, source: TraceSource, i: int, k: int, cap: int, code: Callable[[Hashable | None], int]):
+        self.source, self.i, self.k, self.cap, self.code = source, i, k, cap, code
+        self.events: list[tuple[int, int, int, bool]] = []
+        self.segments: list[Segment] = []
+
+    def __getitem__(self, e: int):
+        while len(self.events) <= e:
+            if self.events and self.events[-1][3]:
+                raise IndexError(f"query {self.i} trace {self.k} has ended")
+            self._more()
+        return self.events[e]
+
+    def _more(self):
+        s = self.source.segment(self.i, self.k)
+        if s.tokens < 0 or (self.segments and s.tokens < self.segments[-1].tokens):
+            raise ValueError(f"query {self.i} trace {self.k}: segment at {s.tokens} tokens, after "
+                             f"{self.segments[-1].tokens if self.segments else 0}")
+        self.segments.append(s)
+        a = self.code(s.answer)
+        ok = int(bool(s.correct)) if a >= 0 else 0
+        cap = self.cap
+        if cap and s.tokens > cap:  # it ran past the cap: it ends there, holding its last probe's answer
+            last = self.events[-1] if self.events else (0, -1, 0, False)
+            self.events.append((cap, last[1], last[2], True))
+        elif s.finished:
+            self.events.append((s.tokens, a, ok, True))
+        else:
+            self.events.append((s.tokens, a, ok, False))
+            if cap and s.tokens == cap:
+                self.events.append((cap, a, ok, True))
+
+
+class _LiveQuery:
+    """A query's traces as the reference's schedulers index them (traces[:chains], traces[pos], len): each made on
+    first use, none generated before the policy reads its first event."""
+
+    def __init__(self, source: TraceSource, i: int, size: int, cap: int):
+        self.source, self.i, self.size, self.cap = source, i, size, cap
+        self.labels: dict[Hashable, int] = {}
+        self.traces: list[_LiveTrace] = []
+
+    def code(self, answer: Hashable | None) -> int:
+        return -1 if answer is None else self.labels.setdefault(answer, len(self.labels))
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return [self[m] for m in range(*k.indices(self.size))]
+        if not 0 <= k < self.size:
+            raise IndexError(k)
+        while len(self.traces) <= k:
+            self.traces.append(_LiveTrace(self.source, self.i, len(self.traces), self.cap, self.code))
+        return self.traces[k]
+
+
+def run_live_depth(source: TraceSource, sizes: Sequence[int], rank: Sequence[int], *, config: RunConfig,
+                   budget_total: int) -> dict:
+    """Run parallel-probe or cmc live over `source` (a TraceSource): sizes[i] bounds query i's traces, rank[i] is its
+    position in the run's query order, the budget (config.unit: samples or tokens) is shared by the batch as replay
+    shares it (docs/semantics.md: round 0 starts every query's first traces in rank order, then one step per query
+    per round; the first start or segment that does not fit ends the run, and is generated but not paid). Returns
+    per query `answer` (the label the policy holds; None: none), `correct`, `answered` (it stopped on its own rule),
+    `started` (traces paid for), `traces` (per trace, the segments generated: what the run's pool records), `paid`
+    (per trace, how many of them the run paid: all but the one that did not fit and ended it, if any), and
+    `samples_used` / `tokens_used`, `segments` (generated in all) and `driver_s` / `source_s`."""
+    from .reference_depth import cmc_events, parallel_probe_events
+
+    if config.policy not in DEPTH_POLICIES:
+        raise ValueError(f"run_live_depth runs {', '.join(DEPTH_POLICIES)}, not {config.policy!r}")
+    if config.unit not in ("samples", "tokens"):
+        raise ValueError(f"--unit {config.unit} is replay only for {config.policy}: a live run pays samples or tokens")
+    if config.probe_cost != "tokens":
+        raise ValueError("--probe-cost autotts is replay only: a live trace pays the tokens it ran")
+    sizes = np.asarray(sizes, np.int64).reshape(-1)
+    n = len(sizes)
+    if len(rank) != n or sorted(int(r) for r in rank) != list(range(n)):
+        raise ValueError("rank must be a permutation of 0..n-1 with one entry per query")
+    if (sizes < 1).any():
+        raise ValueError("every query must allow at least one trace (sizes >= 1)")
+    t0 = time.perf_counter()
+    timed = _TimedTraces(source)
+    queries = [_LiveQuery(timed, i, int(sizes[i]), config.trace_cap) for i in range(n)]
+    order = [int(q) for q in np.argsort(np.asarray(rank, np.int64), kind="stable")]
+    # the policy's parameters (its registry entry's), under the twins' own names where they differ
+    kw = {_TWIN_NAMES.get(name, name): getattr(config, name) for name in REGISTRY[config.policy].params}
+    run = parallel_probe_events if config.policy == "parallel-probe" else cmc_events
+    out, samples, tokens = run(queries, order, int(budget_total), unit=config.unit, **kw)
+    answers = [{v: a for a, v in q.labels.items()} for q in queries]
+    traces = [[list(t.segments) for t in q.traces if t.segments] for q in queries]
+    paid = [[len(t) for t in q] for q in traces]
+    if timed.last is not None:  # the segment (or start) that did not fit and ended the run: generated, not paid
+        i, k = timed.last
+        cap = config.trace_cap
+        ran = sum(min(t[-1].tokens, cap) if cap else t[-1].tokens for q in traces for t in q)
+        if ran > tokens or len(traces[i]) > out[i][3]:
+            paid[i][k] -= 1
+    seconds = time.perf_counter() - t0
+    return {"answer": [answers[i].get(int(a)) for i, (a, _, _, _) in enumerate(out)],
+            "correct": [bool(ok) for _, ok, _, _ in out], "answered": [bool(d) for _, _, d, _ in out],
+            "started": [int(s) for _, _, _, s in out], "traces": traces, "paid": paid,
+            "samples_used": int(samples), "tokens_used": int(tokens), "segments": timed.calls,
+            "source_s": timed.seconds, "driver_s": seconds - timed.seconds}
+
+
+_TWIN_NAMES = {"stable": "T", "probe_warmup": "warm", "cmc_beta": "beta"}  # RunConfig's -> reference_depth's
+
+
+class _TimedTraces:
+    """A TraceSource counted and timed (the driver's own seconds are the rest)."""
+
+    def __init__(self, source: TraceSource):
+        self.source, self.calls, self.seconds, self.last = source, 0, 0.0, None
+
+    def segment(self, i: int, k: int) -> Segment:
+        self.last = (i, k)
+        t0 = time.perf_counter()
+        try:
+            return self.source.segment(i, k)
+        finally:
+            self.calls += 1
+            self.seconds += time.perf_counter() - t0

@@ -317,10 +317,10 @@ def param(default, doc: str, *, flag: str | None = None, short: str | None = Non
     parameter's range (Range.parse's interval text), or `choices`, the values of a string parameter or of an int
     one that takes a few; `why`: what the range means, said in the error message (e.g. "0: no cap").
     scope: who reads it when no registry entry lists it (depth's, read by every policy through the pool's depth
-    view); live: whether `ttc run` takes it (depth's are replay only until a backend can stop a trace part-way: ttc
-    run leaves them at their defaults, whole traces); view: read through the pool's depth view (engine.depth_pool),
-    never by a width policy's own code or its reference twin; hindsight: its values that read a query's whole pool,
-    which ttc run and run_live refuse (RunConfig.hindsight_values) while they take the others."""
+    view); live: whether `ttc run` takes it (--probe-cost is replay only: a live trace pays the tokens it ran);
+    view: read through the pool's depth view (engine.depth_pool), never by a width policy's own code or its
+    reference twin; hindsight: its values that read a query's whole pool, which ttc run and run_live refuse
+    (RunConfig.hindsight_values) while they take the others."""
     return field(default=default, metadata={"doc": doc, "flag": flag, "short": short, "sweep": sweep,
                                             "replay_default": replay_default, "choices": choices,
                                             "range": Range.parse(within) if within is not None else None, "why": why,
@@ -396,15 +396,15 @@ class RunConfig:
                             "not reached) or autotts (AutoTTS's replay: every probe paid, finishing pays max(total, "
                             "last offset)).", choices=("tokens", "autotts"), scope="every policy (depth)", live=False,
                             view=True)
-    chains: int = param(64, "parallel-probe: traces per query.", live=False, within=f"[1, {MAX_COUNT}]")
-    stable: int = param(40, "parallel-probe: steps the majority must hold to stop a query.", live=False,
+    chains: int = param(64, "parallel-probe: traces per query.", within=f"[1, {MAX_COUNT}]")
+    stable: int = param(40, "parallel-probe: steps the majority must hold to stop a query.",
                         within=f"[1, {MAX_COUNT}]")
-    patience: int = param(7, "parallel-probe: steps off the majority in a row that prune a trace.", live=False,
+    patience: int = param(7, "parallel-probe: steps off the majority in a row that prune a trace.",
                           within=f"[1, {MAX_COUNT}]")
-    probe_warmup: int = param(15, "parallel-probe: steps before any pruning.", live=False, within=f"[0, {MAX_COUNT}]",
+    probe_warmup: int = param(15, "parallel-probe: steps before any pruning.", within=f"[0, {MAX_COUNT}]",
                               why="steps")
     cmc_beta: float = param(0.5, "cmc: its one knob in [0, 1] (0: few traces, easy to stop; 1: up to 64).",
-                            live=False, within="[0, 1]")
+                            within="[0, 1]")
     # the 2025-26 per-query stops (issue 29)
     bf: float = param(10.0, "boinf: the Bayes factor at or above which a query stops (Best-of-Infinity's "
                       "--bayes-threshold; its sweep: 2, 5, 7, 10, 30, 100, 300, ...).", within="(0, inf)",
@@ -738,9 +738,11 @@ def markdown_methods() -> str:
 
 PARAMS = tuple(f for f in fields(RunConfig) if "doc" in f.metadata)  # the parameters, in declaration order
 PARAMS_BY_NAME = {f.name: f for f in PARAMS}
-# The parameters `ttc run` leaves at their defaults (replay only: depth's but the trace cap and the stability rule,
-# which a backend that can stop a trace and probe it takes live)
-DEPTH_FIELDS = tuple(f.name for f in PARAMS if not f.metadata["live"])
+# The depth parameters read on the pool's depth view or by the depth policies (replay/reference_depth.py), not by a
+# width policy: the replay-only ones (live=False: --probe-cost) and parallel-probe's and cmc's own, which `ttc run`
+# takes for those two policies (harvest/run/depth.py) and leaves at their defaults for every other
+DEPTH_FIELDS = tuple(f.name for f in PARAMS if not f.metadata["live"]
+                     or any(f.name in REGISTRY[p].params for p in DEPTH_POLICIES))
 VIEW_FIELDS = tuple(f.name for f in PARAMS if f.metadata["view"])  # the depth view's (all but probe_cost also live)
 SWEPT = tuple(f.name for f in PARAMS if f.metadata["sweep"])  # what ttc replay takes as comma lists
 

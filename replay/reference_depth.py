@@ -144,6 +144,14 @@ def parallel_probe(queries, order, budget, *, chains, T, patience, warm, unit="t
     step each per round; the first exploration that does not fit ends the run, and each query not done holds the
     majority of its unpruned traces' latest answers. Returns (per query (answer, correct, answered, started),
     samples, tokens)."""
+    return parallel_probe_events([[trace_events(*t, cap=cap, cost=cost) for t in q] for q in queries], order, budget,
+                                 chains=chains, T=T, patience=patience, warm=warm, unit=unit)
+
+
+def parallel_probe_events(queries, order, budget, *, chains, T, patience, warm, unit="tokens"):
+    """parallel_probe on the traces' events (trace_events' lists, per query in permutation order), read only as
+    the run reaches them: a sequence that produces an event when it is first indexed (replay/live.py's live traces)
+    sees exactly the explorations the run makes."""
     gens, results, done = {}, {}, set()
     spent = {"samples": 0, "tokens": 0}
 
@@ -159,8 +167,7 @@ def parallel_probe(queries, order, budget, *, chains, T, patience, warm, unit="t
 
     ended = False
     for i in order:
-        evs = [trace_events(*t, cap=cap, cost=cost) for t in queries[i]]
-        g = _parallel_probe_query(evs, chains, T, patience, warm)
+        g = _parallel_probe_query(queries[i], chains, T, patience, warm)
         gens[i] = g
         msg = next(g)
         while msg[0] == "start":
@@ -364,6 +371,12 @@ def cmc(queries, order, budget, *, beta=0.5, unit="tokens", cap=0, cost="tokens"
     order, then one outer step each per round; the first exploration that does not fit ends the run, and each query
     not done holds CMC's final answer (the completed answers' winner, else the majority of its kept traces' latest).
     Returns (per query (answer, correct, answered, started), samples, tokens)."""
+    return cmc_events([[trace_events(*t, cap=cap, cost=cost) for t in q] for q in queries], order, budget, beta=beta,
+                      unit=unit)
+
+
+def cmc_events(queries, order, budget, *, beta=0.5, unit="tokens"):
+    """cmc on the traces' events, read only as the run reaches them (parallel_probe_events)."""
     k = cmc_schedule(beta)
     spent = {"samples": 0, "tokens": 0}
 
@@ -401,7 +414,7 @@ def cmc(queries, order, budget, *, beta=0.5, unit="tokens", cap=0, cost="tokens"
     started = set()
     ended = False
     for i in order:
-        gens[i] = _cmc_query([trace_events(*t, cap=cap, cost=cost) for t in queries[i]], k)
+        gens[i] = _cmc_query(queries[i], k)
         if not advance(i):
             ended = True
             break

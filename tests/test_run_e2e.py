@@ -269,14 +269,25 @@ def test_trace_cap_stops_each_trace_there_and_probes_it(tiny, tmp_path):
 
 
 @pytest.mark.parametrize("every, m", [(3, 1), (2, 2)])
-def test_stability_stops_a_trace_at_agreeing_probes_as_a_prefix_of_the_whole(tiny, tmp_path, every, m):
+def test_stability_stops_a_trace_at_agreeing_probes_as_a_prefix_of_the_whole(tiny, tmp_path, every, m, monkeypatch):
     """--depth-rule stability with the transformers backend: a trace probed every `every` tokens that stops
     (finish_reason stable) is the whole trace's first n_tokens tokens (probing draws nothing from its generator), at
     a probe's offset, shorter than the whole trace, and holds PROBE_PROMPT and a probe with a valid answer (the last
-    of m that agree); a trace that no probe stops is the same as without the rule; the run pays the tokens run."""
+    of m that agree); a trace that no probe stops is the same as without the rule; the run pays the tokens run.
+    The tiny model's greedy probes never close their box (no answer: probe_value), so each probe's forward pass runs
+    and its continuation is then replaced by a closed box holding the parity of the trace's word count (probes
+    every 2 words agree, every 3 alternate)."""
     from transformers import AutoTokenizer
 
-    from ttc.harvest.backends import PROBE_PROMPT, probe_value
+    from ttc.harvest.backends import PROBE_PROMPT, TransformersBackend, probe_value
+
+    real = TransformersBackend.probe_answer
+
+    def probe(self, ids, trace):
+        real(self, ids, trace)
+        return f"{len(trace.split()) % 2}}}"
+
+    monkeypatch.setattr(TransformersBackend, "probe_answer", probe)
 
     ok(runner.invoke(app, run_args(tiny, tmp_path / "whole", "--policy", "uniform", "--budget", "3")))
     r = ok(runner.invoke(app, run_args(tiny, tmp_path / "stable", "--policy", "uniform", "--budget", "3",

@@ -107,6 +107,12 @@ def execute(plan: RunPlan, backend: Any, tokenizer: Any = None, *, prompt_len: C
         from .stream import execute_stream
 
         return execute_stream(plan, backend, tokenizer, lines=lines, prompt_len=prompt_len, argv=argv, echo=echo)
+    from ttc.replay.policies import DEPTH_POLICIES
+
+    if plan.config.policy in DEPTH_POLICIES:  # traces a segment at a time (harvest/run/depth.py)
+        from .depth import execute_depth
+
+        return execute_depth(plan, backend, tokenizer, prompt_len=prompt_len, argv=argv, echo=echo)
     from ttc.replay.rng import query_keys, query_order
 
     req, out, queries = plan.req, Path(plan.req.out), plan.queries

@@ -69,7 +69,9 @@ def plan_run(req: RunRequest) -> RunPlan:
     check_trace_cap(req, req.config)  # (first: a backend that cannot probe is refused before its extra is asked for)
     check_request(req)
     eliminate = req.eliminate or DEFAULT_ELIMINATE[req.oracle]
-    select = req.select or DEFAULT_SELECT[req.oracle]
+    from ttc.replay.policies import DEPTH_POLICIES
+
+    select = req.select or ("sc" if req.config.policy in DEPTH_POLICIES else DEFAULT_SELECT[req.oracle])
     if eliminate not in ELIMINATION_RULES or select not in SELECTION_RULES:
         raise RunError(f"unknown --eliminate {eliminate!r} or --select {select!r}")
     if select not in LIVE_SELECTIONS:  # (the command line offers only these; a RunRequest built in Python may not)
@@ -117,15 +119,22 @@ def check_trace_cap(req: RunRequest, cfg) -> None:
     registry's `probes`), for math answers (the probe asks for a \\boxed{} one), below --max-tokens (a trace never
     runs past that), and not with deepconf-online (which stops traces its own way). Stability probes every
     --probe-every tokens; with a cap too, the cap is a probe's offset (replay answers a capped trace with its last
-    probe at or below the cap, and the live trace answers the probe it gets there)."""
+    probe at or below the cap, and the live trace answers the probe it gets there). parallel-probe and cmc
+    (check_depth_policy) advance their traces --probe-every tokens at a time, each segment ending with a probe: the
+    same terms."""
+    from ttc.replay.policies import DEPTH_POLICIES
+
     from ..registry import BACKENDS
 
-    cap, stability = cfg.trace_cap, cfg.depth_rule == "stability"
-    if not stability and req.probe_every != RunRequest.probe_every:
-        raise RunError("--probe-every spaces the probes of --depth-rule stability; without it nothing reads it")
-    if not cap and not stability:
+    cap, stability, policy = cfg.trace_cap, cfg.depth_rule == "stability", cfg.policy in DEPTH_POLICIES
+    if not stability and not policy and req.probe_every != RunRequest.probe_every:
+        raise RunError("--probe-every spaces the probes of --depth-rule stability, parallel-probe and cmc; without "
+                       "them nothing reads it")
+    if not cap and not stability and not policy:
         return
-    what = "--trace-cap" if not stability else "--depth-rule stability"
+    what = f"--policy {cfg.policy}" if policy else "--trace-cap" if not stability else "--depth-rule stability"
+    if policy:
+        check_depth_policy(req, cfg)
     able = [name for name, b in BACKENDS.items() if b.probes]
     if req.backend in BACKENDS and not BACKENDS[req.backend].probes:
         raise RunError(f"{what} needs a backend that can stop a trace part-way and ask it for its answer so far "
@@ -138,7 +147,7 @@ def check_trace_cap(req: RunRequest, cfg) -> None:
         raise RunError(f"{what} with {by} is replay only for now: a live trace stopped part-way answers "
                        "a \\boxed{} probe, read by --oracle gt or sc")
     every = req.probe_every
-    if stability:
+    if stability or policy:
         if isinstance(every, bool) or not isinstance(every, int) or every < 1:
             raise RunError(f"--probe-every must be a whole number of tokens >= 1, got {every!r}")
         if every >= req.sampling.max_tokens:
@@ -147,6 +156,21 @@ def check_trace_cap(req: RunRequest, cfg) -> None:
         if cap and cap % every:
             raise RunError(f"--trace-cap {cap} is not a multiple of --probe-every {every}: a capped trace answers its "
                            "last probe at or below the cap, so the cap must be a probe's offset")
+
+
+def check_depth_policy(req: RunRequest, cfg) -> None:
+    """parallel-probe and cmc live (harvest/run/depth.py): they stop their traces themselves (no depth rule), pay
+    samples or tokens, answer with their own vote (--select sc), and take queries as one batch."""
+    if cfg.depth_rule != "whole":
+        raise RunError(f"--depth-rule does not apply to --policy {cfg.policy}: it stops its traces itself")
+    if req.stream:
+        raise RunError(f"--stream with --policy {cfg.policy}: its queries share rounds of segments; run them as one "
+                       "batch")
+    if req.select not in (None, "sc"):
+        raise RunError(f"--policy {cfg.policy} answers with its own vote over its traces' answers: --select sc "
+                       f"(got --select {req.select})")
+    if req.prior is not None or req.side is not None or req.confidence is not None:
+        raise RunError(f"--policy {cfg.policy} reads its traces' probes only (no --prior, --side or --confidence)")
 
 
 def check_request(req: RunRequest) -> None:
@@ -308,6 +332,15 @@ def run_records(req: RunRequest, cfg, queries: Sequence[Query], info: dict, data
         allocation["depth"] = {"rule": "stability", "m": cfg.depth_m, "probe_every": req.probe_every,
                                "probe": PROBE_PROMPT, "probe_max_tokens": PROBE_TOKENS,
                                "cost": "a trace stopped by its probes pays the tokens it ran; probes are not charged"}
+    from ttc.replay.policies import DEPTH_POLICIES
+
+    if cfg.policy in DEPTH_POLICIES:  # (likewise)
+        from ..backends import PROBE_PROMPT, PROBE_TOKENS
+
+        allocation["depth"] = {"policy": cfg.policy, "probe_every": req.probe_every, "probe": PROBE_PROMPT,
+                               "probe_max_tokens": PROBE_TOKENS,
+                               "cost": "each trace pays the tokens it ran (segments of probe_every tokens, each "
+                                       "ending with a probe); probes are not charged"}
 
     return generation, allocation
 

@@ -143,14 +143,15 @@ class RunRequest(_RequestFields):
 def run_config(req: RunRequest, eliminate: str):
     """The RunConfig the run allocates with: the request's, with the elimination rule resolved (the oracle's
     default when not given) and the parameters `ttc run` cannot take yet refused unless left at their defaults
-    (DEPTH_FIELDS: replay only)."""
+    (DEPTH_FIELDS: replay only, but parallel-probe's and cmc's own parameters when they run)."""
     from dataclasses import replace
 
-    from ttc.replay.policies import DEPTH_FIELDS, RunConfig, flag
+    from ttc.replay.policies import DEPTH_FIELDS, DEPTH_POLICIES, REGISTRY, RunConfig, flag
 
     default = RunConfig(req.config.policy)
+    own = REGISTRY[req.config.policy].params if req.config.policy in DEPTH_POLICIES else ()
     for name in DEPTH_FIELDS:
-        if getattr(req.config, name) != getattr(default, name):
+        if name not in own and getattr(req.config, name) != getattr(default, name):
             raise RunError(f"{flag(name)} is replay only: ttc run charges a trace the tokens it ran (ttc replay "
                            f"RUN/pool {flag(name)} replays the run's pool with it)")
     try:
@@ -244,7 +245,7 @@ def read_prior(req: RunRequest, queries: Sequence[Query]) -> tuple[list[Query], 
 
 def check_oracle(req: RunRequest, cfg, select: str):
     """What the oracle gives against what the policy, elimination rule and selection read."""
-    from ttc.replay.policies import ELIMINATION_RULES, REGISTRY
+    from ttc.replay.policies import DEPTH_POLICIES, ELIMINATION_RULES, REGISTRY
 
     if req.oracle in UNSUPPORTED:
         raise RunError(f"--oracle {req.oracle}: {UNSUPPORTED[req.oracle]} (ttc run scores with "
@@ -252,11 +253,11 @@ def check_oracle(req: RunRequest, cfg, select: str):
                        f"--oracle {req.oracle}")
     if req.oracle not in LIVE_ORACLES:
         raise RunError(f"unknown oracle {req.oracle!r}; ttc run scores with {', '.join(LIVE_ORACLES)}")
-    if not REGISTRY[cfg.policy].live:
+    if not REGISTRY[cfg.policy].live and cfg.policy not in DEPTH_POLICIES:  # (depth's: run_live_depth)
         from ttc.replay.live import LIVE_POLICIES
 
         raise RunError(f"--policy {cfg.policy} needs hindsight and cannot run live; choose from "
-                       f"{', '.join(LIVE_POLICIES)}")
+                       f"{', '.join(LIVE_POLICIES + DEPTH_POLICIES)}")
     if not ELIMINATION_RULES[cfg.eliminate].live:
         raise RunError(f"--eliminate {cfg.eliminate} needs hindsight (the query's whole pool) and cannot run live; "
                        f"choose from {', '.join(n for n, r in ELIMINATION_RULES.items() if r.live)}")
