@@ -155,6 +155,12 @@ def depth_checks(tag, b1, b8, sampling, seeds, check):
                                  for rc in capped for c in rc if c.finish_reason == "cap"))
     check(f"{tag}: --trace-cap, batch size 1 and 8 give the same traces and probes",
           b8.generate(PROMPTS, sampling, seeds, trace_cap=cap) == capped)
+    # The tiny model's greedy probes never close their box (no answer), so for the stability rule each probe's forward
+    # pass runs on the device and its continuation is then replaced by a closed box holding the parity of the trace's
+    # word count (probes every 2 words agree, every 3 alternate), as tests/test_run_e2e.py does on the CPU.
+    for b in (b1, b8):
+        b.probe_answer = (lambda real: lambda ids, trace: (real(ids, trace), f"{len(trace.split()) % 2}}}")[1])(
+            b.probe_answer)
     for every, m in ((3, 1), (2, 2)):
         got = b1.generate(PROMPTS, sampling, seeds, probe_every=every, depth_m=m)
         bad, stopped = [], 0
@@ -174,6 +180,39 @@ def depth_checks(tag, b1, b8, sampling, seeds, check):
               not bad and stopped > 0, problems=bad[:3], stopped=stopped, traces=sum(len(r) for r in got))
         check(f"{tag}: stability (every {every}, m {m}), batch size 1 and 8 agree",
               b8.generate(PROMPTS, sampling, seeds, probe_every=every, depth_m=m) == got)
+    for b in (b1, b8):
+        del b.probe_answer  # (the real probes again)
+    # parallel-probe and cmc live (TransformersBackend.trace): a trace decoded a segment at a time, probed after each,
+    # is the sample generate draws with the same seed, and a trace taken up again at n tokens (advance_to, a resumed
+    # run) goes on with the same tokens
+    every, bad, segments, probes = 5, [], 0, 0
+    for i, prompt in enumerate(PROMPTS):
+        for j in range(3):
+            w = whole[i][j]
+            st = b1.trace(prompt, seeds[i] + j, sampling)
+            while True:
+                r, probe = st.segment(every)
+                segments += 1
+                if probe is None:
+                    if r != w:
+                        bad.append(f"prompt {i} sample {j}: segments end at {r.n_tokens} ({r.finish_reason}), "
+                                   f"whole {w.n_tokens} ({w.finish_reason})")
+                    break
+                probes += 1
+                trace, _, got = r.text.partition(PROBE_PROMPT)
+                if not (r.n_tokens % every == 0 and trace == prefix(w, r.n_tokens) and got == probe):
+                    bad.append(f"prompt {i} sample {j}: a probe at {r.n_tokens} is not on the whole trace's prefix")
+            if w.n_tokens > 2 * every:
+                again = b1.trace(prompt, seeds[i] + j, sampling)
+                again.advance_to(every)
+                while True:
+                    r, probe = again.segment(every)
+                    if probe is None:
+                        break
+                if r != w:
+                    bad.append(f"prompt {i} sample {j}: taken up at {every} tokens, it ends otherwise")
+    check(f"{tag}: a trace in segments of {every} with probes is generate's sample, also taken up again",
+          not bad and probes > 0, problems=bad[:3], segments=segments, probes=probes)
 
 
 if __name__ == "__main__":
