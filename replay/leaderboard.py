@@ -328,14 +328,7 @@ def plan_pool(path: Path, req: LeaderboardRequest) -> PoolPlan:
     if not pool.has_gt:
         raise PoolError(f"ttc leaderboard needs ground truth, and {path}'s 'correct' column is entirely null")
     units = req.units or list(UNITS)
-    median = None
-    if pool.has_tokens:
-        t = pl.scan_parquet(sample_files(path)).select(pl.col("n_tokens").null_count()).collect().item()
-        if t:
-            raise PoolError(f"{path}: 'n_tokens' is null for {t} responses: a token budget needs every length")
-        median = float(np.median(pool.tok))
-        if not median > 0:
-            median = None
+    median = median_tokens(path, pool)
     if "tokens" in units and median is None and req.units is not None:
         raise PoolError(f"mixed units: --units tokens asks for token budgets, and {path} has no token counts "
                         "(n_tokens); leave it out or use --units samples")
@@ -359,6 +352,21 @@ def plan_pool(path: Path, req: LeaderboardRequest) -> PoolPlan:
         skipped = {p: f"{why}: no column {' or '.join(req.sides)}" if "side signal" in why else why
                    for p, why in skipped.items()}
     return PoolPlan(path, pool, t_idx, r_idx, tp, rp, median, work, side, skipped)
+
+
+def median_tokens(path: Path, pool) -> float | None:
+    """The pool's median response length, the unit of its token budgets (None: no token counts, or all zero); a
+    pool with some lengths null is refused (a token budget needs every length). compare's depth view reads it too, so
+    that its budgets are the leaderboard's."""
+    from .pool import sample_files
+
+    if not pool.has_tokens:
+        return None
+    t = pl.scan_parquet(sample_files(path)).select(pl.col("n_tokens").null_count()).collect().item()
+    if t:
+        raise PoolError(f"{path}: 'n_tokens' is null for {t} responses: a token budget needs every length")
+    median = float(np.median(pool.tok))
+    return median if median > 0 else None
 
 
 def calls(plan: PoolPlan) -> int:
