@@ -1,13 +1,13 @@
 """Write docs/results.md, the leaderboard of today's reasoning models, and its figures (docs/results/), from one
 `ttc leaderboard` run over every public pool: the 29 BoInf and 8 AutoTTS dumps (../shared/data/pools, imported here
-with `ttc import boinf` / `ttc import autotts`) and the embedded pools, and from a second run on the AutoTTS pools
-alone (sc track, token budgets: the width x depth entries, which read the probes). Every number in results.md is read
-from the runs' leaderboard.parquet and depth.parquet; every claim of a difference is a paired difference beyond 2
-standard errors.
+with `ttc import boinf` / `ttc import autotts`) and the embedded pools, and from a `ttc compare --depth` run on the
+AutoTTS pools (the section on depth: the same best entries and numbers as the leaderboard's depth rows, which the
+script checks before writing, with an SE over problems besides the one over seeds). Every number in results.md is
+read from the runs' parquet files; every claim of a difference is a paired difference beyond 2 standard errors.
 
     python docs/make_results.py                      # import (once), run the leaderboard (once), write the docs
     python docs/make_results.py --work /tmp/ttc-results --rerun
-    python docs/make_results.py --leaderboard DIR --depth-leaderboard DIR2   # render from runs already made
+    python docs/make_results.py --leaderboard DIR --compare-depth DIR3   # render from runs already made
 
 The pools and the leaderboard are written under --work (default /tmp/ttc-results), never into the repository; only
 results.md and three small figures are.
@@ -61,65 +61,136 @@ def ensure_depth(work: Path, seeds: int, rerun: bool, main: Path) -> Path:
     return out
 
 
-def depth_section(dl: Path) -> list[str]:
-    """What depth adds and where it does not, from the depth leaderboard's depth.parquet (every number read there)."""
+def ensure_compare_depth(work: Path, seeds: int, rerun: bool) -> Path:
+    """`ttc compare --depth` on the AutoTTS pools: the same best-of-each-kind comparison as the leaderboard's depth
+    rows (the section checks they agree), with the difference's SE over held-out problems besides the one over
+    seeds."""
+    out = work / "compare-depth"
+    if rerun or not (out / "depth.parquet").exists():
+        sh(["ttc", "compare", *map(str, sorted((work / "pools" / "autotts").iterdir())), "--depth", "--seeds",
+            str(seeds), "--out", str(out), "--force"])
+    return out
+
+
+def agree(dw: pl.DataFrame, s: pl.DataFrame):
+    """The leaderboard's depth rows and compare's must be the same numbers (tests/test_compare_depth.py checks it
+    on a synthetic pool; this, on the pools the page reports): refuse to write the page otherwise."""
+    keys = ["pool", "level"]
+    j = dw.join(s, on=keys, how="full", suffix="_cmp")
+    bad = [k for k in ("width_policy", "width_config", "depth_policy", "depth_config", "verdict")
+           if not (j[k] == j[f"{k}_cmp"]).fill_null(False).all()]
+    bad += [k for k in ("width_mean", "width_se", "depth_mean", "depth_se", "diff", "diff_se")
+            if not np.allclose(j[k].to_numpy(), j[f"{k}_cmp"].to_numpy(), atol=1e-12, equal_nan=True)]
+    if bad or j.height != dw.height or j.height != s.height:
+        raise SystemExit(f"the leaderboard's depth rows and ttc compare --depth's disagree ({', '.join(bad) or 'rows'})"
+                         ": not writing results.md")
+
+
+def _level_row(g: pl.DataFrame) -> list:
+    n = g.height
+    b, w = (g["verdict"] == "better").sum(), (g["verdict"] == "worse").sum()
+    bq, wq = (g["verdict_queries"] == "better").sum(), (g["verdict_queries"] == "worse").sum()
+    top = g["depth_policy"].value_counts(sort=True)
+    common = top.filter(pl.col("count") == top["count"][0])["depth_policy"].sort().to_list()
+    return [f"{g['level'][0]:g}x median", f"{b}/{n}", f"{w}/{n}", f"{bq}/{n}", f"{wq}/{n}",
+            f"{float(g['diff'].median()):+.1%}", f"{float(g['ratio'].median()):.2f}", " = ".join(common)]
+
+
+def verdict_text(better: int, worse: int, n: int, problems: int) -> str:
+    """The section's conclusion, from the counts of cells where depth is better / worse beyond 2 SE over problems."""
+    if better == 0 and worse == 0:
+        return (f"Over problems neither kind is better beyond 2 SE in any of the {n} cells: on {problems} held-out "
+                "problems per pool, depth and width cannot be told apart at equal tokens.")
+    if better == 0:
+        return (f"Over problems depth is better in no cell and worse in {worse} of {n}: at equal tokens, depth adds no "
+                "accuracy on these pools; where the two can be told apart, width is ahead.")
+    if worse == 0:
+        return (f"Over problems depth is better in {better} of {n} cells and worse in none: there depth adds accuracy "
+                "at equal tokens.")
+    return (f"Over problems depth is better in {better} and worse in {worse} of {n} cells: what depth adds depends on "
+            "the pool and the budget (the cells above).")
+
+
+MOSTLY = {"better": "mostly better", "worse": "mostly worse", "mixed": "neither mostly better nor worse"}
+
+
+def depth_section(dl: Path, cd: Path) -> list[str]:
+    """What depth adds and where it does not: from `ttc compare --depth`'s depth.parquet (every number read there),
+    checked against the leaderboard's depth rows (the same best entries and numbers)."""
+    from ttc.replay.compare import DEPTH_SE_METHOD, depth_summary
+
     dw = pl.read_parquet(dl / "depth.parquet")
-    cmd = (dl / "leaderboard.md").read_text().split("```bash\n", 1)[1].split("\n```", 1)[0]
-    seeds = pl.read_parquet(dl / "leaderboard.parquet")["n_seeds"][0]
-    n = dw.height
-    better, worse = dw.filter(pl.col("verdict") == "better"), dw.filter(pl.col("verdict") == "worse")
-    dw = dw.with_columns((pl.col("depth_tokens_per_query") / pl.col("width_tokens_per_query")).alias("ratio"))
-    by = (dw.group_by("level", maintain_order=True)
-          .agg(pl.len().alias("n"), (pl.col("verdict") == "better").sum().alias("b"),
-               (pl.col("verdict") == "worse").sum().alias("w"), pl.col("diff").median().alias("d"),
-               pl.col("ratio").median().alias("r"), pl.col("depth_policy").mode().sort().str.join(" = ").alias("p"))
-          .sort("level"))
-    rows = [[f"{r['level']:g}x median", f"{r['b']}/{r['n']}", f"{r['w']}/{r['n']}", f"{r['d']:+.1%}",
-             f"{r['r']:.2f}", r["p"]] for r in by.iter_rows(named=True)]
-    cells = [[r["pool"].removeprefix("autotts-"), f"{r['level']:g}x", r["width_policy"],
-              mse(r["width_mean"], r["width_se"]), f"{r['width_tokens_per_query']:,.0f}", r["depth_policy"],
-              mse(r["depth_mean"], r["depth_se"]), f"{r['depth_tokens_per_query']:,.0f}",
-              f"{r['diff']:+.1%} ± {r['diff_se']:.1%}" + (" *" if r["verdict"] != "within 2 SE" else "")]
-             for r in dw.sort("pool", "level").iter_rows(named=True)]
-    lo = by.filter(pl.col("level") <= 2)
-    hi = by.filter(pl.col("level") >= 8)
+    full = pl.read_parquet(cd / "depth.parquet")
+    s = depth_summary(full)
+    agree(dw, s)
+    cmd = (cd / "compare.md").read_text().split("```bash\n", 1)[1].split("\n```", 1)[0]
+    lb_cmd = (dl / "leaderboard.md").read_text().split("```bash\n", 1)[1].split("\n```", 1)[0]
+    seeds, n_report = full["n_seeds"][0], full["n_report"][0]
+    s = s.with_columns((pl.col("depth_tokens_per_query") / pl.col("width_tokens_per_query")).alias("ratio"))
+    n = s.height
+    widen = float(s.filter(pl.col("diff_se") > 0).select(pl.col("diff_se_queries") / pl.col("diff_se")).median().item())
+    rows = [_level_row(g) for _, g in s.group_by("level", maintain_order=True)]
+    rows.sort(key=lambda r: float(r[0].split("x")[0]))
+
+    def cells(frame):
+        return ", ".join(f"{r['pool'].removeprefix('autotts-')} at {r['level']:g}x ({r['diff']:+.1%})"
+                         for r in frame.sort("pool", "level").iter_rows(named=True)) or "none"
+
+    better, worse = s.filter(pl.col("verdict") == "better"), s.filter(pl.col("verdict") == "worse")
+    better_q = s.filter(pl.col("verdict_queries") == "better")
+    worse_q = s.filter(pl.col("verdict_queries") == "worse")
+    saving = s.filter((pl.col("ratio") < 0.9) & (pl.col("verdict") != "better"))
+    where = []
+    for lvl, g in s.group_by("level", maintain_order=True):
+        b, w = int((g["verdict"] == "better").sum()), int((g["verdict"] == "worse").sum())
+        word = "worse" if w > g.height / 2 else "better" if b > g.height / 2 else "mixed"  # (a majority of pools)
+        where.append((lvl[0], word, b, w, g.height, float(g["diff"].median())))
+    where.sort()
+    per_pool = [[r["pool"].removeprefix("autotts-"), f"{r['level']:g}x", r["width_policy"],
+                 mse(r["width_mean"], r["width_se"]), f"{r['width_tokens_per_query']:,.0f}", r["depth_policy"],
+                 mse(r["depth_mean"], r["depth_se"]), f"{r['depth_tokens_per_query']:,.0f}",
+                 f"{r['diff']:+.1%} ± {r['diff_se']:.1%}" + (" *" if r["verdict"] != "within 2 SE" else ""),
+                 f"± {r['diff_se_queries']:.1%}" + (" *" if r["verdict_queries"] != "within 2 SE" else "")]
+                for r in s.sort("pool", "level").iter_rows(named=True)]
     return [
-        "\n## Depth: stopping traces part-way (the 8 AutoTTS pools)\n",
+        f"\n## What depth adds: stopping traces part-way (the {s['pool'].n_unique()} AutoTTS pools)\n",
         "The AutoTTS dumps probe every trace every 500 tokens (its answer so far), so a trace can be replayed as if "
-        "stopped part-way (docs/semantics.md, Depth). On them the leaderboard run\n",
+        "stopped part-way (docs/semantics.md, Depth). On them\n",
         f"```bash\n{cmd}\n```\n",
-        f"runs its sc track at token budgets (multiples of each pool's median trace length per query), {seeds} seeds, "
-        "with the width-only entries (whole traces: uniform and each policy with each answer-agreement rule) beside "
-        "the width x depth ones (each of those under the answer-stability rule, a trace stopping when its last 3 or "
-        "6 probes agree; Parallel-Probe; AutoTTS's CMC), every entry tuned on one half of each pool's problems and "
-        "measured on the other, as above. Per pool and budget, the best width-only entry and the best width x depth "
-        "entry (each chosen on the tuning half), both on the held-out half at the same token budget; the difference "
-        "is paired over seeds and its SE, like every SE here, covers the draw order on these 15 problems, not other "
-        "problems.\n",
-        table(["budget", "depth better (pools)", "depth worse (pools)", "median difference",
-               "median tokens spent, depth / width", "most often the best depth entry (ties: =)"], rows),
+        "sets, per pool and token budget (multiples of each pool's median trace length per query), the best width-only "
+        "entry (whole traces: uniform, and each score-free policy with each answer-agreement rule) against the best "
+        "width x depth entry (each of those under the answer-stability rule, a trace stopping when its last 3 or 6 "
+        "probes agree; Parallel-Probe; AutoTTS's CMC), without a verifier (majority answer, metric accuracy). Every "
+        "entry's parameters, and each kind's best entry, are chosen on one half of each pool's problems; both best "
+        f"entries are measured on the other half ({n_report} problems) at the same token budget, {seeds} seeds. The "
+        "leaderboard run\n",
+        f"```bash\n{lb_cmd}\n```\n",
+        "chooses the same entries in its sc track in tokens and gives the same numbers (make_results.py refuses to "
+        f"write this page otherwise). Standard errors: {DEPTH_SE_METHOD}. The queries here are problems; the SE over "
+        "problems is the one that says whether a difference would hold on other problems of the kind, and it is a "
+        f"median {widen:.1f} times the SE over seeds here. A "
+        "difference is called only beyond 2 SE.\n",
+        table(["budget", "depth better (pools, SE over seeds)", "depth worse (seeds)", "better (SE over problems)",
+               "worse (problems)", "median difference", "median tokens spent, depth / width",
+               "most often the best depth entry (ties: =)"], rows),
         "",
         f"**What depth adds, and where it does not.** At equal token budgets the best width x depth entry is more "
-        f"accurate than the best width-only one beyond 2 SE in {better.height} of {n} (pool, budget) cells and less "
-        f"accurate in {worse.height}"
-        + (f" (better: {', '.join(f'{r[0]} at {r[1]}' for r in cells if r[-1].endswith('*') and r[-1][0] == '+')})"
-           if better.height else "")
-        + ". Where the budget is tight "
-        f"({', '.join(f'{v:g}x' for v in lo['level'])} the median length) stopping traces early does not buy accuracy: "
-        f"depth is worse on {int(lo['w'].sum())} of {int(lo['n'].sum())} cells and better on {int(lo['b'].sum())}; "
-        "its best entries there are width policies under the stability rule, whose stopped traces answer with their "
-        "answer so far instead of their final one. Where the budget is ample "
-        f"({', '.join(f'{v:g}x' for v in hi['level'])}), depth's best entry (mostly cmc) "
-        f"spends a median {', '.join(f'{r:.2f}' for r in hi['r'])} of the tokens the best width-only entry "
-        f"spends ({', '.join(f'{v:g}x' for v in hi['level'])}), at a median accuracy difference of "
-        f"{float(dw.filter(pl.col('level') >= 8)['diff'].median()):+.1%}: a saving of tokens at a small loss of "
-        "accuracy (the trade AutoTTS and Parallel-Probe report as tokens saved at nearly equal accuracy), not more "
-        "accuracy at equal tokens. The leaderboard's question, the most accuracy a budget buys, is answered by width "
-        "on these pools; depth answers another one (the fewest tokens for nearly the same accuracy), and whether "
-        "its loss is small enough is the user's call.\n",
+        f"accurate than the best width-only one beyond 2 SE over seeds in {better.height} of {n} (pool, budget) cells "
+        f"({cells(better)}) and less accurate in {worse.height}. Beyond 2 SE over problems, which also covers which "
+        f"{n_report} problems were held out, depth is better in {better_q.height} ({cells(better_q)}) and worse in "
+        f"{worse_q.height}. By budget: "
+        + "; ".join(f"at {lvl:g}x the median length depth is {MOSTLY[word]} ({b} better, {w} worse of {m}; "
+                    f"median {d:+.1%})" for lvl, word, b, w, m, d in where)
+        + ". "
+        + (f"Where depth is not more accurate it sometimes spends fewer tokens: in {saving.height} cells it spends "
+           f"under 0.9 of the best width-only entry's tokens (median {float(saving['ratio'].median()):.2f}) at a "
+           f"median accuracy difference of {float(saving['diff'].median()):+.1%}, the trade AutoTTS and "
+           "Parallel-Probe report (tokens saved at nearly equal accuracy), which the question asked here (the most "
+           "accuracy a budget buys) does not reward. " if saving.height else "")
+        + verdict_text(better_q.height, worse_q.height, n, n_report) + "\n",
         "Per pool (held-out accuracy ± SE over seeds; tokens spent per query; * beyond 2 SE):\n",
         table(["pool", "budget", "best width-only", "accuracy", "tokens", "best width x depth", "accuracy", "tokens",
-               "depth - width"], cells),
+               "depth - width ± SE over seeds", "± SE over problems"], per_pool),
     ]
 
 
@@ -390,7 +461,8 @@ def advice_rows(df: pl.DataFrame) -> list[list]:
     return advice
 
 
-def render(lb: Path, cmd: list[str], make_figures: bool = True, depth: Path | None = None) -> str:
+def render(lb: Path, cmd: list[str], make_figures: bool = True, depth: Path | None = None,
+           compare_depth: Path | None = None) -> str:
     df = pl.read_parquet(lb / "leaderboard.parquet")
     agg = pl.read_parquet(lb / "aggregate.parquet")
     if make_figures:
@@ -492,8 +564,8 @@ def render(lb: Path, cmd: list[str], make_figures: bool = True, depth: Path | No
         "8 samples per query, and only where uniform's majority-vote curve still rises; on a flat pool (today's "
         "strong models on MATH-500) it cannot.\n",
     ]
-    if depth is not None:
-        parts += depth_section(depth)
+    if depth is not None and compare_depth is not None:
+        parts += depth_section(depth, compare_depth)
     return "\n".join(parts) + "\n"
 
 
@@ -504,14 +576,19 @@ def main(argv=None):
     ap.add_argument("--rerun", action="store_true", help="rerun the leaderboard even if its output exists")
     ap.add_argument("--leaderboard", type=Path, help="render from this leaderboard directory (no import, no run)")
     ap.add_argument("--depth-leaderboard", type=Path, help="with --leaderboard: the depth run's directory (its "
-                    "depth.parquet; default: none, no depth section)")
+                    "depth.parquet; default: --leaderboard's own when it has one)")
+    ap.add_argument("--compare-depth", type=Path, help="with --leaderboard: the `ttc compare --depth` run's "
+                    "directory (default: none, no depth section)")
     args = ap.parse_args(argv)
     if args.leaderboard is not None:
-        lb, cmd, depth = args.leaderboard, [], args.depth_leaderboard
+        lb, cmd, cd = args.leaderboard, [], args.compare_depth
+        depth = args.depth_leaderboard or (lb if (lb / "depth.parquet").exists() else None)
     else:
         lb, cmd = ensure(args.work, args.seeds, args.rerun)
         depth = ensure_depth(args.work, args.seeds, args.rerun, lb)
-    DOC.write_text(render(lb, cmd, depth=depth))
+        cd = ensure_compare_depth(args.work, args.seeds, args.rerun)
+    text = render(lb, cmd, depth=depth, compare_depth=cd)  # (before writing: a refusal leaves the page as it was)
+    DOC.write_text(text)
     print(f"wrote {DOC} and {FIG}/", file=sys.stderr)
 
 

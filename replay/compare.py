@@ -705,9 +705,9 @@ def compare_depth(plan: DepthPlan, req: CompareRequest, progress=None) -> pl.Dat
     df_r = df_t if plan.same else replay(rp, cfgs, plan.budgets, seeds, select="sc", progress=tick(rp))[0]
     means = _tune_means(df_t, DEPTH_METRIC)
     rows = []
-    for lvl, b in zip(req.token_multiples, plan.budgets):
+    for lvl, b in zip(req.token_multiples, plan.budgets, strict=True):
         chosen = {e.label: choose(e, means, b) for e in plan.entries}
-        best = _kind_best(plan.entries, lambda e: chosen[e.label][1])
+        best = _kind_best(plan.entries, lambda e, chosen=chosen: chosen[e.label][1])
         held = {e.label: df_r.filter((pl.col("config") == chosen[e.label][0].label()) & (pl.col("budget") == b))
                 .sort("seed") for e in plan.entries}
         x_w = held[best["width"].label][DEPTH_METRIC].to_numpy()
