@@ -591,10 +591,11 @@ def markdown(df: pl.DataFrame, command: str, skipped: dict | None = None) -> str
 # width-only ones at equal tokens. The contestants are the leaderboard's sc track in tokens (leaderboard.entries: the
 # width entries, uniform and each score-free policy with each answer-agreement rule, and the depth ones, each of those
 # under the answer-stability rule, parallel-probe and cmc), so the two commands compare the same things; the budgets
-# are the leaderboard's too (--token-multiples of the pool's median response length). Unlike the leaderboard, every
-# configuration of every entry is replayed on the held-out part as well (this command's habit: the full grid on both
-# parts), so that a depth row here and the leaderboard's, made from the chosen configurations alone, are two paths to
-# one number (tests/test_compare_depth.py checks they agree).
+# are the leaderboard's too (--token-multiples of the pool's median response length). As in the leaderboard, only each
+# entry's chosen configuration is replayed on the held-out part (the full grid there, this command's habit in its
+# coverage view, doubled the time of a view of some 300 configurations, for numbers no table shows); the choice, the
+# rows and the differences are this module's own code, so a depth row here and the leaderboard's are two paths to one
+# number (tests/test_compare_depth.py checks they agree).
 
 DEPTH_METRIC = "accuracy"  # no verifier: answer agreement stops a query and its majority answer is given
 DEPTH_SE_METHOD = ("SE over seeds: the held-out queries fixed, the draw order's luck on them (differences paired over "
@@ -631,9 +632,10 @@ class DepthPlan:
         return list({c.label(): c for e in self.entries for c in e.configs}.values())
 
     def work(self, seeds: int) -> int:
-        """Query-runs (PoolPlan.work): every configuration at every budget and seed, on each part."""
-        queries = len(self.t_idx) + (0 if self.same else len(self.r_idx))
-        return len(self.configs()) * len(self.budgets) * seeds * queries
+        """Query-runs (PoolPlan.work): every configuration at every budget and seed on the tuning part, at most one
+        per entry on the held-out part (entries that choose the same configuration share its run)."""
+        held = 0 if self.same else len(self.entries) * len(self.r_idx)
+        return (len(self.configs()) * len(self.t_idx) + held) * len(self.budgets) * seeds
 
 
 def plan_depth(path: Path, req: CompareRequest) -> DepthPlan:
@@ -702,12 +704,14 @@ def compare_depth(plan: DepthPlan, req: CompareRequest, progress=None) -> pl.Dat
         return None if progress is None else (lambda k: progress(k * part.n_queries))
 
     df_t = replay(tp, cfgs, plan.budgets, seeds, select="sc", progress=tick(tp))[0]
-    df_r = df_t if plan.same else replay(rp, cfgs, plan.budgets, seeds, select="sc", progress=tick(rp))[0]
     means = _tune_means(df_t, DEPTH_METRIC)
     rows = []
     for lvl, b in zip(req.token_multiples, plan.budgets, strict=True):
         chosen = {e.label: choose(e, means, b) for e in plan.entries}
         best = _kind_best(plan.entries, lambda e, chosen=chosen: chosen[e.label][1])
+        df_r = df_t.filter(pl.col("budget") == b) if plan.same else replay(
+            rp, list({c.label(): c for c, _ in chosen.values()}.values()), [b], seeds, select="sc",
+            progress=tick(rp))[0]
         held = {e.label: df_r.filter((pl.col("config") == chosen[e.label][0].label()) & (pl.col("budget") == b))
                 .sort("seed") for e in plan.entries}
         x_w = held[best["width"].label][DEPTH_METRIC].to_numpy()

@@ -2,8 +2,8 @@
 ones at equal token budgets. Per budget each kind's best entry is the one of best tuning-part mean, both are direct
 replays of their chosen configurations on the held-out part, depth - width is their paired difference over seeds and
 its SE over queries the per-query differences' standard error; the numbers equal the leaderboard's depth rows for the
-same pool, split, budgets and seeds (two paths: compare replays every configuration on the held-out part, the
-leaderboard only the chosen ones); a pool without probes, and options of the other view, are refused in one line."""
+same pool, split, budgets and seeds (two paths to one number: the choice, the rows and the differences are each
+command's own code); a pool without probes, and options of the other view, are refused in one line."""
 
 import numpy as np
 import polars as pl
