@@ -33,6 +33,10 @@ All pools are read and checked, and every output refused or accepted, before the
 (`--out DIR`): compare.parquet (one row per pool, budget and policy, with the split and the comparison), compare.md
 (the tables as markdown, with the command that regenerates them) and split.parquet (each query's part), written as
 one directory atomically.
+
+`--depth` (issue 30) asks another question with the same split and choice rule: on pools with probes, the
+leaderboard's width x depth entries against its width-only ones at equal token budgets, without a verifier (the
+depth view, at the end of this module); its outputs are depth.parquet, compare.md and split.parquet.
 """
 from __future__ import annotations
 
