@@ -1,13 +1,13 @@
 """Write docs/results.md, the leaderboard of today's reasoning models, and its figures (docs/results/), from one
 `ttc leaderboard` run over every public pool: the 29 BoInf and 8 AutoTTS dumps (../shared/data/pools, imported here
-with `ttc import boinf` / `ttc import autotts`) and the embedded pools, and from a `ttc compare --depth` run on the
-AutoTTS pools (the section on depth: the same best entries and numbers as the leaderboard's depth rows, which the
-script checks before writing, with an SE over problems besides the one over seeds). Every number in results.md is
-read from the runs' parquet files; every claim of a difference is a paired difference beyond 2 standard errors.
+with `ttc import boinf` / `ttc import autotts`) and the embedded pools; its depth rows (the AutoTTS pools, which
+have probes) get an SE over problems besides the one over seeds, from replays of their two chosen configurations.
+Every number in results.md is read from the run's parquet files or those replays; every claim of a difference is a
+paired difference beyond 2 standard errors.
 
     python docs/make_results.py                      # import (once), run the leaderboard (once), write the docs
     python docs/make_results.py --work /tmp/ttc-results --rerun
-    python docs/make_results.py --leaderboard DIR --compare-depth DIR3   # render from runs already made
+    python docs/make_results.py --leaderboard DIR   # render from a run already made
 
 The pools and the leaderboard are written under --work (default /tmp/ttc-results), never into the repository; only
 results.md and three small figures are.
@@ -61,31 +61,6 @@ def ensure_depth(work: Path, seeds: int, rerun: bool, main: Path) -> Path:
     return out
 
 
-def ensure_compare_depth(work: Path, seeds: int, rerun: bool) -> Path:
-    """`ttc compare --depth` on the AutoTTS pools: the same best-of-each-kind comparison as the leaderboard's depth
-    rows (the section checks they agree), with the difference's SE over held-out problems besides the one over
-    seeds."""
-    out = work / "compare-depth"
-    if rerun or not (out / "depth.parquet").exists():
-        sh(["ttc", "compare", *map(str, sorted((work / "pools" / "autotts").iterdir())), "--depth", "--seeds",
-            str(seeds), "--out", str(out), "--force"])
-    return out
-
-
-def agree(dw: pl.DataFrame, s: pl.DataFrame):
-    """The leaderboard's depth rows and compare's must be the same numbers (tests/test_compare_depth.py checks it
-    on a synthetic pool; this, on the pools the page reports): refuse to write the page otherwise."""
-    keys = ["pool", "level"]
-    j = dw.join(s, on=keys, how="full", suffix="_cmp")
-    bad = [k for k in ("width_policy", "width_config", "depth_policy", "depth_config", "verdict")
-           if not (j[k] == j[f"{k}_cmp"]).fill_null(False).all()]
-    bad += [k for k in ("width_mean", "width_se", "depth_mean", "depth_se", "diff", "diff_se")
-            if not np.allclose(j[k].to_numpy(), j[f"{k}_cmp"].to_numpy(), atol=1e-12, equal_nan=True)]
-    if bad or j.height != dw.height or j.height != s.height:
-        raise SystemExit(f"the leaderboard's depth rows and ttc compare --depth's disagree ({', '.join(bad) or 'rows'})"
-                         ": not writing results.md")
-
-
 def _level_row(g: pl.DataFrame) -> list:
     n = g.height
     b, w = (g["verdict"] == "better").sum(), (g["verdict"] == "worse").sum()
@@ -114,18 +89,18 @@ def verdict_text(better: int, worse: int, n: int, problems: int) -> str:
 MOSTLY = {"better": "mostly better", "worse": "mostly worse", "mixed": "neither mostly better nor worse"}
 
 
-def depth_section(dl: Path, cd: Path) -> list[str]:
-    """What depth adds and where it does not: from `ttc compare --depth`'s depth.parquet (every number read there),
-    checked against the leaderboard's depth rows (the same best entries and numbers)."""
-    from ttc.replay.compare import DEPTH_SE_METHOD, depth_summary
+def depth_section(dl: Path) -> list[str]:
+    """What depth adds and where it does not: the leaderboard's depth rows (its depth.parquet), each with depth -
+    width's SE over the held-out problems added (compare.with_query_se: replays of the two chosen configurations)."""
+    from ttc.replay.compare import DEPTH_SE_METHOD, with_query_se
 
     dw = pl.read_parquet(dl / "depth.parquet")
-    full = pl.read_parquet(cd / "depth.parquet")
-    s = depth_summary(full)
-    agree(dw, s)
-    cmd = (cd / "compare.md").read_text().split("```bash\n", 1)[1].split("\n```", 1)[0]
+    lb = pl.read_parquet(dl / "leaderboard.parquet")
+    r0 = lb.row(0, named=True)
+    seeds, n_report = r0["n_seeds"], int(lb.filter(pl.col("pool").is_in(dw["pool"].unique()))["n_report"].max())
+    paths = dict(lb.select("pool", "pool_path").unique().iter_rows())
+    s = with_query_se(dw, paths, range(r0["seed_start"], r0["seed_start"] + seeds), r0["holdout"], r0["split_seed"])
     lb_cmd = (dl / "leaderboard.md").read_text().split("```bash\n", 1)[1].split("\n```", 1)[0]
-    seeds, n_report = full["n_seeds"][0], full["n_report"][0]
     s = s.with_columns((pl.col("depth_tokens_per_query") / pl.col("width_tokens_per_query")).alias("ratio"))
     n = s.height
     widen = float(s.filter(pl.col("diff_se") > 0).select(pl.col("diff_se_queries") / pl.col("diff_se")).median().item())
@@ -155,21 +130,20 @@ def depth_section(dl: Path, cd: Path) -> list[str]:
     return [
         f"\n## What depth adds: stopping traces part-way (the {s['pool'].n_unique()} AutoTTS pools)\n",
         "The AutoTTS dumps probe every trace every 500 tokens (its answer so far), so a trace can be replayed as if "
-        "stopped part-way (docs/semantics.md, Depth). On them\n",
-        f"```bash\n{cmd}\n```\n",
-        "sets, per pool and token budget (multiples of each pool's median trace length per query), the best width-only "
-        "entry (whole traces: uniform, and each score-free policy with each answer-agreement rule) against the best "
-        "width x depth entry (each of those under the answer-stability rule, a trace stopping when its last 3 or 6 "
+        "stopped part-way (docs/semantics.md, Depth). On them the leaderboard run\n",
+        f"```bash\n{lb_cmd}\n```\n",
+        "sets, in its sc track at token budgets (multiples of each pool's median trace length per query), per pool and "
+        "budget the best width-only entry (whole traces: uniform, and each score-free policy with each "
+        "answer-agreement rule) against the best width x depth entry (each of those under the answer-stability rule, a trace stopping when its last 3 or 6 "
         "probes agree; Parallel-Probe; AutoTTS's CMC), without a verifier (majority answer, metric accuracy). Every "
         "entry's parameters, and each kind's best entry, are chosen on one half of each pool's problems; both best "
-        f"entries are measured on the other half ({n_report} problems) at the same token budget, {seeds} seeds. The "
-        "leaderboard run\n",
-        f"```bash\n{lb_cmd}\n```\n",
-        "chooses the same entries in its sc track in tokens and gives the same numbers (make_results.py refuses to "
-        f"write this page otherwise). Standard errors: {DEPTH_SE_METHOD}. The queries here are problems; the SE over "
+        f"entries are measured on the other half ({n_report} problems) at the same token budget, {seeds} seeds. "
+        "`ttc compare POOL --depth` prints the same comparison for one pool (the same numbers: "
+        "tests/test_compare_depth.py), with every entry beside it. The SE over problems below is added by this "
+        "script, from replays of the two chosen configurations of each row with per-problem outcomes (compare's "
+        f"with_query_se). Standard errors: {DEPTH_SE_METHOD}. The queries here are problems; the SE over "
         "problems is the one that says whether a difference would hold on other problems of the kind, and it is a "
-        f"median {widen:.1f} times the SE over seeds here. A "
-        "difference is called only beyond 2 SE.\n",
+        f"median {widen:.1f} times the SE over seeds here. A difference is called only beyond 2 SE.\n",
         table(["budget", "depth better (pools, SE over seeds)", "depth worse (seeds)", "better (SE over problems)",
                "worse (problems)", "median difference", "median tokens spent, depth / width",
                "most often the best depth entry (ties: =)"], rows),
@@ -461,8 +435,7 @@ def advice_rows(df: pl.DataFrame) -> list[list]:
     return advice
 
 
-def render(lb: Path, cmd: list[str], make_figures: bool = True, depth: Path | None = None,
-           compare_depth: Path | None = None) -> str:
+def render(lb: Path, cmd: list[str], make_figures: bool = True, depth: Path | None = None) -> str:
     df = pl.read_parquet(lb / "leaderboard.parquet")
     agg = pl.read_parquet(lb / "aggregate.parquet")
     if make_figures:
@@ -564,8 +537,8 @@ def render(lb: Path, cmd: list[str], make_figures: bool = True, depth: Path | No
         "8 samples per query, and only where uniform's majority-vote curve still rises; on a flat pool (today's "
         "strong models on MATH-500) it cannot.\n",
     ]
-    if depth is not None and compare_depth is not None:
-        parts += depth_section(depth, compare_depth)
+    if depth is not None:
+        parts += depth_section(depth)
     return "\n".join(parts) + "\n"
 
 
@@ -577,17 +550,14 @@ def main(argv=None):
     ap.add_argument("--leaderboard", type=Path, help="render from this leaderboard directory (no import, no run)")
     ap.add_argument("--depth-leaderboard", type=Path, help="with --leaderboard: the depth run's directory (its "
                     "depth.parquet; default: --leaderboard's own when it has one)")
-    ap.add_argument("--compare-depth", type=Path, help="with --leaderboard: the `ttc compare --depth` run's "
-                    "directory (default: none, no depth section)")
     args = ap.parse_args(argv)
     if args.leaderboard is not None:
-        lb, cmd, cd = args.leaderboard, [], args.compare_depth
+        lb, cmd = args.leaderboard, []
         depth = args.depth_leaderboard or (lb if (lb / "depth.parquet").exists() else None)
     else:
         lb, cmd = ensure(args.work, args.seeds, args.rerun)
         depth = ensure_depth(args.work, args.seeds, args.rerun, lb)
-        cd = ensure_compare_depth(args.work, args.seeds, args.rerun)
-    text = render(lb, cmd, depth=depth, compare_depth=cd)  # (before writing: a refusal leaves the page as it was)
+    text = render(lb, cmd, depth=depth)
     DOC.write_text(text)
     print(f"wrote {DOC} and {FIG}/", file=sys.stderr)
 

@@ -656,7 +656,7 @@ def plan_depth(path: Path, req: CompareRequest) -> DepthPlan:
                         f"autotts` writes), and {path} has none: its depth rows cannot be replayed")
     side = side_columns(path, req.side)[0] if req.side is not None else next(
         (c for c in CONFIDENCE_COLUMNS if c in names), None)
-    pool = load_pool(path, probes=True, side=side)
+    pool = load_pool(path, probes=True, side=side)  # (the leaderboard's side: --side, else the first it looks for)
     if not pool.has_gt:
         raise PoolError(f"ttc compare needs ground truth, and {path}'s 'correct' column is entirely null")
     median = median_tokens(path, pool)
@@ -690,6 +690,31 @@ def query_se(part, cfg_a, cfg_b, budget: float, seeds) -> float:
            .pivot(on="config", index="query_id", values="p"))
     d = (per[cfg_a.label()] - per[cfg_b.label()]).to_numpy()
     return float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("nan")
+
+
+def with_query_se(summary: pl.DataFrame, paths: dict, seeds, holdout: float, split_seed: int) -> pl.DataFrame:
+    """Rows of the leaderboard's depth_vs_width (pool, budget, the two best entries and configurations) with
+    diff_se_queries and verdict_queries added: depth - width's SE over the held-out queries (query_se), from replays
+    of the two chosen configurations on each pool's held-out part (paths: pool name -> its directory; the split and
+    seeds the leaderboard ran with). So a leaderboard run made without it gets the SE over queries after the fact,
+    at the cost of two configurations per row, not of the tuning grid."""
+    from .leaderboard import CONFIDENCE_COLUMNS, entries
+    from .pool import load_pool, sample_columns
+    from .tune import split_queries, subset
+
+    out = []
+    for name in summary["pool"].unique(maintain_order=True):
+        path = Path(paths[name])
+        names = sample_columns(path)
+        pool = load_pool(path, probes=True, side=next((c for c in CONFIDENCE_COLUMNS if c in names), None))
+        _, r_idx = split_queries(pool.query_ids, holdout, split_seed)
+        rp = pool if len(r_idx) == pool.n_queries else subset(pool, r_idx, "report")
+        grid = {(e.label, c.label()): c for e in entries(pool, "sc", "tokens") for c in e.configs}
+        for r in summary.filter(pl.col("pool") == name).iter_rows(named=True):
+            q = query_se(rp, grid[r["depth_policy"], r["depth_config"]], grid[r["width_policy"], r["width_config"]],
+                         r["budget"], seeds)
+            out.append({**r, "diff_se_queries": q, "verdict_queries": verdict(r["diff"], q)})
+    return pl.DataFrame(out, schema={**summary.schema, "diff_se_queries": pl.Float64, "verdict_queries": pl.String})
 
 
 def compare_depth(plan: DepthPlan, req: CompareRequest, progress=None) -> pl.DataFrame:

@@ -12,7 +12,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from ttc.cli import app
-from ttc.replay.compare import depth_summary, paired, verdict
+from ttc.replay.compare import depth_summary, paired, verdict, with_query_se
 from ttc.replay.engine import replay
 from ttc.replay.leaderboard import DEPTH_GRID, LeaderboardRequest, depth_vs_width, run_leaderboard
 from ttc.replay.outputs import written_by
@@ -108,6 +108,11 @@ def test_equals_the_leaderboards_depth_rows(probed, compared):
         for k in ("budget", "width_mean", "width_se", "width_tokens_per_query", "depth_mean", "depth_se",
                   "depth_tokens_per_query", "diff", "diff_se"):
             assert a[k] == pytest.approx(b[k], abs=1e-12), k
+    # the SE over queries added to the leaderboard's rows after the fact is compare's
+    paths = {"probed": str(probed)}
+    theirs_q = with_query_se(depth_vs_width(lb), paths, range(SEEDS), 0.5, 0).sort("level")
+    assert np.allclose(theirs_q["diff_se_queries"], mine["diff_se_queries"], atol=1e-12)
+    assert (theirs_q["verdict_queries"] == mine["verdict_queries"]).all()
     ours = df.select("level", pl.col("entry").alias("policy"), "config", "mean", "se", "tokens_per_query")
     lbs = lb.filter(pl.col("kind").is_in(["width", "depth"]))
     both = ours.join(lbs.select("level", "policy", "config", "mean", "se", "tokens_per_query"),
