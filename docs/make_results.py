@@ -134,8 +134,8 @@ def depth_section(dl: Path) -> list[str]:
         f"```bash\n{lb_cmd}\n```\n",
         "sets, in its sc track at token budgets (multiples of each pool's median trace length per query), per pool and "
         "budget the best width-only entry (whole traces: uniform, and each score-free policy with each "
-        "answer-agreement rule) against the best width x depth entry (each of those under the answer-stability rule, a trace stopping when its last 3 or 6 "
-        "probes agree; Parallel-Probe; AutoTTS's CMC), without a verifier (majority answer, metric accuracy). Every "
+        "answer-agreement rule) against the best width x depth entry (each of those under the answer-stability "
+        "rule, a trace stopping when its last 3 or 6 probes agree; Parallel-Probe; AutoTTS's CMC), without a verifier (majority answer, metric accuracy). Every "
         "entry's parameters, and each kind's best entry, are chosen on one half of each pool's problems; both best "
         f"entries are measured on the other half ({n_report} problems) at the same token budget, {seeds} seeds. "
         "`ttc compare POOL --depth` prints the same comparison for one pool (the same numbers: "
