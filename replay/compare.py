@@ -680,16 +680,18 @@ def _kind_best(es: list, tune_key) -> dict:
     return out
 
 
-def query_se(part, cfg_a, cfg_b, budget: float, seeds) -> float:
+def query_se(part, cfg_a, cfg_b, budget: float, seeds, means: bool = False):
     """The SE over queries of a - b's held-out accuracy (DEPTH_SE_METHOD): per query, each configuration's chance of
-    a right answer over the seeds, their difference's standard deviation over queries / sqrt(queries)."""
+    a right answer over the seeds, their difference's standard deviation over queries / sqrt(queries). With means,
+    (se, a's accuracy, b's accuracy) from the same replay (with_query_se checks its rows against them)."""
     from .engine import replay
 
     pq = replay(part, [cfg_a, cfg_b], [budget], seeds, select="sc", per_query=True)[1]
     per = (pq.group_by("config", "query_id").agg(pl.col("selected_correct").cast(pl.Float64).mean().alias("p"))
            .pivot(on="config", index="query_id", values="p"))
-    d = (per[cfg_a.label()] - per[cfg_b.label()]).to_numpy()
-    return float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("nan")
+    a, b = per[cfg_a.label()].to_numpy(), per[cfg_b.label()].to_numpy()
+    se = float((a - b).std(ddof=1) / np.sqrt(len(a))) if len(a) > 1 else float("nan")
+    return (se, float(a.mean()), float(b.mean())) if means else se
 
 
 def with_query_se(summary: pl.DataFrame, paths: dict, seeds, holdout: float, split_seed: int) -> pl.DataFrame:
@@ -711,8 +713,16 @@ def with_query_se(summary: pl.DataFrame, paths: dict, seeds, holdout: float, spl
         rp = pool if len(r_idx) == pool.n_queries else subset(pool, r_idx, "report")
         grid = {(e.label, c.label()): c for e in entries(pool, "sc", "tokens") for c in e.configs}
         for r in summary.filter(pl.col("pool") == name).iter_rows(named=True):
-            q = query_se(rp, grid[r["depth_policy"], r["depth_config"]], grid[r["width_policy"], r["width_config"]],
-                         r["budget"], seeds)
+            key_d, key_w = (r["depth_policy"], r["depth_config"]), (r["width_policy"], r["width_config"])
+            if key_d not in grid or key_w not in grid:
+                raise PoolError(f"{name}: {key_d[1] if key_d not in grid else key_w[1]} is no configuration of this "
+                                "build's depth entries: the rows come from another version")
+            q, m_d, m_w = query_se(rp, grid[key_d], grid[key_w], r["budget"], seeds, means=True)
+            # (the replays must give the rows' own numbers: else the rows are of another pool, split, seeds or build)
+            if not (abs(m_d - r["depth_mean"]) < 1e-9 and abs(m_w - r["width_mean"]) < 1e-9):
+                raise PoolError(f"{name} at budget {r['budget']:g}: the held-out replays give {m_d:.6f} and {m_w:.6f}, "
+                                f"the rows {r['depth_mean']:.6f} and {r['width_mean']:.6f}: the rows are not of this "
+                                "pool, split, seeds and build")
             out.append({**r, "diff_se_queries": q, "verdict_queries": verdict(r["diff"], q)})
     return pl.DataFrame(out, schema={**summary.schema, "diff_se_queries": pl.Float64, "verdict_queries": pl.String})
 

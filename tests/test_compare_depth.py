@@ -16,7 +16,7 @@ from ttc.replay.compare import depth_summary, paired, verdict, with_query_se
 from ttc.replay.engine import replay
 from ttc.replay.leaderboard import DEPTH_GRID, LeaderboardRequest, depth_vs_width, run_leaderboard
 from ttc.replay.outputs import written_by
-from ttc.replay.pool import DEFAULT_POOL, load_pool
+from ttc.replay.pool import DEFAULT_POOL, PoolError, load_pool
 from ttc.replay.tune import split_queries, subset
 
 from support.depth_pools import probed_pool_dir
@@ -113,6 +113,8 @@ def test_equals_the_leaderboards_depth_rows(probed, compared):
     theirs_q = with_query_se(depth_vs_width(lb), paths, range(SEEDS), 0.5, 0).sort("level")
     assert np.allclose(theirs_q["diff_se_queries"], mine["diff_se_queries"], atol=1e-12)
     assert (theirs_q["verdict_queries"] == mine["verdict_queries"]).all()
+    with pytest.raises(PoolError, match="the rows are not of this pool"):  # rows of other seeds (or another build)
+        with_query_se(depth_vs_width(lb), paths, range(1, SEEDS + 1), 0.5, 0)
     ours = df.select("level", pl.col("entry").alias("policy"), "config", "mean", "se", "tokens_per_query")
     lbs = lb.filter(pl.col("kind").is_in(["width", "depth"]))
     both = ours.join(lbs.select("level", "policy", "config", "mean", "se", "tokens_per_query"),
