@@ -8,6 +8,7 @@ paired difference beyond 2 standard errors.
     python docs/make_results.py                      # import (once), run the leaderboard (once), write the docs
     python docs/make_results.py --work /tmp/ttc-results --rerun
     python docs/make_results.py --leaderboard DIR   # render from a run already made
+    python docs/make_results.py --depth-only DIR    # only the depth section, from a depth leaderboard run
 
 The pools and the leaderboard are written under --work (default /tmp/ttc-results), never into the repository; only
 results.md and three small figures are.
@@ -86,6 +87,7 @@ def verdict_text(better: int, worse: int, n: int, problems: int) -> str:
             "the pool and the budget (the cells above).")
 
 
+DEPTH_HEADINGS = ("\n## What depth adds", "\n## Depth: stopping traces part-way")  # (the second: its old title)
 MOSTLY = {"better": "mostly better", "worse": "mostly worse", "mixed": "neither mostly better nor worse"}
 
 
@@ -97,7 +99,7 @@ def depth_section(dl: Path) -> list[str]:
     dw = pl.read_parquet(dl / "depth.parquet")
     lb = pl.read_parquet(dl / "leaderboard.parquet")
     r0 = lb.row(0, named=True)
-    seeds, n_report = r0["n_seeds"], int(lb.filter(pl.col("pool").is_in(dw["pool"].unique()))["n_report"].max())
+    seeds, n_report = r0["n_seeds"], int(lb.filter(pl.col("pool").is_in(dw["pool"].unique().to_list()))["n_report"].max())
     paths = dict(lb.select("pool", "pool_path").unique().iter_rows())
     s = with_query_se(dw, paths, range(r0["seed_start"], r0["seed_start"] + seeds), r0["holdout"], r0["split_seed"])
     lb_cmd = (dl / "leaderboard.md").read_text().split("```bash\n", 1)[1].split("\n```", 1)[0]
@@ -551,7 +553,18 @@ def main(argv=None):
     ap.add_argument("--leaderboard", type=Path, help="render from this leaderboard directory (no import, no run)")
     ap.add_argument("--depth-leaderboard", type=Path, help="with --leaderboard: the depth run's directory (its "
                     "depth.parquet; default: --leaderboard's own when it has one)")
+    ap.add_argument("--depth-only", type=Path, metavar="DIR", help="re-render only the depth section of results.md, "
+                    "from this leaderboard directory (its depth.parquet: e.g. `ttc leaderboard pools/autotts --tracks "
+                    "sc --units tokens`), the rest of the page left as it is")
     args = ap.parse_args(argv)
+    if args.depth_only is not None:
+        text = DOC.read_text()
+        at = [i for i in (text.find(h) for h in DEPTH_HEADINGS) if i >= 0]
+        if not at:
+            raise SystemExit(f"{DOC} has no depth section to replace")
+        DOC.write_text(text[:min(at)] + "\n".join(depth_section(args.depth_only)) + "\n")
+        print(f"rewrote the depth section of {DOC}", file=sys.stderr)
+        return
     if args.leaderboard is not None:
         lb, cmd = args.leaderboard, []
         depth = args.depth_leaderboard or (lb if (lb / "depth.parquet").exists() else None)
