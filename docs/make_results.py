@@ -99,7 +99,8 @@ def depth_section(dl: Path) -> list[str]:
     dw = pl.read_parquet(dl / "depth.parquet")
     lb = pl.read_parquet(dl / "leaderboard.parquet")
     r0 = lb.row(0, named=True)
-    seeds, n_report = r0["n_seeds"], int(lb.filter(pl.col("pool").is_in(dw["pool"].unique().to_list()))["n_report"].max())
+    seeds = r0["n_seeds"]
+    n_report = int(lb.filter(pl.col("pool").is_in(dw["pool"].unique().to_list()))["n_report"].max())
     paths = dict(lb.select("pool", "pool_path").unique().iter_rows())
     s = with_query_se(dw, paths, range(r0["seed_start"], r0["seed_start"] + seeds), r0["holdout"], r0["split_seed"])
     lb_cmd = (dl / "leaderboard.md").read_text().split("```bash\n", 1)[1].split("\n```", 1)[0]
