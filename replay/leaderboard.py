@@ -375,6 +375,22 @@ def calls(plan: PoolPlan) -> int:
     return sum((0 if plan.same else 1) + len(b) + 2 for _, _, b, _, _ in plan.work)
 
 
+def runs(plan: PoolPlan) -> int:
+    """The engine's runs (configuration x budget, each over every seed) the pool takes, which the progress bar
+    counts (replay reports runs made): its tuning calls whole, on the held-out half at most one per entry and budget
+    (entries that choose the same configuration share it), uniform's dense curve and the oracle. (Counting one per
+    engine call, as calls() does, let a pool with depth's ~300 configurations run the bar to 350%.)"""
+    total = 0
+    for _, _, b, levels, es in plan.work:
+        live = [e for e in es if e.role != "oracle"]
+        for select in {e.select for e in live}:
+            grp = [e for e in live if e.select == select]
+            total += len({c.label() for e in grp for c in e.configs}) * len(b)
+            total += sum(e.role != "uniform" for e in grp) * len(b)
+        total += len(dense_levels(levels)) + len(b)
+    return total
+
+
 # --------------------------------------------------------------------------------------------------- the work
 
 def metric_of(track: str) -> str:
@@ -677,7 +693,7 @@ def run_leaderboard(req: LeaderboardRequest, console=None) -> pl.DataFrame:
         for name, why in p.skipped.items():
             console.print(f"  {p.pool.name}: {name} not run: {why}", highlight=False)
     t1 = time.perf_counter()
-    with progress(n_calls * req.seeds, "leaderboard", "seeds", console=console) as bar:
+    with progress(sum(runs(p) for p in plans) * req.seeds, "leaderboard", "runs", console=console) as bar:
         df = pl.concat([run_pool(p, req, progress=bar.advance) for p in plans])
     elapsed = time.perf_counter() - t1
     agg = aggregate(df)

@@ -137,3 +137,30 @@ def test_bad_input_is_one_line(probed, args, message):
     r = runner.invoke(app, ["compare", *[a.format(**fill) for a in args], "--seeds", "2"])
     assert r.exit_code == 2, r.output
     assert message in r.output and "Traceback" not in r.output and r.output.count("error:") == 1
+
+
+def test_the_leaderboards_progress_counts_runs_and_stays_within_its_total(probed, monkeypatch):
+    """The leaderboard's bar counts what replay reports, runs (configuration x budget x seed), against a total of
+    runs: on a probed pool with depth's ~300 configurations it never passes 100% (it counted one per engine call and
+    ran to 350%), and it ends near it (the held-out half is counted at one run per entry, an upper bound)."""
+    import ttc.replay.progress as prog
+
+    seen = {}
+
+    class Bar:
+        def __init__(self, total, *a, **k):
+            seen["total"], seen["done"] = total, 0
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def advance(self, k=1, **amounts):
+            seen["done"] += k
+
+    monkeypatch.setattr(prog, "progress", Bar)
+    run_leaderboard(LeaderboardRequest(pools=[probed], tracks=["sc"], units=["tokens"], token_multiples=[1, 3],
+                                       seeds=2, figures=False), console=Console(file=open("/dev/null", "w")))
+    assert 0.8 * seen["total"] <= seen["done"] <= seen["total"]
