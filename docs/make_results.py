@@ -91,6 +91,18 @@ DEPTH_HEADINGS = ("\n## What depth adds", "\n## Depth: stopping traces part-way"
 MOSTLY = {"better": "mostly better", "worse": "mostly worse", "mixed": "neither mostly better nor worse"}
 
 
+def newer_entries(lb: pl.DataFrame, paths: dict, pools: list) -> set:
+    """The width and depth entries this build's leaderboard runs on the pools (their sc track in tokens) that the
+    run does not have: a run made before they joined (the page then says so)."""
+    from ttc.replay.leaderboard import entries
+    from ttc.replay.pool import load_pool
+
+    ran = set(lb.filter(pl.col("kind").is_in(["width", "depth"]))["policy"])
+    now = {e.label for p in pools for e in entries(load_pool(paths[p], probes=True), "sc", "tokens")
+           if e.role != "oracle"}
+    return now - ran
+
+
 def depth_section(dl: Path) -> list[str]:
     """What depth adds and where it does not: the leaderboard's depth rows (its depth.parquet), each with depth -
     width's SE over the held-out problems added (compare.with_query_se: replays of the two chosen configurations)."""
@@ -104,6 +116,7 @@ def depth_section(dl: Path) -> list[str]:
     paths = dict(lb.select("pool", "pool_path").unique().iter_rows())
     s = with_query_se(dw, paths, range(r0["seed_start"], r0["seed_start"] + seeds), r0["holdout"], r0["split_seed"])
     lb_cmd = (dl / "leaderboard.md").read_text().split("```bash\n", 1)[1].split("\n```", 1)[0]
+    missing = sorted(newer_entries(lb, paths, dw["pool"].unique().to_list()))
     s = s.with_columns((pl.col("depth_tokens_per_query") / pl.col("width_tokens_per_query")).alias("ratio"))
     n = s.height
     widen = float(s.filter(pl.col("diff_se") > 0).select(pl.col("diff_se_queries") / pl.col("diff_se")).median().item())
@@ -122,7 +135,8 @@ def depth_section(dl: Path) -> list[str]:
     for lvl, g in s.group_by("level", maintain_order=True):
         b, w = int((g["verdict"] == "better").sum()), int((g["verdict"] == "worse").sum())
         word = "worse" if w > g.height / 2 else "better" if b > g.height / 2 else "mixed"  # (a majority of pools)
-        where.append((lvl[0], word, b, w, g.height, float(g["diff"].median())))
+        bq, wq = int((g["verdict_queries"] == "better").sum()), int((g["verdict_queries"] == "worse").sum())
+        where.append((lvl[0], word, b, w, bq, wq, g.height, float(g["diff"].median())))
     where.sort()
     per_pool = [[r["pool"].removeprefix("autotts-"), f"{r['level']:g}x", r["width_policy"],
                  mse(r["width_mean"], r["width_se"]), f"{r['width_tokens_per_query']:,.0f}", r["depth_policy"],
@@ -147,7 +161,9 @@ def depth_section(dl: Path) -> list[str]:
         "script, from replays of the two chosen configurations of each row with per-problem outcomes (compare's "
         f"with_query_se). Standard errors: {DEPTH_SE_METHOD}. The queries here are problems; the SE over "
         "problems is the one that says whether a difference would hold on other problems of the kind, and it is a "
-        f"median {widen:.1f} times the SE over seeds here. A difference is called only beyond 2 SE.\n",
+        f"median {widen:.1f} times the SE over seeds here. A difference is called only beyond 2 SE."
+        + (f" The run predates entries this build's leaderboard also runs ({', '.join(missing)}); rerun it and "
+           "`python docs/make_results.py --depth-only DIR` to include them." if missing else "") + "\n",
         table(["budget", "depth better (pools, SE over seeds)", "depth worse (seeds)", "better (SE over problems)",
                "worse (problems)", "median difference", "median tokens spent, depth / width",
                "most often the best depth entry (ties: =)"], rows),
@@ -157,8 +173,8 @@ def depth_section(dl: Path) -> list[str]:
         f"({cells(better)}) and less accurate in {worse.height}. Beyond 2 SE over problems, which also covers which "
         f"{n_report} problems were held out, depth is better in {better_q.height} ({cells(better_q)}) and worse in "
         f"{worse_q.height}. By budget: "
-        + "; ".join(f"at {lvl:g}x the median length depth is {MOSTLY[word]} ({b} better, {w} worse of {m}; "
-                    f"median {d:+.1%})" for lvl, word, b, w, m, d in where)
+        + "; ".join(f"at {lvl:g}x the median length depth is {MOSTLY[word]} over seeds ({b} better, {w} worse of "
+                    f"{m}; over problems {bq} and {wq}; median {d:+.1%})" for lvl, word, b, w, bq, wq, m, d in where)
         + ". "
         + (f"Where depth is not more accurate it sometimes spends fewer tokens: in {saving.height} cells it spends "
            f"under 0.9 of the best width-only entry's tokens (median {float(saving['ratio'].median()):.2f}) at a "
