@@ -822,6 +822,13 @@ def depth_rows(summary: pl.DataFrame) -> list[list[str]]:
     return rows
 
 
+def _in_tokens(config: str, policy: str) -> str:
+    """A configuration's label without its policy and its unit (every entry of the view counts tokens)."""
+    inner = config.removeprefix(policy).strip().removeprefix("(").removesuffix(")")
+    kept = [kv for kv in inner.split(", ") if kv and kv != "tokens"]
+    return f"({', '.join(kept)})" if kept else "(default)"
+
+
 def depth_entry_rows(df: pl.DataFrame) -> tuple[list, list[list[str]]]:
     """Per pool: one row per entry (width ones first), one cell per token budget: held-out accuracy, tokens spent
     per query, the chosen configuration; * marks each kind's best (chosen on the tuning part)."""
@@ -833,7 +840,7 @@ def depth_entry_rows(df: pl.DataFrame) -> tuple[list, list[list[str]]]:
             cells = {r["level"]: r for r in sub.filter(pl.col("entry") == name).iter_rows(named=True)}
             rows.append([f"{name} ({kind})"] + [
                 f"{_mse(c['mean'], c['se'])}{' *' if c['is_best_width'] or c['is_best_depth'] else ''} "
-                f"{c['tokens_per_query']:,.0f} tok {c['config'].removeprefix(c['base_policy']) or '(default)'}"
+                f"{c['tokens_per_query']:,.0f} tok {_in_tokens(c['config'], c['base_policy'])}"
                 for c in (cells[v] for v in levels)])
     return levels, rows
 
