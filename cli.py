@@ -600,7 +600,15 @@ def compare_cmd(
     pools: Optional[List[Path]] = typer.Argument(None, callback=_pool_named, metavar="POOL", show_default=False,
                                                  help="Pool directories with ground truth (default: every embedded "
                                                  "pool in data/)."),
-    budgets: str = typer.Option("4,8,16,32", help="Average budgets per query (samples); each is tuned separately."),
+    budgets: Optional[str] = typer.Option(None, help="Average budgets per query (samples); each is tuned "
+                                          "separately (default 4,8,16,32; the coverage view's)."),
+    depth: bool = typer.Option(False, "--depth", help="The depth view instead, on pools with probes (ttc import "
+                               "autotts): the leaderboard's width x depth entries against its width-only ones at "
+                               "equal token budgets, no verifier (answer agreement, majority answer), the best of "
+                               "each kind and their difference ± SE per budget."),
+    token_multiples: Optional[str] = typer.Option(None, help="With --depth: token budgets per query, in multiples of "
+                                                  "each pool's median response length (default 1,2,4,8,16, the "
+                                                  "leaderboard's)."),
     seeds: int = typer.Option(100, help="Number of seeds (permutations) per configuration, on each part."),
     seed_start: int = typer.Option(0, min=0, max=_SEED_MAX,
                                    help="First seed; seeds are seed_start .. seed_start + seeds - 1."),
@@ -620,12 +628,19 @@ def compare_cmd(
 ):
     """Every published policy, tuned on held-out queries, against side-eb tuned alike and the hindsight oracle, per
     pool and budget: the best published, side-eb's paired difference from it and the share of the gap to the oracle
-    it closes."""
+    it closes. With --depth, width x depth policies against width-only ones at equal tokens instead."""
     from ttc.replay.compare import CompareRequest, run_compare
 
-    run_compare(CompareRequest(pools=list(pools or []), budgets=_floats(budgets, "--budgets"), seeds=seeds,
-                               seed_start=seed_start, holdout=holdout, split_seed=split_seed,
-                               policies=policy or None, side=side, out=out, threads=threads, force=force))
+    if depth and budgets is not None:
+        _fail("--budgets are the coverage view's sample budgets; the depth view's are --token-multiples")
+    if not depth and token_multiples is not None:
+        _fail("--token-multiples are the depth view's budgets: add --depth")
+    kw = {"budgets": _floats(budgets, "--budgets")} if budgets is not None else {}
+    if token_multiples is not None:
+        kw["token_multiples"] = _floats(token_multiples, "--token-multiples")
+    run_compare(CompareRequest(pools=list(pools or []), seeds=seeds, seed_start=seed_start, holdout=holdout,
+                               split_seed=split_seed, policies=policy or None, side=side, out=out, threads=threads,
+                               force=force, depth=depth, **kw))
 
 
 # ----------------------------------------------------------------------------------------------------- leaderboard

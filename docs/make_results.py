@@ -1,13 +1,14 @@
 """Write docs/results.md, the leaderboard of today's reasoning models, and its figures (docs/results/), from one
 `ttc leaderboard` run over every public pool: the 29 BoInf and 8 AutoTTS dumps (../shared/data/pools, imported here
-with `ttc import boinf` / `ttc import autotts`) and the embedded pools, and from a second run on the AutoTTS pools
-alone (sc track, token budgets: the width x depth entries, which read the probes). Every number in results.md is read
-from the runs' leaderboard.parquet and depth.parquet; every claim of a difference is a paired difference beyond 2
-standard errors.
+with `ttc import boinf` / `ttc import autotts`) and the embedded pools; its depth rows (the AutoTTS pools, which
+have probes) get an SE over problems besides the one over seeds, from replays of their two chosen configurations.
+Every number in results.md is read from the run's parquet files or those replays; every claim of a difference is a
+paired difference beyond 2 standard errors.
 
     python docs/make_results.py                      # import (once), run the leaderboard (once), write the docs
     python docs/make_results.py --work /tmp/ttc-results --rerun
-    python docs/make_results.py --leaderboard DIR --depth-leaderboard DIR2   # render from runs already made
+    python docs/make_results.py --leaderboard DIR   # render from a run already made
+    python docs/make_results.py --depth-only DIR    # only the depth section, from a depth leaderboard run
 
 The pools and the leaderboard are written under --work (default /tmp/ttc-results), never into the repository; only
 results.md and three small figures are.
@@ -61,65 +62,129 @@ def ensure_depth(work: Path, seeds: int, rerun: bool, main: Path) -> Path:
     return out
 
 
+def _level_row(g: pl.DataFrame) -> list:
+    n = g.height
+    b, w = (g["verdict"] == "better").sum(), (g["verdict"] == "worse").sum()
+    bq, wq = (g["verdict_queries"] == "better").sum(), (g["verdict_queries"] == "worse").sum()
+    top = g["depth_policy"].value_counts(sort=True)
+    common = top.filter(pl.col("count") == top["count"][0])["depth_policy"].sort().to_list()
+    return [f"{g['level'][0]:g}x median", f"{b}/{n}", f"{w}/{n}", f"{bq}/{n}", f"{wq}/{n}",
+            f"{float(g['diff'].median()):+.1%}", f"{float(g['ratio'].median()):.2f}", " = ".join(common)]
+
+
+def verdict_text(better: int, worse: int, n: int, problems: int) -> str:
+    """The section's conclusion, from the counts of cells where depth is better / worse beyond 2 SE over problems."""
+    if better == 0 and worse == 0:
+        return (f"Over problems neither kind is better beyond 2 SE in any of the {n} cells: on {problems} held-out "
+                "problems per pool, depth and width cannot be told apart at equal tokens.")
+    if better == 0:
+        return (f"Over problems depth is better in no cell and worse in {worse} of {n}: at equal tokens, depth adds no "
+                "accuracy on these pools; where the two can be told apart, width is ahead.")
+    if worse == 0:
+        return (f"Over problems depth is better in {better} of {n} cells and worse in none: there depth adds accuracy "
+                "at equal tokens.")
+    return (f"Over problems depth is better in {better} and worse in {worse} of {n} cells: what depth adds depends on "
+            "the pool and the budget (the cells above).")
+
+
+DEPTH_HEADINGS = ("\n## What depth adds", "\n## Depth: stopping traces part-way")  # (the second: its old title)
+MOSTLY = {"better": "mostly better", "worse": "mostly worse", "mixed": "neither mostly better nor worse"}
+
+
+def newer_entries(lb: pl.DataFrame, paths: dict, pools: list) -> set:
+    """The width and depth entries this build's leaderboard runs on the pools (their sc track in tokens) that the
+    run does not have: a run made before they joined (the page then says so)."""
+    from ttc.replay.leaderboard import entries
+    from ttc.replay.pool import load_pool
+
+    ran = set(lb.filter(pl.col("kind").is_in(["width", "depth"]))["policy"])
+    now = {e.label for p in pools for e in entries(load_pool(paths[p], probes=True), "sc", "tokens")
+           if e.role != "oracle"}
+    return now - ran
+
+
 def depth_section(dl: Path) -> list[str]:
-    """What depth adds and where it does not, from the depth leaderboard's depth.parquet (every number read there)."""
+    """What depth adds and where it does not: the leaderboard's depth rows (its depth.parquet), each with depth -
+    width's SE over the held-out problems added (compare.with_query_se: replays of the two chosen configurations)."""
+    from ttc.replay.compare import DEPTH_SE_METHOD, with_query_se
+
     dw = pl.read_parquet(dl / "depth.parquet")
-    cmd = (dl / "leaderboard.md").read_text().split("```bash\n", 1)[1].split("\n```", 1)[0]
-    seeds = pl.read_parquet(dl / "leaderboard.parquet")["n_seeds"][0]
-    n = dw.height
-    better, worse = dw.filter(pl.col("verdict") == "better"), dw.filter(pl.col("verdict") == "worse")
-    dw = dw.with_columns((pl.col("depth_tokens_per_query") / pl.col("width_tokens_per_query")).alias("ratio"))
-    by = (dw.group_by("level", maintain_order=True)
-          .agg(pl.len().alias("n"), (pl.col("verdict") == "better").sum().alias("b"),
-               (pl.col("verdict") == "worse").sum().alias("w"), pl.col("diff").median().alias("d"),
-               pl.col("ratio").median().alias("r"), pl.col("depth_policy").mode().sort().str.join(" = ").alias("p"))
-          .sort("level"))
-    rows = [[f"{r['level']:g}x median", f"{r['b']}/{r['n']}", f"{r['w']}/{r['n']}", f"{r['d']:+.1%}",
-             f"{r['r']:.2f}", r["p"]] for r in by.iter_rows(named=True)]
-    cells = [[r["pool"].removeprefix("autotts-"), f"{r['level']:g}x", r["width_policy"],
-              mse(r["width_mean"], r["width_se"]), f"{r['width_tokens_per_query']:,.0f}", r["depth_policy"],
-              mse(r["depth_mean"], r["depth_se"]), f"{r['depth_tokens_per_query']:,.0f}",
-              f"{r['diff']:+.1%} ± {r['diff_se']:.1%}" + (" *" if r["verdict"] != "within 2 SE" else "")]
-             for r in dw.sort("pool", "level").iter_rows(named=True)]
-    lo = by.filter(pl.col("level") <= 2)
-    hi = by.filter(pl.col("level") >= 8)
+    lb = pl.read_parquet(dl / "leaderboard.parquet")
+    r0 = lb.row(0, named=True)
+    seeds = r0["n_seeds"]
+    n_report = int(lb.filter(pl.col("pool").is_in(dw["pool"].unique().to_list()))["n_report"].max())
+    paths = dict(lb.select("pool", "pool_path").unique().iter_rows())
+    s = with_query_se(dw, paths, range(r0["seed_start"], r0["seed_start"] + seeds), r0["holdout"], r0["split_seed"])
+    lb_cmd = (dl / "leaderboard.md").read_text().split("```bash\n", 1)[1].split("\n```", 1)[0]
+    missing = sorted(newer_entries(lb, paths, dw["pool"].unique().to_list()))
+    s = s.with_columns((pl.col("depth_tokens_per_query") / pl.col("width_tokens_per_query")).alias("ratio"))
+    n = s.height
+    widen = float(s.filter(pl.col("diff_se") > 0).select(pl.col("diff_se_queries") / pl.col("diff_se")).median().item())
+    rows = [_level_row(g) for _, g in s.group_by("level", maintain_order=True)]
+    rows.sort(key=lambda r: float(r[0].split("x")[0]))
+
+    def cells(frame):
+        return ", ".join(f"{r['pool'].removeprefix('autotts-')} at {r['level']:g}x ({r['diff']:+.1%})"
+                         for r in frame.sort("pool", "level").iter_rows(named=True)) or "none"
+
+    better, worse = s.filter(pl.col("verdict") == "better"), s.filter(pl.col("verdict") == "worse")
+    better_q = s.filter(pl.col("verdict_queries") == "better")
+    worse_q = s.filter(pl.col("verdict_queries") == "worse")
+    saving = s.filter((pl.col("ratio") < 0.9) & (pl.col("verdict") != "better"))
+    where = []
+    for lvl, g in s.group_by("level", maintain_order=True):
+        b, w = int((g["verdict"] == "better").sum()), int((g["verdict"] == "worse").sum())
+        word = "worse" if w > g.height / 2 else "better" if b > g.height / 2 else "mixed"  # (a majority of pools)
+        bq, wq = int((g["verdict_queries"] == "better").sum()), int((g["verdict_queries"] == "worse").sum())
+        where.append((lvl[0], word, b, w, bq, wq, g.height, float(g["diff"].median())))
+    where.sort()
+    per_pool = [[r["pool"].removeprefix("autotts-"), f"{r['level']:g}x", r["width_policy"],
+                 mse(r["width_mean"], r["width_se"]), f"{r['width_tokens_per_query']:,.0f}", r["depth_policy"],
+                 mse(r["depth_mean"], r["depth_se"]), f"{r['depth_tokens_per_query']:,.0f}",
+                 f"{r['diff']:+.1%} ± {r['diff_se']:.1%}" + (" *" if r["verdict"] != "within 2 SE" else ""),
+                 f"± {r['diff_se_queries']:.1%}" + (" *" if r["verdict_queries"] != "within 2 SE" else "")]
+                for r in s.sort("pool", "level").iter_rows(named=True)]
     return [
-        "\n## Depth: stopping traces part-way (the 8 AutoTTS pools)\n",
+        f"\n## What depth adds: stopping traces part-way (the {s['pool'].n_unique()} AutoTTS pools)\n",
         "The AutoTTS dumps probe every trace every 500 tokens (its answer so far), so a trace can be replayed as if "
         "stopped part-way (docs/semantics.md, Depth). On them the leaderboard run\n",
-        f"```bash\n{cmd}\n```\n",
-        f"runs its sc track at token budgets (multiples of each pool's median trace length per query), {seeds} seeds, "
-        "with the width-only entries (whole traces: uniform and each policy with each answer-agreement rule) beside "
-        "the width x depth ones (each of those under the answer-stability rule, a trace stopping when its last 3 or "
-        "6 probes agree; Parallel-Probe; AutoTTS's CMC), every entry tuned on one half of each pool's problems and "
-        "measured on the other, as above. Per pool and budget, the best width-only entry and the best width x depth "
-        "entry (each chosen on the tuning half), both on the held-out half at the same token budget; the difference "
-        "is paired over seeds and its SE, like every SE here, covers the draw order on these 15 problems, not other "
-        "problems.\n",
-        table(["budget", "depth better (pools)", "depth worse (pools)", "median difference",
-               "median tokens spent, depth / width", "most often the best depth entry (ties: =)"], rows),
+        f"```bash\n{lb_cmd}\n```\n",
+        "sets, in its sc track at token budgets (multiples of each pool's median trace length per query), per pool and "
+        "budget the best width-only entry (whole traces: uniform, and each score-free policy with each "
+        "answer-agreement rule) against the best width x depth entry (each of those under the answer-stability "
+        "rule, a trace stopping when its last 3 or 6 probes agree; Parallel-Probe; AutoTTS's CMC), without a "
+        "verifier (majority answer, metric accuracy). Every entry's parameters, and each kind's best entry, are "
+        "chosen on one half of each pool's problems; both best "
+        f"entries are measured on the other half ({n_report} problems) at the same token budget, {seeds} seeds. "
+        "`ttc compare POOL --depth` prints the same comparison for one pool (the same numbers: "
+        "tests/test_compare_depth.py), with every entry beside it. The SE over problems below is added by this "
+        "script, from replays of the two chosen configurations of each row with per-problem outcomes (compare's "
+        f"with_query_se). Standard errors: {DEPTH_SE_METHOD}. The queries here are problems; the SE over "
+        "problems is the one that says whether a difference would hold on other problems of the kind, and it is a "
+        f"median {widen:.1f} times the SE over seeds here. A difference is called only beyond 2 SE."
+        + (f" The run predates entries this build's leaderboard also runs ({', '.join(missing)}); rerun it and "
+           "`python docs/make_results.py --depth-only DIR` to include them." if missing else "") + "\n",
+        table(["budget", "depth better (pools, SE over seeds)", "depth worse (seeds)", "better (SE over problems)",
+               "worse (problems)", "median difference", "median tokens spent, depth / width",
+               "most often the best depth entry (ties: =)"], rows),
         "",
         f"**What depth adds, and where it does not.** At equal token budgets the best width x depth entry is more "
-        f"accurate than the best width-only one beyond 2 SE in {better.height} of {n} (pool, budget) cells and less "
-        f"accurate in {worse.height}"
-        + (f" (better: {', '.join(f'{r[0]} at {r[1]}' for r in cells if r[-1].endswith('*') and r[-1][0] == '+')})"
-           if better.height else "")
-        + ". Where the budget is tight "
-        f"({', '.join(f'{v:g}x' for v in lo['level'])} the median length) stopping traces early does not buy accuracy: "
-        f"depth is worse on {int(lo['w'].sum())} of {int(lo['n'].sum())} cells and better on {int(lo['b'].sum())}; "
-        "its best entries there are width policies under the stability rule, whose stopped traces answer with their "
-        "answer so far instead of their final one. Where the budget is ample "
-        f"({', '.join(f'{v:g}x' for v in hi['level'])}), depth's best entry (mostly cmc) "
-        f"spends a median {', '.join(f'{r:.2f}' for r in hi['r'])} of the tokens the best width-only entry "
-        f"spends ({', '.join(f'{v:g}x' for v in hi['level'])}), at a median accuracy difference of "
-        f"{float(dw.filter(pl.col('level') >= 8)['diff'].median()):+.1%}: a saving of tokens at a small loss of "
-        "accuracy (the trade AutoTTS and Parallel-Probe report as tokens saved at nearly equal accuracy), not more "
-        "accuracy at equal tokens. The leaderboard's question, the most accuracy a budget buys, is answered by width "
-        "on these pools; depth answers another one (the fewest tokens for nearly the same accuracy), and whether "
-        "its loss is small enough is the user's call.\n",
+        f"accurate than the best width-only one beyond 2 SE over seeds in {better.height} of {n} (pool, budget) cells "
+        f"({cells(better)}) and less accurate in {worse.height}. Beyond 2 SE over problems, which also covers which "
+        f"{n_report} problems were held out, depth is better in {better_q.height} ({cells(better_q)}) and worse in "
+        f"{worse_q.height}. By budget: "
+        + "; ".join(f"at {lvl:g}x the median length depth is {MOSTLY[word]} over seeds ({b} better, {w} worse of "
+                    f"{m}; over problems {bq} and {wq}; median {d:+.1%})" for lvl, word, b, w, bq, wq, m, d in where)
+        + ". "
+        + (f"Where depth is not more accurate it sometimes spends fewer tokens: in {saving.height} cells it spends "
+           f"under 0.9 of the best width-only entry's tokens (median {float(saving['ratio'].median()):.2f}) at a "
+           f"median accuracy difference of {float(saving['diff'].median()):+.1%}, the trade AutoTTS and "
+           "Parallel-Probe report (tokens saved at nearly equal accuracy), which the question asked here (the most "
+           "accuracy a budget buys) does not reward. " if saving.height else "")
+        + verdict_text(better_q.height, worse_q.height, n, n_report) + "\n",
         "Per pool (held-out accuracy ± SE over seeds; tokens spent per query; * beyond 2 SE):\n",
         table(["pool", "budget", "best width-only", "accuracy", "tokens", "best width x depth", "accuracy", "tokens",
-               "depth - width"], cells),
+               "depth - width ± SE over seeds", "± SE over problems"], per_pool),
     ]
 
 
@@ -504,14 +569,27 @@ def main(argv=None):
     ap.add_argument("--rerun", action="store_true", help="rerun the leaderboard even if its output exists")
     ap.add_argument("--leaderboard", type=Path, help="render from this leaderboard directory (no import, no run)")
     ap.add_argument("--depth-leaderboard", type=Path, help="with --leaderboard: the depth run's directory (its "
-                    "depth.parquet; default: none, no depth section)")
+                    "depth.parquet; default: --leaderboard's own when it has one)")
+    ap.add_argument("--depth-only", type=Path, metavar="DIR", help="re-render only the depth section of results.md, "
+                    "from this leaderboard directory (its depth.parquet: e.g. `ttc leaderboard pools/autotts --tracks "
+                    "sc --units tokens`), the rest of the page left as it is")
     args = ap.parse_args(argv)
+    if args.depth_only is not None:
+        text = DOC.read_text()
+        at = [i for i in (text.find(h) for h in DEPTH_HEADINGS) if i >= 0]
+        if not at:
+            raise SystemExit(f"{DOC} has no depth section to replace")
+        DOC.write_text(text[:min(at)] + "\n".join(depth_section(args.depth_only)) + "\n")
+        print(f"rewrote the depth section of {DOC}", file=sys.stderr)
+        return
     if args.leaderboard is not None:
-        lb, cmd, depth = args.leaderboard, [], args.depth_leaderboard
+        lb, cmd = args.leaderboard, []
+        depth = args.depth_leaderboard or (lb if (lb / "depth.parquet").exists() else None)
     else:
         lb, cmd = ensure(args.work, args.seeds, args.rerun)
         depth = ensure_depth(args.work, args.seeds, args.rerun, lb)
-    DOC.write_text(render(lb, cmd, depth=depth))
+    text = render(lb, cmd, depth=depth)
+    DOC.write_text(text)
     print(f"wrote {DOC} and {FIG}/", file=sys.stderr)
 
 

@@ -33,6 +33,10 @@ All pools are read and checked, and every output refused or accepted, before the
 (`--out DIR`): compare.parquet (one row per pool, budget and policy, with the split and the comparison), compare.md
 (the tables as markdown, with the command that regenerates them) and split.parquet (each query's part), written as
 one directory atomically.
+
+`--depth` (issue 30) asks another question with the same split and choice rule: on pools with probes, the
+leaderboard's width x depth entries against its width-only ones at equal token budgets, without a verifier (the
+depth view, at the end of this module); its outputs are depth.parquet, compare.md and split.parquet.
 """
 from __future__ import annotations
 
@@ -67,6 +71,8 @@ class CompareRequest:
     out: Path | None = None
     threads: int | None = None
     force: bool = False
+    depth: bool = False  # the depth view instead (the module's end): width x depth against width-only at equal tokens
+    token_multiples: list = field(default_factory=lambda: [1, 2, 4, 8, 16])  # its budgets: the leaderboard's
 
 
 def published_policies() -> list[str]:
@@ -104,6 +110,11 @@ def validate(req: CompareRequest) -> list[Path]:
     from .run import check_seeds
 
     check_budgets(req.budgets)
+    if req.depth:
+        check_budgets(req.token_multiples, "--token-multiples")
+        if req.policies is not None:
+            raise InputError("--policy narrows the published policies of the coverage view; the depth view (--depth) "
+                             "compares every width and depth entry of the leaderboard's sc track")
     if req.seeds < 1:
         raise InputError(f"--seeds must be >= 1, got {req.seeds}")
     check_seeds(req.seed_start, req.seeds)
@@ -354,8 +365,10 @@ def split_frame(plan: PoolPlan) -> pl.DataFrame:
 
 def command_line(req: CompareRequest) -> str:
     """The canonical command that regenerates the table (every option explicit)."""
-    args = ["ttc", "compare", *[str(p) for p in req.pools], "--budgets", ",".join(f"{b:g}" for b in req.budgets),
-            "--seeds", str(req.seeds), "--seed-start", str(req.seed_start), "--holdout", f"{req.holdout:g}",
+    args = ["ttc", "compare", *[str(p) for p in req.pools]]
+    args += (["--depth", "--token-multiples", ",".join(f"{b:g}" for b in req.token_multiples)] if req.depth else
+             ["--budgets", ",".join(f"{b:g}" for b in req.budgets)])
+    args += ["--seeds", str(req.seeds), "--seed-start", str(req.seed_start), "--holdout", f"{req.holdout:g}",
             "--split-seed", str(req.split_seed)]
     if req.policies is not None:
         args += ["--policy", ",".join(req.policies)]
@@ -376,6 +389,8 @@ def run_compare(req: CompareRequest, console=None) -> pl.DataFrame:
     console = console or _console()
     paths = validate(req)
     set_threads(req.threads)
+    if req.depth:
+        return run_depth(req, paths, console)
     plans = [plan_pool(p, req) for p in paths]
     for plan in plans:
         n_cfg = sum(len(plan.grids[p]) for r in ROLES for p in plan.roles[r])
@@ -407,6 +422,40 @@ def run_compare(req: CompareRequest, console=None) -> pl.DataFrame:
             (tmp / "compare.md").write_text(markdown(df, command_line(req),
                                                      {p.pool.name: p.skipped for p in plans}))
         console.print(f"wrote compare.parquet ({df.height} rows), compare.md and split.parquet to {req.out}",
+                      highlight=False)
+    return df
+
+
+def run_depth(req: CompareRequest, paths: list, console) -> pl.DataFrame:
+    """run_compare's depth view: every pool planned (and refused) before the first engine call, as there."""
+    from .outputs import MARK as OUTPUT_MARK
+    from .outputs import atomic_dir
+    from .progress import progress
+
+    plans = [plan_depth(p, req) for p in paths]
+    for plan in plans:
+        kinds = {k: sum(e.kind == k for e in plan.entries) for k in ("width", "depth")}
+        split = ("tuned and reported on every query: every number is in-sample †" if plan.same else
+                 f"tuned on {len(plan.t_idx)} queries, reported on the {len(plan.r_idx)} held out")
+        console.print(f"[bold]{plan.pool.name}[/]: {kinds['width']} width-only and {kinds['depth']} width x depth "
+                      f"entries ({len(plan.configs())} configurations) x {len(plan.budgets)} token budgets (median "
+                      f"response {plan.median:,.0f} tokens) x {req.seeds} seeds; {split}", highlight=False)
+    t0 = time.perf_counter()
+    with progress(sum(p.work(req.seeds) for p in plans), "comparing", "query-runs", console=console) as bar:
+        df = pl.concat([compare_depth(plan, req, progress=bar.advance) for plan in plans])
+    elapsed = time.perf_counter() - t0
+    console.print(render_depth(df))
+    for name in df["pool"].unique(maintain_order=True):
+        console.print(render_depth_entries(df.filter(pl.col("pool") == name)))
+    mark = "† tuned on the data it reports (--holdout 0). " if df["tuned_on_reported"].any() else ""
+    console.print(f"{mark}Standard errors: {DEPTH_SE_METHOD}. {elapsed:.1f} s.", style="dim", highlight=False)
+    if req.out is not None:
+        with atomic_dir(req.out, "compare") as tmp:
+            df.write_parquet(tmp / "depth.parquet", metadata={OUTPUT_MARK: "compare"})
+            pl.concat([split_frame(p) for p in plans]).write_parquet(tmp / "split.parquet",
+                                                                     metadata={OUTPUT_MARK: "compare"})
+            (tmp / "compare.md").write_text(depth_markdown(df, command_line(req)))
+        console.print(f"wrote depth.parquet ({df.height} rows), compare.md and split.parquet to {req.out}",
                       highlight=False)
     return df
 
@@ -538,4 +587,300 @@ def markdown(df: pl.DataFrame, command: str, skipped: dict | None = None) -> str
         left = (skipped or {}).get(name, {})
         if left:
             parts.append("\nNot run on this pool:\n\n" + "\n".join(f"- `{p}`: {why}" for p, why in left.items()))
+    return "\n".join(parts) + "\n"
+
+
+# ------------------------------------------------------------------------------------ the depth view (--depth)
+# Issue 30: on a pool with probes (each trace's answer so far, `ttc import autotts`), width x depth policies against
+# width-only ones at equal tokens. The contestants are the leaderboard's sc track in tokens (leaderboard.entries: the
+# width entries, uniform and each score-free policy with each answer-agreement rule, and the depth ones, each of those
+# under the answer-stability rule, parallel-probe and cmc), so the two commands compare the same things; the budgets
+# are the leaderboard's too (--token-multiples of the pool's median response length). As in the leaderboard, only each
+# entry's chosen configuration is replayed on the held-out part (the full grid there, this command's habit in its
+# coverage view, doubled the time of a view of some 300 configurations, for numbers no table shows); the choice, the
+# rows and the differences are this module's own code, so a depth row here and the leaderboard's are two paths to one
+# number (tests/test_compare_depth.py checks they agree).
+
+DEPTH_METRIC = "accuracy"  # no verifier: answer agreement stops a query and its majority answer is given
+DEPTH_SE_METHOD = ("SE over seeds: the held-out queries fixed, the draw order's luck on them (differences paired over "
+                   "seeds, common random numbers); SE over queries: the standard deviation of the per-query "
+                   "differences (each averaged over seeds) / sqrt(held-out queries), the queries taken as a sample "
+                   "of their population (approximate: a budget is shared across queries, so their outcomes are not "
+                   "independent)")
+
+
+@dataclass
+class DepthPlan:
+    """One probed pool, read and checked: its parts, its token budgets and the leaderboard's sc entries in tokens."""
+
+    path: Path
+    pool: object
+    t_idx: np.ndarray
+    r_idx: np.ndarray
+    median: float  # the pool's median response length: the unit of --token-multiples
+    budgets: list  # tokens per query
+    entries: list  # leaderboard.Entry, width and depth kinds (no oracle)
+    side: str | None  # uab's confidence column (the leaderboard's choice: --side, else the first it looks for)
+
+    @property
+    def same(self) -> bool:
+        return len(self.t_idx) == len(self.r_idx) == self.pool.n_queries
+
+    def parts(self):
+        from .tune import subset
+
+        return ((self.pool, self.pool) if self.same else
+                (subset(self.pool, self.t_idx, "tune"), subset(self.pool, self.r_idx, "report")))
+
+    def configs(self) -> list:
+        return list({c.label(): c for e in self.entries for c in e.configs}.values())
+
+    def work(self, seeds: int) -> int:
+        """Query-runs (PoolPlan.work): every configuration at every budget and seed on the tuning part, at most one
+        per entry on the held-out part (entries that choose the same configuration share its run)."""
+        held = 0 if self.same else len(self.entries) * len(self.r_idx)
+        return (len(self.configs()) * len(self.t_idx) + held) * len(self.budgets) * seeds
+
+
+def plan_depth(path: Path, req: CompareRequest) -> DepthPlan:
+    from .leaderboard import CONFIDENCE_COLUMNS, entries, median_tokens
+    from .pool import load_pool, sample_columns
+    from .run import check_budget_totals
+    from .tune import split_queries
+
+    names = sample_columns(path)
+    if "correct" not in names:
+        raise PoolError(f"ttc compare needs ground truth (a 'correct' column) to score accuracy, and {path} has none")
+    if "probe_answer" not in names:
+        raise PoolError(f"ttc compare --depth needs a pool with probes (each trace's answer so far, as `ttc import "
+                        f"autotts` writes), and {path} has none: its depth rows cannot be replayed")
+    side = side_columns(path, req.side)[0] if req.side is not None else next(
+        (c for c in CONFIDENCE_COLUMNS if c in names), None)
+    pool = load_pool(path, probes=True, side=side)  # (the leaderboard's side: --side, else the first it looks for)
+    if not pool.has_gt:
+        raise PoolError(f"ttc compare needs ground truth, and {path}'s 'correct' column is entirely null")
+    median = median_tokens(path, pool)
+    if median is None:
+        raise PoolError(f"ttc compare --depth compares at token budgets, and {path} has no token counts (n_tokens)")
+    t_idx, r_idx = split_queries(pool.query_ids, req.holdout, req.split_seed)
+    budgets = [float(m) * median for m in req.token_multiples]
+    for n in {len(t_idx), len(r_idx)}:
+        check_budget_totals(budgets, n)
+    es = [e for e in entries(pool, "sc", "tokens") if e.role != "oracle"]
+    return DepthPlan(path, pool, t_idx, r_idx, median, budgets, es, side)
+
+
+def _kind_best(es: list, tune_key) -> dict:
+    """kind -> the entry of best tuning-part mean (ties: the first in entry order), as the leaderboard chooses."""
+    out = {}
+    for kind in ("width", "depth"):
+        cand = [e for e in es if e.kind == kind]
+        if cand:
+            out[kind] = max(cand, key=lambda e: (tune_key(e), -cand.index(e)))
+    return out
+
+
+def query_se(part, cfg_a, cfg_b, budget: float, seeds, means: bool = False):
+    """The SE over queries of a - b's held-out accuracy (DEPTH_SE_METHOD): per query, each configuration's chance of
+    a right answer over the seeds, their difference's standard deviation over queries / sqrt(queries). With means,
+    (se, a's accuracy, b's accuracy) from the same replay (with_query_se checks its rows against them)."""
+    from .engine import replay
+
+    pq = replay(part, [cfg_a, cfg_b], [budget], seeds, select="sc", per_query=True)[1]
+    per = (pq.group_by("config", "query_id").agg(pl.col("selected_correct").cast(pl.Float64).mean().alias("p"))
+           .pivot(on="config", index="query_id", values="p"))
+    a, b = per[cfg_a.label()].to_numpy(), per[cfg_b.label()].to_numpy()
+    se = float((a - b).std(ddof=1) / np.sqrt(len(a))) if len(a) > 1 else float("nan")
+    return (se, float(a.mean()), float(b.mean())) if means else se
+
+
+def with_query_se(summary: pl.DataFrame, paths: dict, seeds, holdout: float, split_seed: int) -> pl.DataFrame:
+    """Rows of the leaderboard's depth_vs_width (pool, budget, the two best entries and configurations) with
+    diff_se_queries and verdict_queries added: depth - width's SE over the held-out queries (query_se), from replays
+    of the two chosen configurations on each pool's held-out part (paths: pool name -> its directory; the split and
+    seeds the leaderboard ran with). So a leaderboard run made without it gets the SE over queries after the fact,
+    at the cost of two configurations per row, not of the tuning grid."""
+    from .leaderboard import CONFIDENCE_COLUMNS, entries
+    from .pool import load_pool, sample_columns
+    from .tune import split_queries, subset
+
+    out = []
+    for name in summary["pool"].unique(maintain_order=True):
+        path = Path(paths[name])
+        names = sample_columns(path)
+        pool = load_pool(path, probes=True, side=next((c for c in CONFIDENCE_COLUMNS if c in names), None))
+        _, r_idx = split_queries(pool.query_ids, holdout, split_seed)
+        rp = pool if len(r_idx) == pool.n_queries else subset(pool, r_idx, "report")
+        grid = {(e.label, c.label()): c for e in entries(pool, "sc", "tokens") for c in e.configs}
+        for r in summary.filter(pl.col("pool") == name).iter_rows(named=True):
+            key_d, key_w = (r["depth_policy"], r["depth_config"]), (r["width_policy"], r["width_config"])
+            if key_d not in grid or key_w not in grid:
+                raise PoolError(f"{name}: {key_d[1] if key_d not in grid else key_w[1]} is no configuration of this "
+                                "build's depth entries: the rows come from another version")
+            q, m_d, m_w = query_se(rp, grid[key_d], grid[key_w], r["budget"], seeds, means=True)
+            # (the replays must give the rows' own numbers: else the rows are of another pool, split, seeds or build)
+            if not (abs(m_d - r["depth_mean"]) < 1e-9 and abs(m_w - r["width_mean"]) < 1e-9):
+                raise PoolError(f"{name} at budget {r['budget']:g}: the held-out replays give {m_d:.6f} and {m_w:.6f}, "
+                                f"the rows {r['depth_mean']:.6f} and {r['width_mean']:.6f}: the rows are not of this "
+                                "pool, split, seeds and build")
+            out.append({**r, "diff_se_queries": q, "verdict_queries": verdict(r["diff"], q)})
+    return pl.DataFrame(out, schema={**summary.schema, "diff_se_queries": pl.Float64, "verdict_queries": pl.String})
+
+
+def compare_depth(plan: DepthPlan, req: CompareRequest, progress=None) -> pl.DataFrame:
+    """The depth view's rows of one pool: one per (token budget, entry), the best of each kind flagged, each depth
+    entry's paired difference from the best width-only one, and for the best depth entry that difference's SE over
+    queries too."""
+    from .engine import replay
+    from .leaderboard import _tune_means, choose
+    from .tune import split_digest
+
+    seeds = range(req.seed_start, req.seed_start + req.seeds)
+    tp, rp = plan.parts()
+    cfgs = plan.configs()
+
+    def tick(part):  # progress in query-runs (DepthPlan.work)
+        return None if progress is None else (lambda k: progress(k * part.n_queries))
+
+    df_t = replay(tp, cfgs, plan.budgets, seeds, select="sc", progress=tick(tp))[0]
+    means = _tune_means(df_t, DEPTH_METRIC)
+    rows = []
+    for lvl, b in zip(req.token_multiples, plan.budgets, strict=True):
+        chosen = {e.label: choose(e, means, b) for e in plan.entries}
+        best = _kind_best(plan.entries, lambda e, chosen=chosen: chosen[e.label][1])
+        df_r = df_t.filter(pl.col("budget") == b) if plan.same else replay(
+            rp, list({c.label(): c for c, _ in chosen.values()}.values()), [b], seeds, select="sc",
+            progress=tick(rp))[0]
+        held = {e.label: df_r.filter((pl.col("config") == chosen[e.label][0].label()) & (pl.col("budget") == b))
+                .sort("seed") for e in plan.entries}
+        x_w = held[best["width"].label][DEPTH_METRIC].to_numpy()
+        for e in plan.entries:
+            d = held[e.label]
+            x = d[DEPTH_METRIC].to_numpy()
+            diff = paired(x, x_w) if e.kind == "depth" else (float("nan"), float("nan"))
+            q_se = (query_se(rp, chosen[e.label][0], chosen[best["width"].label][0], b, seeds)
+                    if e is best.get("depth") else float("nan"))
+            rows.append({
+                "pool": plan.pool.name, "pool_path": str(plan.path), "level": float(lvl), "budget": float(b),
+                "entry": e.label, "base_policy": e.policy, "kind": e.kind, "config": chosen[e.label][0].label(),
+                "tune_mean": float(chosen[e.label][1]), "mean": float(x.mean()),
+                "se": float(x.std(ddof=1) / np.sqrt(len(x))) if len(x) > 1 else float("nan"),
+                "tokens_per_query": float(d["tokens_used"].mean()) / rp.n_queries,
+                "is_best_width": e is best["width"], "is_best_depth": e is best.get("depth"),
+                "vs_best_width": diff[0], "vs_best_width_se": diff[1],
+                "verdict": verdict(*diff) if e.kind == "depth" else None,
+                "vs_best_width_se_queries": q_se,
+                "verdict_queries": verdict(diff[0], q_se) if np.isfinite(q_se) else None,
+                "tuned_on_reported": plan.same})
+    return pl.DataFrame(rows, schema=DEPTH_SCHEMA).with_columns(
+        pl.lit(plan.median, dtype=pl.Float64).alias("median_tokens"),
+        pl.lit(float(req.holdout), dtype=pl.Float64).alias("holdout"),
+        pl.lit(req.split_seed, dtype=pl.Int64).alias("split_seed"),
+        pl.lit(len(plan.t_idx), dtype=pl.Int64).alias("n_tune"),
+        pl.lit(len(plan.r_idx), dtype=pl.Int64).alias("n_report"),
+        pl.lit(split_digest([plan.pool.query_ids[i] for i in plan.r_idx])).alias("report_digest"),
+        pl.lit(req.seed_start, dtype=pl.Int64).alias("seed_start"), pl.lit(req.seeds, dtype=pl.Int64).alias("n_seeds"),
+        pl.lit(DEPTH_METRIC).alias("metric"), pl.lit(DEPTH_SE_METHOD).alias("se_method"))
+
+
+DEPTH_SCHEMA = {"pool": pl.String, "pool_path": pl.String, "level": pl.Float64, "budget": pl.Float64,
+                "entry": pl.String, "base_policy": pl.String, "kind": pl.String, "config": pl.String,
+                "tune_mean": pl.Float64, "mean": pl.Float64, "se": pl.Float64, "tokens_per_query": pl.Float64,
+                "is_best_width": pl.Boolean, "is_best_depth": pl.Boolean, "vs_best_width": pl.Float64,
+                "vs_best_width_se": pl.Float64, "verdict": pl.String, "vs_best_width_se_queries": pl.Float64,
+                "verdict_queries": pl.String, "tuned_on_reported": pl.Boolean}
+
+
+def depth_summary(df: pl.DataFrame) -> pl.DataFrame:
+    """Per pool and token budget: the best width-only entry against the best width x depth one, in the columns of
+    the leaderboard's depth_vs_width (so the two can be set side by side), with the SE over queries added."""
+    keys = ["pool", "level", "budget"]
+    cols = ["entry", "config", "mean", "se", "tokens_per_query"]
+    w = df.filter(pl.col("is_best_width")).select(*keys, *[pl.col(c).alias(f"width_{c}") for c in cols])
+    d = df.filter(pl.col("is_best_depth")).select(
+        *keys, *[pl.col(c).alias(f"depth_{c}") for c in cols], pl.col("vs_best_width").alias("diff"),
+        pl.col("vs_best_width_se").alias("diff_se"), "verdict", pl.col("vs_best_width_se_queries").alias(
+            "diff_se_queries"), "verdict_queries", "tuned_on_reported")
+    return (w.join(d, on=keys, how="inner", maintain_order="left")
+            .rename({"width_entry": "width_policy", "depth_entry": "depth_policy"}))
+
+
+DEPTH_HEAD = ("pool", "budget", "best width-only", "accuracy", "tokens / query", "best width x depth", "accuracy",
+              "tokens / query", "depth - width ± SE over seeds", "± SE over queries")
+
+
+def depth_rows(summary: pl.DataFrame) -> list[list[str]]:
+    rows = []
+    for r in summary.iter_rows(named=True):
+        mark = " †" if r["tuned_on_reported"] else ""
+        rows.append([r["pool"], f"{r['level']:g}x median ({r['budget']:,.0f})", r["width_policy"] + mark,
+                     _mse(r["width_mean"], r["width_se"]), f"{r['width_tokens_per_query']:,.0f}",
+                     r["depth_policy"] + mark, _mse(r["depth_mean"], r["depth_se"]),
+                     f"{r['depth_tokens_per_query']:,.0f}", f"{_signed(r['diff'], r['diff_se'])} ({r['verdict']})",
+                     f"±{r['diff_se_queries']:.4f} ({r['verdict_queries']})"
+                     if r["diff_se_queries"] is not None and np.isfinite(r["diff_se_queries"]) else "—"])
+    return rows
+
+
+def _in_tokens(config: str, policy: str) -> str:
+    """A configuration's label without its policy and its unit (every entry of the view counts tokens)."""
+    inner = config.removeprefix(policy).strip().removeprefix("(").removesuffix(")")
+    kept = [kv for kv in inner.split(", ") if kv and kv != "tokens"]
+    return f"({', '.join(kept)})" if kept else "(default)"
+
+
+def depth_entry_rows(df: pl.DataFrame) -> tuple[list, list[list[str]]]:
+    """Per pool: one row per entry (width ones first), one cell per token budget: held-out accuracy, tokens spent
+    per query, the chosen configuration; * marks each kind's best (chosen on the tuning part)."""
+    levels = sorted(df["level"].unique().to_list())
+    rows = []
+    for kind in ("width", "depth"):
+        sub = df.filter(pl.col("kind") == kind)
+        for name in sub["entry"].unique(maintain_order=True):
+            cells = {r["level"]: r for r in sub.filter(pl.col("entry") == name).iter_rows(named=True)}
+            rows.append([f"{name} ({kind})"] + [
+                f"{_mse(c['mean'], c['se'])}{' *' if c['is_best_width'] or c['is_best_depth'] else ''} "
+                f"{c['tokens_per_query']:,.0f} tok {_in_tokens(c['config'], c['base_policy'])}"
+                for c in (cells[v] for v in levels)])
+    return levels, rows
+
+
+def render_depth(df: pl.DataFrame):
+    return sectioned_table(f"depth against width at equal token budgets: held-out {DEPTH_METRIC} (no verifier: "
+                           "answer agreement, majority answer), mean ± SE over seeds; each kind's best chosen on the "
+                           "tuning part", DEPTH_HEAD, depth_rows(depth_summary(df)),
+                           right=("tokens / query", "depth - width ± SE over seeds", "± SE over queries"))
+
+
+def render_depth_entries(df: pl.DataFrame):
+    levels, rows = depth_entry_rows(df)
+    return sectioned_table(f"{df['pool'][0]}: every entry, held-out {DEPTH_METRIC} of the configuration chosen on the "
+                           "tuning part, tokens spent per query (* = best of its kind)",
+                           ["entry"] + [f"{v:g}x median" for v in levels], rows, key=lambda row: row[0].endswith(
+                               "(depth)"))
+
+
+def depth_markdown(df: pl.DataFrame, command: str) -> str:
+    def table(head, rows):
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        return "\n".join(lines + ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows])
+
+    first = df.row(0, named=True)
+    parts = [f"# ttc compare --depth\n\n```bash\n{command}\n```\n",
+             f"Metric: {DEPTH_METRIC} (no verifier: answer agreement stops a query, its majority answer is given) on "
+             f"the held-out queries (holdout {first['holdout']:g}, split seed {first['split_seed']}), "
+             f"{first['n_seeds']} seeds from {first['seed_start']}, at token budgets in multiples of each pool's "
+             "median response length. The entries are the leaderboard's sc track in tokens; each entry's parameters "
+             "were chosen on the tuning part, and each kind's best entry too. Standard errors: "
+             f"{DEPTH_SE_METHOD}. A difference is called only beyond 2 SE."
+             + (" † tuned on the data it reports." if df["tuned_on_reported"].any() else "") + "\n",
+             table(DEPTH_HEAD, depth_rows(depth_summary(df)))]
+    for name in df["pool"].unique(maintain_order=True):
+        sub = df.filter(pl.col("pool") == name)
+        r0 = sub.row(0, named=True)
+        levels, rows = depth_entry_rows(sub)
+        parts += [f"\n## {name}\n\n{r0['n_tune']} queries tune, {r0['n_report']} report (digest "
+                  f"{r0['report_digest']}); median response {r0['median_tokens']:,.0f} tokens. Every entry "
+                  "(* = best of its kind):\n",
+                  table(["entry"] + [f"{v:g}x median" for v in levels], rows)]
     return "\n".join(parts) + "\n"

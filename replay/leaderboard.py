@@ -328,14 +328,7 @@ def plan_pool(path: Path, req: LeaderboardRequest) -> PoolPlan:
     if not pool.has_gt:
         raise PoolError(f"ttc leaderboard needs ground truth, and {path}'s 'correct' column is entirely null")
     units = req.units or list(UNITS)
-    median = None
-    if pool.has_tokens:
-        t = pl.scan_parquet(sample_files(path)).select(pl.col("n_tokens").null_count()).collect().item()
-        if t:
-            raise PoolError(f"{path}: 'n_tokens' is null for {t} responses: a token budget needs every length")
-        median = float(np.median(pool.tok))
-        if not median > 0:
-            median = None
+    median = median_tokens(path, pool)
     if "tokens" in units and median is None and req.units is not None:
         raise PoolError(f"mixed units: --units tokens asks for token budgets, and {path} has no token counts "
                         "(n_tokens); leave it out or use --units samples")
@@ -361,10 +354,41 @@ def plan_pool(path: Path, req: LeaderboardRequest) -> PoolPlan:
     return PoolPlan(path, pool, t_idx, r_idx, tp, rp, median, work, side, skipped)
 
 
+def median_tokens(path: Path, pool) -> float | None:
+    """The pool's median response length, the unit of its token budgets (None: no token counts, or all zero); a
+    pool with some lengths null is refused (a token budget needs every length). compare's depth view reads it too, so
+    that its budgets are the leaderboard's."""
+    from .pool import sample_files
+
+    if not pool.has_tokens:
+        return None
+    t = pl.scan_parquet(sample_files(path)).select(pl.col("n_tokens").null_count()).collect().item()
+    if t:
+        raise PoolError(f"{path}: 'n_tokens' is null for {t} responses: a token budget needs every length")
+    median = float(np.median(pool.tok))
+    return median if median > 0 else None
+
+
 def calls(plan: PoolPlan) -> int:
     """Engine calls (each over every seed) the pool takes: per track and unit one on the tuning half, one per budget
     on the held-out half, uniform's dense curve and the oracle."""
     return sum((0 if plan.same else 1) + len(b) + 2 for _, _, b, _, _ in plan.work)
+
+
+def runs(plan: PoolPlan) -> int:
+    """The engine's runs (configuration x budget, each over every seed) the pool takes, which the progress bar
+    counts (replay reports runs made): its tuning calls whole, on the held-out half at most one per entry and budget
+    (entries that choose the same configuration share it), uniform's dense curve and the oracle. (Counting one per
+    engine call, as calls() does, let a pool with depth's ~300 configurations run the bar to 350%.)"""
+    total = 0
+    for _, _, b, levels, es in plan.work:
+        live = [e for e in es if e.role != "oracle"]
+        for select in {e.select for e in live}:
+            grp = [e for e in live if e.select == select]
+            total += len({c.label() for e in grp for c in e.configs}) * len(b)
+            total += sum(e.role != "uniform" for e in grp) * len(b)
+        total += len(dense_levels(levels)) + len(b)
+    return total
 
 
 # --------------------------------------------------------------------------------------------------- the work
@@ -669,7 +693,7 @@ def run_leaderboard(req: LeaderboardRequest, console=None) -> pl.DataFrame:
         for name, why in p.skipped.items():
             console.print(f"  {p.pool.name}: {name} not run: {why}", highlight=False)
     t1 = time.perf_counter()
-    with progress(n_calls * req.seeds, "leaderboard", "seeds", console=console) as bar:
+    with progress(sum(runs(p) for p in plans) * req.seeds, "leaderboard", "runs", console=console) as bar:
         df = pl.concat([run_pool(p, req, progress=bar.advance) for p in plans])
     elapsed = time.perf_counter() - t1
     agg = aggregate(df)
