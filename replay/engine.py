@@ -134,6 +134,15 @@ def grid_arrays(pool: Pool, tables) -> PoolArrays:
     return P
 
 
+def grid_maxtok(pool: Pool) -> int:
+    """The pool's longest response in tokens (0 for none), kept on the pool while its tok is the same object (a pass
+    over the pool: as grid_arrays)."""
+    got = pool.__dict__.get("_grid_maxtok")
+    if got is None or got[0] is not pool.tok:
+        got = pool.__dict__["_grid_maxtok"] = (pool.tok, max(0, int(np.max(pool.tok, initial=0))))
+    return got[1]
+
+
 def pool_modes(off, aoff, ans) -> np.ndarray:
     """Per answer slot (answer_offsets' layout): 1 when its answer is a most frequent valid answer of its query's
     whole pool, else 0 (the invalid answers' slots, a query without valid answers). The `consistency` column counts
@@ -328,8 +337,9 @@ def run_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, se
         done = np.zeros(chunks, np.int64)
         perms = take_identities(int(pool.off[-1]), chunks)
         # contiguous chunks of seeds; _grid releases the GIL, so this thread can report their progress
-        run_chunks(lambda t: _grid(*args, sched(n, bins), perms[t], t * S // chunks, (t + 1) * S // chunks, reading,
-                                   dc, done[t:t + 1]), chunks, tick, done)
+        maxtok = grid_maxtok(pool)
+        run_chunks(lambda t: _grid(*args, grid_sched(n, bins, maxtok), perms[t], t * S // chunks,
+                                   (t + 1) * S // chunks, reading, dc, done[t:t + 1]), chunks, tick, done)
         give_back_identities(perms)
     return out_f, out_i, pq_n, pq_flags
 
@@ -679,6 +689,15 @@ def sched(n: int, bins: int = 0, live: bool = False) -> Sched:
     return Sched(e(n, np.int64), e(n + 1), e(n + 1, np.int64), e(n + 1, np.int64), e((bins + 2, 3)), e((n, 2)),
                  e(n, np.int64), e(n, np.int64), e(n, np.int64), e(n, np.int64), e(n, np.int64),
                  np.zeros(1, SCHED), e((n if live else 0, 2), np.int64))
+
+
+def grid_sched(n: int, bins: int, maxtok: int) -> Sched:
+    """A grid thread's scheduler scratch: sched's, with the pool's longest response (maxtok, in tokens), the bound by
+    which round-robin in tokens runs the rounds the budget surely pays for as one block (kernel.SCHED's maxtok: the
+    same outcomes at less than half the cost a decision, docs/performance.md)."""
+    s = sched(n, bins)
+    s.sch[0]["maxtok"] = maxtok
+    return s
 
 
 def outcome(P: PoolArrays, W: Scratch, votes: tuple | None = None) -> dict:

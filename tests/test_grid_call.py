@@ -206,3 +206,37 @@ def test_pool_from_arrays_keeps_its_arrays_apart():
     tables = make_tables(3, 0.95, sc_beta=False)
     assert engine.grid_arrays(a, tables).correct.tolist() == [1, 0, 0, 1, 1]
     assert engine.grid_arrays(b, tables).correct.tolist() == [0, 1, 1, 0, 0]
+
+
+@pytest.mark.parametrize("policy", ["uniform", "elimination", "two-stage", "optscale", "dsc"])
+def test_round_robin_in_tokens_runs_paid_blocks_with_the_same_outcomes(policy):
+    """The grid knows the pool's longest response (engine.grid_maxtok) and runs round-robin's rounds in tokens that
+    the budget pays for even at that length as one block per query, as in samples: each (budget, seed) equals the
+    reference's run, at budgets from one paid round to many (here a round costs at most 60 x 900 tokens) and below
+    one, and a pool whose longest response is far longer than the others (few paid rounds)."""
+    from ttc.replay.reference import run_reference
+    from ttc.replay.rng import permutation, query_order
+
+    from support.equivalence import config_kwargs
+
+    for seed, spike in ((8, False), (9, True)):
+        pool = make_pool(n=60, size=16, seed=seed, ragged=True)
+        if spike:
+            pool.tok = pool.tok.copy()
+            pool.tok[7] = 50 * int(pool.tok.max())
+        maxtok = engine.grid_maxtok(pool)
+        assert maxtok == int(pool.tok.max()) > 0
+        kw = {"eliminate": "sc-beta"} if policy in ("elimination", "two-stage", "dsc") else {}
+        configs = [RunConfig(policy, unit="tokens", **kw)]
+        tables = make_tables(int(pool.sizes.max()), 0.95, sc_beta=True)
+        per_round = pool.n_queries * maxtok
+        for total in (per_round // 2, per_round, 3 * per_round + 17, int(pool.tok.sum()) + 1):
+            bt = np.full((1, 4), total, np.int64)
+            _, out_i, pq_n, _ = engine.run_grid(pool, configs, bt, np.arange(4), tables, per_query=True)
+            for s in range(4):
+                perm = permutation(pool.off, pool.qkeys, s)
+                rank, _ = query_order(pool.qkeys, s)
+                ref = run_reference(pool.off, pool.correct, pool.score, pool.ans, pool.tok, perm, rank,
+                                    budget_total=total, **config_kwargs(configs[0]))
+                assert pq_n[0, s].tolist() == [int(v) for v in ref["n_drawn"]], (policy, total, s)
+                assert out_i[0, s, :3].tolist() == [ref["samples_used"], ref["tokens_used"], ref["exhausted"]]
