@@ -6,8 +6,8 @@ On `ttc bench`'s synthetic pool (200 queries of 64), elimination with mmc at its
 query), each repeat times the engine on --seeds seeds (one run_grid call) and then the reference on 2 of them, so that
 a load change on a shared machine hits both; CPU time (time.process_time: the engine's threads count in full), medians
 over the repeats. `ttc bench` times wall clock on its own grid; this isolates the rule. A grid call has a fixed cost
-(its Python set-up and its threads: ~0.5 ms of CPU on this machine, docs/semantics.md, mmc), which 20 seeds at budget
-8 (32,000 decisions) spread at ~16 ns a decision; more seeds spread it thinner, one thread (--threads 1) halves it.
+(its Python set-up and its threads: ~0.1 ms of CPU in one thread, ~0.15 ms in two, docs/performance.md, "The grid
+call's fixed cost"), which 20 seeds at budget 8 spread at a few ns a decision; more seeds spread it thinner.
 """
 from __future__ import annotations
 

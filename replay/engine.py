@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
 
@@ -114,6 +115,34 @@ def pool_arrays(off, correct, score, ans, tok, tables, have=None, prior=None, si
                       frozen(pool_modes(off, aoff, ans), np.int8))
 
 
+def grid_arrays(pool: Pool, tables) -> PoolArrays:
+    """pool_arrays of a pool as run_grid reads it, kept on the pool from call to call: building it is a pass over the
+    pool (answer slots, pool modes) and a dozen array conversions, ~0.1 ms of CPU a call at 200 x 64, as much as
+    3,000 of mmc's decisions (docs/performance.md, "The grid call's fixed cost"). Kept while every array it is
+    built from is the same object (held here, so an id is never reused) and the tables are those or equal ones: a
+    pool given a new array (a field assigned, dataclasses.replace, with_invalid_votes, a depth view) builds anew.
+    The pools' arrays are never written in place (load_pool, from_arrays, the importers and synth build new ones;
+    the query keys and depth views cached on a pool rely on it too)."""
+    key = (pool.off, pool.correct, pool.score, pool.ans, pool.tok, pool.prior, pool.side)
+    got = pool.__dict__.get("_grid_arrays")
+    if got is not None and all(a is b for a, b in zip(got[0], key, strict=True)) and all(
+            a is b or (a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b))
+            for a, b in zip(got[1], tables, strict=True)):
+        return got[2]
+    P = pool_arrays(pool.off, pool.correct, pool.score, pool.ans, pool.tok, tables, prior=pool.prior, side=pool.side)
+    pool.__dict__["_grid_arrays"] = (key, tuple(tables), P)
+    return P
+
+
+def grid_maxtok(pool: Pool) -> int:
+    """The pool's longest response in tokens (0 for none), kept on the pool while its tok is the same object (a pass
+    over the pool: as grid_arrays)."""
+    got = pool.__dict__.get("_grid_maxtok")
+    if got is None or got[0] is not pool.tok:
+        got = pool.__dict__["_grid_maxtok"] = (pool.tok, max(0, int(np.max(pool.tok, initial=0))))
+    return got[1]
+
+
 def pool_modes(off, aoff, ans) -> np.ndarray:
     """Per answer slot (answer_offsets' layout): 1 when its answer is a most frequent valid answer of its query's
     whole pool, else 0 (the invalid answers' slots, a query without valid answers). The `consistency` column counts
@@ -123,7 +152,19 @@ def pool_modes(off, aoff, ans) -> np.ndarray:
 
 
 def config_records(configs: list[RunConfig]) -> np.ndarray:
-    return np.concatenate([c.record() for c in configs]) if configs else np.zeros(0, CONFIG)
+    """The configurations' CONFIG records, a new array. Each configuration's is made once and kept on it, as bytes (a
+    RunConfig is frozen, and its record is a function of its fields): record() fills its fields by name, ~25 us a
+    configuration and call, and numpy copies a record array field by field, ~30 us more; joined as bytes, ~5 us."""
+    if not configs:
+        return np.zeros(0, CONFIG)
+    return np.concatenate([_record_bytes(c) for c in configs]).view(CONFIG)
+
+
+def _record_bytes(c: RunConfig) -> np.ndarray:
+    got = c.__dict__.get("_record")
+    if got is None:
+        got = c.__dict__["_record"] = c.record().view(np.uint8)
+    return got
 
 
 # A result row's configuration: every RunConfig field after the policy (which leads the row), one column each.
@@ -152,8 +193,11 @@ def reading_flag(records):
     """run_one's `reading` argument for these configurations (CONFIG records): True when one uses a rule that
     reads the drawn responses (kernel.READING_RULES) or a policy that does (kernel.READING_POLICIES), else None, which
     compiles a kernel without that code (its own cached specialisation, ~4 s less to compile on a first run)."""
-    return True if (np.isin(records["elim"], READING_RULES).any()
-                    or np.isin(records["policy"], READING_POLICIES).any()) else None
+    return True if (not _READING_RULES.isdisjoint(records["elim"].tolist())
+                    or not _READING_POLICIES.isdisjoint(records["policy"].tolist())) else None
+
+
+_READING_RULES, _READING_POLICIES = frozenset(READING_RULES), frozenset(READING_POLICIES)  # (np.isin: ~30 us a call)
 
 
 def lows_arg(lows, records):
@@ -284,35 +328,68 @@ def run_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, se
     out_f, out_i, pq_n, pq_flags = grid_outputs(C, S, n, per_query)
     if C and S:
         cw, eta = vote_weights(pool.score, votes)
-        args = (pool_arrays(pool.off, pool.correct, pool.score, pool.ans, pool.tok, tables, prior=pool.prior,
-                             side=pool.side),
-                frozen(pool.qkeys, np.uint64), frozen(seeds, np.int64), config_records(configs), only,
-                frozen(budget_totals, np.int64), cw, eta, out_f, out_i, pq_n, pq_flags)
+        args = (grid_arrays(pool, tables), frozen(pool.qkeys, np.uint64), frozen(seeds, np.int64),
+                config_records(configs), only, frozen(budget_totals, np.int64), cw, eta, out_f, out_i, pq_n, pq_flags)
         chunks = min(S, get_threads())
         bins = max(c.bins for c in configs)  # side-eb's, at most (each thread has its own scheduler scratch)
         reading = reading_flag(args[3])
         dc = lows_arg(pool.lows, args[3])
         done = np.zeros(chunks, np.int64)
         perms = take_identities(int(pool.off[-1]), chunks)
-        if chunks == 1 and tick is None:
-            _grid(*args, sched(n, bins), perms[0], 0, S, reading, dc, done[0:1])
-        else:  # contiguous chunks of seeds; _grid releases the GIL, so this thread can report their progress
-            with ThreadPoolExecutor(chunks) as ex:
-                futures = [ex.submit(_grid, *args, sched(n, bins), perms[t], t * S // chunks, (t + 1) * S // chunks,
-                                     reading, dc, done[t:t + 1]) for t in range(chunks)]
-                reported = 0
-                while tick is not None and not all(f.done() for f in futures):
-                    wait(futures, timeout=TICK_S)
-                    now = int(done.sum())
-                    if now > reported:
-                        tick(now - reported)
-                        reported = now
-                for f in futures:
-                    f.result()
-                if tick is not None and int(done.sum()) > reported:
-                    tick(int(done.sum()) - reported)
+        # contiguous chunks of seeds; _grid releases the GIL, so this thread can report their progress
+        maxtok = grid_maxtok(pool)
+        run_chunks(lambda t: _grid(*args, grid_sched(n, bins, maxtok), perms[t], t * S // chunks,
+                                   (t + 1) * S // chunks, reading, dc, done[t:t + 1]), chunks, tick, done)
         give_back_identities(perms)
     return out_f, out_i, pq_n, pq_flags
+
+
+# The grids' worker threads, kept from call to call: a pool of threads started per call cost ~0.3 ms of CPU (start,
+# join, their first wake-ups), a sixth of an mmc grid of 20 seeds at budget 8 (docs/performance.md, "The grid call's
+# fixed cost"). As many as numba's threads (set_threads' ceiling); a call's chunks beyond the calling thread's own
+# take as many, and calls from several threads at once share them (a chunk waits for a free one). Made anew in a
+# forked child, where the parent's threads do not exist.
+_workers: ThreadPoolExecutor | None = None
+_workers_pid = 0
+_workers_lock = threading.Lock()
+
+
+def workers() -> ThreadPoolExecutor:
+    global _workers, _workers_pid
+    with _workers_lock:
+        if _workers is None or _workers_pid != os.getpid():
+            _workers = ThreadPoolExecutor(numba.config.NUMBA_NUM_THREADS, thread_name_prefix="ttc-grid")
+            _workers_pid = os.getpid()
+        return _workers
+
+
+def run_chunks(run, chunks: int, tick=None, done=None):
+    """run(t) for every chunk t < chunks, at once: chunk 0 on this thread and the others on the workers, or, with
+    tick, every chunk on the workers while this thread calls tick(k) with the runs made since its last call (the sum
+    of `done`, which the chunks count up) at most every TICK_S and once at the end. Returns when every chunk has
+    returned (a chunk that raised does not leave the others writing the outputs), raising the first error."""
+    if chunks == 1 and tick is None:
+        run(0)
+        return
+    ex = workers()
+    futures = [ex.submit(run, t) for t in range(0 if tick is not None else 1, chunks)]
+    try:
+        if tick is None:
+            run(0)
+        else:
+            reported = 0
+            while True:
+                finished = not wait(futures, timeout=TICK_S).not_done
+                now = int(done.sum())
+                if now > reported:
+                    tick(now - reported)
+                    reported = now
+                if finished:
+                    break
+    finally:
+        wait(futures)
+    for f in futures:
+        f.result()
 
 
 def pool_probes(pool: Pool) -> tuple | None:
@@ -398,12 +475,7 @@ def run_probe_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarr
         # contiguous chunks of seeds on the worker threads, as run_grid's (the grids release the GIL and keep their
         # scratch per call; each seed writes its own outputs)
         chunks = min(S, get_threads())
-        if chunks <= 1:
-            grid(*args, 0, S)
-        else:
-            with ThreadPoolExecutor(chunks) as ex:
-                for fut in [ex.submit(grid, *args, t * S // chunks, (t + 1) * S // chunks) for t in range(chunks)]:
-                    fut.result()
+        run_chunks(lambda t, grid=grid, args=args, k=chunks: grid(*args, t * S // k, (t + 1) * S // k), chunks)
         out_f[rows], out_i[rows] = f, i_
         if per_query:
             pq_n[rows], pq_flags[rows] = pn, pf
@@ -617,6 +689,15 @@ def sched(n: int, bins: int = 0, live: bool = False) -> Sched:
     return Sched(e(n, np.int64), e(n + 1), e(n + 1, np.int64), e(n + 1, np.int64), e((bins + 2, 3)), e((n, 2)),
                  e(n, np.int64), e(n, np.int64), e(n, np.int64), e(n, np.int64), e(n, np.int64),
                  np.zeros(1, SCHED), e((n if live else 0, 2), np.int64))
+
+
+def grid_sched(n: int, bins: int, maxtok: int) -> Sched:
+    """A grid thread's scheduler scratch: sched's, with the pool's longest response (maxtok, in tokens), the bound by
+    which round-robin in tokens runs the rounds the budget surely pays for as one block (kernel.SCHED's maxtok: the
+    same outcomes at less than half the cost a decision, docs/performance.md)."""
+    s = sched(n, bins)
+    s.sch[0]["maxtok"] = maxtok
+    return s
 
 
 def outcome(P: PoolArrays, W: Scratch, votes: tuple | None = None) -> dict:

@@ -207,6 +207,10 @@ SCHED = np.dtype([
     ("ds_lo", _I8), ("ds_hi", _I8), ("ds_mid", _I8), ("ds_first", _I8), ("ds_end", _I8), ("ds_next", _I8),
     # (live) the pending pull (run_one's pull arguments; reps: its pulls left)
     ("i", _I8), ("want", _I8), ("bud", _I8), ("uu", _I8), ("cap", _I8), ("rule", _I8), ("reps", _I8),
+    # the pool's longest response in tokens, set by the grid (engine.grid_sched; 0: not known, as in a live run):
+    # round-robin in tokens runs blocks of rounds that a draw this long each would fit, as in samples (a decision in
+    # a block cost 13 ns against 32 ns alone: elimination with sc-beta, depth view of bench.probed_synth, 16x)
+    ("maxtok", _I8),
 ], align=True)
 
 
@@ -2869,7 +2873,12 @@ def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
                 continue
             if st.p == 0:  # a new round: run as many rounds as the budget pays for whatever they draw in one go
                 m = st.m
-                blk = (st.rr_budget - tot[SAMPLES]) // (m * st.rr_k) if unit == UNIT_SAMPLES else 0
+                if unit == UNIT_SAMPLES:
+                    blk = (st.rr_budget - tot[SAMPLES]) // (m * st.rr_k)
+                elif st.maxtok > 0:  # tokens: the rounds paid even if every draw were the pool's longest response
+                    blk = (st.rr_budget - tot[TOKENS]) // (m * st.rr_k * st.maxtok)
+                else:
+                    blk = 0
                 st.paid = blk >= 1
                 if blk < 1 and not st.by_rank and (unit == UNIT_TOKENS or st.rr_budget > tot[SAMPLES]):
                     # the budget may run out in this round: rank order from now on (act[:m] holds exactly the
