@@ -2380,20 +2380,10 @@ def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
             return False
         return mmc_log_e(r.mm_s1, r.mm_f1, r.mm_q1) >= bar and mmc_log_e(r.mm_s2, r.mm_f2, r.mm_q2) >= bar
 
-    def answered(i, rule, n_, best, lead, lc, sc):
-        """The elimination rule on query i's state (n_ responses drawn). The rules of ESC and Adaptive-
-        Consistency that need more than the running counts read the drawn responses or the answer slots here, at
-        the rule check only: the draw loop stays as it is for every rule."""
-        if rule == ELIM_THRESHOLD:
-            return best >= gamma
-        if rule == ELIM_SC_SHARE:
-            return n_ >= m_min and lc > tau * n_
-        if rule == ELIM_SC_BETA:
-            return lead >= 0 and lc >= min_a[sc]
-        if rule == ELIM_AC_MAJORITY:
-            return n_ >= 2 and lc >= share * n_
-        if reading is None:  # the run uses none of the rules below: not compiled (see run_one's docstring)
-            return False
+    def reading_stops(i, rule, n_, lead, lc, sc):
+        """The rules (READING_RULES) that need more than the running counts, on query i's state (n_ responses
+        drawn): they read the drawn responses or the answer slots here, at the rule check only, so that the draw
+        loop stays as it is for every rule. Reached through `stops` below only."""
         if rule == ELIM_ESC:
             return n_ >= K and lead >= 0 and esc_window(ans, perm, off[i] + n_ - K, K)
         if rule == ELIM_AC_ENTROPY:
@@ -2412,6 +2402,28 @@ def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
             return lead >= 0 and lbayes_stops(si, aoff[i], aoff[i + 1], lead, lc, ans, off[i], off[i + 1], cfg.lb_l,
                                               cfg.lb_thre)
         return False
+
+    def no_reading(i, rule, n_, lead, lc, sc):
+        return False
+
+    # The reading rules' check, or none, chosen in run_one's own body: PruneFirst prunes this test on `reading` before
+    # the closures are inlined. The same test inside answered is pruned only after, so a kernel without them carried
+    # their code, mmc's check inlined in each, through the inlining pass in each of answered's three inlined copies:
+    # +2.4 s of CPU to compile a one-policy kernel (docs/performance.md, "Start-up").
+    stops = no_reading if reading is None else reading_stops
+
+    def answered(i, rule, n_, best, lead, lc, sc):
+        """The elimination rule on query i's state (n_ responses drawn): the rules on the running counts here, the
+        others through `stops` (reading_stops, or nothing in a kernel without them)."""
+        if rule == ELIM_THRESHOLD:
+            return best >= gamma
+        if rule == ELIM_SC_SHARE:
+            return n_ >= m_min and lc > tau * n_
+        if rule == ELIM_SC_BETA:
+            return lead >= 0 and lc >= min_a[sc]
+        if rule == ELIM_AC_MAJORITY:
+            return n_ >= 2 and lc >= share * n_
+        return stops(i, rule, n_, lead, lc, sc)
 
     def pull(i, want_k, bud, u, cap, rule, reps):
         """Up to `reps` pulls of want_k responses each for query i under total budget bud, stopping early when
