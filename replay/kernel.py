@@ -29,6 +29,8 @@ from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
 from numba.core.compiler import CompilerBase, DefaultPassBuilder
+from numba.core.compiler_machinery import FunctionPass, register_pass
+from numba.core.ir_utils import build_definitions
 from numba.core.untyped_passes import DeadBranchPrune, RewriteSemanticConstants, WithLifting
 from numba.extending import intrinsic
 
@@ -232,16 +234,33 @@ inner = njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 inline = njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True, inline="always")
 
 
+@register_pass(mutates_CFG=False, analysis_only=False)
+class RebuildDefinitions(FunctionPass):
+    """The IR's table of each variable's definitions, rebuilt from its blocks. numba's dead-branch pruning deletes
+    the dead blocks but not their assignments from that table, and closure inlining finds a closure through it: a
+    name assigned only in a pruned block would still lead to the closure (run_one's `stops`)."""
+    _name = "rebuild_definitions"
+
+    def __init__(self):
+        FunctionPass.__init__(self)
+
+    def run_pass(self, state):
+        state.func_ir._definitions = build_definitions(state.func_ir.blocks)
+        return True
+
+
 class PruneFirst(CompilerBase):
     """numba's nopython pipeline with its dead-branch pruning (and the constant rewrite it reads) run once more
     before closures are inlined, for run_one. Inlining its closures (pull, answered, index_of, sift_down) runs
     dead-code elimination over the whole function, about 4.5 s of a first run's compile, most of run_one's; the
     default pipeline prunes only after it, so the branches a specialisation drops (the other policies', the
     reading rules' and live runs' code on a None argument) were still paid for there. Pruning first, that pass
-    sees only the code the variant keeps."""
+    sees only the code the variant keeps, of run_one's own body: a test inside a closure is pruned only once the
+    closure is inlined (hence run_one's `stops`)."""
 
     def define_pipelines(self):
         pm = DefaultPassBuilder.define_nopython_pipeline(self.state)
+        pm.add_pass_after(RebuildDefinitions, WithLifting)  # (each lands right after WithLifting: this one last)
         pm.add_pass_after(DeadBranchPrune, WithLifting)
         pm.add_pass_after(RewriteSemanticConstants, WithLifting)
         pm.finalize()
@@ -2403,18 +2422,17 @@ def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
                                               cfg.lb_thre)
         return False
 
-    def no_reading(i, rule, n_, lead, lc, sc):
-        return False
-
-    # The reading rules' check, or none, chosen in run_one's own body: PruneFirst prunes this test on `reading` before
-    # the closures are inlined. The same test inside answered is pruned only after, so a kernel without them carried
-    # their code, mmc's check inlined in each, through the inlining pass in each of answered's three inlined copies:
-    # +2.4 s of CPU to compile a one-policy kernel (docs/performance.md, "Start-up").
-    stops = no_reading if reading is None else reading_stops
+    # answered reaches reading_stops through this name, defined only with `reading`: PruneFirst prunes this test on
+    # the argument before the closures are inlined, so a kernel without the reading rules has nothing there to inline
+    # (answered's own test is pruned only after: each of its three inlined copies carried the six rules, mmc's check
+    # inlined in each, through the inlining pass, +2.4 s of CPU to compile a one-policy kernel; docs/performance.md,
+    # "Start-up"). One definition where it is kept: numba inlines a closure only through a name with one.
+    if reading is not None:
+        stops = reading_stops
 
     def answered(i, rule, n_, best, lead, lc, sc):
         """The elimination rule on query i's state (n_ responses drawn): the rules on the running counts here, the
-        others through `stops` (reading_stops, or nothing in a kernel without them)."""
+        others through `stops` (reading_stops), in a kernel with them."""
         if rule == ELIM_THRESHOLD:
             return best >= gamma
         if rule == ELIM_SC_SHARE:
@@ -2423,6 +2441,8 @@ def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
             return lead >= 0 and lc >= min_a[sc]
         if rule == ELIM_AC_MAJORITY:
             return n_ >= 2 and lc >= share * n_
+        if reading is None:  # (no `stops`: see above)
+            return False
         return stops(i, rule, n_, lead, lc, sc)
 
     def pull(i, want_k, bud, u, cap, rule, reps):
