@@ -29,6 +29,8 @@ from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
 from numba.core.compiler import CompilerBase, DefaultPassBuilder
+from numba.core.compiler_machinery import FunctionPass, register_pass
+from numba.core.ir_utils import build_definitions
 from numba.core.untyped_passes import DeadBranchPrune, RewriteSemanticConstants, WithLifting
 from numba.extending import intrinsic
 
@@ -243,16 +245,33 @@ inner = njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 inline = njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True, inline="always")
 
 
+@register_pass(mutates_CFG=False, analysis_only=False)
+class RebuildDefinitions(FunctionPass):
+    """The IR's table of each variable's definitions, rebuilt from its blocks. numba's dead-branch pruning deletes
+    the dead blocks but not their assignments from that table, and closure inlining finds a closure through it: a
+    name assigned only in a pruned block would still lead to the closure (run_one's `stops`)."""
+    _name = "rebuild_definitions"
+
+    def __init__(self):
+        FunctionPass.__init__(self)
+
+    def run_pass(self, state):
+        state.func_ir._definitions = build_definitions(state.func_ir.blocks)
+        return True
+
+
 class PruneFirst(CompilerBase):
     """numba's nopython pipeline with its dead-branch pruning (and the constant rewrite it reads) run once more
     before closures are inlined, for run_one. Inlining its closures (pull, answered, index_of, sift_down) runs
     dead-code elimination over the whole function, about 4.5 s of a first run's compile, most of run_one's; the
     default pipeline prunes only after it, so the branches a specialisation drops (the other policies', the
     reading rules' and live runs' code on a None argument) were still paid for there. Pruning first, that pass
-    sees only the code the variant keeps."""
+    sees only the code the variant keeps, of run_one's own body: a test inside a closure is pruned only once the
+    closure is inlined (hence run_one's `stops`)."""
 
     def define_pipelines(self):
         pm = DefaultPassBuilder.define_nopython_pipeline(self.state)
+        pm.add_pass_after(RebuildDefinitions, WithLifting)  # (each lands right after WithLifting: this one last)
         pm.add_pass_after(DeadBranchPrune, WithLifting)
         pm.add_pass_after(RewriteSemanticConstants, WithLifting)
         pm.finalize()
@@ -2450,20 +2469,10 @@ def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
             return False
         return mmc_log_e(r.mm_s1, r.mm_f1, r.mm_q1) >= bar and mmc_log_e(r.mm_s2, r.mm_f2, r.mm_q2) >= bar
 
-    def answered(i, rule, n_, best, lead, lc, sc):
-        """The elimination rule on query i's state (n_ responses drawn). The rules of ESC and Adaptive-
-        Consistency that need more than the running counts read the drawn responses or the answer slots here, at
-        the rule check only: the draw loop stays as it is for every rule."""
-        if rule == ELIM_THRESHOLD:
-            return best >= gamma
-        if rule == ELIM_SC_SHARE:
-            return n_ >= m_min and lc > tau * n_
-        if rule == ELIM_SC_BETA:
-            return lead >= 0 and lc >= min_a[sc]
-        if rule == ELIM_AC_MAJORITY:
-            return n_ >= 2 and lc >= share * n_
-        if reading is None:  # the run uses none of the rules below: not compiled (see run_one's docstring)
-            return False
+    def reading_stops(i, rule, n_, lead, lc, sc):
+        """The rules (READING_RULES) that need more than the running counts, on query i's state (n_ responses
+        drawn): they read the drawn responses or the answer slots here, at the rule check only, so that the draw
+        loop stays as it is for every rule. Reached through `stops` below only."""
         if rule == ELIM_ESC:
             return n_ >= K and lead >= 0 and esc_window(ans, perm, off[i] + n_ - K, K)
         if rule == ELIM_AC_ENTROPY:
@@ -2483,6 +2492,29 @@ def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
             return lead >= 0 and lbayes_stops(si, aoff[i], aoff[i + 1], lead, lc, ans, off[i], off[i + 1], cfg.lb_l,
                                               cfg.lb_thre)
         return False
+
+    # answered reaches reading_stops through this name, defined only with `reading`: PruneFirst prunes this test on
+    # the argument before the closures are inlined, so a kernel without the reading rules has nothing there to inline
+    # (answered's own test is pruned only after: each of its three inlined copies carried the six rules, mmc's check
+    # inlined in each, through the inlining pass, +2.4 s of CPU to compile a one-policy kernel; docs/performance.md,
+    # "Start-up"). One definition where it is kept: numba inlines a closure only through a name with one.
+    if reading is not None:
+        stops = reading_stops
+
+    def answered(i, rule, n_, best, lead, lc, sc):
+        """The elimination rule on query i's state (n_ responses drawn): the rules on the running counts here, the
+        others through `stops` (reading_stops), in a kernel with them."""
+        if rule == ELIM_THRESHOLD:
+            return best >= gamma
+        if rule == ELIM_SC_SHARE:
+            return n_ >= m_min and lc > tau * n_
+        if rule == ELIM_SC_BETA:
+            return lead >= 0 and lc >= min_a[sc]
+        if rule == ELIM_AC_MAJORITY:
+            return n_ >= 2 and lc >= share * n_
+        if reading is None:  # (no `stops`: see above)
+            return False
+        return stops(i, rule, n_, lead, lc, sc)
 
     def pull(i, want_k, bud, u, cap, rule, reps):
         """Up to `reps` pulls of want_k responses each for query i under total budget bud, stopping early when

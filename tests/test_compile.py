@@ -4,9 +4,21 @@ specialisations it declares: the one every policy runs in and one per policy tha
 runs (engine.only_arg), each with and without the rules that read the drawn responses (kernel.READING_RULES) and
 deepconf-online's record lows, and live runs' own; each compiles once and numba caches it."""
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+import numba
+import numpy as np
+from numba import types
+from numba.core.compiler_machinery import FunctionPass, register_pass
+from numba.core.untyped_passes import InlineClosureLikes
+
+from ttc.replay.engine import pool_arrays, scratch
+from ttc.replay.kernel import ELIMINATION, PruneFirst, run_one
+from ttc.replay.policies import RunConfig
+from ttc.replay.tables import make_tables
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -105,3 +117,54 @@ def test_the_default_grid_compiles_no_depth_kernel_on_a_pool_without_probes():
     assert out.returncode == 0, out.stderr[-3000:]
     grid, depth = out.stdout.strip().splitlines()[-1].split(" ", 1)
     assert int(grid) == 1 and depth == "[]", out.stdout[-500:]
+
+
+class _Inlined(Exception):
+    """Carries the closures run_one inlined, out of a compile stopped right after the inlining pass."""
+
+
+@register_pass(mutates_CFG=False, analysis_only=True)
+class _StopAfterInlining(FunctionPass):
+    _name = "test_compile_stop_after_inlining"
+
+    def __init__(self):
+        FunctionPass.__init__(self)
+
+    def run_pass(self, state):
+        # an inlined closure's variables are named after it (run_one.<locals>.NAME -> ..._locals__NAME_v..)
+        raise _Inlined({m.group(1) for v in state.func_ir._definitions
+                        for m in [re.search(r"_locals__([a-z_]+?)_v\d", v)] if m})
+
+
+class _UpToInlining(PruneFirst):
+    def define_pipelines(self):
+        [pm] = PruneFirst.define_pipelines(self)
+        pm.add_pass_after(_StopAfterInlining, InlineClosureLikes)
+        pm.finalize()
+        return [pm]
+
+
+def _inlined(reading) -> set:
+    """The closures that run_one's PruneFirst pipeline inlines for elimination's one-policy kernel with this
+    `reading` type (untyped passes only: nothing is typed, lowered or cached)."""
+    off = np.array([0, 3, 5], np.int64)
+    z = np.zeros(5, np.int8)
+    P = pool_arrays(off, z, np.zeros(5), np.array([0, 1, 0, -1, 0]), np.ones(5, np.int64), make_tables(3, 0.95))
+    W = scratch(2, int(P.aoff[-1]), np.arange(5), np.zeros(2, np.int64), 0)
+    sig = (numba.typeof(P), numba.typeof(W), numba.typeof(RunConfig("elimination").record()[0]),
+           numba.typeof((None,) * ELIMINATION), types.int64, types.int64, reading, types.none, types.none)
+    try:
+        numba.njit(pipeline_class=_UpToInlining, no_cpython_wrapper=True)(run_one.py_func).compile(sig)
+    except _Inlined as e:
+        return e.args[0]
+    raise AssertionError("the pipeline did not stop after inlining")
+
+
+def test_a_kernel_without_the_reading_rules_inlines_none_of_their_code():
+    # Issue 25 item 4: the inlining pass (and its dead-code elimination over the result) cost a one-policy kernel
+    # without the reading rules ~2.4 s of CPU for their code (mmc's check inlined in each of answered's copies), which
+    # the pruning after it then dropped. run_one reaches them through `stops`, assigned under its own test on
+    # `reading`, which PruneFirst prunes before inlining (and rebuilds the definitions the inliner reads after it)
+    without, kept = _inlined(types.none), _inlined(types.boolean)
+    assert {"answered", "pull"} <= without and not {"reading_stops", "mmc_stops"} & without, without
+    assert {"answered", "pull", "reading_stops", "mmc_stops"} <= kept, kept
