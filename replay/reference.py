@@ -335,6 +335,10 @@ def _tally(s, a, j, weight):
 
 
 class _Run:
+    # called with the run after each decision when set (run_reference's on_draw): `ttc bench` stops a slow
+    # reference part-way by raising from it, and times the decisions made so far (replay/bench.py)
+    on_draw = None
+
     def __init__(self, off, correct, score, ans, tok, perm, unit, elim_params):
         self.off = off
         self.correct = correct
@@ -388,6 +392,8 @@ class _Run:
         else:
             c = _tally(s, a, j, self.score[j])
         s.S += T[c + 1] - T[c]
+        if self.on_draw is not None:
+            self.on_draw(self)
 
     # --- elimination rules --------------------------------------------------------------------------
     def elim_rule(self, i, elim):
@@ -1513,9 +1519,10 @@ def run_reference(off, correct, score, ans, tok, perm, rank, *, policy, unit="sa
                   prior_strength=2.0, judge=32, prior=None, bins=3, refresh=8, side=None, dirichlet_conf=0.95,
                   horizon=0, lows=None, bf=10.0, bf_mc=1000, mmc_delta=0.05, mmc_m=3,
                   lb_thre=0.95, lb_l=2, uab_tau=0.2, pets_options=16, pets_mc=0, pets_train=10,
-                  pets_curve_mc=20000):
+                  pets_curve_mc=20000, on_draw=None):
     """Replay one run of `policy` on one pool and one seed (perm, rank), exactly as docs/semantics.md. lows:
-    deepconf-online's record lows, per response a (positions, values) pair of lists."""
+    deepconf-online's record lows, per response a (positions, values) pair of lists. on_draw: called with the run
+    after each decision (what it raises ends the run there and reaches the caller; it changes nothing else)."""
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}")
     if unit not in UNITS:
@@ -1534,6 +1541,7 @@ def run_reference(off, correct, score, ans, tok, perm, rank, *, policy, unit="sa
                (float(gamma), float(tau), int(m_min), conf, int(K), float(share), float(hmax),
                 float(dirichlet_conf), float(bf), int(bf_mc), float(mmc_delta), int(mmc_m),
                 float(lb_thre), int(lb_l)))
+    run.on_draw = on_draw
     return run_policy(run, rank, policy=policy, budget_total=budget_total, K=K, elim=elim, gamma=gamma, lam=lam,
                       eps=eps, max_samples=max_samples, rho=rho, warmup=warmup, percentile=percentile,
                       prior_strength=prior_strength, judge=judge, prior=prior, bins=bins, refresh=refresh, side=side,
