@@ -26,7 +26,7 @@ RULES = ("boinf", "mmc", "lbayes")
 
 
 # A reference run is timed on its decisions up to the first one this many seconds after its first decision, not to
-# its end: boinf's reference (a Python Monte Carlo of 1,000 draws per check, ~100 decisions a second) took 7 minutes
+# its end: boinf's reference (a Python Monte Carlo of 1,000 draws per check, 50-100 decisions a second) took 7 minutes
 # of the default bench run to the end. Its rate stays decisions over seconds, the seconds from the call (setup, and a
 # plan made before the first decision, as pets-online's, always whole); the table says on how many decisions.
 REFERENCE_S = 3.0

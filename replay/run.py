@@ -430,7 +430,7 @@ def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, grow
                   f"load) {info['warmup_s']:.2f} s", highlight=False)
     console.print(f"full grid: {len(spec.policies)} policies and {len(spec.rules)} rule(s) under elimination x "
                   f"{len(budgets)} budgets x {seeds} seeds = "
-                  f"{info['configs'] * seeds} runs in {info['full_grid_s']:.3f} s", highlight=False)
+                  f"{info['configs'] * seeds} runs in {info['full_grid_s']:.3f} s (one timing)", highlight=False)
     t = Table(title="per policy and budget (a decision = one response handed to one query)", title_style="dim")
     for col in ("pool", "policy", "budget", "runs", "wall s", "decisions", "decisions/s", "reference dec/s",
                 "reference timed on", "speed-up"):
