@@ -698,19 +698,27 @@ def bench_cmd(
     seeds: int = typer.Option(100, help="Number of seeds per (policy, budget)."),
     repeats: int = typer.Option(3, help="Timing repeats; the median is reported."),
     reference_seeds: int = typer.Option(1, help="Seeds the plain-Python reference runs per row (0: skip it)."),
+    reference_s: Optional[float] = typer.Option(
+        None, help="Seconds after its first decision at which a reference run is stopped and timed on the "
+        "decisions it made (default 3; 0: every run to its end; the table says on how many decisions each row's "
+        "rate was measured)."),
     growth: str = typer.Option("500,5000,50000", help="Pool sizes (queries) for the growth table; empty: skip."),
+    growth_decisions: int = typer.Option(1_000_000, help="Decisions per cell of the growth table (its seeds scaled "
+                                         "to it)."),
     threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores)."),
     depth: bool = typer.Option(True, "--depth/--no-depth", help="Also time the depth policies (parallel-probe, cmc, "
                                "a width policy under the stability rule) on a synthetic probed pool (at most 100 "
                                "queries x 64 traces, at most 50 seeds) against their references."),
 ):
     """Time every policy on a synthetic pool against the plain-Python reference, and its growth with pool size.
-    It says how long it will take before it starts (about 11 minutes at the defaults on 2 cores)."""
+    It says how long it will take before it starts (at the defaults about 3.5 minutes on an idle 2-core machine,
+    projected from the 330 s of CPU it used: docs/performance.md)."""
     from ttc.replay.run import run_bench
 
     run_bench(queries=queries, responses=responses, budgets=_floats(budgets, "--budgets"), seeds=seeds,
-              repeats=repeats, reference_seeds=reference_seeds,
-              growth=_ints(growth, "--growth") if growth.strip() else [], threads=threads, depth=depth)
+              repeats=repeats, reference_seeds=reference_seeds, reference_s=reference_s,
+              growth=_ints(growth, "--growth") if growth.strip() else [], threads=threads, depth=depth,
+              growth_decisions=growth_decisions)
 
 
 # ---------------------------------------------------------------------------------------------------------- report

@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 
 from .engine import run_grid
-from .policies import REGISTRY, RunConfig
+from .policies import ELIMINATION_RULES, REGISTRY, Cost, RunConfig
 from .reference import run_reference
 from .rng import permutation, query_order
 from .synth import make_pool
@@ -25,6 +25,13 @@ POLICIES = tuple(p for p, e in REGISTRY.items() if not {"lows", "probes"} & e.ne
 RULES = ("boinf", "mmc", "lbayes")
 
 
+# A reference run is timed on its decisions up to the first one this many seconds after its first decision, not to
+# its end: boinf's reference (a Python Monte Carlo of 1,000 draws per check, 50-100 decisions a second) took 7 minutes
+# of the default bench run to the end. Its rate stays decisions over seconds, the seconds from the call (setup, and a
+# plan made before the first decision, as pets-online's, always whole); the table says on how many decisions.
+REFERENCE_S = 3.0
+
+
 @dataclass
 class BenchSpec:
     n: int = 500
@@ -35,108 +42,176 @@ class BenchSpec:
     policies: tuple = tuple(POLICIES)
     reference_seeds: int = 1  # the reference runs this many seeds per (policy, budget); 0 = skip it
     rules: tuple = RULES  # elimination rules timed under `elimination` besides the policies at their defaults
+    reference_s: float = REFERENCE_S  # a reference run stops this long after its first decision (0: never)
 
 
 GROWTH_NS = (500, 5000, 50000)
 GROWTH_DECISIONS = 1_000_000  # per growth cell (seeds scaled to it)
-# What `ttc bench` costs, measured on the shared 2-core machine (docs/performance.md), for its estimate before it
-# starts: the engine's decisions per second (all policies, two threads; the slowest, side-eb, ~2M/s) and the
-# reference's cost per decision, a constant plus a scan of the queries for the six index policies (about 3,000
-# decisions/s on 500 queries, 30,000 for the round-robin ones).
-ENGINE_RATE = 5e6
-GROWTH_RATE = 3e6
-REF_CONST_S = 3.3e-5
-REF_SCAN_S = 6e-7
+GROWTH_N0 = 500  # the pool size the engine's costs (policies.Cost) were measured at
+# what a decision costs grows by its memory traffic's share, at most GROWTH_MEM_NS, times (n / GROWTH_N0) **
+# GROWTH_EXP - 1 (the growth table; pets' and pets-online's compute does not grow with the pool)
+GROWTH_EXP, GROWTH_MEM_NS = 0.3, 300.0
+POOL_S_PER_RESPONSE = 2e-7  # synth.make_pool's cost
+REF_SETUP_S = 6e-7  # per response: run_reference's lists of the pool and its input checks
 
 
-def estimate_s(spec: BenchSpec, ns=GROWTH_NS, decisions: int = GROWTH_DECISIONS, growth_repeats: int = 1) -> dict:
-    """Seconds each phase of `ttc bench` will take, from the sizes alone (the rates above): the engine's timings
-    (the full grid and each row, `repeats` times), the reference's runs, the growth table's cells."""
-    per_seed = sum(spec.n * b for b in spec.budgets) * len(spec.policies)  # at most: a policy may spend less
-    engine = 2 * spec.repeats * spec.seeds * per_seed / ENGINE_RATE
-    scan = 6 / 14  # the share of index policies, whose reference scans every query per decision
-    reference = spec.reference_seeds * per_seed * (REF_CONST_S + scan * REF_SCAN_S * spec.n)
-    growth = sum(len(spec.policies) * (1 + growth_repeats) * decisions / GROWTH_RATE + n * spec.size * 2e-7
-                 for n in ns)
-    return {"engine": engine, "reference": reference, "growth": growth}
+def _costs(c: RunConfig) -> tuple[Cost, ...]:
+    """Configuration c's costs (policies.Cost): its policy's, and its elimination rule's check where it has one."""
+    p = REGISTRY[c.policy]
+    return (p.cost, ELIMINATION_RULES[c.eliminate].cost) if "eliminate" in p.params else (p.cost,)
 
 
-def _median_time(fn, repeats):
+def _configs(spec: "BenchSpec") -> list[RunConfig]:
+    return [RunConfig(p) for p in spec.policies] + [RunConfig("elimination", eliminate=r) for r in spec.rules]
+
+
+def engine_run_s(c: RunConfig, b: float, n: int) -> float:
+    """CPU seconds of one engine run of c on n queries at b draws a query (one thread)."""
+    return sum(k.engine_run_s + 1e-9 * Cost.at(k.engine_ns, b) * b * n for k in _costs(c))
+
+
+def reference_run_s(c: RunConfig, b: float, n: int, size: int, cap_s: float) -> float:
+    """Seconds of one reference run of c on n x size responses at b draws a query: its setup, what it does before its
+    first decision, and its decisions up to cap_s after the first (time_reference)."""
+    ks = _costs(c)
+    per = sum(1e-6 * (Cost.at(k.ref_us, b) + k.ref_scan_us * n) for k in ks)
+    run = b * n * per
+    return REF_SETUP_S * n * size + sum(k.ref_run_s for k in ks) + (min(run, cap_s + per) if cap_s else run)
+
+
+def estimate_s(spec: BenchSpec, ns=GROWTH_NS, decisions: int = GROWTH_DECISIONS, growth_repeats: int = 1,
+               threads: int = 2, depth: bool = False) -> dict:
+    """Seconds each phase of `ttc bench` will take, from the sizes alone and each configuration's costs
+    (policies.Cost): the engine's timings (the full grid once, each row `repeats` times, on `threads`), the
+    reference's runs (each up to spec.reference_s after its first decision), the depth rows, the growth table."""
+    runs = sum(engine_run_s(c, b, spec.n) for c in _configs(spec) for b in spec.budgets)
+    engine = (1 + spec.repeats) * spec.seeds * runs / threads
+    reference = spec.reference_seeds * sum(reference_run_s(c, b, spec.n, spec.size, spec.reference_s)
+                                           for c in _configs(spec) for b in spec.budgets)
+    growth = sum(n * spec.size * POOL_S_PER_RESPONSE + sum(growth_cell_s(p, n, decisions, growth_repeats, threads)
+                                                           for p in spec.policies) for n in ns)
+    out = {"engine": engine, "reference": reference, "growth": growth}
+    if depth:
+        out["depth"] = depth_estimate_s(**depth_sizes(spec), repeats=spec.repeats,
+                                        reference_seeds=max(spec.reference_seeds, 1), threads=threads)
+    return out
+
+
+def growth_cell_s(policy: str, n: int, decisions: int, repeats: int, threads: int, budget: int = 8) -> float:
+    """Seconds of one growth cell: one seed to warm up, then `repeats` timings of about `decisions` decisions (whole
+    seeds, on at most `threads` threads), each decision dearer on a larger pool (GROWTH_EXP)."""
+    runs = max(1, decisions // (budget * n))
+    c = RunConfig(policy)
+    mem = min(GROWTH_MEM_NS, sum(Cost.at(k.engine_ns, budget) for k in _costs(c)))
+    run = engine_run_s(c, budget, n) + 1e-9 * budget * n * mem * max(0.0, (n / GROWTH_N0) ** GROWTH_EXP - 1)
+    return (repeats * runs + 1) * run / min(threads, runs)
+
+
+def _median_time(fn, repeats, after=None):
+    """(median seconds of `repeats` calls of fn, its last output); after() is called after each (progress)."""
     times = []
     for _ in range(repeats):
         t = time.perf_counter()
         out = fn()
         times.append(time.perf_counter() - t)
+        if after:
+            after()
     return statistics.median(times), out
 
 
-def bench(spec: BenchSpec, progress=None) -> tuple[pl.DataFrame, dict]:
+class _Stop(Exception):
+    """Raised from the reference's on_draw at the time cap: the run ends there."""
+
+
+def time_reference(pool, c: RunConfig, total: int, seed: int, cap_s: float) -> tuple[int, float, bool]:
+    """One reference run of configuration c on `seed` with budget `total`, timed from the call: (decisions made,
+    seconds, whether it ran to its end). With cap_s it stops at its first decision more than cap_s after its first
+    one (everything before the first decision, a plan included, always whole)."""
+    perm = permutation(pool.off, pool.qkeys, seed)
+    rank = query_order(pool.qkeys, seed)[0]
+    seen = {}
+
+    def on_draw(run):
+        now = time.perf_counter()
+        first = seen.setdefault("first", now)
+        seen["decisions"] = run.samples_used
+        if now - first > cap_s:
+            raise _Stop
+
+    t = time.perf_counter()
+    try:
+        r = run_reference(pool.off, pool.correct, pool.score, pool.ans, pool.tok, perm, rank, policy=c.policy,
+                          elim=c.eliminate, budget_total=total, on_draw=on_draw if cap_s else None)
+    except _Stop:
+        return seen["decisions"], time.perf_counter() - t, False
+    return r["samples_used"], time.perf_counter() - t, True
+
+
+def bench(spec: BenchSpec, progress=None, threads: int = 2) -> tuple[pl.DataFrame, dict]:
     """Rows per (policy, budget): runs, median wall time, decisions/s, and the speed-up over the reference.
 
     A decision is one pull (K = 1: one response handed to one query). The reference is timed on
     `reference_seeds` seeds of the same pool, policy and budget (the median of their decisions per second, as
-    the engine's time is the median of its repeats), and the ratio compares decisions per second."""
-    step = _steps(progress, estimate_s(spec, ns=()))
+    the engine's time is the median of its repeats), each run up to spec.reference_s after its first decision
+    (reference_decisions: how many decisions its rate was measured on, of reference_of: its runs' decisions in
+    the engine), and the ratio compares decisions per second. `progress` is told the estimated seconds of each
+    step done (estimate_s's), so that a bar in those units moves with the time."""
+    step = progress or (lambda s: None)
     pool = make_pool(n=spec.n, size=spec.size, seed=0)
     tables = make_tables(spec.size, 0.95, sc_beta=False)
     seeds = np.arange(spec.seeds)
-    configs = [RunConfig(p) for p in spec.policies] + [RunConfig("elimination", eliminate=r) for r in spec.rules]
+    configs = _configs(spec)
     rows_cfg = [c for c in configs for _ in spec.budgets]
     totals = np.array([[int(b * spec.n)] * spec.seeds for _ in configs for b in spec.budgets], np.int64)
+    row_engine = [spec.seeds * engine_run_s(c, b, spec.n) / threads for c in configs for b in spec.budgets]
     t0 = time.perf_counter()
     run_grid(pool, rows_cfg[:1], totals[:1, :1], seeds[:1], tables)  # compile or load the kernels
     warmup = time.perf_counter() - t0
-    full, _ = _median_time(lambda: run_grid(pool, rows_cfg, totals, seeds, tables), spec.repeats)
-    step("engine", 0.5)
+    # (the full grid once: its rows are timed `repeats` times each below, and at the defaults a full grid is a
+    # quarter of the engine's time, most of it pets', pets-online's, boinf's and lbayes' rows; its runs tick the
+    # progress as they end, an equal share each)
+    t0 = time.perf_counter()
+    run_grid(pool, rows_cfg, totals, seeds, tables, tick=lambda k: step(sum(row_engine) * k / totals.size))
+    full = time.perf_counter() - t0
     # Every engine row is timed before any reference run: on the 2-core VM this was measured on, the engine's
     # calls in the first ~70 ms after a second of single-threaded Python ran 1.6x slower in 2 trials of 4
     # (the idle core coming back), which would charge the machine's wake-up to the engine.
     rows = []
-    for c in configs:
-        for b in spec.budgets:
-            bt = np.full((1, spec.seeds), int(b * spec.n), np.int64)
-            wall, (_, out_i, _, _) = _median_time(lambda c=c, bt=bt: run_grid(pool, [c], bt, seeds, tables),
-                                                  spec.repeats)
-            decisions = int(out_i[0, :, 0].sum())
-            rows.append({"pool": f"{spec.n}x{spec.size}", "policy": c.label(), "budget": b, "runs": spec.seeds,
-                         "wall_s": wall, "decisions": decisions, "decisions_per_s": decisions / wall,
-                         "reference_decisions_per_s": float("nan"), "speedup": float("nan")})
-            step("engine", 0.5 * b / sum(spec.budgets) / len(configs))
-    runs = [(permutation(pool.off, pool.qkeys, s), query_order(pool.qkeys, s)[0]) for s in range(spec.reference_seeds)]
-    for row, c in zip(rows, [c for c in configs for _ in spec.budgets]):
-        if runs:
-            rates = []
-            for perm, rank in runs:
-                t = time.perf_counter()
-                r = run_reference(pool.off, pool.correct, pool.score, pool.ans, pool.tok, perm, rank,
-                                  policy=c.policy, elim=c.eliminate, budget_total=int(row["budget"] * spec.n))
-                rates.append(r["samples_used"] / (time.perf_counter() - t))
-            row["reference_decisions_per_s"] = statistics.median(rates)  # robust to one preempted run
-            row["speedup"] = row["decisions_per_s"] / row["reference_decisions_per_s"]
-            step("reference", row["budget"] / sum(spec.budgets) / len(configs))
+    for (c, b), est in zip([(c, b) for c in configs for b in spec.budgets], row_engine, strict=True):
+        bt = np.full((1, spec.seeds), int(b * spec.n), np.int64)
+        wall, (_, out_i, _, _) = _median_time(lambda c=c, bt=bt: run_grid(pool, [c], bt, seeds, tables),
+                                              spec.repeats, lambda est=est: step(est))
+        decisions = int(out_i[0, :, 0].sum())
+        rows.append({"pool": f"{spec.n}x{spec.size}", "policy": c.label(), "budget": b, "runs": spec.seeds,
+                     "wall_s": wall, "decisions": decisions, "decisions_per_s": decisions / wall,
+                     "reference_decisions_per_s": float("nan"), "speedup": float("nan"),
+                     "reference_decisions": 0,
+                     "reference_of": int(out_i[0, :spec.reference_seeds, 0].sum())})
+    for row, c in zip(rows, rows_cfg, strict=True):
+        if not spec.reference_seeds:
+            break
+        rates = []
+        for s in range(spec.reference_seeds):
+            d, dt, _ = time_reference(pool, c, int(row["budget"] * spec.n), s, spec.reference_s)
+            rates.append(d / dt)
+            row["reference_decisions"] += d
+            step(reference_run_s(c, row["budget"], spec.n, spec.size, spec.reference_s))
+        row["reference_decisions_per_s"] = statistics.median(rates)  # robust to one preempted run
+        row["speedup"] = row["decisions_per_s"] / row["reference_decisions_per_s"]
     return pl.DataFrame(rows), {"full_grid_s": full, "warmup_s": warmup, "configs": len(rows_cfg),
                                 "seeds": spec.seeds}
 
 
-def _steps(progress, est: dict):
-    """step(phase, share): tells `progress` (in estimated seconds) that this share of a phase's estimate is done."""
-    def step(phase, share):
-        if progress:
-            progress(est[phase] * share)
-    return step
-
-
 def growth(ns=GROWTH_NS, size=64, budget=8, decisions=GROWTH_DECISIONS, repeats=1,
-           policies=tuple(POLICIES), progress=None) -> pl.DataFrame:
+           policies=tuple(POLICIES), progress=None, threads: int = 2) -> pl.DataFrame:
     """Decisions per second as the pool grows, at a fixed amount of work per point (seeds scaled so each
     point makes about `decisions` decisions): flat = linear work, a slow fall = the heap's log n."""
-    step = _steps(progress, {"growth": 1.0})
-    cells = len(ns) * len(policies)
-    est = estimate_s(BenchSpec(size=size, policies=tuple(policies)), ns, decisions, repeats)["growth"]
+    step = progress or (lambda s: None)
     rows = []
     tables = make_tables(size, 0.95, sc_beta=False)
     for n in ns:
         pool = make_pool(n=n, size=size, seed=0)
+        step(n * size * POOL_S_PER_RESPONSE)
         seeds = np.arange(max(1, decisions // (budget * n)))
         for p in policies:
             bt = np.full((1, len(seeds)), budget * n, np.int64)
@@ -146,7 +221,7 @@ def growth(ns=GROWTH_NS, size=64, budget=8, decisions=GROWTH_DECISIONS, repeats=
             d = int(out_i[0, :, 0].sum())
             rows.append({"queries": n, "policy": p, "budget": budget, "runs": len(seeds), "wall_s": wall,
                          "decisions": d, "decisions_per_s": d / wall})
-            step("growth", est / cells)
+            step(growth_cell_s(p, n, decisions, repeats, threads, budget))
     return pl.DataFrame(rows)
 
 
@@ -170,6 +245,8 @@ DEPTH_CONFIGS = (("parallel-probe", {}), ("cmc", {}),
                  ("elimination", {"eliminate": "sc-beta", "depth_rule": "stability", "depth_m": 3}))
 DEPTH_MULTIPLES = (1, 4, 16)
 PROBE_STEP = 500  # tokens between probes, as AutoTTS's
+DEPTH_N, DEPTH_SIZE, DEPTH_SEEDS = 100, 64, 50  # the depth rows' largest pool and seeds
+DEPTH_S = 11.0  # bench_depth at its defaults, CPU seconds (depth_estimate_s)
 
 
 def probed_synth(n: int = 100, size: int = 64, seed: int = 0):
@@ -229,8 +306,21 @@ def _depth_reference(pool, c, total: int, seed: int) -> tuple[int, int, float]:
     return samples, tokens, time.perf_counter() - t
 
 
-def bench_depth(n: int = 100, size: int = 64, multiples=DEPTH_MULTIPLES, seeds: int = 50, repeats: int = 3,
-                reference_seeds: int = 1, configs=DEPTH_CONFIGS) -> pl.DataFrame:
+def depth_sizes(spec: BenchSpec) -> dict:
+    """The depth rows' pool and seeds for a bench of these sizes: at most DEPTH_N x DEPTH_SIZE, DEPTH_SEEDS."""
+    return {"n": min(spec.n, DEPTH_N), "size": min(spec.size, DEPTH_SIZE), "seeds": min(spec.seeds, DEPTH_SEEDS)}
+
+
+def depth_estimate_s(n: int, size: int, seeds: int, repeats: int, reference_seeds: int, threads: int = 2) -> float:
+    """Seconds of bench_depth at these sizes: DEPTH_S measured at its largest (DEPTH_N x DEPTH_SIZE, DEPTH_SEEDS, 3
+    repeats, 1 reference seed), where most of it is the references' runs and their pools as Python lists (in
+    proportion to the traces) and the kernels' cache loads; the engine's runs are a few per cent."""
+    return DEPTH_S * (0.3 + 0.7 * n * size * reference_seeds / (DEPTH_N * DEPTH_SIZE))
+
+
+def bench_depth(n: int = DEPTH_N, size: int = DEPTH_SIZE, multiples=DEPTH_MULTIPLES, seeds: int = DEPTH_SEEDS,
+                repeats: int = 3, reference_seeds: int = 1, configs=DEPTH_CONFIGS, progress=None,
+                threads: int = 2) -> pl.DataFrame:
     """Rows per (depth configuration, token budget) on probed_synth(n, size): the engine's runs (every seed, median of
     `repeats` timings, as bench's), their traces started and the reference's on `reference_seeds` seeds. A decision
     is one trace started (the samples a run spends; the ratio of rates is the same per run whatever is counted, as
@@ -239,6 +329,8 @@ def bench_depth(n: int = 100, size: int = 64, multiples=DEPTH_MULTIPLES, seeds: 
     side."""
     from .engine import depth_pool, run_rows
 
+    step = progress or (lambda s: None)
+    est = depth_estimate_s(n, size, seeds, repeats, reference_seeds, threads)
     pool = probed_synth(n, size)
     median = float(np.median(pool.tok))
     tables = make_tables(size, 0.95, sc_beta=True)
@@ -262,6 +354,7 @@ def bench_depth(n: int = 100, size: int = 64, multiples=DEPTH_MULTIPLES, seeds: 
                     raise AssertionError(f"{c.label()} at {total}: the reference made {samples} traces, {tokens} "
                                          f"tokens on seed {s}; the engine {out_i[0, s, :2].tolist()}")
                 ref_rates.append(samples / dt)
+                step(est / (len(configs) * len(multiples) * reference_seeds))
             rate = decisions / wall
             ref_rate = statistics.median(ref_rates) if ref_rates else float("nan")
             rows.append({"pool": f"{n}x{size} probed", "policy": c.label(), "budget": float(m), "runs": seeds,

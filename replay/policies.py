@@ -25,6 +25,43 @@ def _kernel():
     return importlib.import_module(".kernel", __package__)
 
 
+ENGINE_NS, REF_US = 25.0, 5.0  # a decision's cost for most policies (Cost)
+COST_BUDGETS = (4, 8, 16, 32)  # the budgets per query a Cost's tuple values were measured at (`ttc bench`'s)
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What a policy's (or a rule's) work costs on `ttc bench`'s synthetic pool (500 queries x 64 responses), CPU
+    time measured on the shared 2-core machine, so that `ttc bench` can say how long it will take before it starts
+    (replay/bench.py estimate_s; docs/performance.md, 'ttc bench's estimate', has the commands that measure them).
+    A decision here is one of the budget's (budget x queries: a rule that answers every query early makes its
+    decisions cost less). engine_ns: the engine's ns per decision, one thread; ref_us: the plain-Python reference's us
+    per decision, plus
+    ref_scan_us per query of the pool (an index policy's reference scans every query per decision); each a number,
+    or its values at the budgets per query of COST_BUDGETS where a decision costs more as a query's draws grow
+    (pets' and lbayes' counts; between them interpolated, beyond them the nearest); engine_run_s and ref_run_s:
+    once per run, before its first decision (pets-online's plan). A rule's cost adds to its policy's (its check)."""
+
+    engine_ns: float | tuple = 0.0
+    ref_us: float | tuple = 0.0
+    ref_scan_us: float = 0.0
+    engine_run_s: float = 0.0
+    ref_run_s: float = 0.0
+
+    @staticmethod
+    def at(value, budget: float) -> float:
+        """A value of this Cost at `budget` draws a query."""
+        if not isinstance(value, tuple):
+            return float(value)
+        pts = list(zip(COST_BUDGETS, value, strict=True))
+        if budget <= pts[0][0]:
+            return float(pts[0][1])
+        for (b0, v0), (b1, v1) in zip(pts, pts[1:], strict=False):
+            if budget <= b1:
+                return v0 + (v1 - v0) * (budget - b0) / (b1 - b0)
+        return float(pts[-1][1])
+
+
 @dataclass(frozen=True)
 class Policy:
     """One allocation policy. params: the RunConfig fields that change what it does, in label order (the others
@@ -54,6 +91,7 @@ class Policy:
     style: tuple = ("#4d4d4d", "o", "-")
     inputs: tuple = ()
     slow: bool = False
+    cost: Cost = Cost(engine_ns=ENGINE_NS, ref_us=REF_US)  # for `ttc bench`'s estimate (Cost)
 
     @property
     def code(self) -> int:
@@ -68,16 +106,20 @@ REGISTRY = {p.name: p for p in (
            grid=frozenset({"K", "gamma", "tokens", "cap"}), style=("#1f77b4", "s", "-")),
     Policy("ucb", "UCB", "highest mean score + lambda / sqrt(n) first", ("K", "eliminate", "lam", "max_samples"),
            lam=1.0,
-           grid=frozenset({"K", "lambda", "gamma", "tokens"}), style=("#ff7f0e", "^", "--")),
+           grid=frozenset({"K", "lambda", "gamma", "tokens"}), style=("#ff7f0e", "^", "--"),
+           cost=Cost(65.0, REF_US, 0.135)),
     Policy("gap", "GAP", "smallest sqrt(n) (abs(gamma - mean) + eps) first (APT form)",
            ("K", "eliminate", "eps", "max_samples", "gamma"),
-           grid=frozenset({"K", "gamma", "tokens"}), style=("#2ca02c", "v", ":")),
+           grid=frozenset({"K", "gamma", "tokens"}), style=("#2ca02c", "v", ":"),
+           cost=Cost(70.0, REF_US, 0.154)),
     Policy("gap-literal", "GAP_LITERAL", "the paper's printed gap formula, for comparison only",
-           _ADAPTIVE + ("gamma",), style=("#8c564b", "x", "-.")),
+           _ADAPTIVE + ("gamma",), style=("#8c564b", "x", "-."),
+           cost=Cost(40.0, REF_US, 0.13)),
     Policy("entropy", "ENTROPY", "highest answer entropy + lambda / sqrt(n) first",
            ("K", "eliminate", "lam", "max_samples"),
            needs=frozenset({"answers"}), lam=3.0, grid=frozenset({"K", "lambda", "gamma", "tokens"}),
-           style=("#d62728", "D", "-")),
+           style=("#d62728", "D", "-"),
+           cost=Cost(60.0, REF_US, 0.184)),
     Policy("two-stage", "TWO_STAGE", "round-robin with a share rho of the budget, the rest by posterior mean",
            ("eliminate", "rho", "max_samples"), grid=frozenset({"tokens"}), style=("#9467bd", "P", "--")),
     Policy("streaming", "STREAMING", "queries one at a time in order, each until answered or capped",
@@ -90,7 +132,8 @@ REGISTRY = {p.name: p for p in (
     Policy("marginal-gain", "MARGINAL_GAIN", "each pull to the unsolved query whose next response most likely reaches "
            "gamma: a Beta posterior mean from its --prior prediction (else Laplace's) and its scores",
            ("K", "eliminate", "max_samples", "gamma", "prior_strength"), style=("#7f7f7f", "d", "-."),
-           inputs=("prior",)),
+           inputs=("prior",),
+           cost=Cost(75.0, REF_US, 0.13)),
     Policy("dsc", "DSC", "DSC: one draw per query ranks them by its score; a binary search marks the easy prefix (its "
            "judges stop at their first window of K); the rest draw windows of K until the rule stops them",
            ("K", "eliminate", "max_samples", "judge"), style=("#aec7e8", "8", ":")),
@@ -98,7 +141,8 @@ REGISTRY = {p.name: p for p in (
            "unit cost: an empirical-Bayes rate learnt during the run per bin of the --side signal of its failed draws",
            ("K", "eliminate", "max_samples", "prior_strength", "bins", "refresh", "horizon"), published=False,
            style=("#ffbb78", "X", "--"),
-           inputs=("side",)),
+           inputs=("side",),
+           cost=Cost(210.0, REF_US, 0.205)),
     Policy("deepconf-online", "DEEPCONF_ONLINE",
            "DeepConf online: a warm-up of whole traces per query sets its threshold "
            "(the percentile of their lowest group confidences keeping the top share percentile); then one trace at a "
@@ -110,18 +154,21 @@ REGISTRY = {p.name: p for p in (
     Policy("uab", "UAB", "UAB: one draw per query, its --side confidence (exp(-mean NLL)) giving p = conf^(1/uab_tau); "
            "the rest of the budget one draw at a time to the largest p (1 - p)^c (a concave coverage surrogate), then "
            "drawn", ("uab_tau", "max_samples"), needs=frozenset({"side"}), style=("#843c39", ">", "-."),
-           inputs=("side",)),
+           inputs=("side",),
+           cost=Cost(80.0, 19.5)),
     Policy("pets", "PETS", "PETS offline (OKG): one draw per query, then each draw to the query whose next draw most "
            "raises the largest argmax probability of the Dirichlet over its pets_options answer buckets (optimistic "
            "knowledge gradient, computed exactly, or as the source estimates it with pets_mc); no stop",
            ("K", "max_samples", "pets_options", "pets_mc"),
-           needs=frozenset({"answers"}), style=("#5254a3", "<", ":"), slow=True),
+           needs=frozenset({"answers"}), style=("#5254a3", "<", ":"), slow=True,
+           cost=Cost((1180.0, 1980.0, 5320.0, 8150.0), 1000.0)),
     Policy("pets-online", "PETS_ONLINE", "PETS online: the first pets_train queries of the order fit, on their whole "
            "pools (hindsight), a probit curve of majority accuracy per bucket (the 4 warm-up answers agree / not) and "
            "a greedy plan of draws per bucket within the budget per query; then each query in order draws to 4 "
            "accepted answers (pets_options buckets), takes its bucket's budget and draws to it; no stop",
            ("max_samples", "pets_options", "pets_train", "pets_curve_mc"), needs=frozenset({"answers"}),
-           live=False, style=("#9c9ede", ">", "--"), slow=True),
+           live=False, style=("#9c9ede", ">", "--"), slow=True,
+           cost=Cost(ENGINE_NS, REF_US, engine_run_s=0.037, ref_run_s=2.9)),
     # depth (issue 30): policies that stop traces part-way, read the pool's probes
     Policy("parallel-probe", "PARALLEL_PROBE", "Parallel-Probe: `chains` traces per query advanced one probe per step "
            "in lockstep; the majority of their latest answers stops the query once it has held for `stable` steps; "
@@ -148,6 +195,7 @@ class Rule:
     params: tuple = ()
     needs: frozenset = frozenset()
     live: bool = True  # an elimination rule that reads hindsight (the query's whole pool) cannot run live
+    cost: Cost = Cost()  # an elimination rule's check, added to its policy's (`ttc bench`'s estimate)
 
     @property
     def code(self) -> int:
@@ -185,15 +233,18 @@ ELIMINATION_RULES = {r.name: r for r in (
     Rule("boinf", "ELIM_BOINF", "Best-of-Infinity's adaptive sampling: (answers + 1) P(leading answer is the mode) / "
          "(1 - P) >= bf, P under the Dirichlet posterior of the answer counts with an unknown bucket of 0.3 "
          "(kernel.BOINF_ALPHA), estimated as its code does from bf_mc draws (0: exact, the paper's)",
-         ("bf", "bf_mc"), frozenset({"answers"})),
+         ("bf", "bf_mc"), frozenset({"answers"}),
+         cost=Cost((6140.0, 6620.0, 6600.0, 3290.0), 9500.0)),
     Rule("mmc", "ELIM_MMC", "the martingale majority certificate (MMC): two e-processes, leader vs runner-up and "
          "leader vs the answers outside the top mmc_m, each >= 1 / mmc_delta after >= mmc_min_updates updates, the "
          "leader unchanged by the last vote (mmc_leader_check on); mmc_labels pool: the query's answers known in "
          "advance (hindsight: replay only)", ("mmc_delta", "mmc_m", "mmc_labels", "mmc_min_updates",
-                                              "mmc_leader_check"), frozenset({"answers"})),
+                                              "mmc_leader_check"), frozenset({"answers"}),
+         cost=Cost(25.0, (3.0, 4.0, 10.0, 20.0))),
     Rule("lbayes", "ELIM_LBAYES", "the L-aggregated Bayesian stop (known prior): P(leading answer is the mode) >= "
          "lb_thre, from the head counts (lb_l - 1 of them) and the query's own answer shares in its pool as the "
-         "prior (hindsight: replay only)", ("lb_thre", "lb_l"), frozenset({"answers"}), live=False),
+         "prior (hindsight: replay only)", ("lb_thre", "lb_l"), frozenset({"answers"}), live=False,
+         cost=Cost((1040.0, 1470.0, 2760.0, 7820.0), (142.0, 268.0, 740.0, 1000.0))),
 )}
 # A selection rule's params are the replay() arguments it reads (not RunConfig fields: a selection is computed from
 # what a run drew, so one run serves every selection).

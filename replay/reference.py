@@ -346,6 +346,10 @@ def _tally(s, a, j, weight):
 
 
 class _Run:
+    # called with the run after each decision when set (run_reference's on_draw): `ttc bench` stops a slow
+    # reference part-way by raising from it, and times the decisions made so far (replay/bench.py)
+    on_draw = None
+
     def __init__(self, off, correct, score, ans, tok, perm, unit, elim_params):
         self.off = off
         self.correct = correct
@@ -401,6 +405,8 @@ class _Run:
         else:
             c = _tally(s, a, j, self.score[j])
         s.S += T[c + 1] - T[c]
+        if self.on_draw is not None:
+            self.on_draw(self)
 
     # --- elimination rules --------------------------------------------------------------------------
     def elim_rule(self, i, elim):
@@ -1531,9 +1537,10 @@ def run_reference(off, correct, score, ans, tok, perm, rank, *, policy, unit="sa
                   horizon=0, lows=None, bf=10.0, bf_mc=1000, mmc_delta=0.05, mmc_m=3, mmc_labels="drawn",
                   mmc_min_updates=2, mmc_leader_check="on",
                   lb_thre=0.95, lb_l=2, uab_tau=0.2, pets_options=16, pets_mc=0, pets_train=10,
-                  pets_curve_mc=20000):
+                  pets_curve_mc=20000, on_draw=None):
     """Replay one run of `policy` on one pool and one seed (perm, rank), exactly as docs/semantics.md. lows:
-    deepconf-online's record lows, per response a (positions, values) pair of lists."""
+    deepconf-online's record lows, per response a (positions, values) pair of lists. on_draw: called with the run
+    after each decision (what it raises ends the run there and reaches the caller; it changes nothing else)."""
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}")
     if unit not in UNITS:
@@ -1552,6 +1559,7 @@ def run_reference(off, correct, score, ans, tok, perm, rank, *, policy, unit="sa
                (float(gamma), float(tau), int(m_min), conf, int(K), float(share), float(hmax),
                 float(dirichlet_conf), float(bf), int(bf_mc), float(mmc_delta), int(mmc_m),
                 float(lb_thre), int(lb_l), mmc_labels, int(mmc_min_updates), mmc_leader_check))
+    run.on_draw = on_draw
     return run_policy(run, rank, policy=policy, budget_total=budget_total, K=K, elim=elim, gamma=gamma, lam=lam,
                       eps=eps, max_samples=max_samples, rho=rho, warmup=warmup, percentile=percentile,
                       prior_strength=prior_strength, judge=judge, prior=prior, bins=bins, refresh=refresh, side=side,

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import os
 from dataclasses import field, fields, make_dataclass
 from pathlib import Path
@@ -378,15 +379,21 @@ GROWTH_BOUND = 3.0  # issue 28: every policy's cost per decision within 3x from 
 
 
 def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, growth, threads=None,
-              console: Console | None = None, depth: bool = True):
-    from .bench import BenchSpec, bench, estimate_s, growth_ratios
+              console: Console | None = None, depth: bool = True, reference_s: float | None = None,
+              growth_decisions: int = 1_000_000):
+    from .bench import REFERENCE_S, BenchSpec, bench, depth_sizes, estimate_s, growth_ratios
     from .bench import growth as growth_table
     from .progress import _duration
 
     console = console or _console()
     if queries < 1 or responses < 1 or seeds < 1 or repeats < 1 or reference_seeds < 0:
         raise PoolError("--queries, --responses, --seeds and --repeats must be >= 1, --reference-seeds >= 0")
+    reference_s = REFERENCE_S if reference_s is None else reference_s
+    if not 0 <= reference_s < math.inf:  # NaN fails
+        raise PoolError(f"--reference-s must be in [0, inf) (0: every reference run to its end), got {reference_s}")
     check_budgets(budgets)
+    if growth_decisions < 1:
+        raise PoolError(f"--growth-decisions must be >= 1, got {growth_decisions}")
     if any(n < 1 for n in growth):
         raise PoolError(f"--growth sizes must be >= 1, got {growth}")
     from .errors import check_memory
@@ -398,39 +405,52 @@ def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, grow
                  "use fewer --queries, --responses or smaller --growth sizes")
     set_threads(threads)
     spec = BenchSpec(n=queries, size=responses, budgets=tuple(budgets), seeds=seeds, repeats=repeats,
-                     reference_seeds=reference_seeds)
-    est = estimate_s(spec, ns=tuple(growth))
+                     reference_seeds=reference_seeds, reference_s=reference_s)
+    est = estimate_s(spec, ns=tuple(growth), decisions=growth_decisions, threads=get_threads(), depth=depth)
     total = sum(est.values())
     console.print(f"[bold]ttc bench[/]: about {_duration(total)} at these sizes (the engine "
-                  f"{_duration(est['engine'])}, "
-                  f"the reference {_duration(est['reference'])}, the growth table {_duration(est['growth'])}; "
-                  f"estimated from the sizes at the rates measured on a 2-core machine)", highlight=False)
+                  f"{_duration(est['engine'])}, the reference {_duration(est['reference'])}"
+                  + (f", the depth rows {_duration(est['depth'])}" if depth else "")
+                  + f", the growth table {_duration(est['growth'])}; estimated from the sizes at each policy's "
+                  "cost per decision measured on a 2-core machine, not counting a first compile)", highlight=False)
+    # (progress in estimated seconds: each step, a row's timings or a reference run, advances it by its estimate)
     with progress(max(1, round(total)), "benchmarking", "estimated s of work", console=console,
                   note=COMPILE_NOTE if compile_expected(None, []) else "") as bar:
-        df, info = bench(spec, progress=bar.advance)
-        g = growth_table(ns=tuple(growth), size=responses, progress=bar.advance) if growth else None
+        advance = bar.advance
+        df, info = bench(spec, progress=advance, threads=get_threads())
+        if depth:  # the depth policies on a probed pool of their own (bench.bench_depth)
+            from .bench import bench_depth
+
+            d = bench_depth(**depth_sizes(spec), repeats=repeats, reference_seeds=max(reference_seeds, 1),
+                            progress=advance, threads=get_threads())
+        g = (growth_table(ns=tuple(growth), size=responses, decisions=growth_decisions, progress=advance,
+                          threads=get_threads()) if growth else None)
     console.print(f"[bold]ttc bench[/]: synthetic pool {queries} queries x {responses} responses, "
                   f"{get_threads()} threads, median of {repeats} repeats; first call (compile or cache "
                   f"load) {info['warmup_s']:.2f} s", highlight=False)
     console.print(f"full grid: {len(spec.policies)} policies and {len(spec.rules)} rule(s) under elimination x "
                   f"{len(budgets)} budgets x {seeds} seeds = "
-                  f"{info['configs'] * seeds} runs in {info['full_grid_s']:.3f} s", highlight=False)
+                  f"{info['configs'] * seeds} runs in {info['full_grid_s']:.3f} s (one timing)", highlight=False)
     t = Table(title="per policy and budget (a decision = one response handed to one query)", title_style="dim")
     for col in ("pool", "policy", "budget", "runs", "wall s", "decisions", "decisions/s", "reference dec/s",
-                "speed-up"):
+                "reference timed on", "speed-up"):
         t.add_column(col, justify="left" if col in ("pool", "policy") else "right")
     for r in df.iter_rows(named=True):
+        none = r["reference_decisions_per_s"] != r["reference_decisions_per_s"]
         t.add_row(r["pool"], r["policy"], f"{r['budget']:g}", str(r["runs"]), f"{r['wall_s']:.4f}",
                   f"{r['decisions']:,}", f"{r['decisions_per_s']:.3g}",
-                  "—" if r["reference_decisions_per_s"] != r["reference_decisions_per_s"]
-                  else f"{r['reference_decisions_per_s']:.3g}",
-                  "—" if r["speedup"] != r["speedup"] else f"{r['speedup']:.0f}x")
+                  "—" if none else f"{r['reference_decisions_per_s']:.3g}",
+                  "—" if none else f"{r['reference_decisions']:,}" if r["reference_decisions"] == r["reference_of"]
+                  else f"{r['reference_decisions']:,} of {r['reference_of']:,}",
+                  "—" if none else f"{r['speedup']:.0f}x")
     console.print(t)
-    if depth:  # the depth policies on a probed pool of their own (bench.bench_depth)
-        from .bench import DEPTH_MULTIPLES, bench_depth
+    if any(r["reference_decisions"] < r["reference_of"] for r in df.iter_rows(named=True)):
+        console.print(f"reference timed on: the decisions of its run(s) it made in the first {reference_s:g} s after "
+                      "its first decision, where fewer than the run's (--reference-s; its rate counts everything "
+                      "before its first decision)", highlight=False)
+    if depth:
+        from .bench import DEPTH_MULTIPLES
 
-        d = bench_depth(n=min(queries, 100), size=min(responses, 64), seeds=min(seeds, 50), repeats=repeats,
-                        reference_seeds=max(reference_seeds, 1))
         t = Table(title="depth (issue 30): a synthetic probed pool, token budgets in multiples of its median trace "
                   f"({', '.join(f'{m:g}x' for m in DEPTH_MULTIPLES)}); a decision = one trace started, the reference "
                   "the policy's twin on the same runs", title_style="dim")

@@ -21,6 +21,74 @@ def test_bench_rows_and_speedup_on_a_tiny_grid():
     u = df.filter((df["policy"] == "uniform") & (df["budget"] == 4)).row(0, named=True)
     assert u["decisions"] == 4 * 20 * 3 and u["runs"] == 3
     assert (df["decisions_per_s"] > 0).all() and (df["speedup"] > 0).all()
+    # the speed-up is the ratio of the two rates, whatever part of its runs the reference was timed on
+    for r in df.iter_rows(named=True):
+        assert r["speedup"] == r["decisions_per_s"] / r["reference_decisions_per_s"]
+        assert 0 < r["reference_decisions"] <= r["reference_of"]
+
+
+def test_an_uncapped_reference_makes_the_engine_runs():
+    # reference_s 0: every reference run to its end, the same run as the engine's seed 0 (same decisions)
+    df, _ = bench(BenchSpec(n=20, size=8, budgets=(3,), seeds=2, repeats=1, reference_seeds=1, reference_s=0,
+                            policies=("uniform", "ucb", "pets-online"), rules=("boinf",)))
+    assert (df["reference_decisions"] == df["reference_of"]).all() and (df["reference_of"] > 0).all()
+
+
+def test_the_reference_time_cap_stops_a_slow_run():
+    """Issue 28: boinf's reference (a Python Monte Carlo per check, ~100 decisions a second) made the default bench
+    11 minutes. Capped at 0.2 s after its first decision, the run stops there: far fewer decisions than its
+    1,600, and well under the ~16 s of CPU the whole run costs."""
+    from ttc.replay.bench import time_reference
+    from ttc.replay.policies import RunConfig
+    from ttc.replay.synth import make_pool
+
+    pool = make_pool(n=200, size=16, seed=0)
+    decisions, seconds, whole = time_reference(pool, RunConfig("elimination", eliminate="boinf"), 8 * 200, 0, 0.2)
+    assert not whole and 0 < decisions < 800 and seconds < 8, (decisions, seconds)
+    # (uniform's run is far quicker than the cap: whole, every decision of its budget)
+    assert time_reference(pool, RunConfig("uniform"), 8 * 200, 0, 5.0)[::2] == (1600, True)
+
+
+def test_the_estimate_is_printed_before_the_work_starts(monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    from ttc.replay import bench as bench_module
+    from ttc.replay.run import run_bench
+
+    out = io.StringIO()
+
+    class Started(Exception):
+        pass
+
+    def started(*a, **k):
+        assert re.search(r"ttc bench: about \d+ (s|min)", out.getvalue()), out.getvalue()
+        raise Started
+
+    monkeypatch.setattr(bench_module, "bench", started)
+    try:
+        run_bench(queries=20, responses=8, budgets=[2.0], seeds=2, repeats=1, reference_seeds=1, growth=[],
+                  console=Console(file=out, width=200), depth=False)
+    except Started:
+        pass
+    else:
+        raise AssertionError("bench was not called")
+
+
+def test_the_estimate_counts_each_rows_cost_and_the_cap():
+    from ttc.replay.bench import estimate_s
+
+    # boinf's rows: capped, so doubling the queries leaves their reference's estimate about the same; without the
+    # cap it doubles
+    one = BenchSpec(policies=(), rules=("boinf",))
+    two = BenchSpec(n=1000, policies=(), rules=("boinf",))
+    assert estimate_s(two)["reference"] < 1.2 * estimate_s(one)["reference"]
+    free = [estimate_s(BenchSpec(n=n, policies=(), rules=("boinf",), reference_s=0))["reference"] for n in (500, 1000)]
+    assert free[1] > 1.9 * free[0] and free[0] > 10 * estimate_s(one)["reference"]
+    # pets costs the engine more than uniform per decision
+    assert estimate_s(BenchSpec(policies=("pets",), rules=()))["engine"] > \
+        5 * estimate_s(BenchSpec(policies=("uniform",), rules=()))["engine"]
 
 
 def test_growth_table_covers_every_size_and_policy():
@@ -31,14 +99,17 @@ def test_growth_table_covers_every_size_and_policy():
 def test_bench_command_prints_its_tables():
     # (wide enough that no header wraps: the words are looked for whole)
     r = CliRunner().invoke(app, ["bench", "--queries", "20", "--responses", "8", "--budgets", "2", "--seeds",
-                                 "2", "--repeats", "1", "--growth", "10,20"], env={"COLUMNS": "200"})
+                                 "2", "--repeats", "1", "--growth", "10,20", "--growth-decisions", "2000"],
+                           env={"COLUMNS": "200"})
     assert r.exit_code == 0, r.output
-    for word in ("full grid", "speed-up", "growth", "entropy", "oracle", "depth", "parallel-probe", "cmc"):
+    for word in ("full grid", "speed-up", "reference timed on", "growth", "entropy", "oracle", "depth",
+                 "parallel-probe", "cmc"):
         assert word in r.output
     # issue 28's check in words: how many policies stay within the bound, and which do not
     assert re.search(r"growth check: \d+ of \d+ policies within 3x from 10 to 20 queries", " ".join(r.output.split()))
-    bad = CliRunner().invoke(app, ["bench", "--seeds", "0"])
-    assert bad.exit_code == 2
+    for flags in (["--seeds", "0"], ["--reference-s", "-1"], ["--reference-s", "nan"], ["--growth-decisions", "0"]):
+        bad = CliRunner().invoke(app, ["bench", *flags])
+        assert bad.exit_code == 2 and "error:" in bad.output, (flags, bad.output)
 
 
 def test_side_eb_work_per_decision_does_not_grow_with_the_pool():
