@@ -2593,6 +2593,12 @@ def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
         a0 = off[q]
         k = qs[q].n
         prefetch(perm, a0 + k, 0)
+        b0, b1 = aoff[q], aoff[q + 1] - 1
+        prefetch(si, b0, 0)
+        prefetch(sf, b0, 0)
+        if b1 - b0 < 16:
+            prefetch(si, b1, 8)
+            prefetch(sf, b1, 0)
         if lazy:
             g = qgen[q, 0] if qgen[q, 1] == epoch else 0
             if k == g and k < off[q + 1] - a0:
