@@ -614,7 +614,7 @@ def sched(n: int, bins: int = 0, live: bool = False) -> Sched:
     run's deferred queries (replay never defers one). Allocated here, not in the kernel: a jitted allocator cost 0.4
     s of the first run's compile."""
     e = np.empty
-    return Sched(e(n, np.int64), e(n + 1), e(n + 1, np.int64), e(n + 1, np.int64), e((bins + 2, 3)), e((n, 2)),
+    return Sched(e(n, np.int64), e(n + 1), e(n + 1, np.int32), e(n + 1, np.int32), e((bins + 2, 3)), e((n, 2)),
                  e(n, np.int64), e(n, np.int64), e(n, np.int64), e(n, np.int64), e(n, np.int64),
                  np.zeros(1, SCHED), e((n if live else 0, 2), np.int64))
 
