@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import threading
+import weakref
 from concurrent.futures import ThreadPoolExecutor, wait
 
 import numba
@@ -35,6 +36,7 @@ from .kernel import (
     SCHED,
     TOKENS,
     N,
+    RESP,
     PoolArrays,
     Sched,
     Scratch,
@@ -92,14 +94,17 @@ def frozen(a, dtype) -> np.ndarray:
     return a
 
 
-def pool_arrays(off, correct, score, ans, tok, tables, have=None, prior=None, side=None, aoff=None) -> PoolArrays:
+def pool_arrays(off, correct, score, ans, tok, tables, have=None, prior=None, side=None, aoff=None,
+                resp=None) -> PoolArrays:
     """What a run reads, in the one form every kernel is compiled for. have: responses that exist per query
     (default: the whole pool); prior: a per-query predicted success probability (marginal-gain's --prior; default
     none, NaN: an array all the same, so that the kernels keep one signature); side: a per-response side signal in
     [0, 1] (side-eb's --side; default none, an empty array that side-eb reads as 0.5 everywhere, no information: a
     full array of 0.5 cost a pass over the pool per call); aoff: the answer slots' layout
-    (default: answer_offsets, as many as the pool's answers need; a live run gives room for more). Arrays already
-    in that form are taken as read-only views, not copies: a live run's later responses show through."""
+    (default: answer_offsets, as many as the pool's answers need; a live run gives room for more); resp: the
+    responses packed in records (kernel.RESP; default: pack_responses of these arrays, or none, an empty array, with
+    have given: a live run's arrays fill after this call). Arrays already in that form are taken as read-only
+    views, not copies: a live run's later responses show through."""
     off = frozen(off, np.int64)
     ans = frozen(ans, np.int64)
     T, L, min_a = tables
@@ -111,7 +116,48 @@ def pool_arrays(off, correct, score, ans, tok, tables, have=None, prior=None, si
                       frozen(L, np.float64), frozen(min_a, np.int64),
                       frozen(np.full(n, np.nan) if prior is None else prior, np.float64),
                       frozen(np.zeros(0) if side is None else side, np.float64),
-                      frozen(pool_modes(off, aoff, ans), np.int8))
+                      frozen(pool_modes(off, aoff, ans), np.int8),
+                      frozen(resp if resp is not None else pack_responses(correct, score, ans, tok) if have is None
+                             else np.zeros(0, RESP), RESP))
+
+
+def pack_responses(correct, score, ans, tok) -> np.ndarray:
+    """The responses as kernel.RESP records, which the draws read instead of the four arrays (one cache line a draw
+    instead of four: docs/performance.md, "Growth with the pool"), or an empty array when a value does not fit a
+    record (tokens outside [0, 2^30), an answer id at or past 2^31, a correctness other than 0 / 1): the draws then
+    read the arrays, with the same outcomes."""
+    correct, ans, tok = np.asarray(correct), np.asarray(ans), np.asarray(tok)
+    out = np.zeros(0, RESP)
+    if len(tok) and not (tok.min() >= 0 and tok.max() < 1 << 30 and ans.max() < 1 << 31 and ans.min() >= -1
+                         and correct.min() >= 0 and correct.max() <= 1):
+        return out
+    out = np.empty(len(tok), RESP)
+    out["score"] = score
+    out["tc"] = (tok << 1) | correct
+    out["ans"] = ans
+    return out
+
+
+# pack_responses of the last pools a grid ran on, by the identity of their four arrays (weak references: a pool's
+# records go when its arrays do): a pass over the pool, 15 ms at 50,000 x 64, that every grid call of one pool would
+# otherwise repeat (the growth table's calls of two seeds there take 50 ms of uniform's decisions). A pool's arrays are
+# never written after it is loaded (a live run has its own, and no records: pool_arrays).
+_records: list = []
+_records_lock = threading.Lock()
+
+
+def pool_records(correct, score, ans, tok) -> np.ndarray:
+    src = (correct, score, ans, tok)
+    with _records_lock:
+        _records[:] = [e for e in _records if all(r() is not None for r in e[0])]
+        for refs, packed in _records:
+            if all(r() is a for r, a in zip(refs, src, strict=True)):
+                return packed
+    packed = pack_responses(correct, score, ans, tok)
+    with _records_lock:
+        _records.insert(0, (tuple(weakref.ref(a) for a in src), packed))
+        del _records[4:]
+    return packed
 
 
 def pool_modes(off, aoff, ans) -> np.ndarray:
@@ -285,7 +331,7 @@ def run_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, se
     if C and S:
         cw, eta = vote_weights(pool.score, votes)
         args = (pool_arrays(pool.off, pool.correct, pool.score, pool.ans, pool.tok, tables, prior=pool.prior,
-                             side=pool.side),
+                             side=pool.side, resp=pool_records(pool.correct, pool.score, pool.ans, pool.tok)),
                 frozen(pool.qkeys, np.uint64), frozen(seeds, np.int64), config_records(configs), only,
                 frozen(budget_totals, np.int64), cw, eta, out_f, out_i, pq_n, pq_flags)
         chunks = min(S, get_threads())
