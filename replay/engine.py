@@ -30,6 +30,7 @@ from .kernel import (
     F_COVERED,
     F_EXHAUSTED,
     F_SEL,
+    PREFETCH_FROM,
     READING_POLICIES,
     READING_RULES,
     SAMPLES,
@@ -102,8 +103,9 @@ def pool_arrays(off, correct, score, ans, tok, tables, have=None, prior=None, si
     [0, 1] (side-eb's --side; default none, an empty array that side-eb reads as 0.5 everywhere, no information: a
     full array of 0.5 cost a pass over the pool per call); aoff: the answer slots' layout
     (default: answer_offsets, as many as the pool's answers need; a live run gives room for more); resp: the
-    responses packed in records (kernel.RESP; default: pack_responses of these arrays, or none, an empty array, with
-    have given: a live run's arrays fill after this call). Arrays already in that form are taken as read-only
+    responses packed in records (kernel.RESP; default: pack_responses of these arrays on a pool of at least
+    PREFETCH_FROM responses, else none, an empty array: below, the four arrays fit a core's L2 and a record saves
+    nothing; none with have given, a live run's arrays fill after this call). Arrays already in that form are taken as read-only
     views, not copies: a live run's later responses show through."""
     off = frozen(off, np.int64)
     ans = frozen(ans, np.int64)
@@ -117,8 +119,8 @@ def pool_arrays(off, correct, score, ans, tok, tables, have=None, prior=None, si
                       frozen(np.full(n, np.nan) if prior is None else prior, np.float64),
                       frozen(np.zeros(0) if side is None else side, np.float64),
                       frozen(pool_modes(off, aoff, ans), np.int8),
-                      frozen(resp if resp is not None else pack_responses(correct, score, ans, tok) if have is None
-                             else np.zeros(0, RESP), RESP))
+                      frozen(resp if resp is not None else pack_responses(correct, score, ans, tok)
+                             if have is None and off[n] >= PREFETCH_FROM else np.zeros(0, RESP), RESP))
 
 
 def pack_responses(correct, score, ans, tok) -> np.ndarray:
@@ -147,6 +149,9 @@ _records_lock = threading.Lock()
 
 
 def pool_records(correct, score, ans, tok) -> np.ndarray:
+    """pool_arrays' resp for a pool's arrays: pack_responses, once (none below PREFETCH_FROM responses)."""
+    if len(tok) < PREFETCH_FROM:
+        return np.zeros(0, RESP)
     src = (correct, score, ans, tok)
     with _records_lock:
         _records[:] = [e for e in _records if all(r() is not None for r in e[0])]

@@ -137,9 +137,10 @@ def test_pack_responses_holds_each_response_or_refuses_the_pool():
 
 
 def test_packed_records_and_the_arrays_give_the_same_runs(monkeypatch):
-    """A grid's draws read the packed records (engine.pool_records) and a live run's the four arrays (no records):
-    every policy, both units, per query too, a pool past PREFETCH_FROM (the records' prefetches) and a small one, the
-    same outputs either way. pool_records gives a pool's records once, for as long as its arrays live."""
+    """A grid's draws on a pool of at least PREFETCH_FROM responses read the packed records (engine.pool_records),
+    a live run's and a smaller pool's the four arrays (no records): every policy, both units, per query too, a pool
+    past PREFETCH_FROM (the records' prefetches) and a small one (records forced), the same outputs either way.
+    pool_records gives a pool's records once, for as long as its arrays live."""
     from ttc.replay import engine
     from ttc.replay.kernel import PREFETCH_FROM, RESP
     from ttc.replay.policies import POLICIES, RunConfig
@@ -152,12 +153,16 @@ def test_packed_records_and_the_arrays_give_the_same_runs(monkeypatch):
         pool = make_pool(n=n, size=size, seed=4)
         tables = make_tables(size, 0.95, sc_beta=False)
         first = engine.pool_records(pool.correct, pool.score, pool.ans, pool.tok)
-        assert len(first) == pool.off[-1] and engine.pool_records(pool.correct, pool.score, pool.ans,
-                                                                  pool.tok) is first
+        big = pool.off[-1] >= PREFETCH_FROM
+        assert len(first) == (pool.off[-1] if big else 0)
+        assert engine.pool_records(pool.correct, pool.score, pool.ans, pool.tok) is first or not big
+        forced = engine.pack_responses(pool.correct, pool.score, pool.ans, pool.tok)
         bt = np.array([[b * n] * 3 for b in (2, 6) for _ in configs], np.int64).reshape(2, len(configs), 3)
         bt[:, 1::2] *= 200  # the token units' budgets
         for budgets in bt:
-            packed = engine.run_grid(pool, configs, budgets, np.arange(3), tables, per_query=True)
+            with monkeypatch.context() as mp:
+                mp.setattr(engine, "pool_records", lambda *a, r=forced: r)
+                packed = engine.run_grid(pool, configs, budgets, np.arange(3), tables, per_query=True)
             with monkeypatch.context() as mp:
                 mp.setattr(engine, "pool_records", lambda *a: np.zeros(0, RESP))
                 arrays = engine.run_grid(pool, configs, budgets, np.arange(3), tables, per_query=True)
