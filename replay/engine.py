@@ -33,11 +33,11 @@ from .kernel import (
     PREFETCH_FROM,
     READING_POLICIES,
     READING_RULES,
+    RESP,
     SAMPLES,
     SCHED,
     TOKENS,
     N,
-    RESP,
     PoolArrays,
     Sched,
     Scratch,
@@ -105,8 +105,8 @@ def pool_arrays(off, correct, score, ans, tok, tables, have=None, prior=None, si
     (default: answer_offsets, as many as the pool's answers need; a live run gives room for more); resp: the
     responses packed in records (kernel.RESP; default: pack_responses of these arrays on a pool of at least
     PREFETCH_FROM responses, else none, an empty array: below, the four arrays fit a core's L2 and a record saves
-    nothing; none with have given, a live run's arrays fill after this call). Arrays already in that form are taken as read-only
-    views, not copies: a live run's later responses show through."""
+    nothing; none with have given, a live run's arrays fill after this call). Arrays already in that form are taken
+    as read-only views, not copies: a live run's later responses show through."""
     off = frozen(off, np.int64)
     ans = frozen(ans, np.int64)
     T, L, min_a = tables

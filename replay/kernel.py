@@ -2616,10 +2616,10 @@ def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
         a0 = off[q]
         k = qs[q].n
         prefetch(perm, a0 + k, 0)
-        b0, b1 = aoff[q], aoff[q + 1] - 1
+        b0, b1 = aoff[q], aoff[q + 1] - 1  # its answer slots (aoff, warmed with off): the draw's is among them
         prefetch(si, b0, 0)
         prefetch(sf, b0, 0)
-        if b1 - b0 < 16:
+        if b1 - b0 < 16:  # (a small block: its last line too; in a larger one the answer may be anywhere)
             prefetch(si, b1, 8)
             prefetch(sf, b1, 0)
         if lazy:
