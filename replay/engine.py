@@ -30,8 +30,10 @@ from .kernel import (
     F_COVERED,
     F_EXHAUSTED,
     F_SEL,
+    PREFETCH_FROM,
     READING_POLICIES,
     READING_RULES,
+    RESP,
     SAMPLES,
     SCHED,
     TOKENS,
@@ -93,14 +95,18 @@ def frozen(a, dtype) -> np.ndarray:
     return a
 
 
-def pool_arrays(off, correct, score, ans, tok, tables, have=None, prior=None, side=None, aoff=None) -> PoolArrays:
+def pool_arrays(off, correct, score, ans, tok, tables, have=None, prior=None, side=None, aoff=None,
+                resp=None) -> PoolArrays:
     """What a run reads, in the one form every kernel is compiled for. have: responses that exist per query
     (default: the whole pool); prior: a per-query predicted success probability (marginal-gain's --prior; default
     none, NaN: an array all the same, so that the kernels keep one signature); side: a per-response side signal in
     [0, 1] (side-eb's --side; default none, an empty array that side-eb reads as 0.5 everywhere, no information: a
     full array of 0.5 cost a pass over the pool per call); aoff: the answer slots' layout
-    (default: answer_offsets, as many as the pool's answers need; a live run gives room for more). Arrays already
-    in that form are taken as read-only views, not copies: a live run's later responses show through."""
+    (default: answer_offsets, as many as the pool's answers need; a live run gives room for more); resp: the
+    responses packed in records (kernel.RESP; default: pack_responses of these arrays on a pool of at least
+    PREFETCH_FROM responses, else none, an empty array: below, the four arrays fit a core's L2 and a record saves
+    nothing; none with have given, a live run's arrays fill after this call). Arrays already in that form are taken
+    as read-only views, not copies: a live run's later responses show through."""
     off = frozen(off, np.int64)
     ans = frozen(ans, np.int64)
     T, L, min_a = tables
@@ -112,7 +118,26 @@ def pool_arrays(off, correct, score, ans, tok, tables, have=None, prior=None, si
                       frozen(L, np.float64), frozen(min_a, np.int64),
                       frozen(np.full(n, np.nan) if prior is None else prior, np.float64),
                       frozen(np.zeros(0) if side is None else side, np.float64),
-                      frozen(pool_modes(off, aoff, ans), np.int8))
+                      frozen(pool_modes(off, aoff, ans), np.int8),
+                      frozen(resp if resp is not None else pack_responses(correct, score, ans, tok)
+                             if have is None and off[n] >= PREFETCH_FROM else np.zeros(0, RESP), RESP))
+
+
+def pack_responses(correct, score, ans, tok) -> np.ndarray:
+    """The responses as kernel.RESP records, which the draws read instead of the four arrays (one cache line a draw
+    instead of four: docs/performance.md, "Growth with the pool"), or an empty array when a value does not fit a
+    record (tokens outside [0, 2^30), an answer id at or past 2^31, a correctness other than 0 / 1): the draws then
+    read the arrays, with the same outcomes."""
+    correct, ans, tok = np.asarray(correct), np.asarray(ans), np.asarray(tok)
+    out = np.zeros(0, RESP)
+    if len(tok) and not (tok.min() >= 0 and tok.max() < 1 << 30 and ans.max() < 1 << 31 and ans.min() >= -1
+                         and correct.min() >= 0 and correct.max() <= 1):
+        return out
+    out = np.empty(len(tok), RESP)
+    out["score"] = score
+    out["tc"] = (tok << 1) | correct
+    out["ans"] = ans
+    return out
 
 
 def grid_arrays(pool: Pool, tables) -> PoolArrays:
@@ -686,7 +711,7 @@ def sched(n: int, bins: int = 0, live: bool = False) -> Sched:
     run's deferred queries (replay never defers one). Allocated here, not in the kernel: a jitted allocator cost 0.4
     s of the first run's compile."""
     e = np.empty
-    return Sched(e(n, np.int64), e(n + 1), e(n + 1, np.int64), e(n + 1, np.int64), e((bins + 2, 3)), e((n, 2)),
+    return Sched(e(n, np.int64), e(n + 1), e(n + 1, np.int32), e(n + 1, np.int32), e((bins + 2, 3)), e((n, 2)),
                  e(n, np.int64), e(n, np.int64), e(n, np.int64), e(n, np.int64), e(n, np.int64),
                  np.zeros(1, SCHED), e((n if live else 0, 2), np.int64))
 

@@ -174,7 +174,13 @@ CONFIG = np.dtype([("policy", np.int64), ("unit", np.int64), ("K", np.int64), ("
 # empty array for none, read as 0.5 everywhere: likewise always an array, and no pass over the pool per call).
 # mode[p]: answer slot p's answer is a most frequent valid answer of its query's whole pool (the self-consistency
 # rate's reference, the infinite-budget majority: engine.pool_modes).
-PoolArrays = namedtuple("PoolArrays", "off aoff correct score ans tok have T L min_a prior side mode")
+# resp[j]: response j's score, tokens and correctness (tc = 2 tokens + correct) and answer in one 16-byte record
+# (engine.pack_responses), the fields a draw reads: one cache line a draw instead of four (score, tok, ans and
+# correct are separate arrays, each line of them a miss of its own once the pool outgrows the cache: docs/
+# performance.md, "Growth with the pool"). An empty resp (a live run, whose arrays fill as responses come, or
+# values outside the record's ranges) and the draws read the separate arrays: the same values either way.
+RESP = np.dtype([("score", np.float64), ("tc", np.int32), ("ans", np.int32)])
+PoolArrays = namedtuple("PoolArrays", "off aoff correct score ans tok have T L min_a prior side mode resp")
 # What a run writes: the permutation and its lazy-generation state (perm, qgen, hs; qgen has no rows when perm is
 # given whole), the query order, and the state arrays qs, si, sf, tot. The grid allocates one per thread.
 Scratch = namedtuple("Scratch", "perm qgen hs order qs si sf tot mm act hk hr hq eb ex U alloc cost first cand sch dfr")
@@ -612,6 +618,19 @@ def warm_block(a0, m, perm, score, tok, ans, correct):
         prefetch(ans, a0, e)
     prefetch(correct, a0, 0)
     prefetch(correct, a0, m - 1)
+
+
+@inline
+def warm_records(a0, m, perm, resp):
+    """warm_block's lines where the draws read the packed records (PoolArrays.resp): the permutation entries and
+    the records a0 .. a0 + m - 1 (at most 64 of them)."""
+    m = min(m, 64)
+    if m <= 0:
+        return
+    for b in range(0, 8 * m + 63, 64):
+        prefetch(perm, a0, min(b, 8 * m - 1))
+    for b in range(0, 16 * m + 63, 64):
+        prefetch(resp, a0, min(b, 16 * m - 1))
 
 
 @inner
@@ -2327,7 +2346,8 @@ def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
             deepconf_online(P, W, dc, cfg.unit, cfg.warmup, cfg.percentile, cfg.tau, cfg.max_samples, budget, epoch)
         return
     off, aoff, correct, score, ans, tok, have = P.off, P.aoff, P.correct, P.score, P.ans, P.tok, P.have
-    T, L, min_a, prior, side = P.T, P.L, P.min_a, P.prior, P.side
+    T, L, min_a, prior, side, resp = P.T, P.L, P.min_a, P.prior, P.side, P.resp
+    packed = resp.shape[0] > 0
     perm, qgen, hs, order = W.perm, W.qgen, W.hs, W.order
     qs, si, sf, tot, mm = W.qs, W.si, W.sf, W.tot, W.mm
     unit, K, elim, max_samples, m_min = cfg.unit, cfg.K, cfg.elim, cfg.max_samples, cfg.m_min
@@ -2588,19 +2608,22 @@ def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
                 g += 1
             else:
                 j = perm[_ix(a0 + k)]
-            t = tok[_ix(j)]
+            if packed:  # the response's one record
+                rj = resp[_ix(j)]
+                tc = np.int64(rj.tc)
+                t, s, cj, a = tc >> 1, rj.score, tc & 1, np.int64(rj.ans)
+            else:
+                t, s, cj, a = tok[_ix(j)], score[_ix(j)], np.int64(correct[_ix(j)]), ans[_ix(j)]
             if u == UNIT_TOKENS and t > bud - used_t:
                 stop = 1
                 break
             used_t += t
             d += 1
-            s = score[_ix(j)]
             better = s > best
             best = s if better else best
             bj = j if better else bj
             ssum += s
-            cov |= correct[_ix(j)]
-            a = ans[_ix(j)]
+            cov |= cj
             valid = a >= 0
             slot = base + a
             c = si[_ix(slot), CNT]
@@ -2696,15 +2719,24 @@ def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
         a0 = off[q]
         k = qs[q].n
         prefetch(perm, a0 + k, 0)
+        b0, b1 = aoff[q], aoff[q + 1] - 1  # its answer slots (aoff, warmed with off): the draw's is among them
+        prefetch(si, b0, 0)
+        prefetch(sf, b0, 0)
+        if b1 - b0 < 16:  # (a small block: its last line too; in a larger one the answer may be anywhere)
+            prefetch(si, b1, 8)
+            prefetch(sf, b1, 0)
         if lazy:
             g = qgen[q, 0] if qgen[q, 1] == epoch else 0
             if k == g and k < off[q + 1] - a0:
                 jj = a0 + swap_index(hs[q], k, off[q + 1] - a0)
                 prefetch(perm, jj, 0)
-                prefetch(score, jj, 0)
-                prefetch(tok, jj, 0)
-                prefetch(ans, jj, 0)
-                prefetch(correct, jj, 0)
+                if packed:
+                    prefetch(resp, jj, 0)
+                else:
+                    prefetch(score, jj, 0)
+                    prefetch(tok, jj, 0)
+                    prefetch(ans, jj, 0)
+                    prefetch(correct, jj, 0)
 
     def top_child(hk, hr, m):
         """The root's largest child in a heap of m > 1 entries: the next top unless the root stays."""
@@ -2924,7 +2956,9 @@ def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
                     warm(act[st.p + 2])
                 if st.p + 1 < st.m:
                     q1 = act[st.p + 1]
-                    if st.blk > 1 or st.rr_k > 1:  # a pull of several draws: all its lines
+                    if (st.blk > 1 or st.rr_k > 1) and packed:  # a pull of several draws: all its lines
+                        warm_records(off[q1], off[q1 + 1] - off[q1], perm, resp)
+                    elif st.blk > 1 or st.rr_k > 1:
                         warm_block(off[q1], off[q1 + 1] - off[q1], perm, score, tok, ans, correct)
                     else:
                         warm_draw(q1)

@@ -110,3 +110,66 @@ def test_pool_modes_equals_its_numpy_definition():
         np.maximum.at(top, q[valid], cnt[slot])
         expect = ((cnt > 0) & (cnt == top[np.repeat(np.arange(n), np.diff(aoff))])).astype(np.int8)
         assert pool_modes(off, aoff, ans).tolist() == expect.tolist()
+
+
+def test_pack_responses_holds_each_response_or_refuses_the_pool():
+    """The draws read kernel.RESP records (engine.pack_responses) in place of the four arrays: every field holds its
+    value exactly, and a value outside a record's range leaves the records empty (the draws then read the arrays)
+    rather than wrapped."""
+    from ttc.replay.engine import pack_responses
+
+    rng = np.random.default_rng(0)
+    m = 500
+    correct = (rng.random(m) < 0.4).astype(np.int8)
+    score = rng.random(m)
+    ans = rng.integers(-1, 1 << 20, m)
+    tok = rng.integers(0, (1 << 30) - 1, m, endpoint=True)
+    r = pack_responses(correct, score, ans, tok)
+    assert len(r) == m
+    assert (r["score"] == score).all() and (r["ans"] == ans).all()
+    assert ((r["tc"] >> 1) == tok).all() and ((r["tc"] & 1) == correct).all()
+    for bad in ({"tok": np.where(np.arange(m) == 7, 1 << 30, tok)}, {"tok": np.where(np.arange(m) == 7, -1, tok)},
+                {"ans": np.where(np.arange(m) == 7, 1 << 31, ans)}, {"ans": np.where(np.arange(m) == 7, -2, ans)},
+                {"correct": np.where(np.arange(m) == 7, 2, correct).astype(np.int8)}):
+        args = {"correct": correct, "score": score, "ans": ans, "tok": tok, **bad}
+        assert len(pack_responses(**args)) == 0, list(bad)
+    assert len(pack_responses(correct[:0], score[:0], ans[:0], tok[:0])) == 0
+
+
+def test_packed_records_and_the_arrays_give_the_same_runs(monkeypatch):
+    """A grid's draws on a pool of at least PREFETCH_FROM responses read the packed records (pool_arrays' resp), a
+    live run's and a smaller pool's the four arrays (no records): every policy, both units, per query too, a pool
+    past PREFETCH_FROM (the records' prefetches) and a small one (records forced), the same outputs either way. The
+    records are made once per pool (grid_arrays keeps them on it)."""
+    from ttc.replay import engine
+    from ttc.replay.kernel import PREFETCH_FROM, RESP
+    from ttc.replay.policies import POLICIES, RunConfig
+    from ttc.replay.synth import make_pool
+    from ttc.replay.tables import make_tables
+
+    configs = [RunConfig(p, unit=u) for p in POLICIES if p not in ("deepconf-online", "parallel-probe", "cmc")
+               for u in ("samples", "tokens")]
+    for n, size in ((40, 16), (1100, 64)):
+        pool = make_pool(n=n, size=size, seed=4)
+        tables = make_tables(size, 0.95, sc_beta=False)
+        first = engine.grid_arrays(pool, tables).resp
+        big = pool.off[-1] >= PREFETCH_FROM
+        assert len(first) == (pool.off[-1] if big else 0)
+        assert engine.grid_arrays(pool, tables).resp is first
+        bt = np.array([[b * n] * 3 for b in (2, 6) for _ in configs], np.int64).reshape(2, len(configs), 3)
+        bt[:, 1::2] *= 200  # the token units' budgets
+
+        def grid(records, budgets, pool=pool, tables=tables):
+            pool.__dict__.pop("_grid_arrays", None)  # (built anew under the patch)
+            with monkeypatch.context() as mp:
+                if records:
+                    mp.setattr(engine, "PREFETCH_FROM", 0)
+                else:
+                    mp.setattr(engine, "pack_responses", lambda *a: np.zeros(0, RESP))
+                assert (len(engine.grid_arrays(pool, tables).resp) > 0) == records
+                return engine.run_grid(pool, configs, budgets, np.arange(3), tables, per_query=True)
+
+        for budgets in bt:
+            packed, arrays = grid(True, budgets), grid(False, budgets)
+            assert all((a == b).all() for a, b in zip(packed, arrays, strict=True)), (n, budgets[0, 0])
+    assert pool.off[-1] >= PREFETCH_FROM
