@@ -40,7 +40,30 @@ def _message(e: BaseException) -> str:
     return f"{type(e).__name__}: {text}"[:500] if text else type(e).__name__
 
 
-class BackendSource:
+class PromptCache:
+    """Each query's prompt and its length in tokens, computed once: what a live source (BackendSource, and
+    harvest.run.depth.BackendTraces for the depth policies) reports per query. Needs queries, prompt, prompt_len and
+    the two dicts _prompts, _prompt_tokens."""
+
+    def prompt_of(self, i: int) -> str:
+        if i not in self._prompts:
+            self._prompts[i] = self.prompt(self.queries[i])
+        return self._prompts[i]
+
+    def prompt_tokens_of(self, i: int) -> int | None:
+        """Query i's prompt length in tokens: None without prompt_len, or while prompt_len does not know it yet (a
+        server's count, known once a response to the prompt came back: harvest.run.ServerUsage)."""
+        if self.prompt_len is None:
+            return None
+        if i not in self._prompt_tokens:
+            n = self.prompt_len(self.prompt_of(i))
+            if n is None:
+                return None
+            self._prompt_tokens[i] = int(n)
+        return self._prompt_tokens[i]
+
+
+class BackendSource(PromptCache):
     """Responses generated on demand by a backend, cached per query.
 
     oracle None: every response counts as wrong, score 0, no answer (the policy sees only lengths: enough for
@@ -197,23 +220,6 @@ class BackendSource:
         for _r, o in items:
             if o.answer is not None and self.oracle == "gt":
                 self._verdicts[i][o.answer] = bool(o.correct)
-
-    def prompt_of(self, i: int) -> str:
-        if i not in self._prompts:
-            self._prompts[i] = self.prompt(self.queries[i])
-        return self._prompts[i]
-
-    def prompt_tokens_of(self, i: int) -> int | None:
-        """Query i's prompt length in tokens: None without prompt_len, or while prompt_len does not know it yet (a
-        server's count, known once a response to the prompt came back: harvest.run.ServerUsage)."""
-        if self.prompt_len is None:
-            return None
-        if i not in self._prompt_tokens:
-            n = self.prompt_len(self.prompt_of(i))
-            if n is None:
-                return None
-            self._prompt_tokens[i] = int(n)
-        return self._prompt_tokens[i]
 
     def known_prompt_tokens(self, i: int, n: int):
         """Query i's prompt length as counted before (a resumed run's record of a server's count)."""

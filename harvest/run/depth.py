@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from ..live import PromptCache
 from ..types import Query, Response
 from .request import PART_PREFIX, RunError
 
@@ -38,7 +39,7 @@ class _Trace:
         return self.end[0].n_tokens if self.end is not None else self.probes[-1][0] if self.probes else 0
 
 
-class BackendTraces:
+class BackendTraces(PromptCache):
     """replay.live's TraceSource over a backend with trace(): segment(i, k) serves trace k of query i's next segment
     from what the run holds (an earlier process's pool), else decodes it (every `every` tokens a probe, graded as
     the final answers are: --oracle gt against the gold answer, sc not graded). Accounting as BackendSource's:
@@ -148,21 +149,6 @@ class BackendTraces:
             r = Response(text=t.end[0].text if t.end is not None else _open_text(self, i, k), n_tokens=off,
                          finish_reason="cap" if self.cap and off == self.cap else "open")
         return r, Observed(bool(ok), 1.0 if ok and self.oracle == "gt" else 0.0, a, r.n_tokens)
-
-    def prompt_of(self, i: int) -> str:
-        if i not in self._prompts:
-            self._prompts[i] = self.prompt(self.queries[i])
-        return self._prompts[i]
-
-    def prompt_tokens_of(self, i: int) -> int | None:
-        if self.prompt_len is None:
-            return None
-        if i not in self._prompt_tokens:
-            n = self.prompt_len(self.prompt_of(i))
-            if n is None:
-                return None
-            self._prompt_tokens[i] = int(n)
-        return self._prompt_tokens[i]
 
     def preload(self, i: int, rows: Sequence[dict]):
         """An earlier process's traces of query i (its pool rows, in sample order)."""
