@@ -338,17 +338,24 @@ def _checked(config, policy, elim, params, sizes, rank, prior):
     if cfg.hindsight_values():
         raise ValueError(f"{', '.join(cfg.hindsight_values())} reads the query's whole pool (hindsight) and cannot run "
                          f"live")
-    sizes = np.asarray(sizes, np.int64).reshape(-1)
+    sizes = _checked_sizes(sizes, rank, "response")
     n = len(sizes)
-    if len(rank) != n or sorted(int(r) for r in rank) != list(range(n)):
-        raise ValueError("rank must be a permutation of 0..n-1 with one entry per query")
-    if (sizes < 1).any():
-        raise ValueError("every query must allow at least one response (sizes >= 1)")
     if prior is not None:
         prior = np.asarray(prior, np.float64)
         if prior.shape != (n,) or not ((prior >= 0.0) & (prior <= 1.0)).all():  # (NaN fails too)
             raise ValueError("prior must hold one predicted success probability in [0, 1] per query")
     return cfg, sizes, prior
+
+
+def _checked_sizes(sizes, rank, item: str) -> np.ndarray:
+    """run_live's and run_live_depth's per-query sizes as an int64 vector, checked against the query order `rank`."""
+    sizes = np.asarray(sizes, np.int64).reshape(-1)
+    n = len(sizes)
+    if len(rank) != n or sorted(int(r) for r in rank) != list(range(n)):
+        raise ValueError("rank must be a permutation of 0..n-1 with one entry per query")
+    if (sizes < 1).any():
+        raise ValueError(f"every query must allow at least one {item} (sizes >= 1)")
+    return sizes
 
 
 def _result(P, W, got: _Received, failed: dict, runs: int, seconds: float) -> dict:
@@ -540,12 +547,8 @@ def run_live_depth(source: TraceSource, sizes: Sequence[int], rank: Sequence[int
         raise ValueError(f"--unit {config.unit} is replay only for {config.policy}: a live run pays samples or tokens")
     if config.probe_cost != "tokens":
         raise ValueError("--probe-cost autotts is replay only: a live trace pays the tokens it ran")
-    sizes = np.asarray(sizes, np.int64).reshape(-1)
+    sizes = _checked_sizes(sizes, rank, "trace")
     n = len(sizes)
-    if len(rank) != n or sorted(int(r) for r in rank) != list(range(n)):
-        raise ValueError("rank must be a permutation of 0..n-1 with one entry per query")
-    if (sizes < 1).any():
-        raise ValueError("every query must allow at least one trace (sizes >= 1)")
     t0 = time.perf_counter()
     timed = _TimedTraces(source)
     queries = [_LiveQuery(timed, i, int(sizes[i]), config.trace_cap) for i in range(n)]
