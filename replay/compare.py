@@ -444,7 +444,8 @@ def run_depth(req: CompareRequest, paths: list, console) -> pl.DataFrame:
     with progress(sum(p.work(req.seeds) for p in plans), "comparing", "query-runs", console=console) as bar:
         df = pl.concat([compare_depth(plan, req, progress=bar.advance) for plan in plans])
     elapsed = time.perf_counter() - t0
-    console.print(render_depth(df))
+    for table in render_depth(df):
+        console.print(table)
     for name in df["pool"].unique(maintain_order=True):
         console.print(render_depth_entries(df.filter(pl.col("pool") == name)))
     mark = "† tuned on the data it reports (--holdout 0). " if df["tuned_on_reported"].any() else ""
@@ -513,13 +514,14 @@ def render_table(df: pl.DataFrame):
 
 def sectioned_table(title: str, heads, rows, key=lambda row: row[0], right=()):
     """A rich table of string rows (markup escaped), a section rule wherever key(row) changes (compare's and the
-    leaderboard's tables); the columns named in `right` right-justified."""
+    leaderboard's tables); the columns named in `right` right-justified; a word longer than its column folds onto
+    the next line instead of ending in an ellipsis (a policy or parameter name at 80 columns)."""
     from rich.markup import escape
     from rich.table import Table
 
     t = Table(title=title, title_style="dim")
     for h in heads:
-        t.add_column(h, justify="right" if h in right else "left")
+        t.add_column(h, justify="right" if h in right else "left", overflow="fold")
     last = None
     for row in rows:
         if last is not None and key(row) != last:
@@ -845,11 +847,25 @@ def depth_entry_rows(df: pl.DataFrame) -> tuple[list, list[list[str]]]:
     return levels, rows
 
 
-def render_depth(df: pl.DataFrame):
-    return sectioned_table(f"depth against width at equal token budgets: held-out {DEPTH_METRIC} (no verifier: "
-                           "answer agreement, majority answer), mean ± SE over seeds; each kind's best chosen on the "
-                           "tuning part", DEPTH_HEAD, depth_rows(depth_summary(df)),
-                           right=("tokens / query", "depth - width ± SE over seeds", "± SE over queries"))
+def render_depth(df: pl.DataFrame) -> list:
+    """One table per pool (its name in the title) of four columns whose cells wrap at spaces, long names folding:
+    the ten columns of the markdown (DEPTH_HEAD) cut cells at 80 and 120 columns."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    summary, tables = depth_summary(df), []
+    for name in summary["pool"].unique(maintain_order=True):
+        t = Table(title=f"{name}: depth against width at equal token budgets: held-out {DEPTH_METRIC} (no verifier: "
+                        "answer agreement, majority answer), mean ± SE over seeds, tokens per query; each kind's best "
+                        "chosen on the tuning part", title_style="dim")
+        for h in ("budget", "best width-only", "best width x depth",
+                  "depth - width ± SE over seeds; ± SE over queries"):
+            t.add_column(h, overflow="fold")
+        for r in depth_rows(summary.filter(pl.col("pool") == name)):
+            t.add_row(*map(escape, (r[1], f"{r[2]} {r[3]} {r[4]} tok", f"{r[5]} {r[6]} {r[7]} tok",
+                                    f"{r[8]}; {r[9]}")))
+        tables.append(t)
+    return tables
 
 
 def render_depth_entries(df: pl.DataFrame):

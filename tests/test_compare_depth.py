@@ -164,3 +164,22 @@ def test_the_leaderboards_progress_counts_runs_and_stays_within_its_total(probed
     run_leaderboard(LeaderboardRequest(pools=[probed], tracks=["sc"], units=["tokens"], token_multiples=[1, 3],
                                        seeds=2, figures=False), console=Console(file=open("/dev/null", "w")))
     assert 0.8 * seen["total"] <= seen["done"] <= seen["total"]
+
+
+def test_the_depth_tables_fit_80_and_120_columns(compared):
+    """Issue 28's first-screen bar for compare --depth's tables: every line fits the terminal and no cell is cut
+    (an ellipsis) at 80 and at 120 columns."""
+    import io
+
+    from rich.console import Console
+
+    from ttc.replay.compare import render_depth, render_depth_entries
+
+    _, _, df = compared
+    for width in (80, 120):
+        console = Console(width=width, file=io.StringIO(), record=True)
+        for table in [*render_depth(df), render_depth_entries(df)]:
+            console.print(table)
+        text = console.export_text()
+        assert "…" not in text, (width, text)
+        assert all(len(line) <= width for line in text.splitlines()), width
