@@ -3380,6 +3380,8 @@ DEPTH_WHOLE = 14  # no depth rule: a trace runs to its end (or to the trace cap)
 PROBE_COST_TOKENS = 0  # a probe costs its token offset; probes at or past the trace's end are never reached
 PROBE_COST_AUTOTTS = 1  # AutoTTS's replay: every probe is reached and paid; finishing pays max(total, last offset)
 PP_MAX_STEPS = 100  # Parallel-Probe's max_steps (the source's default, never changed by its evaluator)
+# A live run's record not generated yet (replay.live.run_live_depth): rec[k, 1] < 0, never a real record's code
+DEPTH_MISSING = -1
 
 
 @jit
@@ -3451,8 +3453,30 @@ def depth_records(poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, rec):
 
 
 @inner
+def depth_want(want, blk, i, p, unit, bound, room):
+    """A live depth run (blk not empty) reached trace p's next segment (query i's), not generated yet: it is wanted
+    (want[1 .. want[0]], in the order reached) and query i waits (blk[i]: its decisions need it). The run goes on
+    collecting only while what it reaches is sure to be reached however the wanted segments turn out: the budget
+    pays them in full at `bound` tokens each (the most a segment may cost; <= 0: unknown), and a waiting query's
+    next decision ends the collection. True when the run may go on (paying `bound` for it), False when the wanted
+    segment may not fit in `room` (the run ends there: the segment is reached, nothing after it surely is). Under
+    a sample budget a segment costs no samples and always fits."""
+    want[0] += 1
+    want[want[0]] = p
+    blk[i] = 1
+    return unit != UNIT_TOKENS or (0 < bound <= room)
+
+
+@inner
+def depth_sure(unit, bound, count, room):
+    """(live, depth_want) Whether `count` more segments a waiting query may explore (a burst's rest, a widening's
+    starts) surely fit in `room` tokens at `bound` each: the run goes on collecting past them only then."""
+    return unit != UNIT_TOKENS or count <= 0 or (bound > 0 and count * bound <= room)
+
+
+@inner
 def parallel_probe(off, aoff, poff, rec, perm, order, chains, T, patience, warm, unit, budget, t_r, t_paid, t_st,
-                   t_off, t_ans, t_ok, qi, cnt, tot):
+                   t_off, t_ans, t_ok, qi, cnt, tot, bound, want, blk):
     """Parallel-Probe (arXiv 2602.03845, as AutoTTS's replay runs it: docs/semantics.md) on every query, under one
     budget shared by the batch. Each query starts `chains` traces (its permutation's first), each explored once
     (one probe, or its end); then steps, round-robin over the queries in rank order, one step each per round: every
@@ -3466,11 +3490,14 @@ def parallel_probe(off, aoff, poff, rec, perm, order, chains, T, patience, warm,
     answer. Per query qi[i]: chains started, step, stable count, previous winner (-2: none), done, held answer,
     held correct, steps run, traces pruned. cnt: per answer slot, the unpruned traces whose latest answer it is
     (zero on entry; the invalid answers' slot aoff[i] counts too, so that a segment updates it without a branch;
-    kept as traces advance and are pruned, so a majority is one pass over the query's traces)."""
+    kept as traces advance and are pruned, so a majority is one pass over the query's traces). Live (blk not empty:
+    depth_wants' protocol) a record not generated yet is wanted instead of read."""
     n = off.shape[0] - 1
     ended = False
+    livemode = blk.shape[0] > 0
     lim = budget if unit == UNIT_TOKENS else np.int64(1) << 62  # the tokens a run may spend
     used = tot[TOKENS]
+    bnd = bound if unit == UNIT_TOKENS else 0  # (live) the most a wanted segment may cost
 
     def majority(i):
         """(winner, its correctness): the winner -1 when no unpruned trace has a valid answer; the first in trace
@@ -3504,6 +3531,14 @@ def parallel_probe(off, aoff, poff, rec, perm, order, chains, T, patience, warm,
                 break
             j = perm[p]
             k = poff[j] + j
+            if livemode and rec[k, 1] < 0:
+                if not depth_want(want, blk, i, p, unit, bound, lim - used):
+                    ended = True
+                    break
+                used += bnd
+                qi[i, 0] += 1
+                tot[SAMPLES] += 1
+                continue
             cost = rec[k, 0]
             fin = rec[k, 1] & 2
             if fin:
@@ -3525,6 +3560,9 @@ def parallel_probe(off, aoff, poff, rec, perm, order, chains, T, patience, warm,
             i = order[r]
             if qi[i, 4] != 0:
                 continue
+            if livemode and blk[i] != 0:  # its step reads a wanted segment: what follows is not known to be reached
+                ended = True
+                break
             going = True
             a0 = off[i]
             m = qi[i, 0]
@@ -3534,6 +3572,12 @@ def parallel_probe(off, aoff, poff, rec, perm, order, chains, T, patience, warm,
                 if t_st[p] != 0:
                     continue
                 k = t_r[p]
+                if livemode and rec[_ix(k), 1] < 0:
+                    if not depth_want(want, blk, i, p, unit, bound, lim - used):
+                        ended = True
+                        break
+                    used += bnd
+                    continue
                 cost = rec[_ix(k), 0] - t_paid[p]
                 fin = rec[_ix(k), 1] & 2
                 if fin:
@@ -3549,6 +3593,8 @@ def parallel_probe(off, aoff, poff, rec, perm, order, chains, T, patience, warm,
                 cnt[_ix(base + a)] += 1
             if ended:
                 break
+            if livemode and blk[i] != 0:  # (its decisions wait for the wanted segments)
+                continue
             w, wok = majority(i)
             if step >= warm and m - qi[i, 8] > 1:
                 pruned = False  # (a trace's off-track count reads w only: counted and pruned in one pass)
@@ -3641,6 +3687,7 @@ def _depth_grid(off, aoff, qkeys, seeds, poff, pans, pok, ptok, reach, end_tok, 
     qi = np.zeros((n, 9), np.int64)
     cnt = np.zeros(aoff[n], np.int64)
     tot = np.zeros(TOT_SLOTS, np.int64)
+    nl = np.empty(0, np.int64)  # (not live)
     per_query = pq_n.shape[0] > 0
     for s in range(s_lo, s_hi):
         fill_permutation(off, qkeys, seeds[s], perm)
@@ -3653,7 +3700,7 @@ def _depth_grid(off, aoff, qkeys, seeds, poff, pans, pok, ptok, reach, end_tok, 
                 qi[i, 3] = -2
                 qi[i, 5] = -1
             parallel_probe(off, aoff, poff, rec, perm, order, cfgs[c, 0], cfgs[c, 1], cfgs[c, 2], cfgs[c, 3],
-                           cfgs[c, 4], budgets[c, s], t_r, t_paid, t_st, t_off, t_ans, t_ok, qi, cnt, tot)
+                           cfgs[c, 4], budgets[c, s], t_r, t_paid, t_st, t_off, t_ans, t_ok, qi, cnt, tot, 0, nl, nl)
             depth_tally(off, qi, 4, 6, t_ok, tot, per_query, pq_n, pq_flags, out_f, out_i, c, s)
 
 
@@ -3679,8 +3726,9 @@ def parallel_probe_once(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_an
         qi[i, 5] = -1
     cnt = np.zeros(aoff[n], np.int64)
     tot = np.zeros(TOT_SLOTS, np.int64)
+    nl = np.empty(0, np.int64)  # (not live)
     parallel_probe(off, aoff, poff, rec, perm, order, chains, T, patience, warm, unit, budget, t_r, t_paid, t_st,
-                   t_off, t_ans, t_ok, qi, cnt, tot)
+                   t_off, t_ans, t_ok, qi, cnt, tot, 0, nl, nl)
     return qi, tot, t_ok, t_paid
 
 
@@ -3742,7 +3790,7 @@ def _cmc_stats(aoff, i, cc, fr, cok, conf, qi, qf):
 
 @inner
 def cmc(off, aoff, poff, rec, seg, perm, order, kn, kf, unit, budget, t_r, t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi,
-        qf, hist, cc, fr, cok, conf, tot, srv, done):
+        qf, hist, cc, fr, cok, conf, tot, srv, done, bound, want, blk):
     """AutoTTS's Confidence Momentum Controller (its search's round r0004; docs/semantics.md) on every query under one
     shared budget, round-robin in rank order as parallel_probe. kn: (n_init, max_branch, warm_up, abandon_patience,
     T_ema, burst_aligned, widen_burst, min_complete), kf: (ema_alpha, conf_thresh, delta_slack, trend_thresh). The
@@ -3751,25 +3799,35 @@ def cmc(off, aoff, poff, rec, seg, perm, order, kn, kf, unit, budget, t_r, t_pai
     ended, 2 stopped by the gate), held answer, held correct, hist length, distinct completed answers, completed
     count, then _cmc_stats' cache (columns 8-10); qf[i, 0] the EMA, qf[i, 1] the cached confidence (conf:
     _cmc_conf's table). seg: the costliest segment (depth_records'). srv (the largest query's size) and done (2 x
-    that): scratch."""
+    that): scratch. Live (blk not empty: depth_want's protocol) a record not generated yet is wanted instead of read;
+    seg then bounds the wanted segments too."""
     n = off.shape[0] - 1
+    livemode = blk.shape[0] > 0
+    bnd = bound if unit == UNIT_TOKENS else 0  # (live) the most a wanted segment may cost
     n_init, max_branch, warm_up, patience, t_ema, burst, widen, min_complete = kn[0], kn[1], kn[2], kn[3], kn[4], \
         kn[5], kn[6], kn[7]
     alpha, thresh, slack, trend = kf[0], kf[1], kf[2], kf[3]
     lim = budget if unit == UNIT_TOKENS else np.int64(1) << 62  # the tokens a run may spend
 
-    def explore(p):
+    def explore(i, p):
+        """1: trace p explored one segment; 0: it does not fit (the run ends); 2 (live): its segment is wanted (the
+        budget pays `bound` for it)."""
         k = t_r[p]
+        if livemode and rec[k, 1] < 0:
+            if not depth_want(want, blk, i, p, unit, bound, lim - tot[TOKENS]):
+                return 0
+            tot[TOKENS] += bnd
+            return 2
         cost = rec[k, 0] - t_paid[p]
         fin = rec[k, 1] & 2
         if fin:
             cost = max(0, cost)
         if cost > lim - tot[TOKENS]:
-            return False
+            return 0
         tot[TOKENS] += cost
         t_paid[p] += cost
         t_ans[p], t_ok[p], t_r[p], t_st[p] = (rec[k, 1] >> 2) - 1, rec[k, 1] & 1, k + 1, fin >> 1
-        return True
+        return 1
 
     def complete(i, p):
         a = t_ans[p]
@@ -3794,11 +3852,12 @@ def cmc(off, aoff, poff, rec, seg, perm, order, kn, kf, unit, budget, t_r, t_pai
             return False
         j = perm[p]
         t_r[p], t_paid[p], t_st[p], t_pr[p], t_dis[p], t_ans[p], t_ok[p] = poff[j] + j, 0, 0, 0, 0, -1, 0
-        if not explore(p):
+        e = explore(i, p)
+        if e == 0:
             return False
         qi[i, 0] = m + 1
         tot[SAMPLES] += 1
-        if t_st[p] == 1:
+        if e == 1 and t_st[p] == 1:
             complete(i, p)
         return True
 
@@ -3834,6 +3893,9 @@ def cmc(off, aoff, poff, rec, seg, perm, order, kn, kf, unit, budget, t_r, t_pai
             i = order[r]
             if qi[i, 2] != 0:
                 continue
+            if livemode and blk[i] != 0:  # its step reads a wanted segment: what follows is not known to be reached
+                ended = True
+                break
             going = True
             a0 = off[i]
             m = qi[i, 0]
@@ -3889,8 +3951,13 @@ def cmc(off, aoff, poff, rec, seg, perm, order, kn, kf, unit, budget, t_r, t_pai
                         continue
                     steps = burst if (upd and t_ans[p] == w) else 1
                     pr0 = t_pr[p]
-                    for _ in range(steps):
+                    for s_ in range(steps):
                         k = t_r[p]
+                        if livemode and rec[_ix(k), 1] < 0:  # (wanted; seg bounds it and the burst after it)
+                            depth_want(want, blk, i, p, unit, bound, lim - used)
+                            used += bnd * (steps - s_)
+                            k = -1
+                            break
                         cost = rec[_ix(k), 0] - t_paid[p]
                         fin = rec[_ix(k), 1] & 2
                         if fin:
@@ -3908,7 +3975,8 @@ def cmc(off, aoff, poff, rec, seg, perm, order, kn, kf, unit, budget, t_r, t_pai
                             done[0, d], done[1, d] = pr0, p
                             nd += 1
                             break
-                    t_ans[p], t_ok[p] = (rec[_ix(k), 1] >> 2) - 1, rec[_ix(k), 1] & 1
+                    if k >= 0:
+                        t_ans[p], t_ok[p] = (rec[_ix(k), 1] >> 2) - 1, rec[_ix(k), 1] & 1
                 tot[TOKENS] = used
                 for d in range(nd):
                     complete(i, done[1, d])
@@ -3925,9 +3993,14 @@ def cmc(off, aoff, poff, rec, seg, perm, order, kn, kf, unit, budget, t_r, t_pai
                 for k in range(ns):
                     p = srv[k]
                     steps = burst if (upd and t_ans[p] == w) else 1
-                    for _ in range(steps):
-                        if not explore(p):
+                    for s_ in range(steps):
+                        e = explore(i, p)
+                        if e == 0:
                             ended = True
+                            break
+                        if e == 2:  # (wanted: the rest of its burst may follow it, at `bound` each)
+                            ended = not depth_sure(unit, bound, steps - 1 - s_, lim - tot[TOKENS])
+                            tot[TOKENS] += bnd * (steps - 1 - s_)
                             break
                         t_pr[p] += 1
                         if t_st[p] == 1:
@@ -3937,6 +4010,16 @@ def cmc(off, aoff, poff, rec, seg, perm, order, kn, kf, unit, budget, t_r, t_pai
                         break
                 if ended:
                     break
+            if livemode and blk[i] != 0:  # its decisions wait for the wanted segments; it may widen (depth_sure)
+                wm = min(widen, max_branch - m, off[i + 1] - off[i] - m) if step >= max(1, warm_up // 2) else 0
+                if wm > 0:
+                    if (unit == UNIT_SAMPLES and tot[SAMPLES] + wm > budget) or not depth_sure(
+                            unit, bound, wm, lim - tot[TOKENS]):
+                        ended = True
+                        break
+                    tot[SAMPLES] += wm
+                    tot[TOKENS] += bnd * wm
+                continue
             w, wok, cf = _cmc_stats(aoff, i, cc, fr, cok, conf, qi, qf)
             ema = (1.0 - alpha) * ema + alpha * cf
             qf[i, 0] = ema
@@ -3995,9 +4078,70 @@ def cmc_once(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, 
     tot = np.zeros(TOT_SLOTS, np.int64)
     srv = np.empty(_largest(off), np.int64)
     done = np.empty((2, _largest(off)), np.int64)
+    nl = np.empty(0, np.int64)  # (not live)
     cmc(off, aoff, poff, rec, seg, perm, order, kn, kf, unit, budget, t_r, t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi,
-        qf, hist, cc, fr, cok, _cmc_conf(), tot, srv, done)
+        qf, hist, cc, fr, cok, _cmc_conf(), tot, srv, done, 0, nl, nl)
     return qi, tot, t_paid
+
+
+@inner
+def _live_layout(off, width):
+    """A live run's records as the depth kernels index them: trace p (query i's k-th at p = off[i] + k, its own
+    permutation) at rows p * width on (poff[p] + p), and the scratch the live wrappers share: (perm, poff, want,
+    blk)."""
+    n = off.shape[0] - 1
+    total = off[n]
+    perm = np.arange(total)
+    poff = np.arange(total + 1) * (width - 1)
+    return perm, poff, np.zeros(total + 1, np.int64), np.zeros(max(n, 1), np.int64)
+
+
+@jit
+def parallel_probe_live(off, aoff, rec, width, order, chains, T, patience, warm, unit, budget, bound):
+    """Parallel-Probe over the segments a live run holds (replay.live.run_live_depth): trace p's records at rows
+    p * width on, then DEPTH_MISSING where its next segment is still to come; bound: the most tokens a segment may
+    cost (<= 0: unknown). (qi, tot, t_r, want) as parallel_probe leaves them: want[0] == 0 when the run is whole
+    (its outcome final), else want[1 .. want[0]] the traces whose next segment it needs, in the order reached
+    (depth_want), and the rest is to be run again once they came."""
+    n = off.shape[0] - 1
+    total = off[n]
+    perm, poff, want, blk = _live_layout(off, width)
+    t_r, t_paid, t_st, t_off = np.zeros(total, np.int64), np.zeros(total, np.int64), np.zeros(total, np.int64), \
+        np.zeros(total, np.int64)
+    t_ans, t_ok = np.full(total, -1, np.int64), np.zeros(total, np.int64)
+    qi = np.zeros((n, 9), np.int64)
+    for i in range(n):
+        qi[i, 3] = -2
+        qi[i, 5] = -1
+    cnt = np.zeros(aoff[n], np.int64)
+    tot = np.zeros(TOT_SLOTS, np.int64)
+    parallel_probe(off, aoff, poff, rec, perm, order, chains, T, patience, warm, unit, budget, t_r, t_paid, t_st,
+                   t_off, t_ans, t_ok, qi, cnt, tot, bound, want, blk)
+    return qi, tot, t_r, want
+
+
+@jit
+def cmc_live(off, aoff, rec, width, seg, order, kn, kf, unit, budget, bound):
+    """CMC over the segments a live run holds, as parallel_probe_live (seg: the costliest segment it may read, the
+    wanted ones' bound included); (qi, tot, t_r, want)."""
+    n = off.shape[0] - 1
+    total = off[n]
+    perm, poff, want, blk = _live_layout(off, width)
+    z = np.zeros(total, np.int64)
+    t_r, t_paid, t_st, t_pr, t_dis, t_ok = z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy()
+    t_ans = np.full(total, -1, np.int64)
+    qi = np.zeros((n, 11), np.int64)
+    for i in range(n):
+        qi[i, 3] = -1
+    qf = np.zeros((n, 2))
+    hist = np.zeros((n, max(kn[4], 1)))
+    cc, fr, cok = np.zeros(aoff[n], np.int64), np.zeros(aoff[n], np.int64), np.zeros(aoff[n], np.int64)
+    tot = np.zeros(TOT_SLOTS, np.int64)
+    big = max(_largest(off), 1)
+    cmc(off, aoff, poff, rec, seg, perm, order, kn, kf, unit, budget, t_r, t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi,
+        qf, hist, cc, fr, cok, _cmc_conf(), tot, np.empty(big, np.int64), np.empty((2, big), np.int64), bound, want,
+        blk)
+    return qi, tot, t_r, want
 
 
 @njit(nogil=True, cache=True, no_cfunc_wrapper=True)
@@ -4025,6 +4169,7 @@ def _cmc_grid(off, aoff, qkeys, seeds, poff, pans, pok, ptok, reach, end_tok, en
     tot = np.zeros(TOT_SLOTS, np.int64)
     srv = np.empty(_largest(off), np.int64)
     done = np.empty((2, _largest(off)), np.int64)
+    nl = np.empty(0, np.int64)  # (not live)
     per_query = pq_n.shape[0] > 0
     for s in range(s_lo, s_hi):
         fill_permutation(off, qkeys, seeds[s], perm)
@@ -4037,5 +4182,5 @@ def _cmc_grid(off, aoff, qkeys, seeds, poff, pans, pok, ptok, reach, end_tok, en
             for i in range(n):
                 qi[i, 3] = -1
             cmc(off, aoff, poff, rec, seg, perm, order, kns[c], kfs[c], units[c], budgets[c, s], t_r, t_paid, t_st,
-                t_pr, t_dis, t_ans, t_ok, qi, qf, hist, cc, fr, cok, conf, tot, srv, done)
+                t_pr, t_dis, t_ans, t_ok, qi, qf, hist, cc, fr, cok, conf, tot, srv, done, 0, nl, nl)
             depth_tally(off, qi, 2, 4, t_ok, tot, per_query, pq_n, pq_flags, out_f, out_i, c, s)

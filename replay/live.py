@@ -38,10 +38,11 @@ from typing import Callable, Hashable, Protocol, Sequence
 
 import numpy as np
 
-from .engine import outcome, pool_arrays, scratch
+from .engine import cmc_knobs, outcome, pool_arrays, scratch
 from .kernel import (
     BEST_J,
     CAPPED,
+    DEPTH_MISSING,
     ELIM,
     EXH,
     FIRST_J,
@@ -51,6 +52,8 @@ from .kernel import (
     TOKENS,
     WLEAD,
     N,
+    cmc_live,
+    parallel_probe_live,
     run_one_any,
 )
 from .policies import DEPTH_POLICIES, ELIMINATION_RULES, REGISTRY, RunConfig
@@ -407,12 +410,17 @@ def _selected(P, W) -> dict[str, list[int]]:
 
 # ---------------------------------------------------------------------------------------------- depth policies live
 # parallel-probe and cmc (docs/semantics.md, "Depth") advance each trace a segment at a time and decide between
-# segments, so they cannot be one engine run cut where whole responses are missing, as run_live is. Their live driver
-# instead runs the policies' plain-Python twins (replay/reference_depth.py, which match the engine run for run and
-# AutoTTS's source on all its files) on traces whose events are produced by the source only when the policy first
-# reads them: each read is a segment the policy explores, so a trace the policy prunes or a query it stops is never
-# generated further. The run is then, decision for decision, the replay of a pool holding the traces as far as they
-# were generated (tests/test_run_depth.py checks it against the engine).
+# segments. Their live run is the engine's own kernels (kernel.parallel_probe / cmc, through parallel_probe_live /
+# cmc_live) over the segments generated so far, laid out as replay's records with a MISSING record where a trace's next
+# segment is still to come: a run that reaches one stops and names it, the driver asks the source for it and runs the
+# kernel again from the start on the grown records (the same decisions by construction: each reads only what it
+# read before, plus what came). A run that reaches a missing segment goes on collecting the others it surely reaches
+# whatever that segment holds (the other traces of the same step, the other queries' steps of the round, round 0's
+# every start), paying each wanted one the most a segment may cost (the source's segment_tokens; unknown: it stops at
+# the first under a token budget), so the source is asked for them together and nothing the run would not explore is
+# generated (but for the one segment, or start, that did not fit and ended the run). The run is then, decision for
+# decision, the replay of a pool holding the traces as far as they were generated (tests/test_run_depth.py checks it
+# against the engine's replay, and the segments asked for against the reference twins' lazy reads).
 
 @dataclass(frozen=True)
 class Segment:
@@ -427,9 +435,15 @@ class Segment:
 
 
 class TraceSource(Protocol):
+    """Optional, beside segment(): `segments(wants)` serves a list of (query, trace) at once (one segment each, in
+    order; a trace appears at most once per call), which a batched backend can generate together; `segment_tokens`
+    (int) promises that no segment runs more tokens past its trace's previous one (the driver then asks for the
+    segments a run surely reaches together under a token budget too; a segment that breaks the promise is an
+    error)."""
+
     def segment(self, i: int, k: int) -> Segment:
         """Advance trace k of query i (k = 0, 1, ... in the order the policy starts them) by one segment: the first
-        call starts it. Called at most once more after a finished segment never."""
+        call starts it. Never called again after a finished segment."""
         ...
 
 
@@ -445,6 +459,7 @@ class PoolTraces:
         self.pool, self.perm = pool, perm
         self.at: dict[tuple[int, int], int] = {}
         self.served = 0
+        self.segment_tokens = _costliest_segment(pool)
 
     def segment(self, i: int, k: int) -> Segment:
         p = self.pool
@@ -466,81 +481,114 @@ class PoolTraces:
         return Segment(total, None if a < 0 else a, bool(p.correct[j]), True)
 
 
-class _LiveTrace:
-    """One trace's events (reference_depth.trace_events' form: (cumulative cost, answer id, correct, finished)) as
-    far as the policy has read them: indexing an event not produced yet asks the source for the next segment. The
-    trace cap applies as replay's depth view applies it: a probe at the cap is an event, and a trace running past
-    the cap ends there (cost the cap) holding its last probe's answer."""
+def _costliest_segment(pool) -> int:
+    """The most tokens a segment of the pool's traces runs (a reachable probe past the one before it, or the end past
+    the last reachable probe): PoolTraces' segment_tokens."""
+    tok = np.asarray(pool.tok, np.int64)
+    poff, ptok = np.asarray(pool.probe_off, np.int64), np.asarray(pool.probe_tok, np.int64)
+    j = np.repeat(np.arange(len(tok)), np.diff(poff))
+    keep = ptok < tok[j]  # (a probe at or past the end is never reached)
+    j, ptok = j[keep], ptok[keep]
+    prev = np.where(np.r_[False, j[1:] == j[:-1]], np.r_[0, ptok[:-1]], 0)
+    last = np.zeros(len(tok), np.int64)
+    last[j] = ptok  # (in order: each trace's last reachable probe)
+    return int(max((ptok - prev).max(initial=0), (tok - last).max(initial=0)))
 
-    def __init__(self, source: TraceSource, i: int, k: int, cap: int, code: Callable[[Hashable | None], int]):
-        self.source, self.i, self.k, self.cap, self.code = source, i, k, cap, code
-        self.events: list[tuple[int, int, int, bool]] = []
-        self.segments: list[Segment] = []
 
-    def __getitem__(self, e: int):
-        while len(self.events) <= e:
-            if self.events and self.events[-1][3]:
-                raise IndexError(f"query {self.i} trace {self.k} has ended")
-            self._more()
-        return self.events[e]
+class _LiveRecords:
+    """The segments a live depth run has received, as the depth kernels read them (kernel.depth_records' records: tokens
+    at the record's end, 4 * (answer + 1) + 2 * (it ends the trace) + correct): trace p (the k-th of query i, at
+    p = off[i] + k) at rows p * width on, then DEPTH_MISSING where its next segment is still to come (width doubles
+    when a trace outgrows it). The trace cap applies as replay's depth view applies it: a probe at the cap is a
+    record and the trace ends there holding it, and a segment running past the cap ends the trace at the cap (cost
+    the cap) holding its last probe's answer. Answers are coded per query in order of first appearance."""
 
-    def _more(self):
-        s = self.source.segment(self.i, self.k)
-        if s.tokens < 0 or (self.segments and s.tokens < self.segments[-1].tokens):
-            raise ValueError(f"query {self.i} trace {self.k}: segment at {s.tokens} tokens, after "
-                             f"{self.segments[-1].tokens if self.segments else 0}")
-        self.segments.append(s)
-        a = self.code(s.answer)
+    def __init__(self, sizes: np.ndarray, cap: int):
+        self.off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self.cap, self.width = int(cap), 4
+        total = int(self.off[-1])
+        self.rec = np.full((total * self.width, 2), DEPTH_MISSING, np.int64)
+        self.nrec = np.zeros(total, np.int64)  # records held per trace
+        self.first: dict[int, list[int]] = {}  # per trace, each segment's first record (in its rows)
+        self.segments: dict[int, list[Segment]] = {}
+        self.labels: list[dict] = [{} for _ in sizes]
+        self.slots = np.ones(len(sizes), np.int64)  # answer slots per query: its answers and the invalid one
+        self.seg = 0  # the costliest segment held
+
+    def aoff(self) -> np.ndarray:
+        return np.concatenate([[0], np.cumsum(self.slots)]).astype(np.int64)
+
+    def code(self, i: int, answer: Hashable | None) -> int:
+        if answer is None:
+            return -1
+        labels = self.labels[i]
+        if answer not in labels:
+            labels[answer] = len(labels)
+            self.slots[i] += 1
+        return labels[answer]
+
+    def add(self, i: int, p: int, s: Segment, bound: int):
+        """Trace p's next segment (query i's), which its source promised to cost at most `bound` tokens (<= 0:
+        no promise)."""
+        k = p - int(self.off[i])
+        n, w = int(self.nrec[p]), self.width
+        row = p * w + n
+        segs = self.segments.setdefault(p, [])
+        if n and self.rec[row - 1, 1] & 2:
+            raise ValueError(f"query {i} trace {k} was served a segment after its end")
+        if s.tokens < 0 or (segs and s.tokens < segs[-1].tokens):
+            raise ValueError(f"query {i} trace {k}: segment at {s.tokens} tokens, after "
+                             f"{segs[-1].tokens if segs else 0}")
+        a = self.code(i, s.answer)
         ok = int(bool(s.correct)) if a >= 0 else 0
+        paid = int(self.rec[row - 1, 0]) if n else 0
         cap = self.cap
         if cap and s.tokens > cap:  # it ran past the cap: it ends there, holding its last probe's answer
-            last = self.events[-1] if self.events else (0, -1, 0, False)
-            self.events.append((cap, last[1], last[2], True))
-        elif s.finished:
-            self.events.append((s.tokens, a, ok, True))
+            last = int(self.rec[row - 1, 1]) if n else 0
+            records = [(cap, (last & ~3) + 2 + (last & 1))]
         else:
-            self.events.append((s.tokens, a, ok, False))
-            if cap and s.tokens == cap:
-                self.events.append((cap, a, ok, True))
+            records = [(s.tokens, 4 * (a + 1) + 2 * bool(s.finished) + ok)]
+            if cap and s.tokens == cap and not s.finished:
+                records.append((cap, 4 * (a + 1) + 2 + ok))
+        cost = records[0][0] - paid
+        if 0 < bound < cost:
+            raise ValueError(f"query {i} trace {k}: a segment of {cost} tokens, more than the {bound} its source "
+                             "promised (segment_tokens)")
+        if n + len(records) >= w:  # (room for the records and a MISSING after them)
+            self._grow(n + len(records) + 1)
+            w, row = self.width, p * self.width + n
+        for r, (tok, c) in enumerate(records):
+            self.rec[row + r] = tok, c
+        self.nrec[p] = n + len(records)
+        self.first.setdefault(p, []).append(n)
+        segs.append(s)
+        self.seg = max(self.seg, cost)
 
+    def _grow(self, need: int):
+        w = self.width
+        while w < need:
+            w *= 2
+        total = len(self.nrec)
+        rec = np.full((total * w, 2), DEPTH_MISSING, np.int64)
+        rec.reshape(total, w, 2)[:, :self.width] = self.rec.reshape(total, self.width, 2)
+        self.rec, self.width = rec, w
 
-class _LiveQuery:
-    """A query's traces as the reference's schedulers index them (traces[:chains], traces[pos], len): each made on
-    first use, none generated before the policy reads its first event."""
-
-    def __init__(self, source: TraceSource, i: int, size: int, cap: int):
-        self.source, self.i, self.size, self.cap = source, i, size, cap
-        self.labels: dict[Hashable, int] = {}
-        self.traces: list[_LiveTrace] = []
-
-    def code(self, answer: Hashable | None) -> int:
-        return -1 if answer is None else self.labels.setdefault(answer, len(self.labels))
-
-    def __len__(self) -> int:
-        return self.size
-
-    def __getitem__(self, k):
-        if isinstance(k, slice):
-            return [self[m] for m in range(*k.indices(self.size))]
-        if not 0 <= k < self.size:
-            raise IndexError(k)
-        while len(self.traces) <= k:
-            self.traces.append(_LiveTrace(self.source, self.i, len(self.traces), self.cap, self.code))
-        return self.traces[k]
+    def paid(self, p: int, t_r: int) -> int:
+        """How many of trace p's segments a run that left its next record at t_r read (paid)."""
+        return sum(1 for f in self.first.get(p, ()) if f < t_r - p * self.width)
 
 
 def run_live_depth(source: TraceSource, sizes: Sequence[int], rank: Sequence[int], *, config: RunConfig,
                    budget_total: int) -> dict:
-    """Run parallel-probe or cmc live over `source` (a TraceSource): sizes[i] bounds query i's traces, rank[i] is its
-    position in the run's query order, the budget (config.unit: samples or tokens) is shared by the batch as replay
-    shares it (docs/semantics.md: round 0 starts every query's first traces in rank order, then one step per query
-    per round; the first start or segment that does not fit ends the run, and is generated but not paid). Returns
-    per query `answer` (the label the policy holds; None: none), `correct`, `answered` (it stopped on its own rule),
-    `started` (traces paid for), `traces` (per trace, the segments generated: what the run's pool records), `paid`
-    (per trace, how many of them the run paid: all but the one that did not fit and ended it, if any), and
-    `samples_used` / `tokens_used`, `segments` (generated in all) and `driver_s` / `source_s`."""
-    from .reference_depth import cmc_events, parallel_probe_events
-
+    """Run parallel-probe or cmc live over `source` (a TraceSource) on the engine's kernels: sizes[i] bounds query
+    i's traces, rank[i] is its position in the run's query order, the budget (config.unit: samples or tokens) is
+    shared by the batch as replay shares it (docs/semantics.md: round 0 starts every query's first traces in rank
+    order, then one step per query per round; the first start or segment that does not fit ends the run, and is
+    generated but not paid). Returns per query `answer` (the label the policy holds; None: none), `correct`,
+    `answered` (it stopped on its own rule), `started` (traces paid for), `traces` (per trace, the segments
+    generated: what the run's pool records), `paid` (per trace, how many of them the run paid: all but the one that
+    did not fit and ended it, if any), and `samples_used` / `tokens_used`, `segments` (generated in all), `asks`
+    (the source's batches: run_live_depth's comment block), `runs` (kernel runs) and `driver_s` / `source_s`."""
     if config.policy not in DEPTH_POLICIES:
         raise ValueError(f"run_live_depth runs {', '.join(DEPTH_POLICIES)}, not {config.policy!r}")
     if config.unit not in ("samples", "tokens"):
@@ -551,43 +599,72 @@ def run_live_depth(source: TraceSource, sizes: Sequence[int], rank: Sequence[int
     n = len(sizes)
     t0 = time.perf_counter()
     timed = _TimedTraces(source)
-    queries = [_LiveQuery(timed, i, int(sizes[i]), config.trace_cap) for i in range(n)]
-    order = [int(q) for q in np.argsort(np.asarray(rank, np.int64), kind="stable")]
-    # the policy's parameters (its registry entry's), under the twins' own names where they differ
-    kw = {_TWIN_NAMES.get(name, name): getattr(config, name) for name in REGISTRY[config.policy].params}
-    run = parallel_probe_events if config.policy == "parallel-probe" else cmc_events
-    out, samples, tokens = run(queries, order, int(budget_total), unit=config.unit, **kw)
-    answers = [{v: a for a, v in q.labels.items()} for q in queries]
-    traces = [[list(t.segments) for t in q.traces if t.segments] for q in queries]
-    paid = [[len(t) for t in q] for q in traces]
-    if timed.last is not None:  # the segment (or start) that did not fit and ended the run: generated, not paid
-        i, k = timed.last
-        cap = config.trace_cap
-        ran = sum(min(t[-1].tokens, cap) if cap else t[-1].tokens for q in traces for t in q)
-        if ran > tokens or len(traces[i]) > out[i][3]:
-            paid[i][k] -= 1
+    got = _LiveRecords(sizes, config.trace_cap)
+    order = np.argsort(np.asarray(rank, np.int64), kind="stable").astype(np.int64)
+    bound = int(getattr(source, "segment_tokens", 0) or 0)
+    unit, budget, off = config.kernel_unit, int(budget_total), got.off
+    pp = config.policy == "parallel-probe"
+    knobs = None if pp else cmc_knobs(config.cmc_beta)
+    runs = 0
+    while True:
+        if pp:
+            qi, tot, t_r, want = parallel_probe_live(off, got.aoff(), got.rec, got.width, order, config.chains,
+                                                     config.stable, config.patience, config.probe_warmup, unit,
+                                                     budget, bound)
+        else:  # (seg bounds every segment the run may read: the wanted ones too)
+            seg = got.seg if config.unit == "samples" else max(got.seg, bound) if bound > 0 else 1 << 62
+            qi, tot, t_r, want = cmc_live(off, got.aoff(), got.rec, got.width, seg, order, *knobs, unit, budget,
+                                          bound)
+        runs += 1
+        m = int(want[0])
+        if m == 0:
+            break
+        ps = [int(p) for p in want[1:m + 1]]
+        qs = [int(q) for q in np.searchsorted(off, ps, side="right") - 1]
+        for p, i, s in zip(ps, qs, timed.segments([(i, p - int(off[i])) for p, i in zip(ps, qs, strict=True)]),
+                             strict=True):
+            got.add(i, p, s, bound)
+    # per query: (answer, correct, state, started) in the policy's own columns (kernel.depth_tally's)
+    cols = (5, 6, 4) if pp else (3, 4, 2)
+    answers = [{v: a for a, v in labels.items()} for labels in got.labels]
+    traces, paid = [], []
+    for i in range(n):
+        ps = [p for p in range(int(off[i]), int(off[i + 1])) if p in got.segments]
+        traces.append([list(got.segments[p]) for p in ps])
+        paid.append([got.paid(p, int(t_r[p])) if p - off[i] < qi[i, 0] else 0 for p in ps])
     seconds = time.perf_counter() - t0
-    return {"answer": [answers[i].get(int(a)) for i, (a, _, _, _) in enumerate(out)],
-            "correct": [bool(ok) for _, ok, _, _ in out], "answered": [bool(d) for _, _, d, _ in out],
-            "started": [int(s) for _, _, _, s in out], "traces": traces, "paid": paid,
-            "samples_used": int(samples), "tokens_used": int(tokens), "segments": timed.calls,
-            "source_s": timed.seconds, "driver_s": seconds - timed.seconds}
-
-
-_TWIN_NAMES = {"stable": "T", "probe_warmup": "warm", "cmc_beta": "beta"}  # RunConfig's -> reference_depth's
+    return {"answer": [answers[i].get(int(qi[i, cols[0]])) for i in range(n)],
+            "correct": [bool(qi[i, cols[1]]) for i in range(n)], "answered": [bool(qi[i, cols[2]] == 2)
+                                                                             for i in range(n)],
+            "started": [int(qi[i, 0]) for i in range(n)], "traces": traces, "paid": paid,
+            "samples_used": int(tot[SAMPLES]), "tokens_used": int(tot[TOKENS]), "segments": timed.calls,
+            "asks": timed.asks, "runs": runs, "source_s": timed.seconds, "driver_s": seconds - timed.seconds}
 
 
 class _TimedTraces:
-    """A TraceSource counted and timed (the driver's own seconds are the rest)."""
+    """A TraceSource counted and timed (the driver's own seconds are the rest): `calls` segments served, `asks` the
+    batches asked for."""
 
     def __init__(self, source: TraceSource):
-        self.source, self.calls, self.seconds, self.last = source, 0, 0.0, None
+        self.source, self.calls, self.asks, self.seconds = source, 0, 0, 0.0
 
-    def segment(self, i: int, k: int) -> Segment:
-        self.last = (i, k)
+    def segments(self, wants: list[tuple[int, int]]) -> list[Segment]:
+        """The next segment of each (query, trace) in `wants`, in order: in one call to a source with segments()
+        (a batched backend serves them together), else one segment() each."""
         t0 = time.perf_counter()
+        self.asks += 1
         try:
-            return self.source.segment(i, k)
+            batch = getattr(self.source, "segments", None)
+            if batch is not None:
+                out = list(batch(wants))
+                if len(out) != len(wants):
+                    raise ValueError(f"the source served {len(out)} segments for {len(wants)} asked")
+                self.calls += len(out)
+                return out
+            out = []
+            for i, k in wants:
+                out.append(self.source.segment(i, k))
+                self.calls += 1
+            return out
         finally:
-            self.calls += 1
             self.seconds += time.perf_counter() - t0

@@ -115,3 +115,44 @@ def test_sibling_import_check_catches_each_form(tmp_path):
                  "CHILD = \"\"\"\nimport sys\nfrom test_a import w\n\"\"\"\nTEXT = 'from tests import test_a'\n")
     hits = sibling_imports(f, _test_modules(tmp_path))
     assert [h.split(":")[0] for h in hits] == ["line 2", "line 3", "line 5", "line 7", "line 8"]
+
+
+# --- the reference twins are the test oracle, not production code --------------------------------------------------
+
+# The one module besides the tests that may run a twin: `ttc bench` times the engine against its twins (that is what
+# it measures), as it times run_one against replay/reference.py.
+ORACLE_READERS = {"replay/bench.py"}
+
+
+def oracle_imports(path: Path) -> list[str]:
+    """'line N: statement' for every import of replay/reference_depth.py in one file (absolute or relative)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found += [f"line {node.lineno}: import {a.name}" for a in node.names
+                      if a.name.split(".")[-1] == "reference_depth"]
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if module.split(".")[-1] == "reference_depth" or any(a.name == "reference_depth" for a in node.names):
+                found.append(f"line {node.lineno}: from {'.' * node.level}{module} import "
+                             + ", ".join(a.name for a in node.names))
+    return found
+
+
+def test_no_production_module_runs_the_depth_twins():
+    """replay/reference_depth.py is the depth kernels' test oracle (issue 30): the live depth run (replay/live.py,
+    harvest/run/depth.py) runs the kernels, and nothing the tool runs in production imports the twins."""
+    files = [f for f in sorted(ROOT.rglob("*.py")) if f.relative_to(ROOT).parts[0] not in ("tests", "benchmarks")
+             and not any(part.startswith(".") for part in f.relative_to(ROOT).parts)]
+    assert ROOT / "replay" / "live.py" in files and ROOT / "harvest" / "run" / "depth.py" in files
+    bad = {rel: hits for f in files if (rel := str(f.relative_to(ROOT))) not in ORACLE_READERS
+           and (hits := oracle_imports(f))}
+    assert not bad, f"the reference twins are the test oracle; production code runs the kernels: {bad}"
+
+
+def test_oracle_import_check_catches_each_form(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text("import os\nfrom .reference_depth import cmc_events\nfrom . import reference_depth as ref\n"
+                 "import ttc.replay.reference_depth\nfrom ttc.replay.reference import run_reference\n"
+                 "def f():\n    from ttc.replay.reference_depth import trace_events\n")
+    assert [h.split(":")[0] for h in oracle_imports(f)] == ["line 2", "line 3", "line 4", "line 7"]

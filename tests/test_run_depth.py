@@ -10,8 +10,10 @@ rule are exercised on a tiny model in tests/test_run_e2e.py."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -341,12 +343,15 @@ def test_the_live_stability_rule_stops_where_the_reference_does():
 
 class StringTraces:
     """PoolTraces with answers relabelled as strings of another alphabet (only their equality may matter), recording
-    the order of the segments asked for."""
+    the order of the segments asked for; bounded: it passes on PoolTraces' segment_tokens (the driver may then ask
+    for several segments at once under a token budget too), else it promises nothing."""
 
-    def __init__(self, pool, perm):
+    def __init__(self, pool, perm, bounded=False):
         from ttc.replay.live import PoolTraces
 
         self.inner, self.calls = PoolTraces(pool, perm), []
+        if bounded:
+            self.segment_tokens = self.inner.segment_tokens
 
     def segment(self, i, k):
         from ttc.replay.live import Segment
@@ -356,13 +361,20 @@ class StringTraces:
         return Segment(s.tokens, None if s.answer is None else f"ans-{7 * s.answer + 3}", s.correct, s.finished)
 
 
-def _depth_live(pool, cfg, budget):
+def _depth_live(pool, cfg, budget, bounded=False, oracle=False):
+    """The live run of cfg over the pool's traces on SEED's permutation and query order, and its source; oracle: the
+    reference twin's lazy run instead (tests/support/live_depth_oracle.py)."""
     from ttc.replay.live import run_live_depth
     from ttc.replay.rng import query_order
 
-    src = StringTraces(pool, permutation(pool.off, pool.qkeys, SEED))
+    from support.live_depth_oracle import reference_live_depth
+
+    src = StringTraces(pool, permutation(pool.off, pool.qkeys, SEED), bounded)
     rank, _ = query_order(pool.qkeys, SEED)
-    o = run_live_depth(src, np.diff(pool.off), rank, config=cfg, budget_total=int(round(budget * pool.n_queries)))
+    total = int(round(budget * pool.n_queries))
+    if oracle:
+        return reference_live_depth(src, np.diff(pool.off), rank, cfg, total), src
+    o = run_live_depth(src, np.diff(pool.off), rank, config=cfg, budget_total=total)
     return o, src
 
 
@@ -378,15 +390,29 @@ DEPTH_CONFIGS = [("parallel-probe", dict(chains=3, stable=2, patience=2, probe_w
 def test_a_depth_policy_live_equals_its_replay(policy, kw, unit, budgets, cap):
     """On random probed pools, every budget from none to more than the pool: the same traces started, stops,
     correctness and spend per query as `ttc replay` (the engine) on the same seed; and the run generated nothing
-    beyond what it explored, but for the one segment (or start) that did not fit and ended it."""
+    beyond what it explored, but for the one segment (or start) that did not fit and ended it. Twice: a source that
+    promises no bound on a segment's tokens, and one that does (bounded: the driver asks for the segments it surely
+    needs together); both ask for exactly the segments the reference twin's lazy run reads, and hold its outcome."""
     from support.depth_pools import probed_pool
 
     cfg = RunConfig(policy, unit=unit, trace_cap=cap, **kw)
-    for seed in range(3):
+    asks = {False: [0, 0], True: [0, 0]}
+    for seed, budget, bounded in itertools.product(range(3), budgets, (False, True)):
         pool = dataclasses.replace(probed_pool(np.random.default_rng(seed), n_queries=7, max_traces=8, max_probes=8),
                                    query_ids=[f"q{i}" for i in range(7)])
-        for budget in budgets:
-            o, src = _depth_live(pool, cfg, budget)
+        if True:
+            o, src = _depth_live(pool, cfg, budget, bounded)
+            ref, ref_src = _depth_live(pool, cfg, budget, oracle=True)
+            extra = Counter(ref_src.calls) - Counter(src.calls)
+            assert not Counter(src.calls) - Counter(ref_src.calls), (seed, budget, bounded)
+            if extra:  # the twin reads a start's first segment before it checks the sample budget; the engine after
+                i, k = ref_src.calls[-1]
+                assert unit == "samples" and extra == Counter([(i, k)]) and ref_src.calls.count((i, k)) == 1
+                ref["traces"][i].pop()
+            for key in ("answer", "correct", "answered", "started", "samples_used", "tokens_used", "traces"):
+                assert o[key] == ref[key], (key, seed, budget, bounded)
+            asks[bounded][0] += o["asks"]
+            asks[bounded][1] += o["segments"]
             df, pq = replay(pool, [cfg], [budget], [SEED], per_query=True, select="sc")
             tot = df.row(0, named=True)
             assert (o["samples_used"], o["tokens_used"]) == (tot["samples_used"], tot["tokens_used"]), (seed, budget)
@@ -402,14 +428,19 @@ def test_a_depth_policy_live_equals_its_replay(policy, kw, unit, budgets, cap):
             assert o["segments"] == len(src.calls) == sum(len(t) for q in o["traces"] for t in q)
             if cap % 500 == 0:  # a cap at a probe's offset: a trace there ends at its probe, nothing past it is asked
                 assert all(s.tokens <= cap for q in o["traces"] for t in q for s in t) or not cap
+            # (the one that did not fit is the last the twin read: asked for together with others, it may not be the
+            # last asked for)
             unpaid = [(i, k) for i, q in enumerate(o["traces"]) for k, t in enumerate(q) if o["paid"][i][k] < len(t)]
-            assert unpaid in ([], [src.calls[-1]]), (seed, budget)
+            assert unpaid in ([], [ref_src.calls[-1]]), (seed, budget)
             if generated != o["tokens_used"]:
-                i, k = src.calls[-1]
+                i, k = ref_src.calls[-1]
                 t = o["traces"][i][k]
                 assert generated - ran(t) + (ran(t[:-1]) if len(t) > 1 else 0) == o["tokens_used"], (seed, budget)
                 assert unpaid == [(i, k)]
             assert [sum(p > 0 for p in q) for q in o["paid"]] == o["started"]
+    # one ask per segment where the source promises nothing under a token budget; fewer asks than segments else
+    assert asks[False][0] == asks[False][1] if unit == "tokens" else asks[False][0] < asks[False][1]
+    assert asks[True][0] < asks[True][1], asks
 
 
 def test_a_depth_policy_live_reads_its_traces_lazily():

@@ -65,6 +65,18 @@ class BackendTraces(PromptCache):
         self.backend_s = self.score_s = 0.0
 
     # ---- replay.live.TraceSource
+    @property
+    def segment_tokens(self) -> int:
+        """No segment runs more than --probe-every tokens past its trace's last probe (TraceStream.segment): the
+        driver then asks for the segments a run surely reaches together (replay.live.TraceSource)."""
+        return self.every
+
+    def segments(self, wants):
+        """Several traces' next segments (replay.live.TraceSource.segments): served or decoded one after the other,
+        each trace holding its own decoding state (TraceStream); a backend that decodes several traces in one batch
+        would take the list here."""
+        return [self.segment(i, k) for i, k in wants]
+
     def segment(self, i: int, k: int):
         from ttc.replay.live import Segment
 
@@ -304,10 +316,15 @@ def execute_depth(plan, backend: Any, tokenizer: Any = None, *, prompt_len=None,
     t_loop = time.perf_counter()
 
     class _Ticking:  # the writer's clock between segments
+        segment_tokens = src.segment_tokens
+
         def segment(self, i, k):
             s = src.segment(i, k)
             writer.tick()
             return s
+
+        def segments(self, wants):  # (one at a time, BackendTraces' own way: the clock ticks between them)
+            return [self.segment(i, k) for i, k in wants]
 
     with run.guarded():
         depth = run_live_depth(_Ticking(), [req.max_per_query] * len(queries), rank, config=plan.config,
