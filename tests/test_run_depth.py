@@ -467,6 +467,74 @@ def test_a_depth_policy_live_reads_its_traces_lazily():
     assert all(len(q) == 1 for q in o["traces"])  # (one chain: one trace per query)
 
 
+class BatchTraces(StringTraces):
+    """A source that serves several segments per call (TraceSource.segments), recording each call's list."""
+
+    def __init__(self, pool, perm, bounded=True):
+        super().__init__(pool, perm, bounded)
+        self.batches = []
+
+    def segments(self, wants):
+        self.batches.append(list(wants))
+        return [self.segment(i, k) for i, k in wants]
+
+
+@pytest.mark.parametrize("policy, kw, unit, bounded", [
+    ("parallel-probe", dict(chains=3), "tokens", True), ("parallel-probe", dict(chains=3), "samples", False),
+    ("cmc", dict(cmc_beta=0.5), "tokens", True), ("cmc", dict(cmc_beta=0.5), "samples", False)])
+def test_a_depth_run_asks_for_what_it_surely_reaches_together(policy, kw, unit, bounded):
+    """Round 0 is one request: every query's first traces (chains; cmc's n_init) in rank order, under a token budget
+    when the source bounds a segment's tokens, under a sample budget always. Parallel-Probe's next request is the
+    first step of every query: each trace that round 0 left running. The run is the one asked one segment at a
+    time, as the source is called one segment at a time without segments()."""
+    from ttc.replay.engine import cmc_knobs
+    from ttc.replay.live import run_live_depth
+    from ttc.replay.rng import query_order
+
+    from support.depth_pools import probed_pool
+
+    pool = dataclasses.replace(probed_pool(np.random.default_rng(3), n_queries=6, max_traces=8, max_probes=8),
+                               query_ids=[f"q{i}" for i in range(6)])
+    cfg = RunConfig(policy, unit=unit, **kw)
+    rank, order = query_order(pool.qkeys, SEED)
+    perm = permutation(pool.off, pool.qkeys, SEED)
+    src = BatchTraces(pool, perm, bounded)
+    budget = 10 ** 6 if unit == "tokens" else 30
+    o = run_live_depth(src, np.diff(pool.off), rank, config=cfg, budget_total=budget)
+    first = kw.get("chains") or int(cmc_knobs(0.5)[0][0])
+    sizes = np.diff(pool.off)
+    assert src.batches[0] == [(int(i), k) for i in order for k in range(min(first, int(sizes[i])))]
+    if policy == "parallel-probe":  # (a trace started is running unless its first segment was its end)
+        step = [(i, k) for i, k in src.batches[0] if not _ended(pool, perm, i, k)]
+        assert src.batches[1] == step and len(step) > len(order)
+    assert o["asks"] == len(src.batches) < o["segments"] == sum(map(len, src.batches))
+    one, _ = _depth_live(pool, cfg, budget / pool.n_queries, bounded=False)
+    for key in ("answer", "correct", "answered", "started", "samples_used", "tokens_used", "traces", "paid"):
+        assert o[key] == one[key], key
+
+
+def _ended(pool, perm, i, k) -> bool:
+    """Whether trace k of query i (perm's) ends at its first segment: no probe before its end."""
+    j = int(perm[int(pool.off[i]) + k])
+    return not any(int(t) < int(pool.tok[j]) for t in pool.probe_tok[pool.probe_off[j]:pool.probe_off[j + 1]])
+
+
+def test_a_source_that_breaks_its_segment_bound_is_an_error():
+    """A source whose segment runs more tokens than its segment_tokens promised: the run may have asked for segments
+    it would not reach, so it stops with the error rather than go on."""
+    from ttc.replay.live import run_live_depth
+    from ttc.replay.rng import query_order
+
+    from support.depth_pools import probed_pool
+
+    pool = probed_pool(np.random.default_rng(0), n_queries=3, max_probes=4)
+    src = StringTraces(pool, np.arange(int(pool.off[-1])), bounded=True)
+    src.segment_tokens = 100  # (the pool's probes are 500 tokens apart)
+    with pytest.raises(ValueError, match="more than the 100 its source promised"):
+        run_live_depth(src, np.diff(pool.off), query_order(pool.qkeys, SEED)[0], config=RunConfig("cmc"),
+                       budget_total=10 ** 6)
+
+
 def test_run_live_depth_refuses_what_it_cannot_run_live():
     from ttc.replay.live import PoolTraces, run_live_depth
 
