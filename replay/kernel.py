@@ -3454,13 +3454,14 @@ def depth_records(poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, rec):
 
 @inner
 def depth_want(want, blk, i, p, unit, bound, room):
-    """A live depth run (blk not empty) reached trace p's next segment (query i's), not generated yet: it is wanted
-    (want[1 .. want[0]], in the order reached) and query i waits (blk[i]: its decisions need it). The run goes on
-    collecting only while what it reaches is sure to be reached however the wanted segments turn out: the budget
-    pays them in full at `bound` tokens each (the most a segment may cost; <= 0: unknown), and a waiting query's
-    next decision ends the collection. True when the run may go on (paying `bound` for it), False when the wanted
-    segment may not fit in `room` (the run ends there: the segment is reached, nothing after it surely is). Under
-    a sample budget a segment costs no samples and always fits."""
+    """A live depth run (blk an array; replay passes None, which compiles the live branches away) reached trace p's
+    next segment (query i's), not generated yet: it is wanted (want[1 .. want[0]], in the order reached) and query i
+    waits (blk[i]: its decisions need it). The run goes on collecting only while what it reaches is sure to be
+    reached however the wanted segments turn out: the budget pays them in full at `bound` tokens each (the most a
+    segment may cost; <= 0: unknown), and a waiting query's next decision ends the collection. True when the run may
+    go on (paying `bound` for it), False when the wanted segment may not fit in `room` (the run ends there: the
+    segment is reached, nothing after it surely is). Under a sample budget a segment costs no samples and always
+    fits."""
     want[0] += 1
     want[want[0]] = p
     blk[i] = 1
@@ -3490,11 +3491,10 @@ def parallel_probe(off, aoff, poff, rec, perm, order, chains, T, patience, warm,
     answer. Per query qi[i]: chains started, step, stable count, previous winner (-2: none), done, held answer,
     held correct, steps run, traces pruned. cnt: per answer slot, the unpruned traces whose latest answer it is
     (zero on entry; the invalid answers' slot aoff[i] counts too, so that a segment updates it without a branch;
-    kept as traces advance and are pruned, so a majority is one pass over the query's traces). Live (blk not empty:
-    depth_wants' protocol) a record not generated yet is wanted instead of read."""
+    kept as traces advance and are pruned, so a majority is one pass over the query's traces). Live (blk an array:
+    depth_want's protocol) a record not generated yet is wanted instead of read."""
     n = off.shape[0] - 1
     ended = False
-    livemode = blk.shape[0] > 0
     lim = budget if unit == UNIT_TOKENS else np.int64(1) << 62  # the tokens a run may spend
     used = tot[TOKENS]
     bnd = bound if unit == UNIT_TOKENS else 0  # (live) the most a wanted segment may cost
@@ -3531,7 +3531,7 @@ def parallel_probe(off, aoff, poff, rec, perm, order, chains, T, patience, warm,
                 break
             j = perm[p]
             k = poff[j] + j
-            if livemode and rec[k, 1] < 0:
+            if blk is not None and rec[k, 1] < 0:
                 if not depth_want(want, blk, i, p, unit, bound, lim - used):
                     ended = True
                     break
@@ -3560,7 +3560,7 @@ def parallel_probe(off, aoff, poff, rec, perm, order, chains, T, patience, warm,
             i = order[r]
             if qi[i, 4] != 0:
                 continue
-            if livemode and blk[i] != 0:  # its step reads a wanted segment: what follows is not known to be reached
+            if blk is not None and blk[i] != 0:  # its step reads a wanted segment: nothing after is sure
                 ended = True
                 break
             going = True
@@ -3572,7 +3572,7 @@ def parallel_probe(off, aoff, poff, rec, perm, order, chains, T, patience, warm,
                 if t_st[p] != 0:
                     continue
                 k = t_r[p]
-                if livemode and rec[_ix(k), 1] < 0:
+                if blk is not None and rec[_ix(k), 1] < 0:
                     if not depth_want(want, blk, i, p, unit, bound, lim - used):
                         ended = True
                         break
@@ -3593,7 +3593,7 @@ def parallel_probe(off, aoff, poff, rec, perm, order, chains, T, patience, warm,
                 cnt[_ix(base + a)] += 1
             if ended:
                 break
-            if livemode and blk[i] != 0:  # (its decisions wait for the wanted segments)
+            if blk is not None and blk[i] != 0:  # (its decisions wait for the wanted segments)
                 continue
             w, wok = majority(i)
             if step >= warm and m - qi[i, 8] > 1:
@@ -3687,7 +3687,6 @@ def _depth_grid(off, aoff, qkeys, seeds, poff, pans, pok, ptok, reach, end_tok, 
     qi = np.zeros((n, 9), np.int64)
     cnt = np.zeros(aoff[n], np.int64)
     tot = np.zeros(TOT_SLOTS, np.int64)
-    nl = np.empty(0, np.int64)  # (not live)
     per_query = pq_n.shape[0] > 0
     for s in range(s_lo, s_hi):
         fill_permutation(off, qkeys, seeds[s], perm)
@@ -3700,7 +3699,8 @@ def _depth_grid(off, aoff, qkeys, seeds, poff, pans, pok, ptok, reach, end_tok, 
                 qi[i, 3] = -2
                 qi[i, 5] = -1
             parallel_probe(off, aoff, poff, rec, perm, order, cfgs[c, 0], cfgs[c, 1], cfgs[c, 2], cfgs[c, 3],
-                           cfgs[c, 4], budgets[c, s], t_r, t_paid, t_st, t_off, t_ans, t_ok, qi, cnt, tot, 0, nl, nl)
+                           cfgs[c, 4], budgets[c, s], t_r, t_paid, t_st, t_off, t_ans, t_ok, qi, cnt, tot, 0, None,
+                           None)
             depth_tally(off, qi, 4, 6, t_ok, tot, per_query, pq_n, pq_flags, out_f, out_i, c, s)
 
 
@@ -3726,9 +3726,8 @@ def parallel_probe_once(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_an
         qi[i, 5] = -1
     cnt = np.zeros(aoff[n], np.int64)
     tot = np.zeros(TOT_SLOTS, np.int64)
-    nl = np.empty(0, np.int64)  # (not live)
     parallel_probe(off, aoff, poff, rec, perm, order, chains, T, patience, warm, unit, budget, t_r, t_paid, t_st,
-                   t_off, t_ans, t_ok, qi, cnt, tot, 0, nl, nl)
+                   t_off, t_ans, t_ok, qi, cnt, tot, 0, None, None)
     return qi, tot, t_ok, t_paid
 
 
@@ -3799,10 +3798,9 @@ def cmc(off, aoff, poff, rec, seg, perm, order, kn, kf, unit, budget, t_r, t_pai
     ended, 2 stopped by the gate), held answer, held correct, hist length, distinct completed answers, completed
     count, then _cmc_stats' cache (columns 8-10); qf[i, 0] the EMA, qf[i, 1] the cached confidence (conf:
     _cmc_conf's table). seg: the costliest segment (depth_records'). srv (the largest query's size) and done (2 x
-    that): scratch. Live (blk not empty: depth_want's protocol) a record not generated yet is wanted instead of read;
+    that): scratch. Live (blk an array: depth_want's protocol) a record not generated yet is wanted instead of read;
     seg then bounds the wanted segments too."""
     n = off.shape[0] - 1
-    livemode = blk.shape[0] > 0
     bnd = bound if unit == UNIT_TOKENS else 0  # (live) the most a wanted segment may cost
     n_init, max_branch, warm_up, patience, t_ema, burst, widen, min_complete = kn[0], kn[1], kn[2], kn[3], kn[4], \
         kn[5], kn[6], kn[7]
@@ -3813,7 +3811,7 @@ def cmc(off, aoff, poff, rec, seg, perm, order, kn, kf, unit, budget, t_r, t_pai
         """1: trace p explored one segment; 0: it does not fit (the run ends); 2 (live): its segment is wanted (the
         budget pays `bound` for it)."""
         k = t_r[p]
-        if livemode and rec[k, 1] < 0:
+        if blk is not None and rec[k, 1] < 0:
             if not depth_want(want, blk, i, p, unit, bound, lim - tot[TOKENS]):
                 return 0
             tot[TOKENS] += bnd
@@ -3893,7 +3891,7 @@ def cmc(off, aoff, poff, rec, seg, perm, order, kn, kf, unit, budget, t_r, t_pai
             i = order[r]
             if qi[i, 2] != 0:
                 continue
-            if livemode and blk[i] != 0:  # its step reads a wanted segment: what follows is not known to be reached
+            if blk is not None and blk[i] != 0:  # its step reads a wanted segment: nothing after is sure
                 ended = True
                 break
             going = True
@@ -3953,7 +3951,7 @@ def cmc(off, aoff, poff, rec, seg, perm, order, kn, kf, unit, budget, t_r, t_pai
                     pr0 = t_pr[p]
                     for s_ in range(steps):
                         k = t_r[p]
-                        if livemode and rec[_ix(k), 1] < 0:  # (wanted; seg bounds it and the burst after it)
+                        if blk is not None and rec[_ix(k), 1] < 0:  # (wanted; seg bounds it and the burst after it)
                             depth_want(want, blk, i, p, unit, bound, lim - used)
                             used += bnd * (steps - s_)
                             k = -1
@@ -4010,7 +4008,7 @@ def cmc(off, aoff, poff, rec, seg, perm, order, kn, kf, unit, budget, t_r, t_pai
                         break
                 if ended:
                     break
-            if livemode and blk[i] != 0:  # its decisions wait for the wanted segments; it may widen (depth_sure)
+            if blk is not None and blk[i] != 0:  # its decisions wait for the wanted segments; it may widen (depth_sure)
                 wm = min(widen, max_branch - m, off[i + 1] - off[i] - m) if step >= max(1, warm_up // 2) else 0
                 if wm > 0:
                     if (unit == UNIT_SAMPLES and tot[SAMPLES] + wm > budget) or not depth_sure(
@@ -4078,9 +4076,8 @@ def cmc_once(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, 
     tot = np.zeros(TOT_SLOTS, np.int64)
     srv = np.empty(_largest(off), np.int64)
     done = np.empty((2, _largest(off)), np.int64)
-    nl = np.empty(0, np.int64)  # (not live)
     cmc(off, aoff, poff, rec, seg, perm, order, kn, kf, unit, budget, t_r, t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi,
-        qf, hist, cc, fr, cok, _cmc_conf(), tot, srv, done, 0, nl, nl)
+        qf, hist, cc, fr, cok, _cmc_conf(), tot, srv, done, 0, None, None)
     return qi, tot, t_paid
 
 
@@ -4169,7 +4166,6 @@ def _cmc_grid(off, aoff, qkeys, seeds, poff, pans, pok, ptok, reach, end_tok, en
     tot = np.zeros(TOT_SLOTS, np.int64)
     srv = np.empty(_largest(off), np.int64)
     done = np.empty((2, _largest(off)), np.int64)
-    nl = np.empty(0, np.int64)  # (not live)
     per_query = pq_n.shape[0] > 0
     for s in range(s_lo, s_hi):
         fill_permutation(off, qkeys, seeds[s], perm)
@@ -4182,5 +4178,5 @@ def _cmc_grid(off, aoff, qkeys, seeds, poff, pans, pok, ptok, reach, end_tok, en
             for i in range(n):
                 qi[i, 3] = -1
             cmc(off, aoff, poff, rec, seg, perm, order, kns[c], kfs[c], units[c], budgets[c, s], t_r, t_paid, t_st,
-                t_pr, t_dis, t_ans, t_ok, qi, qf, hist, cc, fr, cok, conf, tot, srv, done, 0, nl, nl)
+                t_pr, t_dis, t_ans, t_ok, qi, qf, hist, cc, fr, cok, conf, tot, srv, done, 0, None, None)
             depth_tally(off, qi, 2, 4, t_ok, tot, per_query, pq_n, pq_flags, out_f, out_i, c, s)
