@@ -417,10 +417,12 @@ def _selected(P, W) -> dict[str, list[int]]:
 # read before, plus what came). A run that reaches a missing segment goes on collecting the others it surely reaches
 # whatever that segment holds (the other traces of the same step, the other queries' steps of the round, round 0's
 # every start), paying each wanted one the most a segment may cost (the source's segment_tokens; unknown: it stops at
-# the first under a token budget), so the source is asked for them together and nothing the run would not explore is
-# generated (but for the one segment, or start, that did not fit and ended the run). The run is then, decision for
-# decision, the replay of a pool holding the traces as far as they were generated (tests/test_run_depth.py checks it
-# against the engine's replay, and the segments asked for against the reference twins' lazy reads).
+# the first under a token budget), and what the waiting query may still spend in its step (cmc: the rest of a burst,
+# a widening's starts) likewise, until it comes back to a waiting query (kernel.depth_want, depth_sure). The source is
+# asked for them together, and nothing the run would not explore is generated (but for the one segment, or start,
+# that did not fit and ended the run: the last the run reads, not always the last asked for). The run is then,
+# decision for decision, the replay of a pool holding the traces as far as they were generated (tests/test_run_depth.py
+# checks it against the engine's replay, and the segments asked for against the reference twins' lazy reads).
 
 @dataclass(frozen=True)
 class Segment:
