@@ -696,14 +696,15 @@ def check_probes(df: pl.DataFrame, where: str) -> tuple[np.ndarray, np.ndarray, 
 
 def load_pool(path, score: str = "gt", need_tokens: bool = False, prior: str | None = None,
               side: str | None = None, lows: bool | None = False, invalid_votes: bool = False,
-              probes: bool = False) -> Pool:
+              probes: bool = False, quiet: bool = False) -> Pool:
     """Read and validate a pool against the contract (SAMPLE_COLUMNS, SCORE). Every score column is validated;
     only the columns a replay needs are read into memory. prior: a column of queries.parquet read as each query's
     predicted success probability (marginal-gain, load_prior); side: a column of the responses read as each
     response's side signal (side-eb: numbers in [0, 1], no null or NaN); lows: deepconf-online's record lows (LOWS,
     check_lows), True: read them (a pool without them is refused), None: read them when the pool has them, False:
     not read; invalid_votes: each query's invalid answers as one answer category (Pool.with_invalid_votes); probes:
-    read and check the probe columns (PROBES, check_probes: a pool without them is refused), False: not read.
+    read and check the probe columns (PROBES, check_probes: a pool without them is refused), False: not read; quiet:
+    no notes (a command checking the pool it has just written reads it as replay will, not as the user's input).
 
     Three steps: read (the part files' one schema, then the columns asked for), validate (the schema against what
     was asked, then the rows, queries.parquet and pool.json), derive (the engine's flat arrays)."""
@@ -722,8 +723,23 @@ def load_pool(path, score: str = "gt", need_tokens: bool = False, prior: str | N
         check_queries_file(queries_file, set(qids.to_list()), path, unchecked)
     pool = derive_pool(df, layout, path, qids.to_list(), where, has_gt=has_gt, meta=read_pool_json(path), side=side,
                        prior=prior)
-    note_unchecked(unchecked, path)  # only for a pool that loads: a refusal stays one line
+    if not quiet:  # only for a pool that loads: a refusal stays one line
+        note_unchecked(unchecked, path)
+        note_open(path, files, schema)
     return pool.with_invalid_votes() if invalid_votes else pool
+
+
+def note_open(path: Path, files: list[Path], schema: pl.Schema):
+    """One line on stderr, once per pool and process, for a pool holding traces a live depth run left running
+    (finish_reason "open", docs/run.md): replay reads each as a trace that ended at its last probe, without an
+    answer, which is not the running trace the run saw; said so that a number read from it is not taken as the run's."""
+    if schema.get("finish_reason") != pl.String or ("open", str(path)) in _NOTED:
+        return
+    n = pl.scan_parquet(files).filter(pl.col("finish_reason") == "open").select(pl.len()).collect().item()
+    if n:
+        _NOTED.add(("open", str(path)))
+        note(f"note: {path} holds {n:,} trace{'s' if n != 1 else ''} a live depth run left running (finish_reason "
+             "'open'); replay reads each as ended at its last probe, without an answer (docs/run.md)")
 
 
 def read_schema(path: Path, files: list[Path], where: str) -> pl.Schema:

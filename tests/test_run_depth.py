@@ -685,10 +685,10 @@ def test_an_interrupted_depth_run_resumes_where_it_stopped(pp, tmp_path, policy,
             pl.read_parquet(tmp_path / "whole" / "pool" / "samples").sort("query_id", "sample_idx"))
 
 
-def test_replay_reads_a_run_s_open_trace_as_ended_without_its_last_probe(pp, tmp_path):
+def test_replay_reads_a_run_s_open_trace_as_ended_without_its_last_probe(pp, tmp_path, capsys):
     """What docs/run.md says `ttc replay` makes of a depth run's pool today: a trace the run left running is marked
-    (finish_reason "open") but the loader does not read the mark, so the trace reads as ended at its last probe's
-    offset with no answer, and that probe (at its end) is never reached."""
+    (finish_reason "open"), the trace reads as ended at its last probe's offset with no answer, and that probe (at its
+    end) is never reached; the load says so in one note, once per pool."""
     import polars as pl
 
     from ttc.replay.engine import depth_view_arrays
@@ -697,11 +697,16 @@ def test_replay_reads_a_run_s_open_trace_as_ended_without_its_last_probe(pp, tmp
     req = request(pp, tmp_path / "out", policy="parallel-probe", unit="tokens", budget=6000.0, probe_every=STEP,
                   trace_cap=0, chains=3, stable=2, patience=2, probe_warmup=1)
     execute(plan_run(req), ProbedBackend(pp), None, echo=lambda s: None)
+    assert "left running" not in capsys.readouterr().err  # the run itself does not read its pool as replay does
     rows = pl.read_parquet(tmp_path / "out" / "pool" / "samples").sort("query_id", "sample_idx")
     pool = load_pool(tmp_path / "out" / "pool", probes=True)
     tok, ans, _, reach = depth_view_arrays(pool, ("whole", 0, 0, "tokens"))
     opened = np.flatnonzero((rows["finish_reason"] == "open").to_numpy())
     assert len(opened) == 4 and rows.height == 30
+    err = capsys.readouterr().err
+    assert err.count("holds 4 traces a live depth run left running") == 1, err
+    load_pool(tmp_path / "out" / "pool")
+    assert "left running" not in capsys.readouterr().err
     for j in opened:
         probes = pool.probe_tok[pool.probe_off[j]:pool.probe_off[j + 1]]
         assert probes[-1] == pool.tok[j] == tok[j] and ans[j] == -1 and reach[j] == len(probes) - 1

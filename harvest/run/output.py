@@ -158,7 +158,7 @@ def _write_pool_end(plan: RunPlan, source, live: dict, meta: dict, backend, prom
     meta["finished"] = _now()
     atomic_write_json(meta, plan.pool / "pool.json")
     if have and plan.score_column is not None:  # replay must read what was written, --prior and --side included
-        load_pool(plan.pool, score=plan.score_column, prior=plan.req.prior, side=plan.side_column)
+        load_pool(plan.pool, score=plan.score_column, prior=plan.req.prior, side=plan.side_column, quiet=True)
 
 def _created(meta: dict) -> int:
     """The Batch output lines' `created`: when the run's first process started (now, if that is unknown)."""
