@@ -3304,9 +3304,9 @@ def _grid(P, qkeys, seeds, cfgs, only, budgets, cw, eta, out_f, out_i, pq_n, pq_
     the scheduler's scratch (engine.sched), one per thread; perm: the thread's permutation, the identity (each seed
     leaves it so again: restore_identity; engine.take_identities keeps it from call to call). packed, reading, dc:
     run_one's (packed: the pool's records on a big pool, else (), engine.packed_arg; reading, dc: None unless a
-    configuration needs them). done[0] counts the runs made, for progress: one element per thread, which engine.run_grid reads
-    while the threads run (a run of a large pool takes long enough that progress per block of seeds fell silent for
-    minutes, issue 27). only: () for configurations of any policies (one compiled kernel for
+    configuration needs them). done[0] counts the runs made, for progress: one element per thread, which
+    engine.run_grid reads while the threads run (a run of a large pool takes long enough that progress per block of
+    seeds fell silent for minutes, issue 27). only: () for configurations of any policies (one compiled kernel for
     all of them), or 1 + k Nones when every configuration is policy k (engine.only_arg): a kernel compiled for that
     policy alone (run_one's `code`), its length a constant that prunes the other branch below before typing."""
     off, aoff, correct = P.off, P.aoff, P.correct
