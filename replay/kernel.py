@@ -3299,8 +3299,12 @@ def _grid(P, qkeys, seeds, cfgs, only, budgets, cw, eta, out_f, out_i, pq_n, pq_
     """Every configuration (cfgs: CONFIG records) at budgets[c, s] on seeds s_lo .. s_hi - 1, with scratch
     allocated once. It releases the GIL: engine.run_grid runs contiguous chunks of seeds on threads, and a
     seed's results depend only on the seed. (Threads rather than prange: numba's parallel compile pipeline
-    cost ~8 s of the first run's compile, measured.) cw: cisc's per-response weights (cisc_weights) and eta
-    deepconf's kept percentage; with no weights (an empty cw) the confidence votes are skipped (their bits 0). sched:
+    cost ~8 s of the first run's compile, measured.) cw: (cisc's per-response weights,) (cisc_weights), and eta
+    deepconf's kept percentage; with no weights (an empty array) the confidence votes are skipped (their bits 0), and
+    with cw = () they are not compiled at all (its length is a constant that prunes their code before typing, as
+    run_one's `packed`: engine.weights_arg passes () to a one-policy grid without them, as `ttc replay --policy P
+    --score gt` is; confidence_votes with its helpers and scratch was ~0.6 s of CPU of its cold run, docs/
+    performance.md, "Start-up"). sched:
     the scheduler's scratch (engine.sched), one per thread; perm: the thread's permutation, the identity (each seed
     leaves it so again: restore_identity; engine.take_identities keeps it from call to call). packed, reading, dc:
     run_one's (packed: the pool's records on a big pool, else (), engine.packed_arg; reading, dc: None unless a
@@ -3312,7 +3316,7 @@ def _grid(P, qkeys, seeds, cfgs, only, budgets, cw, eta, out_f, out_i, pq_n, pq_
     off, aoff, correct = P.off, P.aoff, P.correct
     n = qkeys.shape[0]
     per_query = pq_n.shape[0] > 0
-    votes = cw.shape[0] > 0
+    weights = len(cw) > 0  # (a constant: cw, above)
     if s_lo < s_hi:
         qs, si, sf, tot, mm = new_state(n, aoff[n])
         qgen = np.zeros((n, 2), np.int64)
@@ -3322,14 +3326,16 @@ def _grid(P, qkeys, seeds, cfgs, only, budgets, cw, eta, out_f, out_i, pq_n, pq_
         sel = np.empty(n, np.int64)
         W = Scratch(perm, qgen, hs, order, qs, si, sf, tot, mm, sched.act, sched.hk, sched.hr, sched.hq, sched.eb,
                     sched.ex, sched.U, sched.alloc, sched.cost, sched.first, sched.cand, sched.sch, sched.dfr)
-        biggest = 0  # the largest pool: the confidence votes' scratch
-        for i in range(n):
-            biggest = max(biggest, off[i + 1] - off[i])
-        v_acc = np.zeros(aoff[n] if votes else 0)
-        v_first = np.empty(aoff[n] if votes else 0, np.int64)
-        v_first[:] = -1
-        v_lst = np.empty(biggest + 1, np.int64)
-        v_buf = np.empty(biggest + 1)
+        if weights:  # the confidence votes' scratch (the largest pool's, the answer slots')
+            votes = cw[0].shape[0] > 0
+            biggest = 0
+            for i in range(n):
+                biggest = max(biggest, off[i + 1] - off[i])
+            v_acc = np.zeros(aoff[n] if votes else 0)
+            v_first = np.empty(aoff[n] if votes else 0, np.int64)
+            v_first[:] = -1
+            v_lst = np.empty(biggest + 1, np.int64)
+            v_buf = np.empty(biggest + 1)
         for s in range(s_lo, s_hi):
             epoch = np.int64(s + 1)
             fill_query_order(qkeys, seeds[s], rank, order)
@@ -3341,9 +3347,10 @@ def _grid(P, qkeys, seeds, cfgs, only, budgets, cw, eta, out_f, out_i, pq_n, pq_
                 else:
                     run_one(P, W, cfgs[c], only[1:], budgets[c, s], epoch, packed, reading, None, dc)
                 selections(qs, si, aoff, correct, sel)
-                if votes:
-                    confidence_votes(off, aoff, correct, P.score, P.ans, perm, qs, cw, eta, v_acc, v_first, v_lst,
-                                     v_buf, sel)
+                if weights:
+                    if votes:
+                        confidence_votes(off, aoff, correct, P.score, P.ans, perm, qs, cw[0], eta, v_acc, v_first,
+                                         v_lst, v_buf, sel)
                 cov = 0
                 acc0 = 0
                 acc1 = 0

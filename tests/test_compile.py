@@ -28,11 +28,13 @@ SCRIPT = r"""
 import json
 
 import numpy as np
+from ttc.replay import engine
 from ttc.replay.engine import replay, run_once
 from ttc.replay.kernel import _grid, run_one, run_one_any
 from ttc.replay.live import PoolSource, run_live
 from ttc.replay.policies import POLICIES, RunConfig
 from ttc.replay.pool import Pool, load_pool
+from ttc.replay.tables import make_tables
 
 pools = [load_pool("data/lastletters-gpt35-40"), load_pool("data/math500-llama3.1-8b-48", score="conf"),
          load_pool("data/humaneval-codegen16b-100")]
@@ -53,11 +55,13 @@ run_once(off, correct, np.zeros(5), np.zeros(5, np.int64), np.ones(5, np.int64),
 src = PoolSource(off, correct.astype(bool), np.zeros(5), np.full(5, -1), np.ones(5), np.arange(5))
 run_live(src, [3, 2], [0, 1], policy="elimination", budget_total=4)
 
-def grid_kinds():  # _grid's specialisations: (only: "any" policy or the one policy's code, reading, dc), each for
-    # the pools' arrays (packed: (); none of these pools reaches PREFETCH_FROM responses)
+def grid_kinds():  # _grid's specialisations: (only: "any" policy or the one policy's code, cw: the confidence votes'
+    # weights or none, reading, dc), each for the pools' arrays (packed: (); none of these pools reaches PREFETCH_FROM
+    # responses). The kernel every policy runs in always has the weights (an empty array: no votes), so that a pool
+    # with the votes and one without share it; a one-policy kernel has them only where its grid votes.
     assert all(s[-4].count == 0 for s in _grid.signatures), _grid.signatures
-    return sorted({("any" if s[4].count == 0 else s[4].count - 1, str(s[-3]), "none" if str(s[-2]) == "none"
-                    else "lows") for s in _grid.signatures}, key=str)
+    return sorted({("any" if s[4].count == 0 else s[4].count - 1, "weights" if s[6].count else "none", str(s[-3]),
+                    "none" if str(s[-2]) == "none" else "lows") for s in _grid.signatures}, key=str)
 
 
 before = grid_kinds()  # (the grids above use no reading rule)
@@ -71,6 +75,18 @@ replay(lows, [RunConfig("deepconf-online", warmup=2)], [3], range(3))
 assert all(s[-4].count == 0 for s in run_one.signatures), run_one.signatures
 one = sorted({("any" if "range" in str(s[3]) else s[3].count, str(s[-3]), str(s[-2]),
                "none" if str(s[-1]) == "none" else "lows") for s in run_one.signatures}, key=str)
+# a one-policy kernel with the weights, then the same grid without the votes: that kernel again (engine.weights_arg),
+# not a compile, with the outcomes of the kernel every policy runs in
+tiny = pools[3]
+assert engine.replay_votes(tiny, "bon") is not None
+ucb, bt = [RunConfig("ucb")], np.full((1, 3), 2 * tiny.n_queries, np.int64)
+tables = make_tables(int(tiny.sizes.max()), 0.95)
+engine.run_grid(tiny, ucb, bt, np.arange(3), tables, votes=(1.0, 90.0), only=engine.only_arg(ucb))
+n_ucb = len(_grid.signatures)
+reuse = engine.run_grid(tiny, ucb, bt, np.arange(3), tables, per_query=True, only=engine.only_arg(ucb))
+assert len(_grid.signatures) == n_ucb
+assert all((a == b).all() for a, b in zip(reuse, engine.run_grid(tiny, ucb, bt, np.arange(3), tables, per_query=True),
+                                          strict=True))
 print(json.dumps({"before": before, "grid": grid_kinds(), "n_grid": len(_grid.signatures), "run_one": one,
                   "any": sorted(str(s[-3:]) for s in run_one_any.signatures)}))
 """
@@ -82,17 +98,18 @@ def test_one_compiled_signature_for_every_pool_and_run():
     got = json.loads(out.stdout.strip().splitlines()[-1])
     # elimination alone: its own kernel (sc-beta and none alike, again after the mixed grids of four pools: this
     # process ran it); the mixed grids: one kernel for every policy
-    assert as_set(got["before"]) == {(1, "none", "none"), ("any", "none", "none")}, got
+    assert as_set(got["before"]) == {(1, "none", "none", "none"), ("any", "weights", "none", "none")}, got
     # then esc and pets alone (the reading rules: no kernel yet in this process), deepconf-online beside uniform (its
     # record lows) and alone (the mixed kernel with lows has run in this process: that one, engine.kernel_only)
-    grid = {(1, "bool", "none"), (1, "none", "none"), (16, "bool", "none"), ("any", "none", "lows"),
-            ("any", "none", "none")}
+    # (and ucb's kernel with the weights: its grid without them ran it again, the outcomes of the mixed kernel's)
+    grid = {(1, "none", "bool", "none"), (1, "none", "none", "none"), (16, "none", "bool", "none"),
+            ("any", "weights", "none", "lows"), ("any", "weights", "none", "none"), (2, "weights", "none", "none")}
     assert as_set(got["grid"]) == grid and got["n_grid"] == len(grid), got
     # Python's entry (run_once, live runs): the kernel every policy runs in, without and with every rule and live
     assert got["any"] == ["(bool, bool, none)", "(none, none, none)"], got
     # run_one's are listed only where compiled in this process rather than loaded from numba's cache (inside _grid's
     # or run_one_any's), and never one that no grid or entry above asks for
-    assert as_set(got["run_one"]) <= {("any", "bool", "bool", "none"), *(g[:2] + ("none", g[2]) for g in grid)}, got
+    assert as_set(got["run_one"]) <= {("any", "bool", "bool", "none"), *((g[0], g[2], "none", g[3]) for g in grid)}, got
 
 
 def as_set(rows):
