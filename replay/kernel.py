@@ -3063,7 +3063,8 @@ def run_one(P, W, cfg, code, budget, epoch, packed, reading, live_run, dc):
                 if want <= 0:
                     st.sp = sp + 1
                     continue
-        else:  # -- oracle: exactly each candidate's first k + 1 responses, cheapest first, while they fit
+        elif policy == ORACLE:  # -- oracle: exactly each candidate's first k + 1 responses, cheapest first, while
+            # they fit (a branch of its own, not the chain's `else`, so that the other policies' kernels prune it)
             q = st.q
             if q >= st.c or cost[by_cost[q]] > st.left:
                 break
@@ -3074,6 +3075,8 @@ def run_one(P, W, cfg, code, budget, epoch, packed, reading, live_run, dc):
                 if q + 2 < st.c:
                     warm(cand[by_cost[q + 2]])
                 warm_draw(cand[by_cost[q + 1]])
+        else:  # (never: every policy has its branch above)
+            break
 
         unmade = pull(i, want, bud, uu, cap, rule, reps)
         if live_run is not None and unmade > 0 and not (st.rr_on and st.paid):  # (live) a response that does not
