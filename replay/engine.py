@@ -129,15 +129,39 @@ def pack_responses(correct, score, ans, tok) -> np.ndarray:
     record (tokens outside [0, 2^30), an answer id at or past 2^31, a correctness other than 0 / 1): the draws then
     read the arrays, with the same outcomes."""
     correct, ans, tok = np.asarray(correct), np.asarray(ans), np.asarray(tok)
-    out = np.zeros(0, RESP)
-    if len(tok) and not (tok.min() >= 0 and tok.max() < 1 << 30 and ans.max() < 1 << 31 and ans.min() >= -1
-                         and correct.min() >= 0 and correct.max() <= 1):
-        return out
+    if not records_fit(correct, ans, tok):
+        return np.zeros(0, RESP)
     out = np.empty(len(tok), RESP)
     out["score"] = score
     out["tc"] = (tok << 1) | correct
     out["ans"] = ans
     return out
+
+
+def records_fit(correct, ans, tok) -> bool:
+    """Whether every response's values fit a kernel.RESP record (pack_responses): tokens in [0, 2^30), answer ids
+    in [-1, 2^31), correctness 0 / 1 (an empty pool: none to pack)."""
+    correct, ans, tok = np.asarray(correct), np.asarray(ans), np.asarray(tok)
+    return len(tok) > 0 and bool(tok.min() >= 0 and tok.max() < 1 << 30 and ans.max() < 1 << 31 and ans.min() >= -1
+                                 and correct.min() >= 0 and correct.max() <= 1)
+
+
+def packed_arg(P: PoolArrays) -> tuple:
+    """run_one's `packed` for a grid on these arrays: (their records,) where pool_arrays made them (P.resp), else ().
+    Which draws a kernel reads is thereby its compile-time type, as its policy is (`only`): a small pool's kernel
+    compiles the arrays' draws alone, a big pool's the records' alone (its own specialisation, cached like the
+    others; docs/performance.md, "Start-up")."""
+    return (P.resp,) if P.resp.shape[0] > 0 else ()
+
+
+_PACKED = numba.typeof((frozen(np.zeros(0, RESP), RESP),)), numba.typeof(())  # (packed_arg's two types)
+
+
+def packed_type(pool: Pool):
+    """The type of packed_arg(grid_arrays(pool, ...)) without building the arrays: the records' on a pool of at
+    least PREFETCH_FROM responses whose values fit them, else ()'s (a part of _grid's specialisation's key)."""
+    big = int(pool.off[-1]) >= PREFETCH_FROM
+    return _PACKED[0] if big and records_fit(pool.correct, pool.ans, pool.tok) else _PACKED[1]
 
 
 def grid_arrays(pool: Pool, tables) -> PoolArrays:
@@ -204,14 +228,27 @@ def config_value(c: RunConfig, name: str):
     return c.lam_value if name == "lam" else getattr(c, name)
 
 
-def vote_weights(score, votes) -> tuple[np.ndarray, float]:
-    """The confidence votes' inputs to the kernels: cisc's per-response weights and deepconf's eta, from votes =
-    (cisc_temp, deepconf_eta); no weights (the votes skipped) when votes is None."""
+def vote_weights(score, votes) -> tuple[tuple, float]:
+    """The confidence votes' inputs to the kernels: (cisc's per-response weights,) and deepconf's eta, from votes =
+    (cisc_temp, deepconf_eta); no weights, (), when votes is None: _grid then compiles none of the votes' code (its
+    `cw`)."""
     if votes is None:
-        return frozen(np.zeros(0), np.float64), 100.0
+        return (), 100.0
     cw = np.empty(len(score))
     cisc_weights(frozen(score, np.float64), float(votes[0]), cw)
-    return frozen(cw, np.float64), float(votes[1])
+    return (frozen(cw, np.float64),), float(votes[1])
+
+
+_NO_WEIGHTS = (frozen(np.zeros(0), np.float64),)  # _grid's cw with the votes' code compiled and skipped
+
+
+def replay_votes(pool: Pool, select: str, cisc_temp: float = CISC_TEMP, deepconf_eta: float = DEEPCONF_ETA):
+    """replay's votes: (cisc_temp, deepconf_eta) or None. The confidence votes need answers to vote on and ground
+    truth to score; without, their columns are NaN. Under --score gt they would weigh responses by their correctness
+    (an oracle, as bon there is) at about two thirds of the grid's time again, so they run then only when asked for
+    by --select."""
+    return (cisc_temp, deepconf_eta) if pool.has_answers and pool.has_gt and (
+        pool.score_name != "gt" or select in ("cisc", "deepconf")) else None
 
 
 def reading_flag(records):
@@ -257,50 +294,78 @@ COMPILE_NOTE = "compiling the engine once (about 20 s; later runs load it from n
 
 def grid_kernels(cached: bool = True) -> set | None:
     """_grid's specialisations compiled or loaded in this process and, with cached, those in numba's cache index (a
-    first run, or kernel.py edited: none), each as the types of its (only, reading, dc) arguments; None when numba's
-    cache cannot be read."""
+    first run, or kernel.py edited: none), each as the types of its (only, cw, packed, reading, dc) arguments; None
+    when numba's cache cannot be read."""
     try:
         sigs = list(_grid.signatures)
         cache = getattr(_grid, "_cache", None)
         if cached and cache is not None and hasattr(cache, "_cache_file"):
             sigs += [key[0] for key in cache._cache_file._load_index()]
-        return {(sig[4], sig[-3], sig[-2]) for sig in sigs}
+        return {(sig[4], sig[6], sig[-4], sig[-3], sig[-2]) for sig in sigs}
     except Exception:  # numba's private cache layout changed
         return None
 
 
-def reading_dc_types(configs: list[RunConfig], lows) -> tuple:
-    """The types of _grid's (reading, dc) arguments for these configurations (a part of its specialisation's key)."""
+def arg_types(pool: Pool, configs: list[RunConfig]) -> tuple:
+    """The types of _grid's (packed, reading, dc) arguments for these configurations on this pool (a part of its
+    specialisation's key)."""
     records = config_records(configs)
-    dc = lows_arg(lows, records) if (records["policy"] == DEEPCONF_ONLINE).any() and lows else None
-    return numba.typeof(reading_flag(records)), numba.typeof(dc)
+    dc = lows_arg(pool.lows, records) if (records["policy"] == DEEPCONF_ONLINE).any() and pool.lows else None
+    return packed_type(pool), numba.typeof(reading_flag(records)), numba.typeof(dc)
 
 
-def kernel_only(configs: list[RunConfig], lows) -> tuple:
+def grid_key(only: tuple, weights: bool, rest: tuple) -> tuple:
+    """_grid's specialisation (grid_kernels' key) for this `only`, the votes' weights or none and rest = arg_types'
+    (weights_arg's forms: the kernel every policy runs in always has the weights' type)."""
+    return (numba.typeof(only), numba.typeof(_NO_WEIGHTS if weights or not only else ())) + rest
+
+
+def weights_arg(cw: tuple, only: tuple, rest: tuple) -> tuple:
+    """_grid's cw for a grid without the votes (cw = ()). The kernel every policy runs in always has the votes' code
+    (an empty array skips them): one kernel for every pool, with or without them, as a leaderboard or report mixes
+    them. A one-policy kernel (only) gets (), which compiles none of their code (a first `ttc replay --policy P`
+    compiles less), unless this process has run that kernel with the weights for these rest = (packed, reading, dc)
+    and not without: then that one, skipping them (the same outcomes at no compile; as kernel_only, this process's
+    calls only)."""
+    if cw:
+        return cw
+    if not only:
+        return _NO_WEIGHTS
+    have = grid_kernels(cached=False)
+    rest = tuple(numba.typeof(a) for a in rest)
+    if have is None or grid_key(only, False, rest) in have:
+        return cw
+    return _NO_WEIGHTS if grid_key(only, True, rest) in have else cw
+
+
+def kernel_only(configs: list[RunConfig], pool: Pool, votes=None) -> tuple:
     """_grid's `only` for a replay of these configurations: only_arg's kernel of their one policy, unless this
     process has not run that one yet and has run the kernel every policy runs in: then that one, the same outcomes
     at no compile or load (a leaderboard or report mixes grids of many policies and of one, and a kernel per
     one-policy grid beside the mixed grids' would cost each a compile). numba's cache is not consulted, so that the
-    choice depends on the process's own calls only."""
+    choice depends on the process's own calls only. votes: replay's (a one-policy kernel's weights follow them:
+    weights_arg)."""
     one = only_arg(configs)
     if not one:
         return ()
     have = grid_kernels(cached=False)
     if have is None:
         return one
-    rest = reading_dc_types(configs, lows)
-    return () if (numba.typeof(one),) + rest not in have and (numba.typeof(()),) + rest in have else one
+    rest = arg_types(pool, configs)
+    weights = votes is not None
+    return () if grid_key(one, weights, rest) not in have and grid_key((), weights, rest) in have else one
 
 
-def compile_expected(pool: Pool, configs: list[RunConfig]) -> bool:
+def compile_expected(pool: Pool, configs: list[RunConfig], select: str = "bon") -> bool:
     """Whether the grid's first call will compile its kernel: no specialisation for these configurations' kernel
-    (kernel_only), reading and dc arguments in this process or in numba's cache index (a first run, or kernel.py
-    edited). A progress bar then says so rather than sitting at 0 for 20 s (issue 28). False when numba's cache
-    cannot be read: only the note is lost."""
+    (kernel_only), packed, reading and dc arguments in this process or in numba's cache index (a first run, or
+    kernel.py edited). A progress bar then says so rather than sitting at 0 for 20 s (issue 28). False when numba's
+    cache cannot be read: only the note is lost."""
     try:
         have = grid_kernels()
-        return have is not None and ((numba.typeof(kernel_only(configs, pool.lows)),)
-                                     + reading_dc_types(configs, pool.lows)) not in have
+        votes = replay_votes(pool, select)
+        return have is not None and grid_key(kernel_only(configs, pool, votes), votes is not None,
+                                             arg_types(pool, configs)) not in have
     except Exception:  # numba's private cache layout changed: no note
         return False
 
@@ -352,19 +417,21 @@ def run_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, se
         raise ValueError(f"run_grid: only={len(only) - 1} for configurations {[c.policy for c in configs]}")
     out_f, out_i, pq_n, pq_flags = grid_outputs(C, S, n, per_query)
     if C and S:
+        P = grid_arrays(pool, tables)
+        records = config_records(configs)
+        packed, reading, dc = packed_arg(P), reading_flag(records), lows_arg(pool.lows, records)
         cw, eta = vote_weights(pool.score, votes)
-        args = (grid_arrays(pool, tables), frozen(pool.qkeys, np.uint64), frozen(seeds, np.int64),
-                config_records(configs), only, frozen(budget_totals, np.int64), cw, eta, out_f, out_i, pq_n, pq_flags)
+        cw = weights_arg(cw, only, (packed, reading, dc))
+        args = (P, frozen(pool.qkeys, np.uint64), frozen(seeds, np.int64), records, only,
+                frozen(budget_totals, np.int64), cw, eta, out_f, out_i, pq_n, pq_flags)
         chunks = min(S, get_threads())
         bins = max(c.bins for c in configs)  # side-eb's, at most (each thread has its own scheduler scratch)
-        reading = reading_flag(args[3])
-        dc = lows_arg(pool.lows, args[3])
         done = np.zeros(chunks, np.int64)
         perms = take_identities(int(pool.off[-1]), chunks)
         # contiguous chunks of seeds; _grid releases the GIL, so this thread can report their progress
         maxtok = grid_maxtok(pool)
         run_chunks(lambda t: _grid(*args, grid_sched(n, bins, maxtok), perms[t], t * S // chunks,
-                                   (t + 1) * S // chunks, reading, dc, done[t:t + 1]), chunks, tick, done)
+                                   (t + 1) * S // chunks, packed, reading, dc, done[t:t + 1]), chunks, tick, done)
         give_back_identities(perms)
     return out_f, out_i, pq_n, pq_flags
 
@@ -603,11 +670,7 @@ def replay(pool: Pool, configs: list[RunConfig], budgets, seeds, select: str = "
     why = check_selection_params(cisc_temp, deepconf_eta)
     if why:
         raise PoolError(why)
-    # The confidence votes need answers to vote on and ground truth to score; without, their columns are NaN. Under
-    # --score gt they would weigh responses by their correctness (an oracle, as bon there is) at about two thirds of
-    # the grid's time again, so they run then only when asked for by --select.
-    votes = (cisc_temp, deepconf_eta) if pool.has_answers and pool.has_gt and (
-        pool.score_name != "gt" or select in ("cisc", "deepconf")) else None
+    votes = replay_votes(pool, select, cisc_temp, deepconf_eta)
     budgets = [float(b) for b in budgets]
     seeds = np.asarray(list(seeds), np.int64)
     check_budgets(budgets, "budgets")
@@ -628,7 +691,7 @@ def replay(pool: Pool, configs: list[RunConfig], budgets, seeds, select: str = "
     matched_rows = [k for k, c in enumerate(rows_cfg) if c.unit == "token-matched"]
     uni = [RunConfig("uniform")] * len(budgets)
 
-    only = kernel_only(rows_cfg, pool.lows)  # one policy: a kernel with its code alone (its first run compiles less)
+    only = kernel_only(rows_cfg, pool, votes)  # one policy: a kernel with its code alone (its first run compiles less)
     blocks = [seeds]
     parts = []
     for block in blocks:
@@ -735,7 +798,7 @@ def outcome(P: PoolArrays, W: Scratch, votes: tuple | None = None) -> dict:
     if votes is not None:
         cw, eta = vote_weights(P.score, votes)
         slots, biggest = int(P.aoff[-1]), int(np.diff(P.off).max(initial=0))
-        confidence_votes(P.off, P.aoff, P.correct, P.score, P.ans, W.perm, qs, cw, eta, np.zeros(slots),
+        confidence_votes(P.off, P.aoff, P.correct, P.score, P.ans, W.perm, qs, cw[0], eta, np.zeros(slots),
                          np.full(slots, -1, np.int64), np.empty(biggest + 1, np.int64), np.empty(biggest + 1), bits)
     sel = np.stack([(bits & f) > 0 for f in F_SEL], axis=1).reshape(n, len(F_SEL))
     out = {

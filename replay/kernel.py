@@ -178,7 +178,9 @@ CONFIG = np.dtype([("policy", np.int64), ("unit", np.int64), ("K", np.int64), ("
 # (engine.pack_responses), the fields a draw reads: one cache line a draw instead of four (score, tok, ans and
 # correct are separate arrays, each line of them a miss of its own once the pool outgrows the cache: docs/
 # performance.md, "Growth with the pool"). An empty resp (a live run, whose arrays fill as responses come, or
-# values outside the record's ranges) and the draws read the separate arrays: the same values either way.
+# values outside the record's ranges) and the draws read the separate arrays: the same values either way. run_one
+# reads the records through its own argument, `packed` (engine.packed_arg), so that which draws a kernel compiles is
+# chosen before typing.
 RESP = np.dtype([("score", np.float64), ("tc", np.int32), ("ans", np.int32)])
 PoolArrays = namedtuple("PoolArrays", "off aoff correct score ans tok have T L min_a prior side mode resp")
 # What a run writes: the permutation and its lazy-generation state (perm, qgen, hs; qgen has no rows when perm is
@@ -2306,7 +2308,7 @@ def live_fold(dfr, st, act, qs, tot, i, unmade):
 
 
 @inner_pruned
-def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
+def run_one(P, W, cfg, code, budget, epoch, packed, reading, live_run, dc):
     """Replay one configuration (a CONFIG record) at total budget `budget`; the outcome is left in W's state
     arrays (qs, si, sf, tot).
 
@@ -2333,6 +2335,13 @@ def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
     code is not compiled at all (numba prunes the branch on a None argument before typing, as for `reading` and
     `live_run`), and a deepconf-online configuration does nothing (the engine always gives it dc).
 
+    packed: (P.resp,), the pool's responses as RESP records, which the draws then read instead of the four arrays,
+    or () (engine.packed_arg: () below PREFETCH_FROM responses, where the arrays fit a core's L2). A tuple, as `code`
+    is, for its length, a constant before typing: a small pool's kernel never types the records' draws and
+    prefetches, nor a big pool's the arrays' (both typed in every kernel cost ~0.4 s of a cold one-policy replay;
+    docs/performance.md, "Start-up"; a None argument would prune only the small pool's kernel). The records
+    themselves rather than a flag, so that the kernel cannot be told to read empty ones.
+
     code: cfg's policy code as a length (policy = len(code)): range(cfg.policy), known only as it runs (run_one_any,
     every policy in one compiled kernel), or a tuple of that many Nones, whose length numba knows before it types
     the function (its semantic-constant rewrite of len(tuple) turns it into a constant, and dead-branch pruning
@@ -2346,8 +2355,8 @@ def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
             deepconf_online(P, W, dc, cfg.unit, cfg.warmup, cfg.percentile, cfg.tau, cfg.max_samples, budget, epoch)
         return
     off, aoff, correct, score, ans, tok, have = P.off, P.aoff, P.correct, P.score, P.ans, P.tok, P.have
-    T, L, min_a, prior, side, resp = P.T, P.L, P.min_a, P.prior, P.side, P.resp
-    packed = resp.shape[0] > 0
+    T, L, min_a, prior, side = P.T, P.L, P.min_a, P.prior, P.side
+    records = len(packed) > 0  # (a constant: `packed`, above; each test of it is pruned, each read is packed[0])
     perm, qgen, hs, order = W.perm, W.qgen, W.hs, W.order
     qs, si, sf, tot, mm = W.qs, W.si, W.sf, W.tot, W.mm
     unit, K, elim, max_samples, m_min = cfg.unit, cfg.K, cfg.elim, cfg.max_samples, cfg.m_min
@@ -2608,8 +2617,8 @@ def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
                 g += 1
             else:
                 j = perm[_ix(a0 + k)]
-            if packed:  # the response's one record
-                rj = resp[_ix(j)]
+            if records:  # the response's one record
+                rj = packed[0][_ix(j)]
                 tc = np.int64(rj.tc)
                 t, s, cj, a = tc >> 1, rj.score, tc & 1, np.int64(rj.ans)
             else:
@@ -2730,8 +2739,8 @@ def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
             if k == g and k < off[q + 1] - a0:
                 jj = a0 + swap_index(hs[q], k, off[q + 1] - a0)
                 prefetch(perm, jj, 0)
-                if packed:
-                    prefetch(resp, jj, 0)
+                if records:
+                    prefetch(packed[0], jj, 0)
                 else:
                     prefetch(score, jj, 0)
                     prefetch(tok, jj, 0)
@@ -2956,10 +2965,11 @@ def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
                     warm(act[st.p + 2])
                 if st.p + 1 < st.m:
                     q1 = act[st.p + 1]
-                    if (st.blk > 1 or st.rr_k > 1) and packed:  # a pull of several draws: all its lines
-                        warm_records(off[q1], off[q1 + 1] - off[q1], perm, resp)
-                    elif st.blk > 1 or st.rr_k > 1:
-                        warm_block(off[q1], off[q1 + 1] - off[q1], perm, score, tok, ans, correct)
+                    if st.blk > 1 or st.rr_k > 1:  # a pull of several draws: all its lines
+                        if records:
+                            warm_records(off[q1], off[q1 + 1] - off[q1], perm, packed[0])
+                        else:
+                            warm_block(off[q1], off[q1 + 1] - off[q1], perm, score, tok, ans, correct)
                     else:
                         warm_draw(q1)
             if st.per_cap:
@@ -3053,7 +3063,8 @@ def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
                 if want <= 0:
                     st.sp = sp + 1
                     continue
-        else:  # -- oracle: exactly each candidate's first k + 1 responses, cheapest first, while they fit
+        elif policy == ORACLE:  # -- oracle: exactly each candidate's first k + 1 responses, cheapest first, while
+            # they fit (a branch of its own, not the chain's `else`, so that the other policies' kernels prune it)
             q = st.q
             if q >= st.c or cost[by_cost[q]] > st.left:
                 break
@@ -3064,6 +3075,8 @@ def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
                 if q + 2 < st.c:
                     warm(cand[by_cost[q + 2]])
                 warm_draw(cand[by_cost[q + 1]])
+        else:  # (never: every policy has its branch above)
+            break
 
         unmade = pull(i, want, bud, uu, cap, rule, reps)
         if live_run is not None and unmade > 0 and not (st.rr_on and st.paid):  # (live) a response that does not
@@ -3159,8 +3172,9 @@ def run_one(P, W, cfg, code, budget, epoch, reading, live_run, dc):
 def run_one_any(P, W, cfg, budget, epoch, reading, live_run, dc):
     """run_one of whatever policy cfg names, with its code known only as it runs: Python's entry to run_one
     (engine.run_once, live runs; numba cannot type a range passed from Python), the same kernel as the grid's
-    generic one."""
-    run_one(P, W, cfg, range(cfg.policy), budget, epoch, reading, live_run, dc)
+    generic one, reading the four arrays (packed (): a live run's arrays fill as it goes, and run_once is for
+    tests and drivers, whose pools are small)."""
+    run_one(P, W, cfg, range(cfg.policy), budget, epoch, (), reading, live_run, dc)
 
 
 @jit
@@ -3284,23 +3298,28 @@ def confidence_votes(off, aoff, correct, score, ans, perm, qs, cw, eta, acc, fir
 
 @njit(nogil=True, cache=True, no_cfunc_wrapper=True)
 def _grid(P, qkeys, seeds, cfgs, only, budgets, cw, eta, out_f, out_i, pq_n, pq_flags, sched, perm, s_lo, s_hi,
-          reading, dc, done):
+          packed, reading, dc, done):
     """Every configuration (cfgs: CONFIG records) at budgets[c, s] on seeds s_lo .. s_hi - 1, with scratch
     allocated once. It releases the GIL: engine.run_grid runs contiguous chunks of seeds on threads, and a
     seed's results depend only on the seed. (Threads rather than prange: numba's parallel compile pipeline
-    cost ~8 s of the first run's compile, measured.) cw: cisc's per-response weights (cisc_weights) and eta
-    deepconf's kept percentage; with no weights (an empty cw) the confidence votes are skipped (their bits 0). sched:
+    cost ~8 s of the first run's compile, measured.) cw: (cisc's per-response weights,) (cisc_weights), and eta
+    deepconf's kept percentage; with no weights (an empty array) the confidence votes are skipped (their bits 0), and
+    with cw = () they are not compiled at all (its length is a constant that prunes their code before typing, as
+    run_one's `packed`: engine.weights_arg passes () to a one-policy grid without them, as `ttc replay --policy P
+    --score gt` is; confidence_votes with its helpers and scratch was ~0.6 s of CPU of its cold run, docs/
+    performance.md, "Start-up"). sched:
     the scheduler's scratch (engine.sched), one per thread; perm: the thread's permutation, the identity (each seed
-    leaves it so again: restore_identity; engine.take_identities keeps it from call to call). reading, dc: run_one's
-    (None unless a configuration needs them). done[0] counts the runs made, for progress: one element per thread,
-    which engine.run_grid reads while the threads run (a run of a large pool takes long enough that progress per block
-    of seeds fell silent for minutes, issue 27). only: () for configurations of any policies (one compiled kernel for
+    leaves it so again: restore_identity; engine.take_identities keeps it from call to call). packed, reading, dc:
+    run_one's (packed: the pool's records on a big pool, else (), engine.packed_arg; reading, dc: None unless a
+    configuration needs them). done[0] counts the runs made, for progress: one element per thread, which
+    engine.run_grid reads while the threads run (a run of a large pool takes long enough that progress per block of
+    seeds fell silent for minutes, issue 27). only: () for configurations of any policies (one compiled kernel for
     all of them), or 1 + k Nones when every configuration is policy k (engine.only_arg): a kernel compiled for that
     policy alone (run_one's `code`), its length a constant that prunes the other branch below before typing."""
     off, aoff, correct = P.off, P.aoff, P.correct
     n = qkeys.shape[0]
     per_query = pq_n.shape[0] > 0
-    votes = cw.shape[0] > 0
+    weights = len(cw) > 0  # (a constant: cw, above)
     if s_lo < s_hi:
         qs, si, sf, tot, mm = new_state(n, aoff[n])
         qgen = np.zeros((n, 2), np.int64)
@@ -3310,14 +3329,16 @@ def _grid(P, qkeys, seeds, cfgs, only, budgets, cw, eta, out_f, out_i, pq_n, pq_
         sel = np.empty(n, np.int64)
         W = Scratch(perm, qgen, hs, order, qs, si, sf, tot, mm, sched.act, sched.hk, sched.hr, sched.hq, sched.eb,
                     sched.ex, sched.U, sched.alloc, sched.cost, sched.first, sched.cand, sched.sch, sched.dfr)
-        biggest = 0  # the largest pool: the confidence votes' scratch
-        for i in range(n):
-            biggest = max(biggest, off[i + 1] - off[i])
-        v_acc = np.zeros(aoff[n] if votes else 0)
-        v_first = np.empty(aoff[n] if votes else 0, np.int64)
-        v_first[:] = -1
-        v_lst = np.empty(biggest + 1, np.int64)
-        v_buf = np.empty(biggest + 1)
+        if weights:  # the confidence votes' scratch (the largest pool's, the answer slots')
+            votes = cw[0].shape[0] > 0
+            biggest = 0
+            for i in range(n):
+                biggest = max(biggest, off[i + 1] - off[i])
+            v_acc = np.zeros(aoff[n] if votes else 0)
+            v_first = np.empty(aoff[n] if votes else 0, np.int64)
+            v_first[:] = -1
+            v_lst = np.empty(biggest + 1, np.int64)
+            v_buf = np.empty(biggest + 1)
         for s in range(s_lo, s_hi):
             epoch = np.int64(s + 1)
             fill_query_order(qkeys, seeds[s], rank, order)
@@ -3325,13 +3346,14 @@ def _grid(P, qkeys, seeds, cfgs, only, budgets, cw, eta, out_f, out_i, pq_n, pq_
                 hs[i] = seed_stream(seeds[s], qkeys[i])
             for c in range(cfgs.shape[0]):
                 if len(only) == 0:
-                    run_one(P, W, cfgs[c], range(cfgs[c].policy), budgets[c, s], epoch, reading, None, dc)
+                    run_one(P, W, cfgs[c], range(cfgs[c].policy), budgets[c, s], epoch, packed, reading, None, dc)
                 else:
-                    run_one(P, W, cfgs[c], only[1:], budgets[c, s], epoch, reading, None, dc)
+                    run_one(P, W, cfgs[c], only[1:], budgets[c, s], epoch, packed, reading, None, dc)
                 selections(qs, si, aoff, correct, sel)
-                if votes:
-                    confidence_votes(off, aoff, correct, P.score, P.ans, perm, qs, cw, eta, v_acc, v_first, v_lst,
-                                     v_buf, sel)
+                if weights:
+                    if votes:
+                        confidence_votes(off, aoff, correct, P.score, P.ans, perm, qs, cw[0], eta, v_acc, v_first,
+                                         v_lst, v_buf, sel)
                 cov = 0
                 acc0 = 0
                 acc1 = 0

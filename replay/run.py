@@ -245,7 +245,7 @@ def run_replay(req: ReplayRequest, console: Console | None = None) -> tuple[pl.D
                   + ("; invalid answers vote" if pool.invalid_votes else "")
                   + (f"; {rows * req.seeds:,} runs" if rows * req.seeds >= 100_000 else ""), highlight=False)
     with progress(rows * req.seeds, "replaying", "runs", console=console,
-                  note=COMPILE_NOTE if compile_expected(pool, configs) else "") as bar:
+                  note=COMPILE_NOTE if compile_expected(pool, configs, req.select) else "") as bar:
         df, pq = replay(pool, configs, req.budgets, seeds, select=req.select, conf=req.conf,
                         cisc_temp=req.cisc_temp, deepconf_eta=req.deepconf_eta,
                         per_query=req.per_query is not None, progress=bar.advance)
