@@ -30,6 +30,7 @@ from .kernel import (
     F_COVERED,
     F_EXHAUSTED,
     F_SEL,
+    LB_MEMO_T,
     PREFETCH_FROM,
     READING_POLICIES,
     READING_RULES,
@@ -120,7 +121,8 @@ def pool_arrays(off, correct, score, ans, tok, tables, have=None, prior=None, si
                       frozen(np.zeros(0) if side is None else side, np.float64),
                       frozen(pool_modes(off, aoff, ans), np.int8),
                       frozen(resp if resp is not None else pack_responses(correct, score, ans, tok)
-                             if have is None and off[n] >= PREFETCH_FROM else np.zeros(0, RESP), RESP))
+                             if have is None and off[n] >= PREFETCH_FROM else np.zeros(0, RESP), RESP),
+                      np.zeros(0))  # (lbm: no memo; run_grid gives one to a grid that runs lbayes)
 
 
 def pack_responses(correct, score, ans, tok) -> np.ndarray:
@@ -353,7 +355,10 @@ def run_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, se
     out_f, out_i, pq_n, pq_flags = grid_outputs(C, S, n, per_query)
     if C and S:
         cw, eta = vote_weights(pool.score, votes)
-        args = (grid_arrays(pool, tables), frozen(pool.qkeys, np.uint64), frozen(seeds, np.int64),
+        P = grid_arrays(pool, tables)
+        if any(c.eliminate == "lbayes" and "eliminate" in c.used_params() for c in configs):
+            P = P._replace(lbm=np.full(n * LB_MEMO_T, np.nan))  # (kernel.PoolArrays: lbayes' memo, for this call)
+        args = (P, frozen(pool.qkeys, np.uint64), frozen(seeds, np.int64),
                 config_records(configs), only, frozen(budget_totals, np.int64), cw, eta, out_f, out_i, pq_n, pq_flags)
         chunks = min(S, get_threads())
         bins = max(c.bins for c in configs)  # side-eb's, at most (each thread has its own scheduler scratch)
