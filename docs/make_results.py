@@ -9,6 +9,7 @@ paired difference beyond 2 standard errors.
     python docs/make_results.py --work /tmp/ttc-results --rerun
     python docs/make_results.py --leaderboard DIR   # render from a run already made
     python docs/make_results.py --depth-only DIR    # only the depth section, from a depth leaderboard run
+    python docs/make_results.py --leaderboard DIR --keep-depth --no-figures  # the rest's text only
 
 The pools and the leaderboard are written under --work (default /tmp/ttc-results), never into the repository; only
 results.md and three small figures are.
@@ -551,6 +552,17 @@ def focus_split_text(df: pl.DataFrame) -> str:
             f"{len(held[0] & held[1])} held out in both)")
 
 
+def missing_sc_entries(df: pl.DataFrame) -> list[str]:
+    """The sc track's policy+rule entries this build's leaderboard runs (its score-free policies with each rule that
+    reads answers) that the run has on no pool: a run made before they joined (the page then says so)."""
+    from ttc.replay.leaderboard import SC_POLICIES
+    from ttc.replay.policies import ELIMINATION_RULES
+
+    have = set(df.filter(pl.col("track") == "sc")["policy"])
+    return [f"{p}+{r}" for p in SC_POLICIES for r, spec in ELIMINATION_RULES.items()
+            if "answers" in spec.needs and f"{p}+{r}" not in have]
+
+
 def sc_rules(df: pl.DataFrame) -> tuple[list[str], list[str]]:
     """The sc track's answer-agreement rules and the policies that took them in this run, in the registry's order."""
     from ttc.replay.leaderboard import SC_POLICIES
@@ -592,6 +604,7 @@ def render(lb: Path, cmd: list[str], make_figures: bool = True, depth: Path | No
     cov_win = hc.filter(pl.col("beats"))
     advice = advice_rows(df)
     rules, pols = sc_rules(df)
+    missing = missing_sc_entries(df)
     aime_held = sorted(set(df.filter(pl.col("pool").str.contains("aime"))["n_report"].to_list()))
     parts = [
         "# Results: which allocation policy for today's reasoning models\n",
@@ -612,7 +625,9 @@ def render(lb: Path, cmd: list[str], make_figures: bool = True, depth: Path | No
         "the oracle's coverage (no vote is right where no drawn response is). Gain: the budget uniform needs to "
         "match a policy's held-out number over what the policy spent (≥: a lower bound, the policy beats uniform's "
         "last point). Budgets are samples per query here; token budgets (multiples of each pool's median length) "
-        "are in the leaderboard's own tables.\n",
+        "are in the leaderboard's own tables."
+        + (f" The run predates entries this build's leaderboard also runs in the sc track ({', '.join(missing)}); "
+           "rerun it (`python docs/make_results.py --rerun`) to include them." if missing else "") + "\n",
         "## The pools\n",
         "Held-out halves; uniform's coverage@k is exact (the unbiased estimator), the oracle's is replayed.\n",
         pool_table(df),
@@ -687,6 +702,10 @@ def main(argv=None):
     ap.add_argument("--depth-only", type=Path, metavar="DIR", help="re-render only the depth section of results.md, "
                     "from this leaderboard directory (its depth.parquet: e.g. `ttc leaderboard pools/autotts --tracks "
                     "sc --units tokens`), the rest of the page left as it is")
+    ap.add_argument("--keep-depth", action="store_true", help="with --leaderboard: keep results.md's depth section as "
+                    "it is (no depth run given: e.g. a main run made before the leaderboard ran depth)")
+    ap.add_argument("--no-figures", action="store_true", help="keep docs/results/'s figures as they are (the text "
+                    "only: the same run drew them)")
     args = ap.parse_args(argv)
     if args.depth_only is not None:
         text = DOC.read_text()
@@ -702,9 +721,14 @@ def main(argv=None):
     else:
         lb, cmd = ensure(args.work, args.seeds, args.rerun)
         depth = ensure_depth(args.work, args.seeds, args.rerun, lb)
-    text = render(lb, cmd, depth=depth)
+    text = render(lb, cmd, make_figures=not args.no_figures, depth=depth)
+    if args.keep_depth and depth is None:
+        old = DOC.read_text()
+        at = [i for i in (old.find(h) for h in DEPTH_HEADINGS) if i >= 0]
+        if at:
+            text = text + old[min(at):]
     DOC.write_text(text)
-    print(f"wrote {DOC} and {FIG}/", file=sys.stderr)
+    print(f"wrote {DOC}" + ("" if args.no_figures else f" and {FIG}/"), file=sys.stderr)
 
 
 if __name__ == "__main__":
