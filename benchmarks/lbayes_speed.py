@@ -34,8 +34,8 @@ replay(plan.tune, cfgs, budgets[:1], range(1), select="sc")  # (warm: the kernel
 t = time.process_time()
 df = replay(plan.tune, cfgs, budgets, range(seeds), select="sc")[0]
 cpu = time.process_time() - t
-print(json.dumps({"ms_per_run": 1000 * cpu / (len(cfgs) * len(budgets) * seeds), "runs": len(cfgs) * len(budgets) * seeds,
-                  "samples": float(df["samples_used"].mean())}))
+runs = len(cfgs) * len(budgets) * seeds
+print(json.dumps({"ms_per_run": 1000 * cpu / runs, "runs": runs, "samples": float(df["samples_used"].mean())}))
 """
 
 

@@ -30,7 +30,6 @@ from .kernel import (
     F_COVERED,
     F_EXHAUSTED,
     F_SEL,
-    LB_MEMO_T,
     PREFETCH_FROM,
     READING_POLICIES,
     READING_RULES,
@@ -122,7 +121,7 @@ def pool_arrays(off, correct, score, ans, tok, tables, have=None, prior=None, si
                       frozen(pool_modes(off, aoff, ans), np.int8),
                       frozen(resp if resp is not None else pack_responses(correct, score, ans, tok)
                              if have is None and off[n] >= PREFETCH_FROM else np.zeros(0, RESP), RESP),
-                      np.zeros(0))  # (lbm: no memo; run_grid gives one to a grid that runs lbayes)
+                      np.zeros((0, 0)))  # (lbm: no memo; run_grid gives one to a grid that runs lbayes)
 
 
 def pack_responses(correct, score, ans, tok) -> np.ndarray:
@@ -357,7 +356,7 @@ def run_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, se
         cw, eta = vote_weights(pool.score, votes)
         P = grid_arrays(pool, tables)
         if any(c.eliminate == "lbayes" and "eliminate" in c.used_params() for c in configs):
-            P = P._replace(lbm=np.full(n * LB_MEMO_T, np.nan))  # (kernel.PoolArrays: lbayes' memo, for this call)
+            P = P._replace(lbm=lbayes_memo(n, int(pool.sizes.max())))
         args = (P, frozen(pool.qkeys, np.uint64), frozen(seeds, np.int64),
                 config_records(configs), only, frozen(budget_totals, np.int64), cw, eta, out_f, out_i, pq_n, pq_flags)
         chunks = min(S, get_threads())
@@ -372,6 +371,18 @@ def run_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, se
                                    (t + 1) * S // chunks, reading, dc, done[t:t + 1]), chunks, tick, done)
         give_back_identities(perms)
     return out_f, out_i, pq_n, pq_flags
+
+
+LB_MEMO_BYTES = 1 << 28  # lbayes' memo at most this large (500 queries of 80 responses: 13 MB; of 500: cut to 250)
+
+
+def lbayes_memo(n: int, size: int) -> np.ndarray:
+    """lbayes' memo for a grid call (kernel.PoolArrays.lbm), NaN: per query a slot for each (valid draws, leader's
+    count) up to the pool's largest query, or up to as many draws as LB_MEMO_BYTES holds (past them the check computes
+    its posterior each time)."""
+    while size > 0 and n * (size + 1) * (size + 2) // 2 * 8 > LB_MEMO_BYTES:
+        size //= 2
+    return np.full((n, (size + 1) * (size + 2) // 2), np.nan)
 
 
 # The grids' worker threads, kept from call to call: a pool of threads started per call cost ~0.3 ms of CPU (start,

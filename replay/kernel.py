@@ -181,15 +181,14 @@ CONFIG = np.dtype([("policy", np.int64), ("unit", np.int64), ("K", np.int64), ("
 # values outside the record's ranges) and the draws read the separate arrays: the same values either way.
 # lbm: lbayes' memo of its posterior by (query, valid draws n, leader's count n1), the one thing its check reads
 # at L = 2 (and below two distinct answers at any L) besides the query's pool: query i's posterior at (n, n1) in
-# lbm[i * LB_MEMO_T + n (n + 1) / 2 + n1], NaN until computed, for n up to LB_MEMO_N (beyond it computed each time).
-# A grid's seeds and configurations revisit the same few (n, n1) of a query thousands of times (each posterior a
-# recursion over the query's answers: tens of microseconds), so engine.run_grid gives a memo to a grid that runs
-# lbayes, shared by its threads (a value is the same whoever computes it: a thread that reads NaN computes it and
-# writes the same 8 bytes); an empty lbm (every other run) computes each check.
+# lbm[i, n (n + 1) / 2 + n1], NaN until computed, for n (n + 1) / 2 + n1 < lbm.shape[1] (engine.lbayes_memo sizes it
+# to the pool's largest query; past it, computed each time). A grid's seeds and configurations revisit the same few
+# (n, n1) of a query thousands of times (each posterior a recursion over the query's answers: tens of microseconds,
+# tens of milliseconds at 150 draws over 80 answers), so engine.run_grid gives a memo to a grid that runs lbayes,
+# shared by its threads (a value is the same whoever computes it: a thread that reads NaN computes it and writes the
+# same 8 bytes); an empty lbm (every other run) computes each check.
 RESP = np.dtype([("score", np.float64), ("tc", np.int32), ("ans", np.int32)])
 PoolArrays = namedtuple("PoolArrays", "off aoff correct score ans tok have T L min_a prior side mode resp lbm")
-LB_MEMO_N = 128
-LB_MEMO_T = (LB_MEMO_N + 1) * (LB_MEMO_N + 2) // 2
 # What a run writes: the permutation and its lazy-generation state (perm, qgen, hs; qgen has no rows when perm is
 # given whole), the query order, and the state arrays qs, si, sf, tot. The grid allocates one per thread.
 Scratch = namedtuple("Scratch", "perm qgen hs order qs si sf tot mm act hk hr hq eb ex U alloc cost first cand sch dfr")
@@ -2230,12 +2229,12 @@ def lbayes_stops(si, lo, hi, lead, lc, ans, a0, a1, L, thre, lbm, i):
     """lbayes's check on query i (answer slots lo .. hi - 1, pool responses a0 .. a1 - 1): its posterior >= thre.
     One call in run_one's rule check; lbm: the grid's memo (PoolArrays.lbm; empty: none)."""
     m, drawn, c2 = boinf_counts(si, lo, hi, lead)
-    if (L == 2 or m < 2) and drawn <= LB_MEMO_N and lbm.shape[0] > 0:  # (the posterior a function of drawn, lc)
-        k = i * LB_MEMO_T + drawn * (drawn + 1) // 2 + lc
-        v = lbm[k]
+    k = drawn * (drawn + 1) // 2 + lc
+    if (L == 2 or m < 2) and k < lbm.shape[1]:  # (the posterior a function of drawn and lc alone)
+        v = lbm[i, k]
         if v != v:
             v = lbayes_posterior(lbayes_prior(ans, a0, a1, hi - lo - 1), drawn, lc, c2, 0, m, L)
-            lbm[k] = v
+            lbm[i, k] = v
         return v >= thre
     c3 = 0  # (L = 4: the third largest count, the largest below c2's answer among the others)
     if L == 4:

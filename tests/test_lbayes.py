@@ -10,8 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ttc.replay import engine
 from ttc.replay.engine import replay, run_once
-from ttc.replay.kernel import LB_MEMO_N, lbayes_posterior, lbayes_posterior_each
+from ttc.replay.kernel import lbayes_posterior, lbayes_posterior_each
 from ttc.replay.live import run_live
 from ttc.replay.policies import RunConfig
 from ttc.replay.pool import Pool
@@ -98,10 +99,10 @@ def test_posterior_equals_the_direct_computation():
 
 
 def _pool_with_many_answers(seed):
-    """Queries of 5 to 40 answers (one of LB_MEMO_N + 12, past the memo's rows) over skewed answer laws: the
-    leaderboard's reasoning pools in small."""
+    """Queries of 5 to 40 answers and one of 70 over skewed answer laws: the leaderboard's reasoning pools in
+    small."""
     rng = np.random.default_rng(seed)
-    sizes = [int(rng.integers(5, 41)) for _ in range(5)] + [LB_MEMO_N + 12]
+    sizes = [int(rng.integers(5, 41)) for _ in range(5)] + [70]
     ans = []
     for m in sizes:
         law = rng.dirichlet(np.full(int(rng.integers(1, 12)), 0.5))
@@ -114,10 +115,16 @@ def _pool_with_many_answers(seed):
 
 
 @pytest.mark.parametrize("unit", ["samples", "tokens"])
-def test_the_grids_memo_keeps_every_decision(unit):
+@pytest.mark.parametrize("memo_bytes", [None, 11_000])
+def test_the_grids_memo_keeps_every_decision(unit, memo_bytes, monkeypatch):
     """A grid that runs lbayes memoises its posterior per (query, draws, leader's count) for all its seeds and
     configurations (kernel.PoolArrays.lbm); run_once has no memo. Seed by seed, on the grid's permutations, every
-    query's draws and stop are run_once's, at L 2, 3 and 4, under elimination, capped, and entropy."""
+    query's draws and stop are run_once's, at L 2, 3 and 4, under elimination, capped, and entropy; with the memo
+    sized to the largest query, and cut to 20 draws (past them computed each time)."""
+    if memo_bytes is not None:
+        monkeypatch.setattr(engine, "LB_MEMO_BYTES", memo_bytes)
+        m = engine.lbayes_memo(6, 70)
+        assert m.shape[0] == 6 and 0 < m.nbytes <= memo_bytes and m.shape[1] < 41 * 42 // 2  # (cut below 40 draws)
     pool = _pool_with_many_answers(3)
     cfgs = [RunConfig("elimination", unit=unit, eliminate="lbayes", lb_thre=t, lb_l=L, max_samples=cap)
             for t in (0.9, 0.95) for L in (2, 3, 4) for cap in (0, 16)]
