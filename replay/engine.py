@@ -356,7 +356,7 @@ def run_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, se
         cw, eta = vote_weights(pool.score, votes)
         P = grid_arrays(pool, tables)
         if any(c.eliminate == "lbayes" and "eliminate" in c.used_params() for c in configs):
-            P = P._replace(lbm=lbayes_memo(n, int(pool.sizes.max())))
+            P = P._replace(lbm=pool_lbayes_memo(pool, P))
         args = (P, frozen(pool.qkeys, np.uint64), frozen(seeds, np.int64),
                 config_records(configs), only, frozen(budget_totals, np.int64), cw, eta, out_f, out_i, pq_n, pq_flags)
         chunks = min(S, get_threads())
@@ -383,6 +383,17 @@ def lbayes_memo(n: int, size: int) -> np.ndarray:
     while size > 0 and n * (size + 1) * (size + 2) // 2 * 8 > LB_MEMO_BYTES:
         size //= 2
     return np.full((n, (size + 1) * (size + 2) // 2), np.nan)
+
+
+def pool_lbayes_memo(pool: Pool, P: PoolArrays) -> np.ndarray:
+    """lbayes' memo of the pool, kept on it from call to call while its answers and offsets are those of P (the
+    posterior reads nothing else of the pool), so that a leaderboard's tuning call and its held-out calls per budget
+    fill it once: a posterior far into a query of many answers costs tens of ms (docs/performance.md, lbayes)."""
+    got = pool.__dict__.get("_lbayes_memo")
+    if got is None or got[0] is not P.ans or got[1] is not P.off:
+        got = (P.ans, P.off, lbayes_memo(pool.n_queries, int(pool.sizes.max())))
+        pool.__dict__["_lbayes_memo"] = got
+    return got[2]
 
 
 # The grids' worker threads, kept from call to call: a pool of threads started per call cost ~0.3 ms of CPU (start,

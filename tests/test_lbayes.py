@@ -129,18 +129,21 @@ def test_the_grids_memo_keeps_every_decision(unit, memo_bytes, monkeypatch):
     cfgs = [RunConfig("elimination", unit=unit, eliminate="lbayes", lb_thre=t, lb_l=L, max_samples=cap)
             for t in (0.9, 0.95) for L in (2, 3, 4) for cap in (0, 16)]
     cfgs.append(RunConfig("entropy", unit=unit, eliminate="lbayes"))
-    per = 6 if unit == "samples" else 6 * float(np.median(pool.tok))
     seeds = range(8)
-    _, pq = replay(pool, cfgs, [per], seeds, select="sc", per_query=True)
-    for s in seeds:
-        perm = permutation(pool.off, pool.qkeys, s)
-        rank, _ = query_order(pool.qkeys, s)
-        for c in cfgs:
-            got = run_once(pool.off, pool.correct, pool.score, pool.ans, pool.tok, perm, rank, c,
-                           int(round(per * pool.n_queries)))
-            rows = pq.filter((pq["seed"] == s) & (pq["config"] == c.label()))
-            assert rows["n_drawn"].to_list() == list(got["n_drawn"]), (c.label(), s)
-            assert rows["answered"].to_list() == list(got["answered"]), (c.label(), s)
+    for k in (6, 9):  # (two calls: the second finds the memo the first filled, kept on the pool)
+        per = k if unit == "samples" else k * float(np.median(pool.tok))
+        _, pq = replay(pool, cfgs, [per], seeds, select="sc", per_query=True)
+        for s in seeds:
+            perm = permutation(pool.off, pool.qkeys, s)
+            rank, _ = query_order(pool.qkeys, s)
+            for c in cfgs:
+                got = run_once(pool.off, pool.correct, pool.score, pool.ans, pool.tok, perm, rank, c,
+                               int(round(per * pool.n_queries)))
+                rows = pq.filter((pq["seed"] == s) & (pq["config"] == c.label()))
+                assert rows["n_drawn"].to_list() == list(got["n_drawn"]), (c.label(), s)
+                assert rows["answered"].to_list() == list(got["answered"]), (c.label(), s)
+    memo = pool.__dict__["_lbayes_memo"][2]
+    assert np.isfinite(memo).any()  # (kept and filled)
 
 
 def _drawn(answers, thre, L=2):
