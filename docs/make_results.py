@@ -9,6 +9,7 @@ paired difference beyond 2 standard errors.
     python docs/make_results.py --work /tmp/ttc-results --rerun
     python docs/make_results.py --leaderboard DIR   # render from a run already made
     python docs/make_results.py --depth-only DIR    # only the depth section, from a depth leaderboard run
+    python docs/make_results.py --leaderboard DIR --keep-depth --no-figures  # the rest's text only
 
 The pools and the leaderboard are written under --work (default /tmp/ttc-results), never into the repository; only
 results.md and three small figures are.
@@ -16,6 +17,7 @@ results.md and three small figures are.
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import subprocess
 import sys
@@ -103,6 +105,19 @@ def newer_entries(lb: pl.DataFrame, paths: dict, pools: list) -> set:
     return now - ran
 
 
+def probe_spacing(paths: dict, pools: list) -> str:
+    """How far apart the pools' probes are along a trace, in tokens ("every 500 tokens"; several: their range)."""
+    from ttc.replay.pool import load_pool
+
+    gaps = set()
+    for p in pools:
+        pool = load_pool(paths[p], probes=True)
+        trace = np.searchsorted(pool.probe_off, np.arange(len(pool.probe_tok)), "right") - 1
+        gaps |= set(np.unique(np.diff(pool.probe_tok)[np.diff(trace) == 0]).tolist())  # (within a trace)
+    lo, hi = min(gaps), max(gaps)
+    return f"every {lo:,} tokens" if lo == hi else f"every {lo:,} to {hi:,} tokens"
+
+
 def depth_section(dl: Path) -> list[str]:
     """What depth adds and where it does not: the leaderboard's depth rows (its depth.parquet), each with depth -
     width's SE over the held-out problems added (compare.with_query_se: replays of the two chosen configurations)."""
@@ -144,15 +159,19 @@ def depth_section(dl: Path) -> list[str]:
                  f"{r['diff']:+.1%} ± {r['diff_se']:.1%}" + (" *" if r["verdict"] != "within 2 SE" else ""),
                  f"± {r['diff_se_queries']:.1%}" + (" *" if r["verdict_queries"] != "within 2 SE" else "")]
                 for r in s.sort("pool", "level").iter_rows(named=True)]
+    from ttc.replay.leaderboard import DEPTH_M
+
     return [
         f"\n## What depth adds: stopping traces part-way (the {s['pool'].n_unique()} AutoTTS pools)\n",
-        "The AutoTTS dumps probe every trace every 500 tokens (its answer so far), so a trace can be replayed as if "
-        "stopped part-way (docs/semantics.md, Depth). On them the leaderboard run\n",
+        f"The AutoTTS dumps probe every trace {probe_spacing(paths, dw['pool'].unique().to_list())} (its answer so "
+        "far), so a trace can be replayed as if stopped part-way (docs/semantics.md, Depth). On them the leaderboard "
+        "run\n",
         f"```bash\n{lb_cmd}\n```\n",
         "sets, in its sc track at token budgets (multiples of each pool's median trace length per query), per pool and "
         "budget the best width-only entry (whole traces: uniform, and each score-free policy with each "
         "answer-agreement rule) against the best width x depth entry (each of those under the answer-stability "
-        "rule, a trace stopping when its last 3 or 6 probes agree; Parallel-Probe; AutoTTS's CMC), without a "
+        f"rule, a trace stopping when its last {_and(str(m) for m in DEPTH_M).replace(' and ', ' or ')} probes "
+        "agree; Parallel-Probe; AutoTTS's CMC), without a "
         "verifier (majority answer, metric accuracy). Every entry's parameters, and each kind's best entry, are "
         "chosen on one half of each pool's problems; both best "
         f"entries are measured on the other half ({n_report} problems) at the same token budget, {seeds} seeds. "
@@ -349,8 +368,8 @@ def figures(df: pl.DataFrame, lb: Path):
         if f.suffix == ".png":
             f.replace(FIG / f.name)
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
-    for ax, track in zip(axes, ("sc", "coverage")):
-        for name, ls in zip(FOCUS, ("-", "--")):
+    for ax, track in zip(axes, ("sc", "coverage"), strict=True):
+        for name, ls in zip(FOCUS, ("-", "--"), strict=True):
             g = df.filter((pl.col("pool") == name) & (pl.col("track") == track) & (pl.col("unit") == "samples"))
             for pol, colour in (("uniform", "#4d4d4d"), ("oracle", "#bcbd22")):
                 s = g.filter(pl.col("policy") == pol).sort("level")
@@ -423,8 +442,11 @@ def claims(df: pl.DataFrame, hs: pl.DataFrame, hc: pl.DataFrame) -> list[str]:
                    f"{float(m5['diff'].min()):+.3f} to {float(m5['diff'].max()):+.3f} (beyond 2 SE on "
                    f"{m5.filter(pl.col('beats')).height} of {m5.height}): the several points the seed paper found on "
                    "2024 models' MATH pools are not there to be had on these.")
-    out.append("- *Larger K moves toward uniform* is not examined here: the leaderboard draws one response per pull "
-               "(K = 1; ESC's window is its own K, 4 or 8).")
+    from ttc.replay.leaderboard import LEADERBOARD_GRID, RULE_GRID
+
+    out.append("- *Larger K moves toward uniform* is not examined here: the leaderboard draws "
+               f"K = {_and(str(k) for k in LEADERBOARD_GRID['K']).replace(' and ', ' or ')} responses per pull "
+               f"(ESC's window is its own K, {_and(str(k) for k in RULE_GRID['esc']['K']).replace(' and ', ' or ')}).")
     return [line + "\n" for line in out]
 
 
@@ -455,12 +477,123 @@ def advice_rows(df: pl.DataFrame) -> list[list]:
     return advice
 
 
+def _and(items) -> str:
+    items = list(items)
+    return ", ".join(items[:-1]) + (" and " if len(items) > 1 else "") + (items[-1] if items else "")
+
+
+def pool_meta(df: pl.DataFrame) -> list[dict]:
+    """Each pool's name, model, dataset and responses per query, from its pool.json (the importers' record)."""
+    out = []
+    for name, path in df.select("pool", "pool_path").unique(maintain_order=True).iter_rows():
+        j = json.loads((Path(path) / "pool.json").read_text())
+        out.append({"name": name, "model": j.get("model"), "dataset": j.get("dataset"),
+                    "size": j.get("responses_per_query"), "path": Path(path)})
+    return out
+
+
+def sizes_text(group: list[dict], what: str) -> str:
+    """"80 answers per problem, 100 for gpt-oss-20b on AIME 2024 and AIME 2025": the most common size, then the
+    others by model and dataset."""
+    sizes = [m["size"] for m in group]
+    common = max(set(sizes), key=sizes.count)
+    other = {}
+    for m in group:
+        if m["size"] != common:
+            other.setdefault((m["size"], m["model"]), []).append(m["dataset"])
+    return f"{common} {what} per problem" + "".join(
+        f", {size} for {model} on {_and(sorted(ds))}" for (size, model), ds in sorted(other.items()))
+
+
+def pools_text(df: pl.DataFrame) -> str:
+    """The pools this run covered, by source, from their pool.json."""
+    meta = pool_meta(df)
+    boinf = [m for m in meta if m["name"].startswith("boinf-")]
+    autotts = [m for m in meta if m["name"].startswith("autotts-")]
+    emb = [m for m in meta if not m["name"].startswith(("boinf-", "autotts-"))]
+    parts = []
+    if boinf:
+        by, same = {}, {}
+        for m in boinf:
+            by.setdefault(m["dataset"], set()).add(m["model"])
+        for d, v in sorted(by.items()):  # (datasets run by the same models named together)
+            same.setdefault(frozenset(v), []).append(d)
+        parts.append(f"the {len(boinf)} BoInf dumps ("
+                     + ", ".join(f"{len(v)} reasoning models on {_and(ds)}" for v, ds in same.items())
+                     + f"; {sizes_text(boinf, 'answers')})")
+    if autotts:
+        models = sorted({m["model"] for m in autotts}, key=lambda x: float(x.split("-")[-1].rstrip("B")))
+        parts.append(f"the {len(autotts)} AutoTTS dumps ({_and(models)} on "
+                     f"{_and(sorted({m['dataset'] for m in autotts}))}; {sizes_text(autotts, 'traces')})")
+    if emb:
+        parts.append(f"the {len(emb)} embedded pools ({_and(m['name'] for m in emb)})")
+    return f"over {len(meta)} pools: " + _and(parts)
+
+
+def focus_split_text(df: pl.DataFrame) -> str:
+    """Whether the two focus pools number the same problems with the same gold answers, and so hold out the same
+    ones under the run's split (split_queries over each pool's query ids, as the leaderboard splits them)."""
+    from ttc.replay.pool import load_pool
+    from ttc.replay.tune import split_queries
+
+    paths = dict(df.select("pool", "pool_path").unique().iter_rows())
+    r0 = df.filter(pl.col("pool") == FOCUS[0]).row(0, named=True)
+    ids, gold, held = [], [], []
+    for name in FOCUS:
+        q = load_pool(paths[name]).query_ids
+        g = dict(pl.read_parquet(Path(paths[name]) / "queries.parquet").select("query_id", "gold").iter_rows())
+        ids.append(list(q))
+        gold.append([g.get(x) for x in q])
+        held.append({q[i] for i in split_queries(q, r0["holdout"], r0["split_seed"])[1]})
+    if ids[0] == ids[1] and gold[0] == gold[1] and held[0] == held[1]:
+        return (f"Both number the {len(ids[0])} problems the same way, with the same gold answers, so the split "
+                f"holds out the same {len(held[0])} problems in both")
+    return (f"The two pools' problems or gold answers differ ({len(ids[0])} and {len(ids[1])} problems; "
+            f"{len(held[0] & held[1])} held out in both)")
+
+
+def missing_sc_entries(df: pl.DataFrame) -> list[str]:
+    """The sc track's policy+rule entries this build's leaderboard runs (its score-free policies with each rule that
+    reads answers) that the run has on no pool: a run made before they joined (the page then says so)."""
+    from ttc.replay.leaderboard import SC_POLICIES
+    from ttc.replay.policies import ELIMINATION_RULES
+
+    have = set(df.filter(pl.col("track") == "sc")["policy"])
+    return [f"{p}+{r}" for p in SC_POLICIES for r, spec in ELIMINATION_RULES.items()
+            if "answers" in spec.needs and f"{p}+{r}" not in have]
+
+
+def sc_rules(df: pl.DataFrame) -> tuple[list[str], list[str]]:
+    """The sc track's answer-agreement rules and the policies that took them in this run, in the registry's order."""
+    from ttc.replay.leaderboard import SC_POLICIES
+    from ttc.replay.policies import ELIMINATION_RULES
+
+    labels = set(df.filter((pl.col("track") == "sc") & (pl.col("unit") == "samples"))["policy"])
+    pols = [p for p in SC_POLICIES if any(x.startswith(p + "+") for x in labels)]
+    rules = [r for r in ELIMINATION_RULES if any(f"{p}+{r}" in labels for p in pols)]
+    return rules, pols
+
+
+def in_short(df: pl.DataFrame, advice: list[list]) -> str:
+    """The closing advice, from the advice rows and the best published policy's held-out differences."""
+    sc_top = sorted({p for row in advice if row[0].startswith("without") for p in row[3].split(" = ")})
+    g = df.filter((pl.col("track") == "sc") & (pl.col("unit") == "samples") & pl.col("is_best_published")
+                  & pl.col("level").is_in([2.0, 4.0, 8.0]))
+    won = g.filter(pl.col("beats_uniform"))
+    return ("In short: with a verifier, stop each query at its first verified answer and spend the budget on the "
+            "rest (the policies listed together do exactly that and give the same numbers); the gain is the "
+            "verifier's. Without one, let an answer-agreement rule decide how much each query gets (of best mean "
+            f"rank by kind of pool: {_and(sc_top)}): at 2 to 8 samples per query the best published policy beats "
+            f"uniform beyond 2 SE in {won.height} of {g.height} (pool, budget) cells, by a median "
+            f"{float(won['vs_uniform'].median()) if won.height else float('nan'):+.3f} accuracy there, and only "
+            "where uniform's majority-vote curve still rises; on a flat pool (the headroom table above) it cannot.\n")
+
+
 def render(lb: Path, cmd: list[str], make_figures: bool = True, depth: Path | None = None) -> str:
     df = pl.read_parquet(lb / "leaderboard.parquet")
     agg = pl.read_parquet(lb / "aggregate.parquet")
     if make_figures:
         figures(df, lb)
-    n_pools = df["pool"].n_unique()
     seeds = df["n_seeds"][0]
     lb_cmd = (lb / "leaderboard.md").read_text().split("```bash\n", 1)[1].split("\n```", 1)[0]
     hc = headroom(df, "coverage", 4.0)
@@ -470,29 +603,31 @@ def render(lb: Path, cmd: list[str], make_figures: bool = True, depth: Path | No
     sc_win = hs.filter(pl.col("any_beats"))
     cov_win = hc.filter(pl.col("beats"))
     advice = advice_rows(df)
+    rules, pols = sc_rules(df)
+    missing = missing_sc_entries(df)
+    aime_held = sorted(set(df.filter(pl.col("pool").str.contains("aime"))["n_report"].to_list()))
     parts = [
         "# Results: which allocation policy for today's reasoning models\n",
         "Generated by `python docs/make_results.py` (it imports the public dumps, runs the leaderboard and writes this "
         "page and docs/results/); the leaderboard itself is\n",
         f"```bash\n{lb_cmd}\n```\n",
-        f"over {n_pools} pools: the 29 BoInf dumps (11 reasoning models on AIME 2024 and 2025, 7 on MATH-500; 80 "
-        "answers per problem, 100 for gpt-oss-20b on AIME, 160 for Phi-4-reasoning), the 8 AutoTTS dumps (Qwen3 "
-        "0.6B to 8B on AIME 2024 and 2025, 128 traces per problem) and the 3 embedded pools (GPT-3.5 last letters, "
-        "Llama-3.1-8B MATH-500, CodeGen-16B HumanEval). Each pool's queries are split in two by a seeded split; every "
+        f"{pools_text(df)}. Each pool's queries are split in two by a seeded split; every "
         "policy's parameters are chosen on one half and every number below is measured on the other half, "
         f"{seeds} seeds (permutations of each query's responses) per configuration; ± is one standard error over "
         "seeds with the held-out queries fixed, and a difference is called only beyond 2 SE (paired over seeds). "
-        "With 15 held-out AIME problems per pool, the standard error says how much the draw order moves a number, "
-        "not how much it would move on other problems.\n",
+        f"With {_and(str(v) for v in aime_held)} held-out AIME problems per pool, the standard error says how much "
+        "the draw order moves a number, not how much it would move on other problems.\n",
         "Two tracks. **coverage**: a verifier is available (here the ground truth), a query stops at its first "
         "correct response, the metric is coverage; every live policy takes part, the hindsight oracle is the "
-        "ceiling. **sc**: no verifier, a query stops when its answers agree (each answer-agreement rule: sc-share, "
-        "sc-beta, esc, ac-majority, ac-entropy, ac-dirichlet) and gives its majority answer; the policies that read "
-        "no score (elimination, streaming, entropy) with each rule, against uniform majority voting; the ceiling is "
+        "ceiling. **sc**: no verifier, a query stops when its answers agree (each answer-agreement rule: "
+        f"{', '.join(rules)}) and gives its majority answer; the policies that read no score ({', '.join(pols)}) "
+        "with each rule, against uniform majority voting; the ceiling is "
         "the oracle's coverage (no vote is right where no drawn response is). Gain: the budget uniform needs to "
         "match a policy's held-out number over what the policy spent (≥: a lower bound, the policy beats uniform's "
         "last point). Budgets are samples per query here; token budgets (multiples of each pool's median length) "
-        "are in the leaderboard's own tables.\n",
+        "are in the leaderboard's own tables."
+        + (f" The run predates entries this build's leaderboard also runs in the sc track ({', '.join(missing)}); "
+           "rerun it (`python docs/make_results.py --rerun`) to include them." if missing else "") + "\n",
         "## The pools\n",
         "Held-out halves; uniform's coverage@k is exact (the unbiased estimator), the oracle's is replayed.\n",
         pool_table(df),
@@ -517,8 +652,7 @@ def render(lb: Path, cmd: list[str], make_figures: bool = True, depth: Path | No
         "same model on the same problems):\n",
         focus_table(df),
         "\n![Qwen3-4B AIME 2025](results/qwen3-4b-aime2025.png)\n",
-        "Uniform on the two sources side by side. Both number AIME 2025's problems 0-29 in the same order (their "
-        "gold answers match), so the split holds out the same 15 problems in both; the traces differ, so the "
+        f"Uniform on the two sources side by side. {focus_split_text(df)}; the traces differ, so the "
         "difference is unpaired and its SE (over seeds only) says nothing about how other traces of the model "
         f"would do. {sources_verdict(df)}\n",
         sources_agree(df),
@@ -550,12 +684,7 @@ def render(lb: Path, cmd: list[str], make_figures: bool = True, depth: Path | No
         "interchangeable.\n",
         table(["setting", "pools", "n", "policy of best mean rank", "mean rank", "beats uniform (cells)",
                "beats best published (cells)", "median gain", "uniform's mean rank"], advice),
-        "\nIn short: with a verifier, stop each query at its first verified answer and spend the budget on the "
-        "rest (the policies listed together do exactly that and give the same numbers); the gain is large and is "
-        "the verifier's. Without one, let an answer-agreement rule decide how much each query gets (entropy or "
-        "elimination with sc-beta, sc-share or ac-majority rank best): it gains a point or two of accuracy at 2 to "
-        "8 samples per query, and only where uniform's majority-vote curve still rises; on a flat pool (today's "
-        "strong models on MATH-500) it cannot.\n",
+        "\n" + in_short(df, advice),
     ]
     if depth is not None:
         parts += depth_section(depth)
@@ -573,6 +702,10 @@ def main(argv=None):
     ap.add_argument("--depth-only", type=Path, metavar="DIR", help="re-render only the depth section of results.md, "
                     "from this leaderboard directory (its depth.parquet: e.g. `ttc leaderboard pools/autotts --tracks "
                     "sc --units tokens`), the rest of the page left as it is")
+    ap.add_argument("--keep-depth", action="store_true", help="with --leaderboard: keep results.md's depth section as "
+                    "it is (no depth run given: e.g. a main run made before the leaderboard ran depth)")
+    ap.add_argument("--no-figures", action="store_true", help="keep docs/results/'s figures as they are (the text "
+                    "only: the same run drew them)")
     args = ap.parse_args(argv)
     if args.depth_only is not None:
         text = DOC.read_text()
@@ -588,9 +721,14 @@ def main(argv=None):
     else:
         lb, cmd = ensure(args.work, args.seeds, args.rerun)
         depth = ensure_depth(args.work, args.seeds, args.rerun, lb)
-    text = render(lb, cmd, depth=depth)
+    text = render(lb, cmd, make_figures=not args.no_figures, depth=depth)
+    if args.keep_depth and depth is None:
+        old = DOC.read_text()
+        at = [i for i in (old.find(h) for h in DEPTH_HEADINGS) if i >= 0]
+        if at:
+            text = text + old[min(at):]
     DOC.write_text(text)
-    print(f"wrote {DOC} and {FIG}/", file=sys.stderr)
+    print(f"wrote {DOC}" + ("" if args.no_figures else f" and {FIG}/"), file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -120,7 +120,8 @@ def pool_arrays(off, correct, score, ans, tok, tables, have=None, prior=None, si
                       frozen(np.zeros(0) if side is None else side, np.float64),
                       frozen(pool_modes(off, aoff, ans), np.int8),
                       frozen(resp if resp is not None else pack_responses(correct, score, ans, tok)
-                             if have is None and off[n] >= PREFETCH_FROM else np.zeros(0, RESP), RESP))
+                             if have is None and off[n] >= PREFETCH_FROM else np.zeros(0, RESP), RESP),
+                      np.zeros((0, 0)))  # (lbm: no memo; run_grid gives one to a grid that runs lbayes)
 
 
 def pack_responses(correct, score, ans, tok) -> np.ndarray:
@@ -418,6 +419,8 @@ def run_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, se
     out_f, out_i, pq_n, pq_flags = grid_outputs(C, S, n, per_query)
     if C and S:
         P = grid_arrays(pool, tables)
+        if any(c.eliminate == "lbayes" and "eliminate" in c.used_params() for c in configs):
+            P = P._replace(lbm=pool_lbayes_memo(pool, P))
         records = config_records(configs)
         packed, reading, dc = packed_arg(P), reading_flag(records), lows_arg(pool.lows, records)
         cw, eta = vote_weights(pool.score, votes)
@@ -434,6 +437,29 @@ def run_grid(pool: Pool, configs: list[RunConfig], budget_totals: np.ndarray, se
                                    (t + 1) * S // chunks, packed, reading, dc, done[t:t + 1]), chunks, tick, done)
         give_back_identities(perms)
     return out_f, out_i, pq_n, pq_flags
+
+
+LB_MEMO_BYTES = 1 << 28  # lbayes' memo at most this large (500 queries of 80 responses: 13 MB; of 500: cut to 250)
+
+
+def lbayes_memo(n: int, size: int) -> np.ndarray:
+    """lbayes' memo for a grid call (kernel.PoolArrays.lbm), NaN: per query a slot for each (valid draws, leader's
+    count) up to the pool's largest query, or up to as many draws as LB_MEMO_BYTES holds (past them the check computes
+    its posterior each time)."""
+    while size > 0 and n * (size + 1) * (size + 2) // 2 * 8 > LB_MEMO_BYTES:
+        size //= 2
+    return np.full((n, (size + 1) * (size + 2) // 2), np.nan)
+
+
+def pool_lbayes_memo(pool: Pool, P: PoolArrays) -> np.ndarray:
+    """lbayes' memo of the pool, kept on it from call to call while its answers and offsets are those of P (the
+    posterior reads nothing else of the pool), so that a leaderboard's tuning call and its held-out calls per budget
+    fill it once: a posterior far into a query of many answers costs tens of ms (docs/performance.md, lbayes)."""
+    got = pool.__dict__.get("_lbayes_memo")
+    if got is None or got[0] is not P.ans or got[1] is not P.off:
+        got = (P.ans, P.off, lbayes_memo(pool.n_queries, int(pool.sizes.max())))
+        pool.__dict__["_lbayes_memo"] = got
+    return got[2]
 
 
 # The grids' worker threads, kept from call to call: a pool of threads started per call cost ~0.3 ms of CPU (start,

@@ -181,8 +181,16 @@ CONFIG = np.dtype([("policy", np.int64), ("unit", np.int64), ("K", np.int64), ("
 # values outside the record's ranges) and the draws read the separate arrays: the same values either way. run_one
 # reads the records through its own argument, `packed` (engine.packed_arg), so that which draws a kernel compiles is
 # chosen before typing.
+# lbm: lbayes' memo of its posterior by (query, valid draws n, leader's count n1), the one thing its check reads
+# at L = 2 (and below two distinct answers at any L) besides the query's pool: query i's posterior at (n, n1) in
+# lbm[i, n (n + 1) / 2 + n1], NaN until computed, for n (n + 1) / 2 + n1 < lbm.shape[1] (engine.lbayes_memo sizes it
+# to the pool's largest query; past it, computed each time). A grid's seeds and configurations revisit the same few
+# (n, n1) of a query thousands of times (each posterior a recursion over the query's answers: tens of microseconds,
+# tens of milliseconds at 150 draws over 80 answers), so engine.run_grid gives a memo to a grid that runs lbayes,
+# shared by its threads (a value is the same whoever computes it: a thread that reads NaN computes it and writes the
+# same 8 bytes); an empty lbm (every other run) computes each check.
 RESP = np.dtype([("score", np.float64), ("tc", np.int32), ("ans", np.int32)])
-PoolArrays = namedtuple("PoolArrays", "off aoff correct score ans tok have T L min_a prior side mode resp")
+PoolArrays = namedtuple("PoolArrays", "off aoff correct score ans tok have T L min_a prior side mode resp lbm")
 # What a run writes: the permutation and its lazy-generation state (perm, qgen, hs; qgen has no rows when perm is
 # given whole), the query order, and the state arrays qs, si, sf, tot. The grid allocates one per thread.
 Scratch = namedtuple("Scratch", "perm qgen hs order qs si sf tot mm act hk hr hq eb ex U alloc cost first cand sch dfr")
@@ -1894,48 +1902,42 @@ def log_add(x, y):
 
 
 @jit
-def lbayes_log_s(p, skip1, skip2, skip3, nl, vd, cp, work):
-    """log S of the L-aggregated Bayesian stop's Algorithm 2 (the source's _compute_log_S_psi_algo2_strict,
-    docs/semantics.md, lbayes) over the prior p without its entries skip1, skip2 and skip3 (-1: none): the nl draws
-    outside the head spread over the remaining categories, each below vd (or at vd: a tie, m of them), summed as
-    nl! sum prod p_j^r_j / r_j!, each tie count m weighted 1 / binom(cp + m, cp)."""
-    size = p.shape[0] - (skip1 >= 0) - (skip2 >= 0) - (skip3 >= 0)
+def lbayes_s_size(size, nl, vd):
+    """The largest tie count m Algorithm 2's recursion keeps over `size` categories (nl draws, each at most vd), or
+    -1 where S is 0 (draws to spread and no room: vd 0)."""
     if vd > 0:
-        mmin = min(size, nl // vd)
+        return min(size, nl // vd)
+    return -1 if nl > 0 else size
+
+
+@jit
+def lbayes_s_step(A, B, pj, lf, lg, mmin, nl, vd):
+    """One category of Algorithm 2's recursion (lbayes_log_s): B from A over the category of prior share pj, each
+    spread's count r < vd added (or r = vd: one more tie), in log space. A and B: (mmin + 1, nl + 1) views; lf the
+    log factorials to vd; lg scratch of vd + 1."""
+    B[:, :] = -math.inf
+    if pj <= 0:
+        lg[:] = -math.inf
+        lg[0] = 0.0
     else:
-        if nl > 0:
-            return -math.inf
-        mmin = size
-    A = work[0, :mmin + 1, :nl + 1]  # (work: scratch of at least (4, mmin + 1, max(nl, vd) + 1), one per posterior)
-    B = work[1, :mmin + 1, :nl + 1]
-    A[:, :] = -math.inf
-    A[0, 0] = 0.0
-    lf = work[2, 0, :vd + 1]
-    lf[:] = 0.0
-    for r in range(2, vd + 1):
-        lf[r] = math.lgamma(r + 1)
-    lg = work[3, 0, :vd + 1]
-    for j in range(p.shape[0]):
-        if j == skip1 or j == skip2 or j == skip3:
-            continue
-        B[:, :] = -math.inf
-        if p[j] <= 0:
-            lg[:] = -math.inf
-            lg[0] = 0.0
-        else:
-            lp = math.log(p[j])
-            for r in range(vd + 1):
-                lg[r] = r * lp - lf[r]
-        for m in range(mmin + 1):
-            for t in range(nl + 1):
-                la = A[m, t]
-                if la == -math.inf:
-                    continue
-                for r in range(min(vd - 1, nl - t) + 1):
-                    B[m, t + r] = log_add(B[m, t + r], la + lg[r])
-                if t + vd <= nl and m + 1 <= mmin:
-                    B[m + 1, t + vd] = log_add(B[m + 1, t + vd], la + lg[vd])
-        A, B = B, A
+        lp = math.log(pj)
+        for r in range(vd + 1):
+            lg[r] = r * lp - lf[r]
+    for m in range(mmin + 1):
+        for t in range(nl + 1):
+            la = A[m, t]
+            if la == -math.inf:
+                continue
+            for r in range(min(vd - 1, nl - t) + 1):
+                B[m, t + r] = log_add(B[m, t + r], la + lg[r])
+            if t + vd <= nl and m + 1 <= mmin:
+                B[m + 1, t + vd] = log_add(B[m + 1, t + vd], la + lg[vd])
+
+
+@jit
+def lbayes_s_end(A, mmin, nl, cp):
+    """log S from the recursion's last state: the spreads of all nl draws, m ties weighted 1 / binom(cp + m, cp)
+    (exactly, as a float product), times nl!."""
     out = -math.inf
     for m in range(mmin + 1):
         lv = A[m, nl]
@@ -1948,6 +1950,84 @@ def lbayes_log_s(p, skip1, skip2, skip3, nl, vd, cp, work):
     if out != -math.inf:
         out += math.lgamma(nl + 1)
     return out
+
+
+@jit
+def lbayes_s_start(A, lf, vd):
+    """The recursion's state before its first category (nothing spread: log 1 at m = 0, t = 0) and the log factorials
+    lf[r] = log r! to vd."""
+    A[:, :] = -math.inf
+    A[0, 0] = 0.0
+    lf[:] = 0.0
+    for r in range(2, vd + 1):
+        lf[r] = math.lgamma(r + 1)
+
+
+@jit
+def lbayes_log_s(p, skip1, skip2, skip3, nl, vd, cp, work):
+    """log S of the L-aggregated Bayesian stop's Algorithm 2 (the source's _compute_log_S_psi_algo2_strict,
+    docs/semantics.md, lbayes) over the prior p without its entries skip1, skip2 and skip3 (-1: none): the nl draws
+    outside the head spread over the remaining categories, each below vd (or at vd: a tie, m of them), summed as
+    nl! sum prod p_j^r_j / r_j!, each tie count m weighted 1 / binom(cp + m, cp)."""
+    mmin = lbayes_s_size(p.shape[0] - (skip1 >= 0) - (skip2 >= 0) - (skip3 >= 0), nl, vd)
+    if mmin < 0:
+        return -math.inf
+    A = work[0, :mmin + 1, :nl + 1]  # (work: scratch of at least (4, mmin + 1, max(nl, vd) + 1), one per posterior)
+    B = work[1, :mmin + 1, :nl + 1]
+    lf = work[2, 0, :vd + 1]
+    lg = work[3, 0, :vd + 1]
+    lbayes_s_start(A, lf, vd)
+    for j in range(p.shape[0]):
+        if j == skip1 or j == skip2 or j == skip3:
+            continue
+        lbayes_s_step(A, B, p[j], lf, lg, mmin, nl, vd)
+        A, B = B, A
+    return lbayes_s_end(A, mmin, nl, cp)
+
+
+@jit
+def lbayes_l2_terms(p, n, n1, terms, work):
+    """The L = 2 posterior's log likelihoods terms[i] = n1 log p_i + log S_i (S_i: lbayes_log_s without entry i),
+    each the same floats as lbayes_log_s's own recursion computes, at a fraction of its cost: hypothesis i's
+    recursion runs over categories 0 .. i - 1 and then i + 1 .. K - 1, so the state after 0 .. i - 1 is shared by
+    every later hypothesis (kept as a running prefix: the first categories are not redone per hypothesis), and
+    entries of equal share next to one another (a sorted prior's ties: every answer drawn once in the pool) leave the
+    same sequence of shares when either is taken out, so one recursion serves the whole run (bit for bit: the same
+    operations in the same order; tests/test_lbayes.py against lbayes_posterior_each). K recursions of K - 1
+    categories become one pass plus, per run of equal shares starting at a, K - 1 - a categories."""
+    K = p.shape[0]
+    nl, vd = n - n1, n1
+    mmin = lbayes_s_size(K - 1, nl, vd)
+    if mmin < 0:
+        terms[:] = -math.inf
+        return
+    P = work[0, :mmin + 1, :nl + 1]  # (work: (5, K + 1, n + 1))
+    A = work[1, :mmin + 1, :nl + 1]
+    B = work[2, :mmin + 1, :nl + 1]
+    lf = work[3, 0, :vd + 1]
+    lg = work[4, 0, :vd + 1]
+    lbayes_s_start(P, lf, vd)
+    a = 0
+    while a < K:
+        b = a + 1
+        while b < K and p[b] == p[a]:
+            b += 1
+        if p[a] > 0:
+            A[:, :] = P
+            for j in range(a + 1, K):
+                lbayes_s_step(A, B, p[j], lf, lg, mmin, nl, vd)
+                A, B = B, A
+            ls = lbayes_s_end(A, mmin, nl, 1)
+            t = n1 * math.log(p[a]) + ls if ls != -math.inf else -math.inf
+        else:
+            t = -math.inf
+        for i in range(a, b):
+            terms[i] = t
+        if b < K:  # (the prefix past this run: the next run's hypothesis starts there)
+            for j in range(a, b):
+                lbayes_s_step(P, B, p[j], lf, lg, mmin, nl, vd)
+                P, B = B, P
+        a = b
 
 
 @jit
@@ -1978,12 +2058,116 @@ def lbayes_prior(ans, a0, a1, na):
 
 
 @jit
+def lbayes_runs(p):
+    """Each entry's run of equal shares next to one another (0, 1, ...), and the first entry of each run."""
+    K = p.shape[0]
+    grp = np.empty(K, np.int64)
+    first = np.empty(K, np.int64)
+    R = 0
+    for i in range(K):
+        if i == 0 or p[i] != p[i - 1]:
+            first[R] = i
+            R += 1
+        grp[i] = R - 1
+    return grp, first[:R]
+
+
+@jit
 def lbayes_posterior(p, n, n1, n2, n3, uniq, L):
     """The source's posterior that the leading answer drawn is the mode (L2_posterior_tilde, L3_posterior_tilde,
     L4_posterior_tilde of LLM_known_prior_final.ipynb): n valid draws, the largest counts n1, n2, n3 and uniq
     distinct answers drawn; L = 2 keeps the head count only, L = 3 also the runner-up's (back to L = 2 below two
     distinct answers), L = 4 also the third's (back to L = 3 below three). The largest hypothesis's share of their
-    sum, clipped to [0, 1]."""
+    sum, clipped to [0, 1]. The same floats as lbayes_posterior_each's one recursion per hypothesis, computed once
+    per distinct sequence of shares: L = 2 by lbayes_l2_terms; L = 3 and 4 with S memoised per run of the entries
+    left out (taking out any entry of a run of equal shares leaves the same sequence) and one hypothesis per run."""
+    K = p.shape[0]
+    if n == 0:
+        return 0.0
+    terms = np.empty(K)
+    if L == 2 or uniq < 2:
+        lbayes_l2_terms(p, n, n1, terms, np.empty((5, K + 1, n + 1)))
+    else:
+        work = np.empty((4, K + 1, n + 1))  # the recursion's scratch, shared by its runs
+        four = L == 4 and uniq >= 3
+        # tie weight: the heads at the last head count (L = 3: 2 if n1 == n2; L = 4: the source's
+        # head_counts.count(v_d))
+        if four:
+            cp = 1 + (n2 == n3) + (n1 == n3)
+        else:
+            cp = 2 if n1 == n2 else 1
+        grp, first = lbayes_runs(p)
+        R = first.shape[0]
+        memo = np.empty(R * R * R if four else R * R)  # log S by the sorted runs of the entries left out
+        have = np.zeros(memo.shape[0], np.bool_)
+        tj = np.empty(K * K)
+        for g in range(R):
+            i = first[g]
+            terms[i] = -math.inf
+            if p[i] <= 0:
+                continue
+            nt = 0
+            for j in range(K):
+                if i == j or p[j] <= 0:
+                    continue
+                if not four:
+                    x, y = min(grp[i], grp[j]), max(grp[i], grp[j])
+                    key = x * R + y
+                    if not have[key]:
+                        memo[key] = lbayes_log_s(p, i, j, -1, n - n1 - n2, n2, cp, work)
+                        have[key] = True
+                    ls = memo[key]
+                    if ls != -math.inf:
+                        tj[nt] = n1 * math.log(p[i]) + n2 * math.log(p[j]) + ls
+                        nt += 1
+                    continue
+                for k in range(K):
+                    if k == i or k == j or p[k] <= 0:
+                        continue
+                    x, y, z = grp[i], grp[j], grp[k]
+                    if x > y:
+                        x, y = y, x
+                    if y > z:
+                        y, z = z, y
+                    if x > y:
+                        x, y = y, x
+                    key = (x * R + y) * R + z
+                    if not have[key]:
+                        memo[key] = lbayes_log_s(p, i, j, k, n - n1 - n2 - n3, n3, cp, work)
+                        have[key] = True
+                    ls = memo[key]
+                    if ls != -math.inf:
+                        tj[nt] = n1 * math.log(p[i]) + n2 * math.log(p[j]) + n3 * math.log(p[k]) + ls
+                        nt += 1
+            if nt > 0:
+                mx = tj[0]
+                for u in range(1, nt):
+                    mx = max(mx, tj[u])
+                e = 0.0
+                for u in range(nt):
+                    e += math.exp(tj[u] - mx)
+                terms[i] = mx + math.log(e)
+        for i in range(K):  # (every entry of a run: its first's)
+            terms[i] = terms[first[grp[i]]]
+    mx = terms[0]
+    for i in range(1, K):
+        mx = max(mx, terms[i])
+    if mx == -math.inf:
+        return 0.0
+    d = 0.0
+    for i in range(K):
+        d += math.exp(terms[i] - mx)
+    return max(0.0, min(1.0, math.exp(mx - (mx + math.log(d)))))
+
+
+@jit
+def lbayes_posterior_each(p, n, n1, n2, n3, uniq, L):
+    """The source's posterior that the leading answer drawn is the mode (L2_posterior_tilde, L3_posterior_tilde,
+    L4_posterior_tilde of LLM_known_prior_final.ipynb): n valid draws, the largest counts n1, n2, n3 and uniq
+    distinct answers drawn; L = 2 keeps the head count only, L = 3 also the runner-up's (back to L = 2 below two
+    distinct answers), L = 4 also the third's (back to L = 3 below three). The largest hypothesis's share of their
+    sum, clipped to [0, 1]. The direct computation, one recursion per hypothesis (K; L = 3: K^2; 4: K^3), that
+    lbayes_posterior replaced: kept as its naive twin, which tests/test_lbayes.py compares with it exactly."""
     K = p.shape[0]
     if n == 0:
         return 0.0
@@ -2043,10 +2227,17 @@ def lbayes_posterior(p, n, n1, n2, n3, uniq, L):
 
 
 @inner
-def lbayes_stops(si, lo, hi, lead, lc, ans, a0, a1, L, thre):
-    """lbayes's check on a query (answer slots lo .. hi - 1, pool responses a0 .. a1 - 1): its posterior >= thre.
-    One call in run_one's rule check."""
+def lbayes_stops(si, lo, hi, lead, lc, ans, a0, a1, L, thre, lbm, i):
+    """lbayes's check on query i (answer slots lo .. hi - 1, pool responses a0 .. a1 - 1): its posterior >= thre.
+    One call in run_one's rule check; lbm: the grid's memo (PoolArrays.lbm; empty: none)."""
     m, drawn, c2 = boinf_counts(si, lo, hi, lead)
+    k = drawn * (drawn + 1) // 2 + lc
+    if (L == 2 or m < 2) and k < lbm.shape[1]:  # (the posterior a function of drawn and lc alone)
+        v = lbm[i, k]
+        if v != v:
+            v = lbayes_posterior(lbayes_prior(ans, a0, a1, hi - lo - 1), drawn, lc, c2, 0, m, L)
+            lbm[i, k] = v
+        return v >= thre
     c3 = 0  # (L = 4: the third largest count, the largest below c2's answer among the others)
     if L == 4:
         b2 = 0
@@ -2519,7 +2710,7 @@ def run_one(P, W, cfg, code, budget, epoch, packed, reading, live_run, dc):
             return (sc > 0 or cfg.mmc_labels == MMC_LABELS_POOL) and mmc_stops(i, n_)
         if rule == ELIM_LBAYES:
             return lead >= 0 and lbayes_stops(si, aoff[i], aoff[i + 1], lead, lc, ans, off[i], off[i + 1], cfg.lb_l,
-                                              cfg.lb_thre)
+                                              cfg.lb_thre, P.lbm, i)
         return False
 
     # answered reaches reading_stops through this name, defined only with `reading`: PruneFirst prunes this test on

@@ -10,12 +10,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ttc.replay.engine import run_once
-from ttc.replay.kernel import lbayes_posterior
+from ttc.replay import engine
+from ttc.replay.engine import replay, run_once
+from ttc.replay.kernel import lbayes_posterior, lbayes_posterior_each
 from ttc.replay.live import run_live
 from ttc.replay.policies import RunConfig
+from ttc.replay.pool import Pool
 from ttc.replay.reference import lbayes_posterior as ref_posterior
 from ttc.replay.reference import run_reference
+from ttc.replay.rng import permutation, query_order
 
 from support.equivalence import config_kwargs, pools
 from support.live_sources import Relabelled
@@ -64,6 +67,83 @@ def test_posterior_equals_the_exact_one(counts, draws, L):
     got = _post(counts, len(draws), n1, n2, len(seen), L, n3)
     want = ref_posterior(counts, len(draws), n1, n2, len(seen), L, n3)
     assert abs(got - float(want)) < 1e-12
+
+
+def _vote_prefixes(rng, p, draws):
+    """(n, n1, n2, n3, uniq) after each vote of a sequence drawn from the prior p, as the rule check sees them."""
+    c = np.zeros(len(p), np.int64)
+    for a in rng.choice(len(p), size=draws, p=p):
+        c[a] += 1
+        s = np.sort(c)[::-1]
+        yield c.sum(), s[0], s[1] if len(p) > 1 else 0, s[2] if len(p) > 2 else 0, int((c > 0).sum())
+
+
+def test_posterior_equals_the_direct_computation():
+    """lbayes_posterior (each distinct recursion once: the L = 2 prefix, one hypothesis per run of equal shares, L = 3
+    and 4's memo of S) against the direct computation it replaced (lbayes_posterior_each, one recursion per
+    hypothesis), on random vote sequences over priors with many equal shares (as a pool's answers drawn once or
+    twice give): the same floats, so the same decision at any threshold."""
+    rng = np.random.default_rng(29)
+    checked = 0
+    for _ in range(60):
+        k = int(rng.integers(1, 30))
+        counts = rng.integers(1, 5, k) * rng.choice([1, 1, 1, 7], k)  # (ties, and a few large counts)
+        p = np.sort(counts / counts.sum())[::-1]
+        p = p / p.sum()
+        for n, n1, n2, n3, uniq in _vote_prefixes(rng, p, int(rng.integers(1, 30))):
+            for L in (2, 3, 4) if k <= 10 else (2, 3):
+                args = (p, np.int64(n), np.int64(n1), np.int64(n2), np.int64(n3), np.int64(uniq), np.int64(L))
+                assert lbayes_posterior(*args) == lbayes_posterior_each(*args), (counts, n, n1, n2, n3, uniq, L)
+                checked += 1
+    assert checked > 2000
+
+
+def _pool_with_many_answers(seed):
+    """Queries of 5 to 40 answers and one of 70 over skewed answer laws: the leaderboard's reasoning pools in
+    small."""
+    rng = np.random.default_rng(seed)
+    sizes = [int(rng.integers(5, 41)) for _ in range(5)] + [70]
+    ans = []
+    for m in sizes:
+        law = rng.dirichlet(np.full(int(rng.integers(1, 12)), 0.5))
+        a = rng.choice(len(law), size=m, p=law)
+        a[rng.random(m) < 0.1] = -1
+        ans.append(a)
+    ans = np.concatenate(ans)
+    off = np.concatenate([[0], np.cumsum(sizes)])
+    return Pool.from_arrays(off, correct=(ans == 0).astype(np.int8), ans=ans, tok=rng.integers(1, 9, len(ans)))
+
+
+@pytest.mark.parametrize("unit", ["samples", "tokens"])
+@pytest.mark.parametrize("memo_bytes", [None, 11_000])
+def test_the_grids_memo_keeps_every_decision(unit, memo_bytes, monkeypatch):
+    """A grid that runs lbayes memoises its posterior per (query, draws, leader's count) for all its seeds and
+    configurations (kernel.PoolArrays.lbm); run_once has no memo. Seed by seed, on the grid's permutations, every
+    query's draws and stop are run_once's, at L 2, 3 and 4, under elimination, capped, and entropy; with the memo
+    sized to the largest query, and cut to 20 draws (past them computed each time)."""
+    if memo_bytes is not None:
+        monkeypatch.setattr(engine, "LB_MEMO_BYTES", memo_bytes)
+        m = engine.lbayes_memo(6, 70)
+        assert m.shape[0] == 6 and 0 < m.nbytes <= memo_bytes and m.shape[1] < 41 * 42 // 2  # (cut below 40 draws)
+    pool = _pool_with_many_answers(3)
+    cfgs = [RunConfig("elimination", unit=unit, eliminate="lbayes", lb_thre=t, lb_l=L, max_samples=cap)
+            for t in (0.9, 0.95) for L in (2, 3, 4) for cap in (0, 16)]
+    cfgs.append(RunConfig("entropy", unit=unit, eliminate="lbayes"))
+    seeds = range(8)
+    for k in (6, 9):  # (two calls: the second finds the memo the first filled, kept on the pool)
+        per = k if unit == "samples" else k * float(np.median(pool.tok))
+        _, pq = replay(pool, cfgs, [per], seeds, select="sc", per_query=True)
+        for s in seeds:
+            perm = permutation(pool.off, pool.qkeys, s)
+            rank, _ = query_order(pool.qkeys, s)
+            for c in cfgs:
+                got = run_once(pool.off, pool.correct, pool.score, pool.ans, pool.tok, perm, rank, c,
+                               int(round(per * pool.n_queries)))
+                rows = pq.filter((pq["seed"] == s) & (pq["config"] == c.label()))
+                assert rows["n_drawn"].to_list() == list(got["n_drawn"]), (c.label(), s)
+                assert rows["answered"].to_list() == list(got["answered"]), (c.label(), s)
+    memo = pool.__dict__["_lbayes_memo"][2]
+    assert np.isfinite(memo).any()  # (kept and filled)
 
 
 def _drawn(answers, thre, L=2):
