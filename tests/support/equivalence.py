@@ -8,6 +8,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from ttc.replay.engine import run_once
+from ttc.replay.kernel import READING_RULES
 from ttc.replay.policies import DEPTH_FIELDS, ELIMINATION_RULES, VIEW_FIELDS, RunConfig
 from ttc.replay.reference import run_reference
 
@@ -104,17 +105,28 @@ _FIELDS = [
     ("lb_thre", _from(0.62, 0.83, 0.953)), ("lb_l", _ints(2, 4)),
     ("uab_tau", _from(0.2, 1.0)), ("pets_options", _from(2, 3, 16)),
     ("pets_train", _ints(1, 4)), ("pets_curve_mc", _from(0, 0, 7, 50))]
-# the two that depend on live: run_live refuses the rules that need hindsight and the labels of the whole pool
-_LIVE = {live: {"eliminate": st.sampled_from([name for name, rule in ELIMINATION_RULES.items()
-                                              if rule.live or not live]),  # every rule of the registry
-                "mmc_labels": st.sampled_from(["drawn"] if live else ["drawn", "pool"])} for live in (False, True)}
+
+
+# (the two fields left None above depend on live: run_live refuses the rules that need hindsight and the labels of
+# the whole pool)
+@lru_cache(maxsize=None)
+def _rules(live, reading):
+    """The elimination rules configs() draws from: every rule of the registry, less those that need hindsight when
+    live, less the ones that read the drawn responses (kernel.READING_RULES) without reading."""
+    return st.sampled_from([name for name, rule in ELIMINATION_RULES.items()
+                            if (rule.live or not live) and (reading or rule.code not in READING_RULES)])
+
+
+_LABELS = {live: st.sampled_from(["drawn"] if live else ["drawn", "pool"]) for live in (False, True)}
 
 
 @st.composite
-def configs(draw, total, tokens_total, policy, unit, live=False):
+def configs(draw, total, tokens_total, policy, unit, live=False, reading=True):
     """A random configuration of policy and a budget; live=True draws only the rules that need no hindsight (run_live
-    refuses the others)."""
-    cfg = RunConfig(policy, unit=unit, **{name: draw(s if s is not None else _LIVE[live][name]) for name, s in _FIELDS})
+    refuses the others), reading=False none of the rules that read the drawn responses (for a policy that reads no
+    rule: such a rule would only make the engine compile its kernel with their code, to the same outcome)."""
+    own = {"eliminate": _rules(live, reading), "mmc_labels": _LABELS[live]}
+    cfg = RunConfig(policy, unit=unit, **{name: draw(s if s is not None else own[name]) for name, s in _FIELDS})
     hi = total + 3 if unit == "samples" else tokens_total + 5
     return cfg, draw(_ints(0, hi))
 
