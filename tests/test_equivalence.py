@@ -31,7 +31,7 @@ def test_engine_equals_reference(policy, unit, data):
     total, tokens_total = int(pool[0][-1]), int(pool[4].sum())
     # deepconf-online takes no elimination rule (run_one returns from its branch before reading cfg.elim): a rule
     # that reads the drawn responses would only compile run_once's kernel once more, with their code and the record
-    # lows, for this test alone (a full kernel: ~50 s of CPU cold), to the same outcome. The grids with both run in
+    # lows, for this test alone (a full kernel: ~80 s of CPU cold), to the same outcome. The grids with both run in
     # test_grid_equals_reference and test_a_one_policy_grid_equals_reference.
     reading = policy != "deepconf-online"
     assert reading or "eliminate" not in REGISTRY[policy].params
