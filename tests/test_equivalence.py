@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from ttc.replay.engine import only_arg, run_grid
 from ttc.replay.kernel import F_ANSWERED, F_COVERED, F_EXHAUSTED, F_SEL, PREFETCH_FROM
-from ttc.replay.policies import DEPTH_POLICIES, POLICIES, REGISTRY, RunConfig
+from ttc.replay.policies import DEPTH_POLICIES, POLICIES, RunConfig
 from ttc.replay.pool import Pool
 from ttc.replay.reference import run_reference
 from ttc.replay.rng import permutation, query_order
@@ -29,13 +29,7 @@ WIDTH = sorted(p for p in POLICIES if p not in DEPTH_POLICIES)
 def test_engine_equals_reference(policy, unit, data):
     pool = data.draw(pools())
     total, tokens_total = int(pool[0][-1]), int(pool[4].sum())
-    # deepconf-online takes no elimination rule (run_one returns from its branch before reading cfg.elim): a rule
-    # that reads the drawn responses would only compile run_once's kernel once more, with their code and the record
-    # lows, for this test alone (a full kernel: ~80 s of CPU cold), to the same outcome. The grids with both run in
-    # test_grid_equals_reference and test_a_one_policy_grid_equals_reference.
-    reading = policy != "deepconf-online"
-    assert reading or "eliminate" not in REGISTRY[policy].params
-    cfg, budget = data.draw(configs(total, tokens_total, policy, unit, reading=reading))
+    cfg, budget = data.draw(configs(total, tokens_total, policy, unit))
     _compare(pool, cfg, budget, lows=data.draw(record_lows(pool[4])) if policy == "deepconf-online" else None)
 
 
@@ -72,8 +66,10 @@ def _grid_equals_reference(data, policy, k, only):
     pool = Pool.from_arrays(off, correct=correct, score=score, ans=ans, tok=tok)
     lows, pool.lows = data.draw(record_lows(tok))
     total, tokens_total = int(off[-1]), int(tok.sum())
-    picked = [data.draw(configs(total, tokens_total, policy(), data.draw(st.sampled_from(["samples", "tokens"]))))
-              for _ in range(k)]
+    # (reading=True: every rule, deepconf-online's included: a grid with one that reads the drawn responses runs
+    # its own kernel, `ttc replay --policy deepconf-online --eliminate esc`'s)
+    picked = [data.draw(configs(total, tokens_total, policy(), data.draw(st.sampled_from(["samples", "tokens"])),
+                                reading=True)) for _ in range(k)]
     seeds = np.array(data.draw(st.lists(st.integers(0, 2**40), min_size=1, max_size=4, unique=True)), np.int64)
     cfgs = [c for c, _ in picked]
     budgets = np.array([[b + data.draw(st.integers(0, 2)) for _ in seeds] for _, b in picked], np.int64)
