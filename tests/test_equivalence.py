@@ -66,8 +66,10 @@ def _grid_equals_reference(data, policy, k, only):
     pool = Pool.from_arrays(off, correct=correct, score=score, ans=ans, tok=tok)
     lows, pool.lows = data.draw(record_lows(tok))
     total, tokens_total = int(off[-1]), int(tok.sum())
-    picked = [data.draw(configs(total, tokens_total, policy(), data.draw(st.sampled_from(["samples", "tokens"]))))
-              for _ in range(k)]
+    # (reading=True: every rule, deepconf-online's included: a grid with one that reads the drawn responses runs
+    # its own kernel, `ttc replay --policy deepconf-online --eliminate esc`'s)
+    picked = [data.draw(configs(total, tokens_total, policy(), data.draw(st.sampled_from(["samples", "tokens"])),
+                                reading=True)) for _ in range(k)]
     seeds = np.array(data.draw(st.lists(st.integers(0, 2**40), min_size=1, max_size=4, unique=True)), np.int64)
     cfgs = [c for c, _ in picked]
     budgets = np.array([[b + data.draw(st.integers(0, 2)) for _ in seeds] for _, b in picked], np.int64)
