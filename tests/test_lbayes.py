@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from ttc.replay import engine
 from ttc.replay.engine import replay, run_once
-from ttc.replay.kernel import lbayes_posterior, lbayes_posterior_each
+from ttc.replay.kernel import lbayes_posterior
 from ttc.replay.live import run_live
 from ttc.replay.policies import RunConfig
 from ttc.replay.pool import Pool
@@ -21,6 +21,7 @@ from ttc.replay.reference import run_reference
 from ttc.replay.rng import permutation, query_order
 
 from support.equivalence import config_kwargs, pools
+from support.lbayes_each import lbayes_posterior_each
 from support.live_sources import Relabelled
 
 
