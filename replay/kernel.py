@@ -3528,7 +3528,7 @@ PROBE_COST_TOKENS = 0  # a probe costs its token offset; probes at or past the t
 PROBE_COST_AUTOTTS = 1  # AutoTTS's replay: every probe is reached and paid; finishing pays max(total, last offset)
 PP_MAX_STEPS = 100  # Parallel-Probe's max_steps (the source's default, never changed by its evaluator)
 # A live run's record not generated yet (replay.live.run_live_depth): rec[k, 1] < 0, never a real record's code
-DEPTH_MISSING = -1
+MISSING_SEGMENT = -1
 
 
 @jit
@@ -4243,7 +4243,7 @@ def _live_layout(off, width):
 @jit
 def parallel_probe_live(off, aoff, rec, width, order, chains, T, patience, warm, unit, budget, bound):
     """Parallel-Probe over the segments a live run holds (replay.live.run_live_depth): trace p's records at rows
-    p * width on, then DEPTH_MISSING where its next segment is still to come; bound: the most tokens a segment may
+    p * width on, then MISSING_SEGMENT where its next segment is still to come; bound: the most tokens a segment may
     cost (<= 0: unknown). (qi, tot, t_r, want) as parallel_probe leaves them: want[0] == 0 when the run is whole
     (its outcome final), else want[1 .. want[0]] the traces whose next segment it needs, in the order reached
     (depth_want), and the rest is to be run again once they came."""

@@ -42,11 +42,11 @@ from .engine import cmc_knobs, outcome, pool_arrays, scratch
 from .kernel import (
     BEST_J,
     CAPPED,
-    DEPTH_MISSING,
     ELIM,
     EXH,
     FIRST_J,
     LEAD,
+    MISSING_SEGMENT,
     NEED,
     SAMPLES,
     TOKENS,
@@ -500,7 +500,7 @@ def _costliest_segment(pool) -> int:
 class _LiveRecords:
     """The segments a live depth run has received, as the depth kernels read them (kernel.depth_records' records: tokens
     at the record's end, 4 * (answer + 1) + 2 * (it ends the trace) + correct): trace p (the k-th of query i, at
-    p = off[i] + k) at rows p * width on, then DEPTH_MISSING where its next segment is still to come (width doubles
+    p = off[i] + k) at rows p * width on, then MISSING_SEGMENT where its next segment is still to come (width doubles
     when a trace outgrows it). The trace cap applies as replay's depth view applies it: a probe at the cap is a
     record and the trace ends there holding it, and a segment running past the cap ends the trace at the cap (cost
     the cap) holding its last probe's answer. Answers are coded per query in order of first appearance."""
@@ -509,7 +509,7 @@ class _LiveRecords:
         self.off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self.cap, self.width = int(cap), 4
         total = int(self.off[-1])
-        self.rec = np.full((total * self.width, 2), DEPTH_MISSING, np.int64)
+        self.rec = np.full((total * self.width, 2), MISSING_SEGMENT, np.int64)
         self.nrec = np.zeros(total, np.int64)  # records held per trace
         self.first: dict[int, list[int]] = {}  # per trace, each segment's first record (in its rows)
         self.segments: dict[int, list[Segment]] = {}
@@ -571,7 +571,7 @@ class _LiveRecords:
         while w < need:
             w *= 2
         total = len(self.nrec)
-        rec = np.full((total * w, 2), DEPTH_MISSING, np.int64)
+        rec = np.full((total * w, 2), MISSING_SEGMENT, np.int64)
         rec.reshape(total, w, 2)[:, :self.width] = self.rec.reshape(total, self.width, 2)
         self.rec, self.width = rec, w
 
