@@ -4205,27 +4205,32 @@ def cmc(off, aoff, poff, rec, seg, perm, order, kn, kf, unit, budget, t_r, t_pai
 @jit
 def cmc_once(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order, kn, kf, unit, budget):
     """One CMC run on a given permutation and query order: (qi, tot, t_paid)."""
-    n = off.shape[0] - 1
-    total = off[n]
     rec = np.empty((poff[-1] + reach.shape[0], 2), np.int64)
     seg = depth_records(poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, rec)
+    t_r, t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi, qf, hist, cc, fr, cok, tot, srv, done = _cmc_run_scratch(off, aoff,
+                                                                                                             kn)
+    cmc(off, aoff, poff, rec, seg, perm, order, kn, kf, unit, budget, t_r, t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi,
+        qf, hist, cc, fr, cok, _cmc_conf(), tot, srv, done, 0, None, None)
+    return qi, tot, t_paid
+
+
+@inner
+def _cmc_run_scratch(off, aoff, kn):
+    """One CMC run's state and scratch, fresh (cmc_once's and cmc_live's; the grid resets its own between runs):
+    per trace t_r, t_paid, t_st, t_pr, t_dis, t_ans (-1: none), t_ok; per query qi (its leader, column 3, -1), qf,
+    hist; per answer slot cc, fr, cok; tot; the serving scratch srv, done."""
+    n = off.shape[0] - 1
+    total = off[n]
     z = np.zeros(total, np.int64)
-    t_r, t_paid, t_st, t_pr, t_dis, t_ok = z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy()
     t_ans = np.full(total, -1, np.int64)
     qi = np.zeros((n, 11), np.int64)
     for i in range(n):
         qi[i, 3] = -1
-    qf = np.zeros((n, 2))
-    hist = np.zeros((n, max(kn[4], 1)))
-    cc = np.zeros(aoff[n], np.int64)
-    fr = np.zeros(aoff[n], np.int64)
-    cok = np.zeros(aoff[n], np.int64)
-    tot = np.zeros(TOT_SLOTS, np.int64)
-    srv = np.empty(_largest(off), np.int64)
-    done = np.empty((2, _largest(off)), np.int64)
-    cmc(off, aoff, poff, rec, seg, perm, order, kn, kf, unit, budget, t_r, t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi,
-        qf, hist, cc, fr, cok, _cmc_conf(), tot, srv, done, 0, None, None)
-    return qi, tot, t_paid
+    big = max(_largest(off), 1)
+    return (z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), t_ans, z, qi, np.zeros((n, 2)),
+            np.zeros((n, max(kn[4], 1))), np.zeros(aoff[n], np.int64), np.zeros(aoff[n], np.int64),
+            np.zeros(aoff[n], np.int64), np.zeros(TOT_SLOTS, np.int64), np.empty(big, np.int64),
+            np.empty((2, big), np.int64))
 
 
 @inner
@@ -4268,23 +4273,11 @@ def parallel_probe_live(off, aoff, rec, width, order, chains, T, patience, warm,
 def cmc_live(off, aoff, rec, width, seg, order, kn, kf, unit, budget, bound):
     """CMC over the segments a live run holds, as parallel_probe_live (seg: the costliest segment it may read, the
     wanted ones' bound included); (qi, tot, t_r, want)."""
-    n = off.shape[0] - 1
-    total = off[n]
     perm, poff, want, blk = _live_layout(off, width)
-    z = np.zeros(total, np.int64)
-    t_r, t_paid, t_st, t_pr, t_dis, t_ok = z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy()
-    t_ans = np.full(total, -1, np.int64)
-    qi = np.zeros((n, 11), np.int64)
-    for i in range(n):
-        qi[i, 3] = -1
-    qf = np.zeros((n, 2))
-    hist = np.zeros((n, max(kn[4], 1)))
-    cc, fr, cok = np.zeros(aoff[n], np.int64), np.zeros(aoff[n], np.int64), np.zeros(aoff[n], np.int64)
-    tot = np.zeros(TOT_SLOTS, np.int64)
-    big = max(_largest(off), 1)
+    t_r, t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi, qf, hist, cc, fr, cok, tot, srv, done = _cmc_run_scratch(off, aoff,
+                                                                                                             kn)
     cmc(off, aoff, poff, rec, seg, perm, order, kn, kf, unit, budget, t_r, t_paid, t_st, t_pr, t_dis, t_ans, t_ok, qi,
-        qf, hist, cc, fr, cok, _cmc_conf(), tot, np.empty(big, np.int64), np.empty((2, big), np.int64), bound, want,
-        blk)
+        qf, hist, cc, fr, cok, _cmc_conf(), tot, srv, done, bound, want, blk)
     return qi, tot, t_r, want
 
 
