@@ -645,20 +645,24 @@ def warm_records(a0, m, perm, resp):
 
 @inner
 def oracle_candidates(P, W, epoch, unit, cost, first, cand):
-    """The oracle's once-per-run plan: the queries with a correct response in their pool, in rank order, with
-    the position of their first correct draw and its cost (responses or tokens up to it). Returns how many."""
+    """The oracle's once-per-run plan: the queries with a correct response in their pool, in rank order (cand[:c]),
+    with per query i the position of its first correct draw (first[i], -1 for none) and its cost (cost[i],
+    responses or tokens up to it). Returns c. The draws are walked in memory order, a stream through the pool
+    that the hardware prefetcher follows (in rank order each query's block was a miss: 4x the cost per query at
+    50,000 x 64 as at 500, docs/performance.md); only the listing goes by rank."""
     off, correct, tok, perm, qgen, hs = P.off, P.correct, P.tok, W.perm, W.qgen, W.hs
     lazy = qgen.shape[0] > 0
     nq = off.shape[0] - 1
     big = off[nq] >= PREFETCH_FROM
-    c = 0
-    for pos in range(nq):
-        i = W.order[pos]
-        if big and pos + 1 < nq:  # the next query's offsets were asked for one turn ago: now its responses
-            if pos + 2 < nq:
-                prefetch(off, W.order[pos + 2], 0)
-            q1 = W.order[pos + 1]
-            warm_block(off[q1], off[q1 + 1] - off[q1], perm, P.score, tok, P.ans, correct)
+    for i in range(nq):
+        first[i] = -1
+        if big and i + 2 < nq:  # the block after next: its draws land anywhere in it (a stream the prefetcher
+            # follows line by line only when every line is read)
+            a2, m2 = off[i + 2], min(off[i + 3] - off[i + 2], 64)
+            for b in range(0, 8 * m2 + 63 if m2 > 0 else 0, 64):
+                e = min(b, 8 * m2 - 1)
+                prefetch(perm, a2, e)
+                prefetch(tok, a2, e)
         solvable = False  # a query with no correct response in its pool is never a candidate: skip its draws
         for t in range(off[i], off[i + 1]):
             if correct[t] == 1:
@@ -685,13 +689,17 @@ def oracle_candidates(P, W, epoch, unit, cost, first, cand):
             j = perm[a + k]
             toks += tok[j]
             if correct[j] == 1:
-                cost[c] = k + 1 if unit == UNIT_SAMPLES else toks
-                first[c] = k
-                cand[c] = i
-                c += 1
+                cost[i] = k + 1 if unit == UNIT_SAMPLES else toks
+                first[i] = k
                 break
         if lazy:
             qgen[i, 0] = g
+    c = 0
+    for pos in range(nq):
+        i = W.order[pos]
+        if first[i] >= 0:
+            cand[c] = i
+            c += 1
     return c
 
 
@@ -2998,8 +3006,10 @@ def run_one(P, W, cfg, code, budget, epoch, packed, reading, live_run, dc):
 
         # oracle: candidates (queries with a correct response) by (cost, rank)
         st.c = oracle_candidates(P, W, epoch, unit, cost, first, cand) if policy == ORACLE else 0
-        if policy == ORACLE:  # in rank order: ties keep smaller rank
-            by_cost = stable_argsort(cost, st.c)
+        if policy == ORACLE:  # the candidates by cost, ties by rank (cand is in rank order; U its costs, scratch here)
+            for t in range(st.c):
+                U[t] = cost[cand[t]]
+            by_cost = stable_argsort(U, st.c)
         st.left = budget
 
         st.sp = 0  # streaming: position of the current query in the order
@@ -3191,15 +3201,23 @@ def run_one(P, W, cfg, code, budget, epoch, packed, reading, live_run, dc):
         elif policy == ORACLE:  # -- oracle: exactly each candidate's first k + 1 responses, cheapest first, while
             # they fit (a branch of its own, not the chain's `else`, so that the other policies' kernels prune it)
             q = st.q
-            if q >= st.c or cost[by_cost[q]] > st.left:
+            if q >= st.c or cost[cand[by_cost[q]]] > st.left:
                 break
-            st.left -= cost[by_cost[q]]
-            i, want, bud, uu, cap, rule = cand[by_cost[q]], first[by_cost[q]] + 1, INT64_MAX, \
-                UNIT_SAMPLES, 0, ELIM_NONE
-            if big and q + 1 < st.c:  # the next two candidates: as round-robin's
+            i = cand[by_cost[q]]
+            st.left -= cost[i]
+            want, bud, uu, cap, rule = first[i] + 1, INT64_MAX, UNIT_SAMPLES, 0, ELIM_NONE
+            if big and q + 1 < st.c:  # the next two candidates: as round-robin's (a pull of several draws: all the
+                # next one's lines, its draws anywhere in its block after the walk's steps)
                 if q + 2 < st.c:
                     warm(cand[by_cost[q + 2]])
-                warm_draw(cand[by_cost[q + 1]])
+                q1 = cand[by_cost[q + 1]]
+                if first[q1] > 0:
+                    if records:
+                        warm_records(off[q1], off[q1 + 1] - off[q1], perm, packed[0])
+                    else:
+                        warm_block(off[q1], off[q1 + 1] - off[q1], perm, score, tok, ans, correct)
+                else:
+                    warm_draw(q1)
         else:  # (never: every policy has its branch above)
             break
 
