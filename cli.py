@@ -703,8 +703,8 @@ def bench_cmd(
         "decisions it made (default 3; 0: every run to its end; the table says on how many decisions each row's "
         "rate was measured)."),
     growth: str = typer.Option("500,5000,50000", help="Pool sizes (queries) for the growth table; empty: skip."),
-    growth_decisions: int = typer.Option(1_000_000, help="Decisions per cell of the growth table (its seeds scaled "
-                                         "to it)."),
+    growth_decisions: int = typer.Option(400_000, help="Decisions per cell and round of the growth table (its seeds "
+                                         "scaled to it; 3 rounds, one thread's CPU time)."),
     threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores)."),
     depth: bool = typer.Option(True, "--depth/--no-depth", help="Also time the depth policies (parallel-probe, cmc, "
                                "a width policy under the stability rule) on a synthetic probed pool (at most 100 "

@@ -46,7 +46,8 @@ class BenchSpec:
 
 
 GROWTH_NS = (500, 5000, 50000)
-GROWTH_DECISIONS = 1_000_000  # per growth cell (seeds scaled to it)
+GROWTH_DECISIONS = 400_000  # per growth cell and round (seeds scaled to it)
+GROWTH_ROUNDS = 3  # each cell timed this many times, the sizes in turn; the median kept
 GROWTH_N0 = 500  # the pool size the engine's costs (policies.Cost) were measured at
 # what a decision costs grows by its memory traffic's share, at most GROWTH_MEM_NS, times (n / GROWTH_N0) **
 # GROWTH_EXP - 1 (the growth table; pets' and pets-online's compute does not grow with the pool)
@@ -79,7 +80,7 @@ def reference_run_s(c: RunConfig, b: float, n: int, size: int, cap_s: float) -> 
     return REF_SETUP_S * n * size + sum(k.ref_run_s for k in ks) + (min(run, cap_s + per) if cap_s else run)
 
 
-def estimate_s(spec: BenchSpec, ns=GROWTH_NS, decisions: int = GROWTH_DECISIONS, growth_repeats: int = 1,
+def estimate_s(spec: BenchSpec, ns=GROWTH_NS, decisions: int = GROWTH_DECISIONS, growth_rounds: int = GROWTH_ROUNDS,
                threads: int = 2, depth: bool = False) -> dict:
     """Seconds each phase of `ttc bench` will take, from the sizes alone and each configuration's costs
     (policies.Cost): the engine's timings (the full grid once, each row `repeats` times, on `threads`), the
@@ -88,7 +89,7 @@ def estimate_s(spec: BenchSpec, ns=GROWTH_NS, decisions: int = GROWTH_DECISIONS,
     engine = (1 + spec.repeats) * spec.seeds * runs / threads
     reference = spec.reference_seeds * sum(reference_run_s(c, b, spec.n, spec.size, spec.reference_s)
                                            for c in _configs(spec) for b in spec.budgets)
-    growth = sum(n * spec.size * POOL_S_PER_RESPONSE + sum(growth_cell_s(p, n, decisions, growth_repeats, threads)
+    growth = sum(n * spec.size * POOL_S_PER_RESPONSE + sum(growth_cell_s(p, n, decisions, growth_rounds)
                                                            for p in spec.policies) for n in ns)
     out = {"engine": engine, "reference": reference, "growth": growth}
     if depth:
@@ -97,14 +98,14 @@ def estimate_s(spec: BenchSpec, ns=GROWTH_NS, decisions: int = GROWTH_DECISIONS,
     return out
 
 
-def growth_cell_s(policy: str, n: int, decisions: int, repeats: int, threads: int, budget: int = 8) -> float:
-    """Seconds of one growth cell: one seed to warm up, then `repeats` timings of about `decisions` decisions (whole
-    seeds, on at most `threads` threads), each decision dearer on a larger pool (GROWTH_EXP)."""
+def growth_cell_s(policy: str, n: int, decisions: int, rounds: int, budget: int = 8) -> float:
+    """CPU seconds of one growth cell on one thread: one seed to warm up, then `rounds` timings of about `decisions`
+    decisions (whole seeds), each decision dearer on a larger pool (GROWTH_EXP)."""
     runs = max(1, decisions // (budget * n))
     c = RunConfig(policy)
     mem = min(GROWTH_MEM_NS, sum(Cost.at(k.engine_ns, budget) for k in _costs(c)))
     run = engine_run_s(c, budget, n) + 1e-9 * budget * n * mem * max(0.0, (n / GROWTH_N0) ** GROWTH_EXP - 1)
-    return (repeats * runs + 1) * run / min(threads, runs)
+    return (rounds * runs + 1) * run
 
 
 def _median_time(fn, repeats, after=None):
@@ -202,37 +203,62 @@ def bench(spec: BenchSpec, progress=None, threads: int = 2) -> tuple[pl.DataFram
                                 "seeds": spec.seeds}
 
 
-def growth(ns=GROWTH_NS, size=64, budget=8, decisions=GROWTH_DECISIONS, repeats=1,
-           policies=tuple(POLICIES), progress=None, threads: int = 2) -> pl.DataFrame:
-    """Decisions per second as the pool grows, at a fixed amount of work per point (seeds scaled so each
-    point makes about `decisions` decisions): flat = linear work, a slow fall = the heap's log n."""
+def growth(ns=GROWTH_NS, size=64, budget=8, decisions=GROWTH_DECISIONS, rounds=GROWTH_ROUNDS,
+           policies=tuple(POLICIES), progress=None) -> pl.DataFrame:
+    """Cost per decision as the pool grows, at a fixed amount of work per point (seeds scaled so each point makes
+    about `decisions` decisions a round): flat = linear work, a slow rise = the heap's log n and the memory
+    hierarchy. Each cell is timed in CPU time of the one thread that runs it (the kernel runs on this thread), the
+    sizes in turn round after round (ascending, then descending) and the median of the rounds kept: on a machine
+    other jobs share, wall time moved one cell 2x between runs, while one thread's CPU time and the interleaving keep
+    the sizes comparable (docs/performance.md, "Growth with the pool")."""
+    from .engine import get_threads, set_threads
+
     step = progress or (lambda s: None)
-    rows = []
     tables = make_tables(size, 0.95, sc_beta=False)
-    for n in ns:
-        pool = make_pool(n=n, size=size, seed=0)
-        step(n * size * POOL_S_PER_RESPONSE)
-        seeds = np.arange(max(1, decisions // (budget * n)))
+    cells = {(p, n): [] for p in policies for n in ns}
+    runs = {}
+    threads = get_threads()
+    set_threads(1)
+    try:
+        pools = {}
+        for n in ns:
+            pools[n] = make_pool(n=n, size=size, seed=0)
+            step(n * size * POOL_S_PER_RESPONSE)
         for p in policies:
-            bt = np.full((1, len(seeds)), budget * n, np.int64)
-            run_grid(pool, [RunConfig(p)], bt[:, :1], seeds[:1], tables)
-            wall, (_, out_i, _, _) = _median_time(
-                lambda pool=pool, p=p, bt=bt, seeds=seeds: run_grid(pool, [RunConfig(p)], bt, seeds, tables), repeats)
-            d = int(out_i[0, :, 0].sum())
-            rows.append({"queries": n, "policy": p, "budget": budget, "runs": len(seeds), "wall_s": wall,
-                         "decisions": d, "decisions_per_s": d / wall})
-            step(growth_cell_s(p, n, decisions, repeats, threads, budget))
+            for n in ns:  # compile or load, and touch the pool once
+                run_grid(pools[n], [RunConfig(p)], np.full((1, 1), budget * n, np.int64), np.arange(1), tables)
+                step(growth_cell_s(p, n, decisions, 0, budget))
+        for r in range(rounds):
+            for p in policies:
+                for n in (ns if r % 2 == 0 else ns[::-1]):
+                    seeds = np.arange(max(1, decisions // (budget * n)))
+                    bt = np.full((1, len(seeds)), budget * n, np.int64)
+                    t = time.thread_time()
+                    _, out_i, _, _ = run_grid(pools[n], [RunConfig(p)], bt, seeds, tables)
+                    cpu = time.thread_time() - t
+                    d = int(out_i[0, :, 0].sum())
+                    cells[p, n].append(cpu / max(1, d))
+                    runs[p, n] = (len(seeds), d)
+                    step(growth_cell_s(p, n, decisions, 1, budget) - growth_cell_s(p, n, decisions, 0, budget))
+    finally:
+        set_threads(threads)
+    rows = []
+    for p in policies:
+        for n in ns:
+            per = statistics.median(cells[p, n])
+            rows.append({"queries": n, "policy": p, "budget": budget, "runs": runs[p, n][0], "rounds": rounds,
+                         "decisions": runs[p, n][1], "cpu_ns_per_decision": 1e9 * per, "decisions_per_s": 1 / per})
     return pl.DataFrame(rows)
 
 
 def growth_ratios(g: pl.DataFrame) -> dict:
-    """Per policy: its decisions/s at each size, and its cost per decision at the largest size over the smallest
-    (the growth check: a policy whose work per decision grows with the pool shows it here)."""
+    """Per policy: its CPU ns per decision at each size, and the largest size's over the smallest's (the growth
+    check: a policy whose work per decision grows with the pool shows it here)."""
     out = {}
     for p in g["policy"].unique(maintain_order=True):
         sub = g.filter(pl.col("policy") == p).sort("queries")
-        rates = sub["decisions_per_s"].to_list()
-        out[p] = (rates, rates[0] / rates[-1])
+        ns = sub["cpu_ns_per_decision"].to_list()
+        out[p] = (ns, ns[-1] / ns[0])
     return out
 
 

@@ -828,7 +828,7 @@ def outcome(P: PoolArrays, W: Scratch, votes: tuple | None = None) -> dict:
                          np.full(slots, -1, np.int64), np.empty(biggest + 1, np.int64), np.empty(biggest + 1), bits)
     sel = np.stack([(bits & f) > 0 for f in F_SEL], axis=1).reshape(n, len(F_SEL))
     out = {
-        "n_drawn": qs[N].copy(), "answered": qs[ELIM].astype(bool), "covered": qs[COVERED].astype(bool),
+        "n_drawn": qs[N].astype(np.int64), "answered": qs[ELIM].astype(bool), "covered": qs[COVERED].astype(bool),
         "exhausted_q": qs[EXH].astype(bool), "capped": qs[CAPPED].astype(bool),
         "sel_bon": sel[:, 0], "sel_weighted": sel[:, 1], "sel_sc": sel[:, 2],
         "samples_used": int(W.tot[SAMPLES]), "tokens_used": int(W.tot[TOKENS]), "exhausted": int(W.tot[EXHAUSTED]),

@@ -134,14 +134,31 @@ PREFETCH_FROM = 1 << 16
 # mm_*: mmc's e-processes, advanced at each check over the draws since the last (run_one's mmc_stops): mm_p draws read,
 # mm_d answers seen, mm_last the leader chosen before the latest vote, mm_s1 / mm_f1 / mm_q1 the pair e-process's
 # successes, failures and latest bet (its log e is mmc_log_e of the three), mm_s2 / mm_f2 / mm_q2 the other one's.
-QSTATE = np.dtype([("n", np.int64), ("best_j", np.int64), ("covered", np.int64), ("lead", np.int64),
-                   ("lead_cnt", np.int64), ("second_cnt", np.int64), ("wlead", np.int64), ("elim", np.int64),
-                   ("capped", np.int64), ("exh", np.int64), ("ssum", np.float64), ("best", np.float64),
-                   ("s", np.float64), ("wlead_sum", np.float64),
-                   ("mm_p", np.int64), ("mm_d", np.int64), ("mm_last", np.int64), ("mm_s1", np.int64),
-                   ("mm_f1", np.int64), ("mm_s2", np.int64), ("mm_f2", np.int64), ("mm_q1", np.float64),
-                   ("mm_q2", np.float64)], align=True)
-N, BEST_J, COVERED, LEAD, LEAD_CNT, SECOND_CNT, WLEAD, ELIM, CAPPED, EXH, SSUM, BEST, S, WLEAD_SUM = QSTATE.names[:14]
+_QHOT = [("ssum", np.float64), ("best", np.float64), ("s", np.float64), ("wlead_sum", np.float64),
+         ("best_j", np.int64), ("n", np.int32), ("lead", np.int32), ("lead_cnt", np.int32), ("second_cnt", np.int32),
+         ("wlead", np.int32), ("covered", np.int8), ("elim", np.int8), ("capped", np.int8), ("exh", np.int8)]
+_QMMC = [("mm_q1", np.float64), ("mm_q2", np.float64), ("mm_p", np.int32), ("mm_d", np.int32),
+         ("mm_last", np.int32), ("mm_s1", np.int32), ("mm_f1", np.int32), ("mm_s2", np.int32), ("mm_f2", np.int32)]
+
+
+def _lines(*groups) -> np.dtype:
+    """A record of cache lines: each group of fields packed from the start of its own 64-byte line."""
+    names, formats, offsets = [], [], []
+    for g, fields in enumerate(groups):
+        at = 64 * g
+        for name, t in fields:
+            names.append(name)
+            formats.append(t)
+            offsets.append(at)
+            at += np.dtype(t).itemsize
+        assert at <= 64 * (g + 1), "a group outgrows its line"
+    return np.dtype({"names": names, "formats": formats, "offsets": offsets, "itemsize": 64 * len(groups)})
+
+
+QSTATE = _lines(_QHOT, _QMMC)
+N, BEST_J, COVERED, LEAD, LEAD_CNT, SECOND_CNT, WLEAD, ELIM, CAPPED, EXH, SSUM, BEST, S, WLEAD_SUM = (
+    "n", "best_j", "covered", "lead", "lead_cnt", "second_cnt", "wlead", "elim", "capped", "exh", "ssum", "best", "s",
+    "wlead_sum")
 # si columns (sf holds the summed score of each answer)
 CNT, FIRST_J = 0, 1
 # mm columns (one row per answer slot, as si: mmc's ranking of the answers over the draws it has read): an answer's
@@ -611,6 +628,22 @@ def stable_argsort(keys, m):
         a, b = b, a
         width *= 2
     return a
+
+
+@inner
+def top_after(hk, hr, m, c):
+    """The largest of the heap's child c's siblings and children in a heap of m > 1 entries (-1: none): the top two
+    decisions on if the root leaves the top to c and c then leaves it too (an index policy's pulled query usually
+    falls), so that run_one can ask for its lines two decisions ahead. A function, not a closure of run_one: one
+    inlined closure more made the first compile ~2 s longer (measured on branch s5-grow)."""
+    d = -1
+    for t in range(1, min(5, m)):
+        if t != c and (d < 0 or hk[t] > hk[d] or (hk[t] == hk[d] and hr[t] < hr[d])):
+            d = t
+    for t in range(4 * c + 1, min(4 * c + 5, m)):
+        if d < 0 or hk[t] > hk[d] or (hk[t] == hk[d] and hr[t] < hr[d]):
+            d = t
+    return d
 
 
 @inline
@@ -2845,9 +2878,7 @@ def run_one(P, W, cfg, code, budget, epoch, packed, reading, live_run, dc):
     def warm(q):
         """Prefetch what query q's next pull reads first (its record's fields up to wlead_sum, its offsets, its
         lazy Fisher-Yates state), so that those loads overlap the current decision instead of starting the next."""
-        prefetch(qs, q, 0)
-        prefetch(qs, q, 56)
-        prefetch(qs, q, 111)
+        prefetch(qs, q, 0)  # (one line: QSTATE's hot fields; mmc's are on its second)
         prefetch(off, q, 0)
         prefetch(aoff, q, 0)
         if lazy:
@@ -3150,9 +3181,13 @@ def run_one(P, W, cfg, code, budget, epoch, packed, reading, live_run, dc):
                 break
             i, want, rule = hq[0], K, (ELIM_NONE if policy == PETS else elim)
             st.n0 = qs[i].n
-            if big and st.size > 1:  # the next top is this query again or the root's larger child: warm the child
+            if big and st.size > 1:  # the next top is this query again or the root's larger child: warm the child,
+                # and the likely top after it (top_after), whose lines then have two decisions to come
                 c = top_child(hk, hr, st.size)
                 warm(hq[c])
+                d = top_after(hk, hr, st.size, c)
+                if d > 0:
+                    warm(hq[d])
         elif policy == STREAMING:  # -- streaming: the queries in order, each until it stops or meets the reserve
             sp = st.sp
             if sp >= n:

@@ -380,8 +380,17 @@ GROWTH_BOUND = 3.0  # issue 28: every policy's cost per decision within 3x from 
 
 def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, growth, threads=None,
               console: Console | None = None, depth: bool = True, reference_s: float | None = None,
-              growth_decisions: int = 1_000_000):
-    from .bench import REFERENCE_S, BenchSpec, bench, depth_sizes, estimate_s, growth_ratios
+              growth_decisions: int | None = None):
+    from .bench import (
+        GROWTH_DECISIONS,
+        GROWTH_ROUNDS,
+        REFERENCE_S,
+        BenchSpec,
+        bench,
+        depth_sizes,
+        estimate_s,
+        growth_ratios,
+    )
     from .bench import growth as growth_table
     from .progress import _duration
 
@@ -389,6 +398,7 @@ def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, grow
     if queries < 1 or responses < 1 or seeds < 1 or repeats < 1 or reference_seeds < 0:
         raise PoolError("--queries, --responses, --seeds and --repeats must be >= 1, --reference-seeds >= 0")
     reference_s = REFERENCE_S if reference_s is None else reference_s
+    growth_decisions = GROWTH_DECISIONS if growth_decisions is None else growth_decisions
     if not 0 <= reference_s < math.inf:  # NaN fails
         raise PoolError(f"--reference-s must be in [0, inf) (0: every reference run to its end), got {reference_s}")
     check_budgets(budgets)
@@ -423,8 +433,8 @@ def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, grow
 
             d = bench_depth(**depth_sizes(spec), repeats=repeats, reference_seeds=max(reference_seeds, 1),
                             progress=advance, threads=get_threads())
-        g = (growth_table(ns=tuple(growth), size=responses, decisions=growth_decisions, progress=advance,
-                          threads=get_threads()) if growth else None)
+        g = (growth_table(ns=tuple(growth), size=responses, decisions=growth_decisions, progress=advance)
+             if growth else None)
     console.print(f"[bold]ttc bench[/]: synthetic pool {queries} queries x {responses} responses, "
                   f"{get_threads()} threads, median of {repeats} repeats; first call (compile or cache "
                   f"load) {info['warmup_s']:.2f} s", highlight=False)
@@ -462,8 +472,9 @@ def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, grow
         console.print(t)
         df = pl.concat([df, d.with_columns(pl.col("budget").cast(df.schema["budget"]))], how="diagonal_relaxed")
     if growth:
-        t = Table(title="growth with pool size at budget 8: decisions/s, and the cost per decision at the largest "
-                  "size over the smallest (flat = 1x; uniform's is the memory hierarchy's share)", title_style="dim")
+        t = Table(title="growth with pool size at budget 8: CPU ns per decision on one thread (median of "
+                  f"{GROWTH_ROUNDS} rounds, the sizes in turn), and the largest size's over the smallest's (flat = 1x)",
+                  title_style="dim")
         t.add_column("policy")
         for n in sorted(set(growth)):
             t.add_column(f"n={n:,}", justify="right")
@@ -471,7 +482,7 @@ def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, grow
             t.add_column("growth", justify="right")
         ratios = growth_ratios(g)
         for p, (rates, ratio) in ratios.items():
-            t.add_row(p, *[f"{v:.3g}" for v in rates], *([f"{ratio:.1f}x"] if len(growth) > 1 else []))
+            t.add_row(p, *[f"{v:.1f}" for v in rates], *([f"{ratio:.1f}x"] if len(growth) > 1 else []))
         console.print(t)
         if len(set(growth)) > 1:  # issue 28's check, with what the table cannot say on its own
             over = {p: r for p, (_, r) in ratios.items() if r > GROWTH_BOUND}

@@ -1,6 +1,8 @@
 """`ttc bench` runs end to end on a tiny grid and reports numbers that add up."""
 import re
 
+import polars as pl
+import pytest
 from typer.testing import CliRunner
 
 from ttc.cli import app
@@ -92,8 +94,28 @@ def test_the_estimate_counts_each_rows_cost_and_the_cap():
 
 
 def test_growth_table_covers_every_size_and_policy():
-    g = growth(ns=(10, 40), size=6, budget=2, decisions=400, repeats=1, policies=("uniform", "ucb"))
+    g = growth(ns=(10, 40), size=6, budget=2, decisions=400, rounds=2, policies=("uniform", "ucb"))
     assert g.height == 4 and sorted(set(g["queries"])) == [10, 40]
+    # every cell timed each round, each decision counted (budget 2 per query, seeds scaled to 400 decisions)
+    assert g["rounds"].to_list() == [2] * 4
+    assert g.filter(pl.col("queries") == 10)["runs"].to_list() == [20, 20]
+    assert (g["decisions"] == g["runs"] * 2 * g["queries"]).all() and (g["cpu_ns_per_decision"] > 0).all()
+
+
+def test_growth_times_one_thread_and_gives_the_threads_back():
+    """The growth table's cells are one thread's CPU time (the kernel on the calling thread): the thread count is
+    set to 1 while it runs and restored after, also when a cell fails."""
+    from ttc.replay.engine import get_threads, set_threads
+
+    set_threads(2)
+    seen = []
+    growth(ns=(10,), size=6, budget=2, decisions=40, rounds=1, policies=("uniform",),
+           progress=lambda s: seen.append(get_threads()))
+    assert set(seen) == {1} and get_threads() == 2
+    with pytest.raises(ValueError):
+        growth(ns=(10,), size=6, budget=2, decisions=40, rounds=1, policies=("no-such-policy",))
+    assert get_threads() == 2
+    set_threads(None)
 
 
 def test_bench_command_prints_its_tables():
