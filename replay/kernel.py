@@ -125,6 +125,11 @@ AC_ENTROPY_TIE = 1e-12
 # Responses in a pool from which run_one prefetches the next decision's state (prefetch): below, the pool's arrays
 # (~33 bytes a response) fit in a core's L2 and the prefetches only cost (ucb at 500 x 64: +25% per decision).
 PREFETCH_FROM = 1 << 16
+# Round-robin knows its next queries: run_one warms the state of the one RR_WARM turns on and the draw of the one
+# RR_DRAW turns on. A miss takes ~170 ns here, longer than a turn at 50,000 x 64, so the turn after next and the next
+# (2, 1 before) left optscale's and dsc's rounds in rank order waiting (docs/performance.md, "Growth with the pool";
+# streaming and the oracle, whose turns are longer, gained nothing from it)
+RR_WARM, RR_DRAW = 4, 2
 
 # Per-query state: one record per query. The kernels read and write its fields by name (qs[i].n); Python reads a
 # column by the constants below (W.qs[N]). n: responses drawn; best_j / best: the highest-scored one and its score;
@@ -628,22 +633,6 @@ def stable_argsort(keys, m):
         a, b = b, a
         width *= 2
     return a
-
-
-@inner
-def top_after(hk, hr, m, c):
-    """The largest of the heap's child c's siblings and children in a heap of m > 1 entries (-1: none): the top two
-    decisions on if the root leaves the top to c and c then leaves it too (an index policy's pulled query usually
-    falls), so that run_one can ask for its lines two decisions ahead. A function, not a closure of run_one: one
-    inlined closure more made the first compile ~2 s longer (measured on branch s5-grow)."""
-    d = -1
-    for t in range(1, min(5, m)):
-        if t != c and (d < 0 or hk[t] > hk[d] or (hk[t] == hk[d] and hr[t] < hr[d])):
-            d = t
-    for t in range(4 * c + 1, min(4 * c + 5, m)):
-        if d < 0 or hk[t] > hk[d] or (hk[t] == hk[d] and hr[t] < hr[d]):
-            d = t
-    return d
 
 
 @inline
@@ -3126,11 +3115,11 @@ def run_one(P, W, cfg, code, budget, epoch, packed, reading, live_run, dc):
                     st.by_rank = True
                 st.blk = max(1, blk)
             i, want, bud, cap, rule, reps = act[st.p], st.rr_k, st.rr_budget, st.rr_cap, st.rr_elim, st.blk
-            if big:  # the round's next two queries: warm the one after next, the next one's draw
-                if st.p + 2 < st.m:
-                    warm(act[st.p + 2])
-                if st.p + 1 < st.m:
-                    q1 = act[st.p + 1]
+            if big:  # the round's next queries: warm the state RR_WARM on, the draws RR_DRAW on
+                if st.p + RR_WARM < st.m:
+                    warm(act[st.p + RR_WARM])
+                if st.p + RR_DRAW < st.m:
+                    q1 = act[st.p + RR_DRAW]
                     if st.blk > 1 or st.rr_k > 1:  # a pull of several draws: all its lines
                         if records:
                             warm_records(off[q1], off[q1 + 1] - off[q1], perm, packed[0])
@@ -3181,20 +3170,17 @@ def run_one(P, W, cfg, code, budget, epoch, packed, reading, live_run, dc):
                 break
             i, want, rule = hq[0], K, (ELIM_NONE if policy == PETS else elim)
             st.n0 = qs[i].n
-            if big and st.size > 1:  # the next top is this query again or the root's larger child: warm the child,
-                # and the likely top after it (top_after), whose lines then have two decisions to come
+            if big and st.size > 1:  # the next top is this query again or the root's larger child: warm the child
+                # (and the likely top after it too, top_after on branch s5-grow: no gain, measured twice)
                 c = top_child(hk, hr, st.size)
                 warm(hq[c])
-                d = top_after(hk, hr, st.size, c)
-                if d > 0:
-                    warm(hq[d])
         elif policy == STREAMING:  # -- streaming: the queries in order, each until it stops or meets the reserve
             sp = st.sp
             if sp >= n:
                 break
             i = order[sp]
             to_come = n - sp - 1
-            if big and sp + 1 < n:  # the next two queries in the order: as round-robin's
+            if big and sp + 1 < n:  # the next two queries in the order (farther ahead, as round-robin's: no gain)
                 if sp + 2 < n:
                     warm(order[sp + 2])
                 warm_draw(order[sp + 1])
@@ -3241,8 +3227,8 @@ def run_one(P, W, cfg, code, budget, epoch, packed, reading, live_run, dc):
             i = cand[by_cost[q]]
             st.left -= cost[i]
             want, bud, uu, cap, rule = first[i] + 1, INT64_MAX, UNIT_SAMPLES, 0, ELIM_NONE
-            if big and q + 1 < st.c:  # the next two candidates: as round-robin's (a pull of several draws: all the
-                # next one's lines, its draws anywhere in its block after the walk's steps)
+            if big and q + 1 < st.c:  # the next two candidates (a pull of several draws: all the next one's lines,
+                # its draws anywhere in its block after the walk's steps)
                 if q + 2 < st.c:
                     warm(cand[by_cost[q + 2]])
                 q1 = cand[by_cost[q + 1]]
