@@ -125,11 +125,6 @@ AC_ENTROPY_TIE = 1e-12
 # Responses in a pool from which run_one prefetches the next decision's state (prefetch): below, the pool's arrays
 # (~33 bytes a response) fit in a core's L2 and the prefetches only cost (ucb at 500 x 64: +25% per decision).
 PREFETCH_FROM = 1 << 16
-# Round-robin knows its next queries: run_one warms the state of the one RR_WARM turns on and the draw of the one
-# RR_DRAW turns on. A miss takes ~170 ns here, longer than a turn at 50,000 x 64, so the turn after next and the next
-# (2, 1 before) left optscale's and dsc's rounds in rank order waiting (docs/performance.md, "Growth with the pool";
-# streaming and the oracle, whose turns are longer, gained nothing from it)
-RR_WARM, RR_DRAW = 4, 2
 
 # Per-query state: one record per query. The kernels read and write its fields by name (qs[i].n); Python reads a
 # column by the constants below (W.qs[N]). n: responses drawn; best_j / best: the highest-scored one and its score;
@@ -3115,11 +3110,12 @@ def run_one(P, W, cfg, code, budget, epoch, packed, reading, live_run, dc):
                     st.by_rank = True
                 st.blk = max(1, blk)
             i, want, bud, cap, rule, reps = act[st.p], st.rr_k, st.rr_budget, st.rr_cap, st.rr_elim, st.blk
-            if big:  # the round's next queries: warm the state RR_WARM on, the draws RR_DRAW on
-                if st.p + RR_WARM < st.m:
-                    warm(act[st.p + RR_WARM])
-                if st.p + RR_DRAW < st.m:
-                    q1 = act[st.p + RR_DRAW]
+            if big:  # the round's next two queries: warm the one after next, the next one's draw (four and two
+                # turns on instead: no difference, five alternated runs, docs/performance.md)
+                if st.p + 2 < st.m:
+                    warm(act[st.p + 2])
+                if st.p + 1 < st.m:
+                    q1 = act[st.p + 1]
                     if st.blk > 1 or st.rr_k > 1:  # a pull of several draws: all its lines
                         if records:
                             warm_records(off[q1], off[q1 + 1] - off[q1], perm, packed[0])
@@ -3180,7 +3176,7 @@ def run_one(P, W, cfg, code, budget, epoch, packed, reading, live_run, dc):
                 break
             i = order[sp]
             to_come = n - sp - 1
-            if big and sp + 1 < n:  # the next two queries in the order (farther ahead, as round-robin's: no gain)
+            if big and sp + 1 < n:  # the next two queries in the order: as round-robin's
                 if sp + 2 < n:
                     warm(order[sp + 2])
                 warm_draw(order[sp + 1])
