@@ -489,8 +489,9 @@ def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, grow
             console.print(f"growth check: {len(ratios) - len(over)} of {len(ratios)} policies within {GROWTH_BOUND:g}x "
                           f"from {min(growth):,} to {max(growth):,} queries"
                           + (f"; beyond: {', '.join(f'{p} {r:.1f}x' for p, r in over.items())} (their decisions "
-                             "read the pool at places the last one did not touch: the memory hierarchy's share, "
-                             "docs/performance.md, 'Why the cost per decision grows')" if over else ""),
+                             "read the pool at places the last one did not touch, and an index policy's sift walks "
+                             "the heap's log n levels to its lowest: the memory hierarchy's share, "
+                             "docs/performance.md, 'Growth with the pool')" if over else ""),
                           highlight=False)
     return df
 
