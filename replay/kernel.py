@@ -2895,6 +2895,17 @@ def run_one(P, W, cfg, code, budget, epoch, packed, reading, live_run, dc):
                     prefetch(ans, jj, 0)
                     prefetch(correct, jj, 0)
 
+    def warm_pull(q, several):
+        """Prefetch what query q's next pull reads: for a pull of several draws every line of its block (they land
+        anywhere in it), else its next draw's (warm_draw)."""
+        if several:
+            if records:
+                warm_records(off[q], off[q + 1] - off[q], perm, packed[0])
+            else:
+                warm_block(off[q], off[q + 1] - off[q], perm, score, tok, ans, correct)
+        else:
+            warm_draw(q)
+
     def top_child(hk, hr, m):
         """The root's largest child in a heap of m > 1 entries: the next top unless the root stays."""
         c = 1
@@ -3115,14 +3126,7 @@ def run_one(P, W, cfg, code, budget, epoch, packed, reading, live_run, dc):
                 if st.p + 2 < st.m:
                     warm(act[st.p + 2])
                 if st.p + 1 < st.m:
-                    q1 = act[st.p + 1]
-                    if st.blk > 1 or st.rr_k > 1:  # a pull of several draws: all its lines
-                        if records:
-                            warm_records(off[q1], off[q1 + 1] - off[q1], perm, packed[0])
-                        else:
-                            warm_block(off[q1], off[q1 + 1] - off[q1], perm, score, tok, ans, correct)
-                    else:
-                        warm_draw(q1)
+                    warm_pull(act[st.p + 1], st.blk > 1 or st.rr_k > 1)
             if st.per_cap:
                 cap = alloc[i]
             if st.one_pull and not live:  # no rule between its pulls: the block is one pull (live: pulls, which
@@ -3228,13 +3232,7 @@ def run_one(P, W, cfg, code, budget, epoch, packed, reading, live_run, dc):
                 if q + 2 < st.c:
                     warm(cand[by_cost[q + 2]])
                 q1 = cand[by_cost[q + 1]]
-                if first[q1] > 0:
-                    if records:
-                        warm_records(off[q1], off[q1 + 1] - off[q1], perm, packed[0])
-                    else:
-                        warm_block(off[q1], off[q1 + 1] - off[q1], perm, score, tok, ans, correct)
-                else:
-                    warm_draw(q1)
+                warm_pull(q1, first[q1] > 0)
         else:  # (never: every policy has its branch above)
             break
 
