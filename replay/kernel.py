@@ -134,6 +134,10 @@ PREFETCH_FROM = 1 << 16
 # mm_*: mmc's e-processes, advanced at each check over the draws since the last (run_one's mmc_stops): mm_p draws read,
 # mm_d answers seen, mm_last the leader chosen before the latest vote, mm_s1 / mm_f1 / mm_q1 the pair e-process's
 # successes, failures and latest bet (its log e is mmc_log_e of the three), mm_s2 / mm_f2 / mm_q2 the other one's.
+# The record is two cache lines (_lines): every policy's fields on the first (counts and answer ids in 32 bits, flags
+# in 8, so that they fit), mmc's on the second, so that a pull reads one line of it where the 184-byte record of
+# int64 fields spanned two or three (docs/performance.md, growth item 5). One line only where the array starts on a
+# 64-byte boundary, as numba's allocations of a pool-sized state did in every check; else two, never a wrong value.
 _QHOT = [("ssum", np.float64), ("best", np.float64), ("s", np.float64), ("wlead_sum", np.float64),
          ("best_j", np.int64), ("n", np.int32), ("lead", np.int32), ("lead_cnt", np.int32), ("second_cnt", np.int32),
          ("wlead", np.int32), ("covered", np.int8), ("elim", np.int8), ("capped", np.int8), ("exh", np.int8)]
