@@ -2864,8 +2864,8 @@ def run_one(P, W, cfg, code, budget, epoch, packed, reading, live_run, dc):
         return (L[cnt] - qs[i].s / cnt) + lam / r  # ENTROPY
 
     def warm(q):
-        """Prefetch what query q's next pull reads first (its record's fields up to wlead_sum, its offsets, its
-        lazy Fisher-Yates state), so that those loads overlap the current decision instead of starting the next."""
+        """Prefetch what query q's next pull reads first (its record's hot line, its offsets, its lazy Fisher-Yates
+        state), so that those loads overlap the current decision instead of starting the next."""
         prefetch(qs, q, 0)  # (one line: QSTATE's hot fields; mmc's are on its second)
         prefetch(off, q, 0)
         prefetch(aoff, q, 0)
@@ -3888,28 +3888,31 @@ def _depth_grid(off, aoff, qkeys, seeds, poff, pans, pok, ptok, reach, end_tok, 
             depth_tally(off, qi, 4, 6, t_ok, tot, per_query, pq_n, pq_flags, out_f, out_i, c, s)
 
 
+@inner
+def _pp_run_scratch(off, aoff):
+    """One Parallel-Probe run's state, fresh (parallel_probe_once's and parallel_probe_live's; the grid resets its
+    own between runs): per trace t_r, t_paid, t_st, t_off, t_ans (-1: none), t_ok; per query qi (its previous
+    winner, column 3, -2: none; its held answer, column 5, -1); per answer slot cnt; tot."""
+    n = off.shape[0] - 1
+    total = off[n]
+    qi = np.zeros((n, 9), np.int64)
+    for i in range(n):
+        qi[i, 3] = -2
+        qi[i, 5] = -1
+    return (np.zeros(total, np.int64), np.zeros(total, np.int64), np.zeros(total, np.int64), np.zeros(total, np.int64),
+            np.full(total, -1, np.int64), np.zeros(total, np.int64), qi, np.zeros(aoff[n], np.int64),
+            np.zeros(TOT_SLOTS, np.int64))
+
+
 @jit
 def parallel_probe_once(off, aoff, poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, perm, order, chains, T,
                         patience, warm, unit, budget):
     """One Parallel-Probe run on a given permutation and query order (tests, and the comparison with the source's
     own shuffles): (qi, tot, t_ok, t_paid) as parallel_probe leaves them (t_paid: the tokens each trace paid, at
     its permutation position)."""
-    n = off.shape[0] - 1
-    total = off[n]
     rec = np.empty((poff[-1] + reach.shape[0], 2), np.int64)
     depth_records(poff, pans, pok, ptok, reach, end_tok, end_ans, end_ok, rec)
-    t_r = np.zeros(total, np.int64)
-    t_paid = np.zeros(total, np.int64)
-    t_st = np.zeros(total, np.int64)
-    t_off = np.zeros(total, np.int64)
-    t_ans = np.full(total, -1, np.int64)
-    t_ok = np.zeros(total, np.int64)
-    qi = np.zeros((n, 9), np.int64)
-    for i in range(n):
-        qi[i, 3] = -2
-        qi[i, 5] = -1
-    cnt = np.zeros(aoff[n], np.int64)
-    tot = np.zeros(TOT_SLOTS, np.int64)
+    t_r, t_paid, t_st, t_off, t_ans, t_ok, qi, cnt, tot = _pp_run_scratch(off, aoff)
     parallel_probe(off, aoff, poff, rec, perm, order, chains, T, patience, warm, unit, budget, t_r, t_paid, t_st,
                    t_off, t_ans, t_ok, qi, cnt, tot, 0, None, None)
     return qi, tot, t_ok, t_paid
@@ -4289,18 +4292,8 @@ def parallel_probe_live(off, aoff, rec, width, order, chains, T, patience, warm,
     cost (<= 0: unknown). (qi, tot, t_r, want) as parallel_probe leaves them: want[0] == 0 when the run is whole
     (its outcome final), else want[1 .. want[0]] the traces whose next segment it needs, in the order reached
     (depth_want), and the rest is to be run again once they came."""
-    n = off.shape[0] - 1
-    total = off[n]
     perm, poff, want, blk = _live_layout(off, width)
-    t_r, t_paid, t_st, t_off = np.zeros(total, np.int64), np.zeros(total, np.int64), np.zeros(total, np.int64), \
-        np.zeros(total, np.int64)
-    t_ans, t_ok = np.full(total, -1, np.int64), np.zeros(total, np.int64)
-    qi = np.zeros((n, 9), np.int64)
-    for i in range(n):
-        qi[i, 3] = -2
-        qi[i, 5] = -1
-    cnt = np.zeros(aoff[n], np.int64)
-    tot = np.zeros(TOT_SLOTS, np.int64)
+    t_r, t_paid, t_st, t_off, t_ans, t_ok, qi, cnt, tot = _pp_run_scratch(off, aoff)
     parallel_probe(off, aoff, poff, rec, perm, order, chains, T, patience, warm, unit, budget, t_r, t_paid, t_st,
                    t_off, t_ans, t_ok, qi, cnt, tot, bound, want, blk)
     return qi, tot, t_r, want
