@@ -711,8 +711,8 @@ def bench_cmd(
                                "queries x 64 traces, at most 50 seeds) against their references."),
 ):
     """Time every policy on a synthetic pool against the plain-Python reference, and its growth with pool size.
-    It says how long it will take before it starts (at the defaults it took 4 min 39 s on an idle 2-core machine:
-    docs/performance.md)."""
+    It says how long it will take before it starts (at the defaults it took 3 min 07 s on the 2-core machine, and
+    4 min 37 s on a first run, which compiles its kernels: docs/performance.md)."""
     from ttc.replay.run import run_bench
 
     run_bench(queries=queries, responses=responses, budgets=_floats(budgets, "--budgets"), seeds=seeds,

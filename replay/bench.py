@@ -108,6 +108,27 @@ def growth_cell_s(policy: str, n: int, decisions: int, rounds: int, budget: int 
     return (rounds * runs + 1) * run
 
 
+# A first `ttc bench` compiles two specialisations of the kernel every policy runs in before its first timing: the
+# arrays' (17-18 s) and the one with the reading rules' and policies' code (RULES, pets, uab; 73 s), measured on the
+# 2-core machine with an empty cache (docs/performance.md, "ttc bench").
+BENCH_COMPILE_NOTE = ("compiling the engine's kernels once (about 1 min 30 s on a 2-core machine; later runs load "
+                      "them from numba's cache)")
+
+
+def bench_compile_expected(spec: BenchSpec) -> bool:
+    """Whether bench(spec)'s grids will compile a kernel (neither in this process nor in numba's cache index): the
+    progress bar then says so rather than sitting at 0 for a minute and a half. False when numba's cache cannot be
+    read (only the note is lost)."""
+    from .engine import arg_types, grid_kernels, grid_key
+
+    have = grid_kernels()
+    if have is None:
+        return False
+    pool = make_pool(n=spec.n, size=spec.size, seed=0)
+    configs = _configs(spec)
+    return any(grid_key((), False, arg_types(pool, cs)) not in have for cs in [configs[:1], configs])
+
+
 def _median_time(fn, repeats, after=None):
     """(median seconds of `repeats` calls of fn, its last output); after() is called after each (progress)."""
     times = []
@@ -148,7 +169,7 @@ def time_reference(pool, c: RunConfig, total: int, seed: int, cap_s: float) -> t
     return r["samples_used"], time.perf_counter() - t, True
 
 
-def bench(spec: BenchSpec, progress=None, threads: int = 2) -> tuple[pl.DataFrame, dict]:
+def bench(spec: BenchSpec, progress=None, threads: int = 2, side=None) -> tuple[pl.DataFrame, dict]:
     """Rows per (policy, budget): runs, median wall time, decisions/s, and the speed-up over the reference.
 
     A decision is one pull (K = 1: one response handed to one query). The reference is timed on
@@ -156,7 +177,9 @@ def bench(spec: BenchSpec, progress=None, threads: int = 2) -> tuple[pl.DataFram
     the engine's time is the median of its repeats), each run up to spec.reference_s after its first decision
     (reference_decisions: how many decisions its rate was measured on, of reference_of: its runs' decisions in
     the engine), and the ratio compares decisions per second. `progress` is told the estimated seconds of each
-    step done (estimate_s's), so that a bar in those units moves with the time."""
+    step done (estimate_s's), so that a bar in those units moves with the time. side: a process compiling other
+    kernels meanwhile (side_compile's) or None; it is waited for before the first timing, so that no timing shares
+    the machine with it."""
     step = progress or (lambda s: None)
     pool = make_pool(n=spec.n, size=spec.size, seed=0)
     tables = make_tables(spec.size, 0.95, sc_beta=False)
@@ -174,6 +197,8 @@ def bench(spec: BenchSpec, progress=None, threads: int = 2) -> tuple[pl.DataFram
     t0 = time.perf_counter()
     run_grid(pool, rows_cfg, totals, seeds, tables, tick=lambda k: step(sum(row_engine) * k / totals.size))
     full = time.perf_counter() - t0
+    if side is not None:
+        side.wait()
     # Every engine row is timed before any reference run: on the 2-core VM this was measured on, the engine's
     # calls in the first ~70 ms after a second of single-threaded Python ran 1.6x slower in 2 trials of 4
     # (the idle core coming back), which would charge the machine's wake-up to the engine.
@@ -201,6 +226,67 @@ def bench(spec: BenchSpec, progress=None, threads: int = 2) -> tuple[pl.DataFram
         row["speedup"] = row["decisions_per_s"] / row["reference_decisions_per_s"]
     return pl.DataFrame(rows), {"full_grid_s": full, "warmup_s": warmup, "configs": len(rows_cfg),
                                 "seeds": spec.seeds}
+
+
+def _growth_big_pool(size: int):
+    """The smallest synthetic pool of `size` responses a query whose grids read the packed records (engine.packed_type:
+    at least PREFETCH_FROM responses), as the growth table's larger pools do."""
+    from .kernel import PREFETCH_FROM
+
+    return make_pool(n=-(-PREFETCH_FROM // size), size=size, seed=0)
+
+
+def growth_kernels_missing(ns, size: int, policies=tuple(POLICIES)) -> list[str]:
+    """The policies whose kernel for the growth table's large pools (the packed records' specialisation of the kernel
+    every policy runs in) is neither compiled in this process nor in numba's cache index: [] when no size reaches
+    PREFETCH_FROM responses, or when numba's cache cannot be read (then nothing can be compiled ahead for this
+    process either)."""
+    from .engine import arg_types, grid_kernels, grid_key
+    from .kernel import PREFETCH_FROM
+
+    have = grid_kernels()
+    if have is None or not any(n * size >= PREFETCH_FROM for n in ns):
+        return []
+    pool = _growth_big_pool(size)
+    return [p for p in policies if grid_key((), False, arg_types(pool, [RunConfig(p)])) not in have]
+
+
+def compile_growth_kernels(size: int, policies) -> None:
+    """Compile the growth table's large-pool kernels for these policies into numba's cache: a run of each at budget 1
+    on the smallest pool that reads the packed records (the types, not the sizes, make a kernel). `ttc bench` runs it
+    in a process of its own at low priority while it compiles the small pool's kernels, on the core that compile
+    leaves idle (side_compile)."""
+    import os
+
+    if hasattr(os, "nice"):
+        os.nice(10)  # (a machine of one core: the bench's own compile first)
+    pool = _growth_big_pool(size)
+    tables = make_tables(size, 0.95, sc_beta=False)
+    for p in policies:
+        run_grid(pool, [RunConfig(p)], np.full((1, 1), pool.n_queries, np.int64), np.arange(1), tables)
+
+
+def side_compile(ns, size: int, policies=tuple(POLICIES)):
+    """Start compile_growth_kernels in another process (a subprocess.Popen) for the growth table's kernels numba's
+    cache lacks (a first `ttc bench`: ~1 min of compile the table would otherwise wait for, docs/performance.md, "ttc
+    bench"), or None when none is missing. numba writes each kernel to its cache as it is compiled, and this process
+    loads it from there when the table runs it; a kernel the other process has not finished is compiled here as
+    before, so a failure there costs only the time it would have saved (its output is discarded: it would cut into
+    the progress line). The child gets this process's sys.path, so it imports the same ttc, and runs nothing else
+    of it (multiprocessing's spawn re-ran the caller's script, which a script without a __main__ guard cannot take)."""
+    import subprocess
+    import sys
+
+    missing = growth_kernels_missing(ns, size, policies)
+    if not missing:
+        return None
+    code = (f"import sys; sys.path[:] = {sys.path!r}; from {__name__} import compile_growth_kernels; "
+            f"compile_growth_kernels({size!r}, {tuple(missing)!r})")
+    try:
+        return subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+    except OSError:  # (no interpreter to start: the table compiles them itself, as before)
+        return None
 
 
 def growth(ns=GROWTH_NS, size=64, budget=8, decisions=GROWTH_DECISIONS, rounds=GROWTH_ROUNDS,

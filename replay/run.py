@@ -382,14 +382,17 @@ def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, grow
               console: Console | None = None, depth: bool = True, reference_s: float | None = None,
               growth_decisions: int | None = None):
     from .bench import (
+        BENCH_COMPILE_NOTE,
         GROWTH_DECISIONS,
         GROWTH_ROUNDS,
         REFERENCE_S,
         BenchSpec,
         bench,
+        bench_compile_expected,
         depth_sizes,
         estimate_s,
         growth_ratios,
+        side_compile,
     )
     from .bench import growth as growth_table
     from .progress import _duration
@@ -424,17 +427,22 @@ def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, grow
                   + f", the growth table {_duration(est['growth'])}; estimated from the sizes at each policy's "
                   "cost per decision measured on a 2-core machine, not counting a first compile)", highlight=False)
     # (progress in estimated seconds: each step, a row's timings or a reference run, advances it by its estimate)
-    with progress(max(1, round(total)), "benchmarking", "estimated s of work", console=console,
-                  note=COMPILE_NOTE if compile_expected(None, []) else "") as bar:
-        advance = bar.advance
-        df, info = bench(spec, progress=advance, threads=get_threads())
-        if depth:  # the depth policies on a probed pool of their own (bench.bench_depth)
-            from .bench import bench_depth
+    side = side_compile(tuple(growth), responses)  # (a first run: the growth table's kernels on the other core)
+    try:
+        with progress(max(1, round(total)), "benchmarking", "estimated s of work", console=console,
+                      note=BENCH_COMPILE_NOTE if bench_compile_expected(spec) else "") as bar:
+            advance = bar.advance
+            df, info = bench(spec, progress=advance, threads=get_threads(), side=side)
+            if depth:  # the depth policies on a probed pool of their own (bench.bench_depth)
+                from .bench import bench_depth
 
-            d = bench_depth(**depth_sizes(spec), repeats=repeats, reference_seeds=max(reference_seeds, 1),
-                            progress=advance, threads=get_threads())
-        g = (growth_table(ns=tuple(growth), size=responses, decisions=growth_decisions, progress=advance)
-             if growth else None)
+                d = bench_depth(**depth_sizes(spec), repeats=repeats, reference_seeds=max(reference_seeds, 1),
+                                progress=advance, threads=get_threads())
+            g = (growth_table(ns=tuple(growth), size=responses, decisions=growth_decisions, progress=advance)
+                 if growth else None)
+    finally:
+        if side is not None and side.poll() is None:  # (interrupted before bench waited for it)
+            side.terminate()
     console.print(f"[bold]ttc bench[/]: synthetic pool {queries} queries x {responses} responses, "
                   f"{get_threads()} threads, median of {repeats} repeats; first call (compile or cache "
                   f"load) {info['warmup_s']:.2f} s", highlight=False)

@@ -172,3 +172,87 @@ def test_depth_rows_match_their_reference_runs():
     assert d.height == 2 * len(DEPTH_CONFIGS) and set(d["budget"]) == {1.0, 4.0}
     assert {"parallel-probe(tokens)", "cmc(tokens)"} <= set(d["policy"])
     assert (d["decisions"] > 0).all() and (d["speedup"] > 0).all()
+
+
+def test_bench_says_when_its_first_call_compiles(monkeypatch):
+    """A first `ttc bench` sat at 0% for a minute and a half without a word: its note asked compile_expected about no
+    pool at all, which always answered False. Now it asks about the bench's own kernels."""
+    import io
+
+    from rich.console import Console
+
+    from ttc.replay import bench as bench_module
+    from ttc.replay import engine
+    from ttc.replay.run import run_bench
+
+    spec = BenchSpec(n=20, size=8, budgets=(2.0,), seeds=2, repeats=1)
+    monkeypatch.setattr(engine, "grid_kernels", lambda cached=True: set())  # an empty cache
+    assert bench_module.bench_compile_expected(spec)
+    monkeypatch.setattr(engine, "grid_kernels", lambda cached=True: None)  # a cache that cannot be read: no note
+    assert not bench_module.bench_compile_expected(spec)
+    monkeypatch.setattr(engine, "grid_kernels", lambda cached=True: set())
+    out = io.StringIO()
+
+    class Started(Exception):
+        pass
+
+    def started(*a, **k):
+        raise Started
+
+    monkeypatch.setattr(bench_module, "bench", started)
+    with pytest.raises(Started):
+        run_bench(queries=20, responses=8, budgets=[2.0], seeds=2, repeats=1, reference_seeds=1, growth=[],
+                  console=Console(file=out, width=300, force_terminal=True), depth=False)
+    assert "compiling the engine's kernels once" in out.getvalue()
+
+
+def test_an_interrupted_bench_stops_its_side_compile(monkeypatch):
+    from ttc.replay import bench as bench_module
+    from ttc.replay.run import run_bench
+
+    class Side:
+        stopped = False
+
+        def poll(self):
+            return None
+
+        def terminate(self):
+            Side.stopped = True
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bench_module, "side_compile", lambda *a, **k: Side())
+    monkeypatch.setattr(bench_module, "bench", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_bench(queries=20, responses=8, budgets=[2.0], seeds=2, repeats=1, reference_seeds=1, growth=[5000],
+                  depth=False)
+    assert Side.stopped
+
+
+SIDE_SCRIPT = """
+from ttc.replay.bench import growth_kernels_missing, side_compile
+from ttc.replay.engine import _grid
+
+assert side_compile((500,), 64, ("uniform",)) is None  # (32,000 responses: the arrays' kernel, no records)
+assert growth_kernels_missing((500, 2000), 64, ("uniform",)) == ["uniform"]
+proc = side_compile((500, 2000), 64, ("uniform",))
+assert proc.wait() == 0
+assert growth_kernels_missing((500, 2000), 64, ("uniform",)) == []  # in numba's cache index now
+assert not _grid.signatures  # (compiled by the other process, none here)
+print("side compile: ok")
+"""
+
+
+def test_side_compile_puts_the_growth_tables_kernels_in_numbas_cache(tmp_path):
+    """A first `ttc bench` waited ~1 min for the growth table's large-pool kernels after everything else; side_compile
+    compiles them in another process while the bench compiles its own. In a fresh interpreter with an empty cache."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    script = tmp_path / "side.py"
+    script.write_text(SIDE_SCRIPT)
+    r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and "side compile: ok" in r.stdout, r.stdout + r.stderr
