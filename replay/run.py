@@ -378,23 +378,43 @@ def render_table(summary: pl.DataFrame) -> Table:
 GROWTH_BOUND = 3.0  # issue 28: every policy's cost per decision within 3x from 500 to 50,000 queries
 
 
+def _bench_work(spec, growth: tuple, growth_decisions: int, depth: bool, total: float, console: Console):
+    """run_bench's timings under one progress bar: the grid and reference rows, the depth rows (or None) and the growth
+    table (or None), with the growth table's kernels compiled on the other core on a first run (bench.side_compile)."""
+    from .bench import BENCH_COMPILE_NOTE, bench, bench_compile_expected, depth_sizes, side_compile
+    from .bench import growth as growth_table
+
+    d = None
+    side = side_compile(growth, spec.size)  # (a first run: the growth table's kernels on the other core)
+    try:
+        with progress(max(1, round(total)), "benchmarking", "estimated s of work", console=console,
+                      note=BENCH_COMPILE_NOTE if bench_compile_expected(spec) else "") as bar:
+            advance = bar.advance
+            df, info = bench(spec, progress=advance, threads=get_threads(), side=side)
+            if depth:  # the depth policies on a probed pool of their own (bench.bench_depth)
+                from .bench import bench_depth
+
+                d = bench_depth(**depth_sizes(spec), repeats=spec.repeats,
+                                reference_seeds=max(spec.reference_seeds, 1), progress=advance, threads=get_threads())
+            g = (growth_table(ns=growth, size=spec.size, decisions=growth_decisions, progress=advance)
+                 if growth else None)
+    finally:
+        if side is not None and side.poll() is None:  # (interrupted before bench waited for it)
+            side.terminate()
+    return df, info, d, g
+
+
 def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, growth, threads=None,
               console: Console | None = None, depth: bool = True, reference_s: float | None = None,
               growth_decisions: int | None = None):
     from .bench import (
-        BENCH_COMPILE_NOTE,
         GROWTH_DECISIONS,
         GROWTH_ROUNDS,
         REFERENCE_S,
         BenchSpec,
-        bench,
-        bench_compile_expected,
-        depth_sizes,
         estimate_s,
         growth_ratios,
-        side_compile,
     )
-    from .bench import growth as growth_table
     from .progress import _duration
 
     console = console or _console()
@@ -427,22 +447,7 @@ def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, grow
                   + f", the growth table {_duration(est['growth'])}; estimated from the sizes at each policy's "
                   "cost per decision measured on a 2-core machine, not counting a first compile)", highlight=False)
     # (progress in estimated seconds: each step, a row's timings or a reference run, advances it by its estimate)
-    side = side_compile(tuple(growth), responses)  # (a first run: the growth table's kernels on the other core)
-    try:
-        with progress(max(1, round(total)), "benchmarking", "estimated s of work", console=console,
-                      note=BENCH_COMPILE_NOTE if bench_compile_expected(spec) else "") as bar:
-            advance = bar.advance
-            df, info = bench(spec, progress=advance, threads=get_threads(), side=side)
-            if depth:  # the depth policies on a probed pool of their own (bench.bench_depth)
-                from .bench import bench_depth
-
-                d = bench_depth(**depth_sizes(spec), repeats=repeats, reference_seeds=max(reference_seeds, 1),
-                                progress=advance, threads=get_threads())
-            g = (growth_table(ns=tuple(growth), size=responses, decisions=growth_decisions, progress=advance)
-                 if growth else None)
-    finally:
-        if side is not None and side.poll() is None:  # (interrupted before bench waited for it)
-            side.terminate()
+    df, info, d, g = _bench_work(spec, tuple(growth), growth_decisions, depth, total, console)
     console.print(f"[bold]ttc bench[/]: synthetic pool {queries} queries x {responses} responses, "
                   f"{get_threads()} threads, median of {repeats} repeats; first call (compile or cache "
                   f"load) {info['warmup_s']:.2f} s", highlight=False)
