@@ -702,17 +702,20 @@ def bench_cmd(
         None, help="Seconds after its first decision at which a reference run is stopped and timed on the "
         "decisions it made (default 3; 0: every run to its end; the table says on how many decisions each row's "
         "rate was measured)."),
-    growth: str = typer.Option("500,5000,50000", help="Pool sizes (queries) for the growth table; empty: skip."),
+    growth: str = typer.Option("500,5000,50000", help="Pool sizes (queries) for the growth table, and beside them a "
+                               "control with the smallest size's queries and the largest pool's responses (what the "
+                               "query count adds and what the pool's bytes add); empty: skip."),
     growth_decisions: int = typer.Option(400_000, help="Decisions per cell and round of the growth table (its seeds "
-                                         "scaled to it; 3 rounds, one thread's CPU time)."),
+                                         "scaled to it, fewer where they would take over 0.5 s; 3 rounds, one "
+                                         "thread's CPU time)."),
     threads: Optional[int] = typer.Option(None, help="Worker threads (default: all cores)."),
     depth: bool = typer.Option(True, "--depth/--no-depth", help="Also time the depth policies (parallel-probe, cmc, "
                                "a width policy under the stability rule) on a synthetic probed pool (at most 100 "
                                "queries x 64 traces, at most 50 seeds) against their references."),
 ):
     """Time every policy on a synthetic pool against the plain-Python reference, and its growth with pool size.
-    It says how long it will take before it starts (at the defaults it took 3 min 07 s on the 2-core machine, and
-    4 min 37 s on a first run, which compiles its kernels: docs/performance.md)."""
+    It says how long it will take before it starts (at the defaults it took 2 min 54 s on the 2-core machine, and
+    4 min 34 s on a first run, which compiles its kernels: docs/performance.md)."""
     from ttc.replay.run import run_bench
 
     run_bench(queries=queries, responses=responses, budgets=_floats(budgets, "--budgets"), seeds=seeds,

@@ -4,6 +4,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
@@ -52,7 +53,22 @@ GROWTH_N0 = 500  # the pool size the engine's costs (policies.Cost) were measure
 # what a decision costs grows by its memory traffic's share, at most GROWTH_MEM_NS, times (n / GROWTH_N0) **
 # GROWTH_EXP - 1 (the growth table; pets' and pets-online's compute does not grow with the pool)
 GROWTH_EXP, GROWTH_MEM_NS = 0.3, 300.0
+GROWTH_ROUND_S = 0.5  # a cell's round makes fewer decisions than GROWTH_DECISIONS where they take longer (growth_runs)
 POOL_S_PER_RESPONSE = 2e-7  # synth.make_pool's cost
+
+
+def growth_cells(ns, size: int) -> list[tuple[int, int]]:
+    """The growth table's pools as (queries, responses per query): one per size of `ns` with `size` responses each,
+    and, when the sizes differ, a control with the smallest size's queries and the largest pool's responses
+    (500 x 6,400 beside 50,000 x 64). Its decisions do the work of the smallest pool's (the same heap, the same
+    per-query state) on as many bytes as the largest's, so the largest's cost over the control's is what the query
+    count adds and the control's over the smallest's is what the pool's bytes add, the memory hierarchy's share
+    (docs/performance.md, "Growth with the pool")."""
+    cells = [(n, size) for n in dict.fromkeys(ns)]
+    lo, hi = min(ns, default=0), max(ns, default=0)
+    if lo < hi and round(size * hi / lo) > size:
+        cells.append((lo, round(size * hi / lo)))
+    return cells
 REF_SETUP_S = 6e-7  # per response: run_reference's lists of the pool and its input checks
 
 
@@ -89,8 +105,10 @@ def estimate_s(spec: BenchSpec, ns=GROWTH_NS, decisions: int = GROWTH_DECISIONS,
     engine = (1 + spec.repeats) * spec.seeds * runs / threads
     reference = spec.reference_seeds * sum(reference_run_s(c, b, spec.n, spec.size, spec.reference_s)
                                            for c in _configs(spec) for b in spec.budgets)
-    growth = sum(n * spec.size * POOL_S_PER_RESPONSE + sum(growth_cell_s(p, n, decisions, growth_rounds)
-                                                           for p in spec.policies) for n in ns)
+    hi = max(ns, default=0)
+    growth = sum(n * r * POOL_S_PER_RESPONSE
+                 + sum(growth_cell_s(p, n, decisions, growth_rounds, bytes_n=hi if r != spec.size else n)
+                       for p in spec.policies) for n, r in growth_cells(ns, spec.size))
     out = {"engine": engine, "reference": reference, "growth": growth}
     if depth:
         out["depth"] = depth_estimate_s(**depth_sizes(spec), repeats=spec.repeats,
@@ -98,14 +116,29 @@ def estimate_s(spec: BenchSpec, ns=GROWTH_NS, decisions: int = GROWTH_DECISIONS,
     return out
 
 
-def growth_cell_s(policy: str, n: int, decisions: int, rounds: int, budget: int = 8) -> float:
-    """CPU seconds of one growth cell on one thread: one seed to warm up, then `rounds` timings of about `decisions`
-    decisions (whole seeds), each decision dearer on a larger pool (GROWTH_EXP)."""
-    runs = max(1, decisions // (budget * n))
+def _growth_run_s(policy: str, n: int, budget: int, bytes_n: int | None) -> float:
+    """Estimated CPU seconds of one growth run (seed): its decisions at the policy's costs, each dearer on a larger
+    pool (GROWTH_EXP; a pool as large as `bytes_n` queries' of the table's size, the control of growth_cells)."""
     c = RunConfig(policy)
     mem = min(GROWTH_MEM_NS, sum(Cost.at(k.engine_ns, budget) for k in _costs(c)))
-    run = engine_run_s(c, budget, n) + 1e-9 * budget * n * mem * max(0.0, (n / GROWTH_N0) ** GROWTH_EXP - 1)
-    return (rounds * runs + 1) * run
+    grow = max(0.0, ((bytes_n or n) / GROWTH_N0) ** GROWTH_EXP - 1)
+    return engine_run_s(c, budget, n) + 1e-9 * budget * n * mem * grow
+
+
+def growth_runs(policy: str, n: int, decisions: int, budget: int = 8, bytes_n: int | None = None) -> int:
+    """The seeds of one growth cell's round: about `decisions` decisions, fewer for a policy whose decisions would
+    take more than GROWTH_ROUND_S of CPU (pets-online's at 500 queries, its plan per run: 3.7 s a round at 400,000
+    decisions; a median of three half-second rounds is as steady a rate)."""
+    runs = max(1, decisions // (budget * n))
+    return max(1, min(runs, int(GROWTH_ROUND_S / _growth_run_s(policy, n, budget, bytes_n))))
+
+
+def growth_cell_s(policy: str, n: int, decisions: int, rounds: int, budget: int = 8, bytes_n: int | None = None
+                  ) -> float:
+    """CPU seconds of one growth cell on one thread: one seed to warm up, then `rounds` timings of growth_runs'
+    seeds."""
+    run = _growth_run_s(policy, n, budget, bytes_n)
+    return (rounds * growth_runs(policy, n, decisions, budget, bytes_n) + 1) * run
 
 
 # A first `ttc bench` compiles two specialisations of the kernel every policy runs in before its first timing: the
@@ -292,59 +325,80 @@ def side_compile(ns, size: int, policies=tuple(POLICIES)):
 def growth(ns=GROWTH_NS, size=64, budget=8, decisions=GROWTH_DECISIONS, rounds=GROWTH_ROUNDS,
            policies=tuple(POLICIES), progress=None) -> pl.DataFrame:
     """Cost per decision as the pool grows, at a fixed amount of work per point (seeds scaled so each point makes
-    about `decisions` decisions a round): flat = linear work, a slow rise = the heap's log n and the memory
-    hierarchy. Each cell is timed in CPU time of the one thread that runs it (the kernel runs on this thread), the
-    sizes in turn round after round (ascending, then descending) and the median of the rounds kept: on a machine
-    other jobs share, wall time moved one cell 2x between runs, while one thread's CPU time and the interleaving keep
-    the sizes comparable (docs/performance.md, "Growth with the pool")."""
+    about `decisions` decisions a round, growth_runs): flat = linear work, a slow rise = the heap's log n and the memory
+    hierarchy, which growth_cells' control pool tells apart. Each cell is timed in CPU time of the one thread that
+    runs it (the kernel runs on this thread), the pools in turn round after round (in order, then backwards) and the
+    median of the rounds kept: on a machine other jobs share, wall time moved one cell 2x between runs, while one
+    thread's CPU time and the interleaving keep the sizes comparable (docs/performance.md, "Growth with the pool")."""
     from .engine import get_threads, set_threads
 
     step = progress or (lambda s: None)
-    tables = make_tables(size, 0.95, sc_beta=False)
-    cells = {(p, n): [] for p in policies for n in ns}
+    cells = growth_cells(ns, size)
+    hi = max(ns, default=0)
+
+    def cell_s(p, n, r, k):  # growth_cell_s of this cell at k rounds (the control as large as the largest pool)
+        return growth_cell_s(p, n, decisions, k, budget, bytes_n=hi if r != size else n)
+
+    times = {(p, c): [] for p in policies for c in cells}
     runs = {}
     threads = get_threads()
     set_threads(1)
     try:
-        pools = {}
-        for n in ns:
-            pools[n] = make_pool(n=n, size=size, seed=0)
-            step(n * size * POOL_S_PER_RESPONSE)
+        pools, tables = {}, {}
+        for n, r in cells:
+            pools[n, r] = make_pool(n=n, size=r, seed=0)
+            if r not in tables:
+                tables[r] = make_tables(r, 0.95, sc_beta=False)
+            step(n * r * POOL_S_PER_RESPONSE)
         for p in policies:
-            for n in ns:  # compile or load, and touch the pool once
-                run_grid(pools[n], [RunConfig(p)], np.full((1, 1), budget * n, np.int64), np.arange(1), tables)
-                step(growth_cell_s(p, n, decisions, 0, budget))
-        for r in range(rounds):
+            for n, r in cells:  # compile or load, and touch the pool once
+                run_grid(pools[n, r], [RunConfig(p)], np.full((1, 1), budget * n, np.int64), np.arange(1), tables[r])
+                step(cell_s(p, n, r, 0))
+        for k in range(rounds):
             for p in policies:
-                for n in (ns if r % 2 == 0 else ns[::-1]):
-                    seeds = np.arange(max(1, decisions // (budget * n)))
+                for n, r in (cells if k % 2 == 0 else cells[::-1]):
+                    seeds = np.arange(growth_runs(p, n, decisions, budget, bytes_n=hi if r != size else n))
                     bt = np.full((1, len(seeds)), budget * n, np.int64)
                     t = time.thread_time()
-                    _, out_i, _, _ = run_grid(pools[n], [RunConfig(p)], bt, seeds, tables)
+                    _, out_i, _, _ = run_grid(pools[n, r], [RunConfig(p)], bt, seeds, tables[r])
                     cpu = time.thread_time() - t
                     d = int(out_i[0, :, 0].sum())
-                    cells[p, n].append(cpu / max(1, d))
-                    runs[p, n] = (len(seeds), d)
-                    step(growth_cell_s(p, n, decisions, 1, budget) - growth_cell_s(p, n, decisions, 0, budget))
+                    times[p, (n, r)].append(cpu / max(1, d))
+                    runs[p, (n, r)] = (len(seeds), d)
+                    step(cell_s(p, n, r, 1) - cell_s(p, n, r, 0))
     finally:
         set_threads(threads)
     rows = []
     for p in policies:
-        for n in ns:
-            per = statistics.median(cells[p, n])
-            rows.append({"queries": n, "policy": p, "budget": budget, "runs": runs[p, n][0], "rounds": rounds,
-                         "decisions": runs[p, n][1], "cpu_ns_per_decision": 1e9 * per, "decisions_per_s": 1 / per})
+        for n, r in cells:
+            per = statistics.median(times[p, (n, r)])
+            rows.append({"queries": n, "responses": r, "policy": p, "budget": budget, "runs": runs[p, (n, r)][0],
+                         "rounds": rounds, "decisions": runs[p, (n, r)][1], "cpu_ns_per_decision": 1e9 * per,
+                         "decisions_per_s": 1 / per})
     return pl.DataFrame(rows)
 
 
-def growth_ratios(g: pl.DataFrame) -> dict:
-    """Per policy: its CPU ns per decision at each size, and the largest size's over the smallest's (the growth
-    check: a policy whose work per decision grows with the pool shows it here)."""
+class Growth(NamedTuple):
+    """A policy's line of the growth table: its CPU ns per decision at each size (ascending) and the largest's over
+    the smallest's; with a control pool (growth_cells), its ns there and the largest's over it (None without)."""
+    ns: list
+    ratio: float
+    control_ns: float | None
+    control_ratio: float | None
+
+
+def growth_ratios(g: pl.DataFrame) -> dict[str, Growth]:
+    """Per policy, its Growth (the growth check: a policy whose work per decision grows with the pool shows it
+    here, and its control ratio says how much of that is the query count rather than the pool's bytes)."""
     out = {}
+    size = g["responses"].min()
     for p in g["policy"].unique(maintain_order=True):
-        sub = g.filter(pl.col("policy") == p).sort("queries")
+        mine = g.filter(pl.col("policy") == p)
+        sub = mine.filter(pl.col("responses") == size).sort("queries")
         ns = sub["cpu_ns_per_decision"].to_list()
-        out[p] = (ns, ns[-1] / ns[0])
+        ctrl = mine.filter(pl.col("responses") != size)["cpu_ns_per_decision"].to_list()
+        c = ctrl[0] if ctrl else None
+        out[p] = Growth(ns, ns[-1] / ns[0], c, ns[-1] / c if c else None)
     return out
 
 

@@ -404,16 +404,58 @@ def _bench_work(spec, growth: tuple, growth_decisions: int, depth: bool, total: 
     return df, info, d, g
 
 
+def _growth_table(g, growth, responses: int, console: Console) -> None:
+    """The growth table and issue 28's check under it: per policy its cost per decision at each size, the largest's
+    over the smallest's, and beside them the control pool's (bench.growth_cells), which splits that growth into the
+    pool's bytes and the query count."""
+    from .bench import GROWTH_ROUNDS, growth_ratios
+
+    ratios = growth_ratios(g)
+    ctrl = g.filter(pl.col("responses") != responses)
+    sizes = sorted(set(growth))
+    t = Table(title="growth with pool size at budget 8: CPU ns per decision on one thread (median of "
+              f"{GROWTH_ROUNDS} rounds, the pools in turn) and the largest pool's over the smallest's (flat = 1x)"
+              + (f"; control: {ctrl['queries'][0]:,} queries x {ctrl['responses'][0]:,} responses, the largest pool's "
+                 f"bytes with the smallest's queries; ÷ control: the largest pool's over it, the growth the query "
+                 "count makes" if ctrl.height else ""), title_style="dim")
+    t.add_column("policy")
+    for n in sizes:
+        t.add_column(f"n={n:,}", justify="right")
+    if len(sizes) > 1:
+        t.add_column("growth", justify="right")
+    if ctrl.height:
+        t.add_column("control", justify="right")
+        t.add_column("÷ control", justify="right")
+    for p, r in ratios.items():
+        t.add_row(p, *[f"{v:.1f}" for v in r.ns], *([f"{r.ratio:.2f}x"] if len(sizes) > 1 else []),
+                  *([f"{r.control_ns:.1f}", f"{r.control_ratio:.2f}x"] if ctrl.height else []))
+    console.print(t)
+    if len(sizes) < 2:
+        return
+    # issue 28's check, with what the table cannot say on its own
+    over = {p: r.ratio for p, r in ratios.items() if r.ratio > GROWTH_BOUND}
+    line = (f"growth check: {len(ratios) - len(over)} of {len(ratios)} policies within {GROWTH_BOUND:g}x from "
+            f"{sizes[0]:,} to {sizes[-1]:,} queries"
+            + (f"; beyond: {', '.join(f'{p} {r:.2f}x' for p, r in over.items())}" if over else ""))
+    if ctrl.height:
+        worst = max(ratios.items(), key=lambda kv: kv[1].control_ratio)
+        within = sum(r.control_ratio <= GROWTH_BOUND for r in ratios.values())
+        line += (f". At the same pool bytes (the control) {within} of {len(ratios)} within {GROWTH_BOUND:g}x from "
+                 f"{sizes[0]:,} to {sizes[-1]:,} queries (the most, {worst[0]} {worst[1].control_ratio:.2f}x): "
+                 "what the query count adds (the heap's log n, more per-query state); the rest of a policy's growth "
+                 "is the pool's bytes, lines further from the core (docs/performance.md, 'Growth with the pool')")
+    console.print(line, highlight=False)
+
+
 def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, growth, threads=None,
               console: Console | None = None, depth: bool = True, reference_s: float | None = None,
               growth_decisions: int | None = None):
     from .bench import (
         GROWTH_DECISIONS,
-        GROWTH_ROUNDS,
         REFERENCE_S,
         BenchSpec,
         estimate_s,
-        growth_ratios,
+        growth_cells,
     )
     from .progress import _duration
 
@@ -433,9 +475,11 @@ def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, grow
     from .synth import ROW_BYTES
 
     check_memory(seeds * RUN_BYTES, f"--seeds {seeds:,}", "use fewer seeds")
-    biggest = max([queries, *growth])
-    check_memory(biggest * responses * ROW_BYTES, f"a synthetic pool of {biggest:,} queries x {responses:,} responses",
-                 "use fewer --queries, --responses or smaller --growth sizes")
+    check_memory(queries * responses * ROW_BYTES, f"a synthetic pool of {queries:,} queries x {responses:,} responses",
+                 "use fewer --queries or --responses")
+    held = sum(n * r for n, r in growth_cells(growth, responses))  # (the growth table holds its pools together)
+    check_memory(held * ROW_BYTES, f"the growth table's pools ({held:,} responses, its control's included)",
+                 "use smaller --growth sizes or fewer --responses")
     set_threads(threads)
     spec = BenchSpec(n=queries, size=responses, budgets=tuple(budgets), seeds=seeds, repeats=repeats,
                      reference_seeds=reference_seeds, reference_s=reference_s)
@@ -485,27 +529,7 @@ def run_bench(queries, responses, budgets, seeds, repeats, reference_seeds, grow
         console.print(t)
         df = pl.concat([df, d.with_columns(pl.col("budget").cast(df.schema["budget"]))], how="diagonal_relaxed")
     if growth:
-        t = Table(title="growth with pool size at budget 8: CPU ns per decision on one thread (median of "
-                  f"{GROWTH_ROUNDS} rounds, the sizes in turn), and the largest size's over the smallest's (flat = 1x)",
-                  title_style="dim")
-        t.add_column("policy")
-        for n in sorted(set(growth)):
-            t.add_column(f"n={n:,}", justify="right")
-        if len(growth) > 1:
-            t.add_column("growth", justify="right")
-        ratios = growth_ratios(g)
-        for p, (rates, ratio) in ratios.items():
-            t.add_row(p, *[f"{v:.1f}" for v in rates], *([f"{ratio:.1f}x"] if len(growth) > 1 else []))
-        console.print(t)
-        if len(set(growth)) > 1:  # issue 28's check, with what the table cannot say on its own
-            over = {p: r for p, (_, r) in ratios.items() if r > GROWTH_BOUND}
-            console.print(f"growth check: {len(ratios) - len(over)} of {len(ratios)} policies within {GROWTH_BOUND:g}x "
-                          f"from {min(growth):,} to {max(growth):,} queries"
-                          + (f"; beyond: {', '.join(f'{p} {r:.1f}x' for p, r in over.items())} (their decisions "
-                             "read the pool at places the last one did not touch, and an index policy's sift walks "
-                             "the heap's log n levels to its lowest: the memory hierarchy's share, "
-                             "docs/performance.md, 'Growth with the pool')" if over else ""),
-                          highlight=False)
+        _growth_table(g, growth, responses, console)
     return df
 
 

@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ttc.cli import app
-from ttc.replay.bench import RULES, BenchSpec, bench, growth
+from ttc.replay.bench import RULES, BenchSpec, bench, estimate_s, growth, growth_cells, growth_ratios
 from ttc.replay.policies import REGISTRY
 
 
@@ -95,11 +95,34 @@ def test_the_estimate_counts_each_rows_cost_and_the_cap():
 
 def test_growth_table_covers_every_size_and_policy():
     g = growth(ns=(10, 40), size=6, budget=2, decisions=400, rounds=2, policies=("uniform", "ucb"))
-    assert g.height == 4 and sorted(set(g["queries"])) == [10, 40]
+    # each size's pool, and the control: the smallest size's queries with the largest pool's responses
+    assert g.height == 6 and set(zip(g["queries"], g["responses"])) == {(10, 6), (40, 6), (10, 24)}
     # every cell timed each round, each decision counted (budget 2 per query, seeds scaled to 400 decisions)
-    assert g["rounds"].to_list() == [2] * 4
-    assert g.filter(pl.col("queries") == 10)["runs"].to_list() == [20, 20]
+    assert g["rounds"].to_list() == [2] * 6
+    assert g.filter(pl.col("queries") == 10)["runs"].to_list() == [20, 20, 20, 20]
     assert (g["decisions"] == g["runs"] * 2 * g["queries"]).all() and (g["cpu_ns_per_decision"] > 0).all()
+    ratios = growth_ratios(g)
+    for p in ("uniform", "ucb"):
+        ns = g.filter((pl.col("policy") == p) & (pl.col("responses") == 6)).sort("queries")["cpu_ns_per_decision"]
+        ctrl = g.filter((pl.col("policy") == p) & (pl.col("responses") == 24))["cpu_ns_per_decision"][0]
+        r = ratios[p]
+        assert r.ns == ns.to_list() and r.ratio == ns[1] / ns[0]
+        assert r.control_ns == ctrl and r.control_ratio == ns[1] / ctrl
+    one = growth_ratios(growth(ns=(10,), size=6, budget=2, decisions=40, rounds=1, policies=("uniform",)))
+    assert one["uniform"].control_ns is None and one["uniform"].ratio == 1
+
+
+def test_growth_cells_add_a_control_as_large_as_the_largest_pool():
+    """The control has the smallest size's queries (its heap and per-query state) and as many responses as the
+    largest pool, so that the largest's cost over it is what the query count adds (issue 28)."""
+    assert growth_cells((500, 5000, 50000), 64) == [(500, 64), (5000, 64), (50000, 64), (500, 6400)]
+    assert growth_cells((40, 10, 40), 6) == [(40, 6), (10, 6), (10, 24)]
+    assert growth_cells((10,), 6) == [(10, 6)] and growth_cells((), 6) == []
+    assert growth_cells((10, 11), 1) == [(10, 1), (11, 1)]  # (no control that would repeat the smallest pool)
+    # the estimate counts the control: as dear as its seeds at the largest pool's bytes
+    spec = BenchSpec(policies=("uniform",), rules=())
+    with_ctrl = estimate_s(spec, ns=(500, 50000))["growth"]
+    assert with_ctrl > estimate_s(spec, ns=(500,))["growth"] + estimate_s(spec, ns=(50000,))["growth"]
 
 
 def test_growth_times_one_thread_and_gives_the_threads_back():
@@ -128,7 +151,12 @@ def test_bench_command_prints_its_tables():
                  "parallel-probe", "cmc"):
         assert word in r.output
     # issue 28's check in words: how many policies stay within the bound, and which do not
-    assert re.search(r"growth check: \d+ of \d+ policies within 3x from 10 to 20 queries", " ".join(r.output.split()))
+    flat = " ".join(r.output.split())
+    assert re.search(r"growth check: \d+ of \d+ policies within 3x from 10 to 20 queries", flat)
+    # and the control's split of it: the same bytes with the smallest size's queries
+    assert re.search(r"At the same pool bytes \(the control\) \d+ of \d+ within 3x from 10 to 20 queries \(the "
+                     r"most, [a-z-]+ \d+\.\d\dx\)", flat), flat[-1500:]
+    assert "control: 10 queries x 16 responses" in flat and "÷ control" in flat
     for flags in (["--seeds", "0"], ["--reference-s", "-1"], ["--reference-s", "nan"], ["--growth-decisions", "0"]):
         bad = CliRunner().invoke(app, ["bench", *flags])
         assert bad.exit_code == 2 and "error:" in bad.output, (flags, bad.output)
@@ -256,3 +284,36 @@ def test_side_compile_puts_the_growth_tables_kernels_in_numbas_cache(tmp_path):
     script.write_text(SIDE_SCRIPT)
     r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and "side compile: ok" in r.stdout, r.stdout + r.stderr
+
+
+def test_a_growth_round_of_a_dear_policy_makes_fewer_decisions():
+    """pets-online's plan per run made its 500-query cell 3.7 s a round at 400,000 decisions, 11 s of the default
+    bench; a round now stops near GROWTH_ROUND_S by the estimate, and a cheap policy keeps its decisions."""
+    from ttc.replay.bench import GROWTH_ROUND_S, growth_cell_s, growth_runs
+
+    assert growth_runs("uniform", 500, 400_000) == 100
+    dear = growth_runs("pets-online", 500, 400_000)
+    assert 1 <= dear < 100
+    one_round = growth_cell_s("pets-online", 500, 400_000, 1) - growth_cell_s("pets-online", 500, 400_000, 0)
+    assert 0.5 * GROWTH_ROUND_S < one_round <= GROWTH_ROUND_S
+    g = growth(ns=(500,), size=4, budget=8, decisions=400_000, rounds=1, policies=("pets-online",))
+    assert g["runs"].to_list() == [growth_runs("pets-online", 500, 400_000, 8)]
+
+
+def test_the_growth_table_fits_80_columns():
+    """The default table (three sizes, the control, every policy) renders without a cut cell in a standard
+    terminal (issue 28's first-screen rule, here for `ttc bench`)."""
+    from rich.console import Console
+
+    from ttc.replay.bench import POLICIES, growth_cells
+    from ttc.replay.run import _growth_table
+
+    ns = (500, 5000, 50000)
+    rows = [{"queries": n, "responses": r, "policy": p, "cpu_ns_per_decision": 12345.6}
+            for p in POLICIES for n, r in growth_cells(ns, 64)]
+    for width in (80, 120):
+        console = Console(width=width, record=True, color_system=None)
+        _growth_table(pl.DataFrame(rows), ns, 64, console)
+        text = console.export_text()
+        assert "…" not in text and all(len(x) <= width for x in text.splitlines()), text
+        assert all(p in text for p in POLICIES) and "÷ control" in text
