@@ -55,6 +55,7 @@ GROWTH_N0 = 500  # the pool size the engine's costs (policies.Cost) were measure
 GROWTH_EXP, GROWTH_MEM_NS = 0.3, 300.0
 GROWTH_ROUND_S = 0.5  # a cell's round makes fewer decisions than GROWTH_DECISIONS where they take longer (growth_runs)
 POOL_S_PER_RESPONSE = 2e-7  # synth.make_pool's cost
+REF_SETUP_S = 6e-7  # per response: run_reference's lists of the pool and its input checks
 
 
 def growth_cells(ns, size: int) -> list[tuple[int, int]]:
@@ -69,7 +70,6 @@ def growth_cells(ns, size: int) -> list[tuple[int, int]]:
     if lo < hi and round(size * hi / lo) > size:
         cells.append((lo, round(size * hi / lo)))
     return cells
-REF_SETUP_S = 6e-7  # per response: run_reference's lists of the pool and its input checks
 
 
 def _costs(c: RunConfig) -> tuple[Cost, ...]:
@@ -105,10 +105,9 @@ def estimate_s(spec: BenchSpec, ns=GROWTH_NS, decisions: int = GROWTH_DECISIONS,
     engine = (1 + spec.repeats) * spec.seeds * runs / threads
     reference = spec.reference_seeds * sum(reference_run_s(c, b, spec.n, spec.size, spec.reference_s)
                                            for c in _configs(spec) for b in spec.budgets)
-    hi = max(ns, default=0)
     growth = sum(n * r * POOL_S_PER_RESPONSE
-                 + sum(growth_cell_s(p, n, decisions, growth_rounds, bytes_n=hi if r != spec.size else n)
-                       for p in spec.policies) for n, r in growth_cells(ns, spec.size))
+                 + sum(growth_cell_s(p, n, decisions, growth_rounds, bytes_n=n * r / spec.size) for p in spec.policies)
+                 for n, r in growth_cells(ns, spec.size))
     out = {"engine": engine, "reference": reference, "growth": growth}
     if depth:
         out["depth"] = depth_estimate_s(**depth_sizes(spec), repeats=spec.repeats,
@@ -116,16 +115,17 @@ def estimate_s(spec: BenchSpec, ns=GROWTH_NS, decisions: int = GROWTH_DECISIONS,
     return out
 
 
-def _growth_run_s(policy: str, n: int, budget: int, bytes_n: int | None) -> float:
+def _growth_run_s(policy: str, n: int, budget: int, bytes_n: float | None) -> float:
     """Estimated CPU seconds of one growth run (seed): its decisions at the policy's costs, each dearer on a larger
-    pool (GROWTH_EXP; a pool as large as `bytes_n` queries' of the table's size, the control of growth_cells)."""
+    pool (GROWTH_EXP; a pool as large as `bytes_n` queries' of the table's size: the control of growth_cells has the
+    largest size's)."""
     c = RunConfig(policy)
     mem = min(GROWTH_MEM_NS, sum(Cost.at(k.engine_ns, budget) for k in _costs(c)))
     grow = max(0.0, ((bytes_n or n) / GROWTH_N0) ** GROWTH_EXP - 1)
     return engine_run_s(c, budget, n) + 1e-9 * budget * n * mem * grow
 
 
-def growth_runs(policy: str, n: int, decisions: int, budget: int = 8, bytes_n: int | None = None) -> int:
+def growth_runs(policy: str, n: int, decisions: int, budget: int = 8, bytes_n: float | None = None) -> int:
     """The seeds of one growth cell's round: about `decisions` decisions, fewer for a policy whose decisions would
     take more than GROWTH_ROUND_S of CPU (pets-online's at 500 queries, its plan per run: 3.7 s a round at 400,000
     decisions; a median of three half-second rounds is as steady a rate)."""
@@ -133,7 +133,7 @@ def growth_runs(policy: str, n: int, decisions: int, budget: int = 8, bytes_n: i
     return max(1, min(runs, int(GROWTH_ROUND_S / _growth_run_s(policy, n, budget, bytes_n))))
 
 
-def growth_cell_s(policy: str, n: int, decisions: int, rounds: int, budget: int = 8, bytes_n: int | None = None
+def growth_cell_s(policy: str, n: int, decisions: int, rounds: int, budget: int = 8, bytes_n: float | None = None
                   ) -> float:
     """CPU seconds of one growth cell on one thread: one seed to warm up, then `rounds` timings of growth_runs'
     seeds."""
@@ -334,10 +334,9 @@ def growth(ns=GROWTH_NS, size=64, budget=8, decisions=GROWTH_DECISIONS, rounds=G
 
     step = progress or (lambda s: None)
     cells = growth_cells(ns, size)
-    hi = max(ns, default=0)
 
     def cell_s(p, n, r, k):  # growth_cell_s of this cell at k rounds (the control as large as the largest pool)
-        return growth_cell_s(p, n, decisions, k, budget, bytes_n=hi if r != size else n)
+        return growth_cell_s(p, n, decisions, k, budget, bytes_n=n * r / size)
 
     times = {(p, c): [] for p in policies for c in cells}
     runs = {}
@@ -357,7 +356,7 @@ def growth(ns=GROWTH_NS, size=64, budget=8, decisions=GROWTH_DECISIONS, rounds=G
         for k in range(rounds):
             for p in policies:
                 for n, r in (cells if k % 2 == 0 else cells[::-1]):
-                    seeds = np.arange(growth_runs(p, n, decisions, budget, bytes_n=hi if r != size else n))
+                    seeds = np.arange(growth_runs(p, n, decisions, budget, bytes_n=n * r / size))
                     bt = np.full((1, len(seeds)), budget * n, np.int64)
                     t = time.thread_time()
                     _, out_i, _, _ = run_grid(pools[n, r], [RunConfig(p)], bt, seeds, tables[r])

@@ -79,8 +79,6 @@ def test_the_estimate_is_printed_before_the_work_starts(monkeypatch):
 
 
 def test_the_estimate_counts_each_rows_cost_and_the_cap():
-    from ttc.replay.bench import estimate_s
-
     # boinf's rows: capped, so doubling the queries leaves their reference's estimate about the same; without the
     # cap it doubles
     one = BenchSpec(policies=(), rules=("boinf",))
