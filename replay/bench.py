@@ -152,14 +152,14 @@ def bench_compile_expected(spec: BenchSpec) -> bool:
     """Whether bench(spec)'s grids will compile a kernel (neither in this process nor in numba's cache index): the
     progress bar then says so rather than sitting at 0 for a minute and a half. False when numba's cache cannot be
     read (only the note is lost)."""
-    from .engine import arg_types, grid_kernels, grid_key
+    from .engine import grid_kernels, kernel_missing
 
     have = grid_kernels()
     if have is None:
         return False
     pool = make_pool(n=spec.n, size=spec.size, seed=0)
     configs = _configs(spec)
-    return any(grid_key((), False, arg_types(pool, cs)) not in have for cs in [configs[:1], configs])
+    return any(kernel_missing(have, pool, cs) for cs in [configs[:1], configs])
 
 
 def _median_time(fn, repeats, after=None):
@@ -274,14 +274,14 @@ def growth_kernels_missing(ns, size: int, policies=tuple(POLICIES)) -> list[str]
     every policy runs in) is neither compiled in this process nor in numba's cache index: [] when no size reaches
     PREFETCH_FROM responses, or when numba's cache cannot be read (then nothing can be compiled ahead for this
     process either)."""
-    from .engine import arg_types, grid_kernels, grid_key
+    from .engine import grid_kernels, kernel_missing
     from .kernel import PREFETCH_FROM
 
     have = grid_kernels()
     if have is None or not any(n * size >= PREFETCH_FROM for n in ns):
         return []
     pool = _growth_big_pool(size)
-    return [p for p in policies if grid_key((), False, arg_types(pool, [RunConfig(p)])) not in have]
+    return [p for p in policies if kernel_missing(have, pool, [RunConfig(p)])]
 
 
 def compile_growth_kernels(size: int, policies) -> None:

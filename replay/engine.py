@@ -357,6 +357,13 @@ def kernel_only(configs: list[RunConfig], pool: Pool, votes=None) -> tuple:
     return () if grid_key(one, weights, rest) not in have and grid_key((), weights, rest) in have else one
 
 
+def kernel_missing(have: set, pool: Pool, configs: list[RunConfig], only: tuple = (), weights: bool = False) -> bool:
+    """Whether `have` (grid_kernels()) lacks _grid's specialisation for these configurations on this pool: its
+    kernel (`only`, () for the one every policy runs in), the votes' weights or none, and arg_types' packed, reading
+    and dc. compile_expected asks it of replay's kernel, `ttc bench` of the ones it times (bench.py)."""
+    return grid_key(only, weights, arg_types(pool, configs)) not in have
+
+
 def compile_expected(pool: Pool, configs: list[RunConfig], select: str = "bon") -> bool:
     """Whether the grid's first call will compile its kernel: no specialisation for these configurations' kernel
     (kernel_only), packed, reading and dc arguments in this process or in numba's cache index (a first run, or
@@ -365,8 +372,8 @@ def compile_expected(pool: Pool, configs: list[RunConfig], select: str = "bon") 
     try:
         have = grid_kernels()
         votes = replay_votes(pool, select)
-        return have is not None and grid_key(kernel_only(configs, pool, votes), votes is not None,
-                                             arg_types(pool, configs)) not in have
+        return have is not None and kernel_missing(have, pool, configs, kernel_only(configs, pool, votes),
+                                                   votes is not None)
     except Exception:  # numba's private cache layout changed: no note
         return False
 
